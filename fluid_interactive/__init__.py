@@ -1,0 +1,34 @@
+"""fluid_interactive: Python calls compiled functions, not single operators.
+
+Subclass `Program`, mark methods with `@network`, call `Compile()`, then call the methods
+of the result; they share one scope of parameters. The notebook face is the `fluid`
+module (``%load_ext fluid`` or ``import fluid``), which re-exports this API.
+"""
+from . import ops as _ops  # noqa: F401  (registers every op)
+from .backend import get_device, set_device
+from .errors import (CheckpointError, DTypeError, EOFException, FeedError, FluidError,
+                     KernelError, NameConflictError, OpArgumentError, ProgramDefinitionError,
+                     ShapeError, VerifyError)
+from .frontend import backward, initializer, layers, optimizer, regularizer
+from .frontend.backward import gradients
+from .frontend.naming import var_scope
+from .frontend.param_attr import ParamAttr
+from .frontend.parameters import parameters
+from .frontend.program import Input, Program, network
+from .frontend.variable import Variable
+from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, check_program,
+                 program_from_json, program_to_json)
+from .runtime.compiled import CompiledMethod, CompiledProgram
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Program", "network", "Input", "var_scope", "layers", "optimizer", "backward",
+    "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
+    "CompiledProgram", "CompiledMethod", "set_device", "get_device",
+    "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
+    "program_to_json", "program_from_json",
+    "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
+    "ProgramDefinitionError", "NameConflictError", "KernelError", "VerifyError",
+    "CheckpointError", "EOFException", "__version__",
+]

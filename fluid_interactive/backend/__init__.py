@@ -1,0 +1,89 @@
+"""The array module: NumPy everywhere, CuPy on a GPU. Nothing else knows which is active.
+
+`set_device('cpu'|'gpu'|'auto')` (or the ``FLUID_DEVICE`` environment variable) chooses;
+`auto` takes CuPy when it imports and sees a GPU, otherwise NumPy with a one-time notice.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+_DEVICES = ("cpu", "gpu", "auto")
+_state: dict[str, Any] = {"device": None, "xp": None, "notified": False}
+
+
+def _cupy_with_gpu() -> ModuleType | None:
+    try:
+        import cupy  # type: ignore[import-not-found]
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception:  # ImportError, or a CUDA runtime without a device
+        return None
+    return None
+
+
+def set_device(device: str) -> str:
+    """Choose where kernels run; returns the device actually chosen ('cpu' or 'gpu')."""
+    if device not in _DEVICES:
+        raise ValueError(f"device must be one of {_DEVICES}, got {device!r}")
+    if device == "cpu":
+        _state.update(device="cpu", xp=np)
+    elif device == "gpu":
+        cupy = _cupy_with_gpu()
+        if cupy is None:
+            raise RuntimeError("set_device('gpu'): CuPy is not installed or sees no GPU; "
+                               "install the 'gpu' extra on a machine with CUDA, or use 'cpu'")
+        _state.update(device="gpu", xp=cupy)
+    else:
+        cupy = _cupy_with_gpu()
+        if cupy is None:
+            if not _state["notified"] and os.environ.get("FLUID_DEVICE") == "auto":
+                warnings.warn("fluid: no usable GPU (CuPy missing or no device); running on "
+                              "NumPy", RuntimeWarning, stacklevel=2)
+                _state["notified"] = True
+            _state.update(device="cpu", xp=np)
+        else:
+            _state.update(device="gpu", xp=cupy)
+    return _state["device"]
+
+
+def get_device() -> str:
+    if _state["device"] is None:
+        set_device(os.environ.get("FLUID_DEVICE", "cpu"))
+    return _state["device"]
+
+
+def array_module() -> ModuleType:
+    """The module kernels call: numpy or cupy."""
+    if _state["xp"] is None:
+        get_device()
+    return _state["xp"]
+
+
+def array_module_for(device: str) -> ModuleType:
+    if device == "cpu":
+        return np
+    cupy = _cupy_with_gpu()
+    if cupy is None:
+        raise RuntimeError("CuPy with a GPU is not available on this machine")
+    return cupy
+
+
+def to_host(array: Any) -> np.ndarray:
+    """A NumPy array for any backend array (a no-op for NumPy)."""
+    if isinstance(array, np.ndarray):
+        return array
+    get = getattr(array, "get", None)
+    return get() if get is not None else np.asarray(array)
+
+
+def to_device(array: Any, xp: ModuleType) -> Any:
+    return array if xp is np else xp.asarray(array)
+
+
+__all__ = ["set_device", "get_device", "array_module", "array_module_for", "to_host",
+           "to_device"]

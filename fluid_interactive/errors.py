@@ -1,0 +1,58 @@
+"""The package's own exception hierarchy.
+
+Every error a user can provoke is a `FluidError`; each also subclasses the builtin that
+describes it best (`ValueError`, `TypeError`, ...) so code that catches builtins keeps working.
+Messages say what was wrong, where (the user's ``file:line``), and how to fix it.
+"""
+from __future__ import annotations
+
+
+class FluidError(Exception):
+    """Base class of every error raised by fluid_interactive."""
+
+
+class ShapeError(FluidError, ValueError):
+    """An op received inputs whose shapes do not fit together.
+
+    Raised while a method is traced (``Compile()``), naming the op, the shapes, and the
+    line of the user's method that recorded it. Fix the shapes at that line.
+    """
+
+
+class DTypeError(FluidError, TypeError):
+    """An op or a fed value has a dtype that cannot be used there."""
+
+
+class OpArgumentError(FluidError, ValueError):
+    """A layer or op was called with an argument it cannot accept (unknown activation,
+    bad attribute value, missing input)."""
+
+
+class FeedError(FluidError, ValueError):
+    """A value passed to a compiled method does not fit the data var it feeds."""
+
+
+class ProgramDefinitionError(FluidError, TypeError):
+    """A `fluid.Program` subclass is malformed (a method name collides with the compiled
+    program's own API, a mapped argument is never declared, ...)."""
+
+
+class NameConflictError(FluidError, ValueError):
+    """Two layers bind the same parameter name with different shapes or dtypes."""
+
+
+class KernelError(FluidError, RuntimeError):
+    """A kernel failed while a compiled method ran. The message carries the op's text line
+    and the user's line that recorded the op; the original exception is chained."""
+
+
+class VerifyError(FluidError, ValueError):
+    """`check_program` found a structural problem in a program description."""
+
+
+class CheckpointError(FluidError, ValueError):
+    """A checkpoint directory is missing, incomplete, corrupt or does not match the program."""
+
+
+class EOFException(FluidError):
+    """A reader reached the end of its data. Call ``reset()`` to start again."""

@@ -1,0 +1,1 @@
+"""The user-facing builder: Program classes, tracing, layers, optimizers."""

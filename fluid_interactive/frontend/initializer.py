@@ -1,0 +1,116 @@
+"""Initializers: each appends one op to block 0 that fills a parameter when the program
+compiles. Defaults follow Paddle: Xavier-uniform weights, zero biases.
+
+``seed=0`` means "use the program's seed" (``Compile(seed=...)``); values are then
+reproducible and independent of which other parameters exist.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..errors import OpArgumentError
+
+
+def fans(shape: Sequence[int]) -> tuple[int, int]:
+    """(fan_in, fan_out): a matrix [in, out]; a conv filter [out_c, in_c, k...] uses the
+    receptive field size."""
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+class Initializer:
+    def op(self, shape: Sequence[int], dtype: str) -> tuple[str, dict]:
+        """The op type and attrs that fill a var of this shape and dtype."""
+        raise NotImplementedError
+
+
+@dataclass
+class Constant(Initializer):
+    value: float = 0.0
+
+    def op(self, shape, dtype):
+        return "fill_constant", {"shape": list(shape), "dtype": dtype, "value": float(self.value)}
+
+
+@dataclass
+class Uniform(Initializer):
+    low: float = -1.0
+    high: float = 1.0
+    seed: int = 0
+
+    def op(self, shape, dtype):
+        if self.low > self.high:
+            raise OpArgumentError(f"Uniform(low={self.low}, high={self.high}): low > high")
+        return "uniform_random", {"shape": list(shape), "dtype": dtype, "min": float(self.low),
+                                  "max": float(self.high), "seed": int(self.seed)}
+
+
+@dataclass
+class Normal(Initializer):
+    loc: float = 0.0
+    scale: float = 1.0
+    seed: int = 0
+
+    def op(self, shape, dtype):
+        return "gaussian_random", {"shape": list(shape), "dtype": dtype,
+                                   "mean": float(self.loc), "std": float(self.scale),
+                                   "seed": int(self.seed)}
+
+
+@dataclass
+class TruncatedNormal(Initializer):
+    loc: float = 0.0
+    scale: float = 1.0
+    seed: int = 0
+
+    def op(self, shape, dtype):
+        return "truncated_gaussian_random", {"shape": list(shape), "dtype": dtype,
+                                             "mean": float(self.loc), "std": float(self.scale),
+                                             "seed": int(self.seed)}
+
+
+@dataclass
+class Xavier(Initializer):
+    uniform: bool = True
+    fan_in: Optional[int] = None
+    fan_out: Optional[int] = None
+    seed: int = 0
+
+    def op(self, shape, dtype):
+        f_in, f_out = fans(shape)
+        f_in = self.fan_in or f_in
+        f_out = self.fan_out or f_out
+        if self.uniform:
+            limit = math.sqrt(6.0 / (f_in + f_out))
+            return Uniform(-limit, limit, self.seed).op(shape, dtype)
+        return Normal(0.0, math.sqrt(2.0 / (f_in + f_out)), self.seed).op(shape, dtype)
+
+
+@dataclass
+class MSRA(Initializer):
+    uniform: bool = True
+    fan_in: Optional[int] = None
+    seed: int = 0
+
+    def op(self, shape, dtype):
+        f_in = self.fan_in or fans(shape)[0]
+        if self.uniform:
+            limit = math.sqrt(6.0 / f_in)
+            return Uniform(-limit, limit, self.seed).op(shape, dtype)
+        return Normal(0.0, math.sqrt(2.0 / f_in), self.seed).op(shape, dtype)
+
+
+ConstantInitializer = Constant
+UniformInitializer = Uniform
+NormalInitializer = Normal
+TruncatedNormalInitializer = TruncatedNormal
+XavierInitializer = Xavier
+MSRAInitializer = MSRA

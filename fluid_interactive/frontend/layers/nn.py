@@ -1,0 +1,62 @@
+"""Layers with parameters: `fc`."""
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Optional, Sequence, Union
+
+from ...errors import OpArgumentError, ShapeError
+from ..param_attr import to_param_attr
+from ..tracing import error_at
+from ..variable import Variable
+from .helpers import LayerHelper, as_variable
+
+
+def _per_input(attr: Any, n: int) -> list:
+    if isinstance(attr, (list, tuple)):
+        if len(attr) != n:
+            raise error_at(OpArgumentError, f"fc got {n} inputs but {len(attr)} param_attrs")
+        return list(attr)
+    return [attr] * n
+
+
+def fc(input: Union[Variable, Sequence[Variable]], size: int, num_flatten_dims: int = 1,
+       param_attr: Any = None, bias_attr: Any = None, act: Optional[str] = None,
+       name: Optional[str] = None) -> Variable:
+    """Fully connected layer: ``act(sum_i flatten(input_i) @ W_i + b)``.
+
+    Each input is flattened to 2-D at ``num_flatten_dims`` and gets its own weight
+    ``[prod(input.shape[num_flatten_dims:]), size]`` (Xavier-uniform by default); the bias
+    ``[size]`` starts at zero (``bias_attr=False``: none).
+    """
+    helper = LayerHelper("fc", name)
+    inputs = list(input) if isinstance(input, (list, tuple)) else [input]
+    if not isinstance(size, int) or size <= 0:
+        raise error_at(OpArgumentError, f"fc size must be a positive int, got {size!r}")
+    attrs = _per_input(param_attr, len(inputs))
+    products = []
+    for x, attr in zip(inputs, attrs):
+        x = as_variable(x, "fc input")
+        if not 1 <= num_flatten_dims < len(x.shape):
+            raise error_at(ShapeError, f"fc: num_flatten_dims={num_flatten_dims} does not fit "
+                                       f"input {x.name!r} of shape {list(x.shape)}")
+        inner = x.shape[num_flatten_dims:]
+        if any(d < 0 for d in inner):
+            raise error_at(ShapeError, f"fc: input {x.name!r} has shape {list(x.shape)}; the "
+                                       f"dims after num_flatten_dims={num_flatten_dims} must "
+                                       f"be known to size the weight")
+        pattr = to_param_attr(attr, "fc param_attr")
+        if pattr is None:
+            raise error_at(OpArgumentError, "fc needs a weight; param_attr=False is not allowed")
+        w = helper.create_parameter(pattr, [prod(inner), size], x.dtype)
+        products.append(helper.append_one("mul", {"X": x, "Y": w},
+                                          {"x_num_col_dims": num_flatten_dims,
+                                           "y_num_col_dims": 1}, final=False))
+    battr = to_param_attr(bias_attr, "fc bias_attr")
+    last_is_pre = battr is None and act is None
+    pre = products[0] if len(products) == 1 else helper.append_one(
+        "sum", {"X": products}, final=last_is_pre)
+    if battr is not None:
+        b = helper.create_parameter(battr, [size], pre.dtype, is_bias=True)
+        pre = helper.append_one("elementwise_add", {"X": pre, "Y": b},
+                                {"axis": num_flatten_dims}, final=act is None)
+    return helper.activation(pre, act)

@@ -1,0 +1,42 @@
+"""Unique names and `var_scope`.
+
+Each `Compile()` starts one root generator, so names depend only on the class. Entering
+``var_scope(name)`` installs a *fresh* generator whose names carry the scope path as a
+prefix, and leaving restores the previous one (also when the body raises). Layers built
+the same way under the same scope therefore get the same parameter names, in every method
+and on every call: that is how methods share weights.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class UniqueNameGenerator:
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix
+        self.counters: dict[str, int] = {}
+
+    def generate(self, key: str) -> str:
+        n = self.counters.get(key, 0)
+        self.counters[key] = n + 1
+        return f"{self.prefix}{key}_{n}"
+
+
+@contextmanager
+def var_scope(name: str) -> Iterator[str]:
+    """Prefix the names of layers created inside with ``name/`` and restart their counters.
+
+    >>> with fluid.var_scope('prediction'):
+    ...     y = fluid.layers.fc(input=x, size=1)     # params prediction/fc_0.w_0, .b_0
+    """
+    from .tracing import current_trace  # the trace context owns the generator stack
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"var_scope name must be a non-empty string without '/', got {name!r}")
+    trace = current_trace("fluid.var_scope")
+    previous = trace.names
+    trace.names = UniqueNameGenerator(previous.prefix + name + "/")
+    try:
+        yield trace.names.prefix
+    finally:
+        trace.names = previous

@@ -1,0 +1,160 @@
+"""The trace context: the program being built while `Compile()` runs the user's methods.
+
+It lives in a `ContextVar` that is always restored (no global "current program" survives
+a failing cell). Layers reach it through `current_trace()`.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
+from ..ir.source import user_location
+from ..ops.apply import infer_op
+from ..ops.registry import get_spec
+from ..ops.spec import TensorType
+from .naming import UniqueNameGenerator
+
+_CURRENT: ContextVar[Optional["TraceContext"]] = ContextVar("fluid_trace", default=None)
+
+
+def current_trace(what: str = "this layer") -> "TraceContext":
+    trace = _CURRENT.get()
+    if trace is None:
+        raise FluidError(f"{what} can only be used inside a @fluid.network method while it is "
+                         f"traced (that is, while Program.Compile() runs)")
+    return trace
+
+
+def where(loc: Optional[SourceLoc]) -> str:
+    return f"{loc.file}:{loc.line}" if loc else "<unknown location>"
+
+
+class TraceContext:
+    """Builds one `ProgramDesc`: block 0 for state, one block per traced method."""
+
+    def __init__(self, program_name: str):
+        self.program = ProgramDesc(blocks=[BlockDesc(0, -1, "")], name=program_name)
+        self.names = UniqueNameGenerator()          # layer names (var_scope swaps it)
+        self.state_names = UniqueNameGenerator()    # learning rates, accumulators
+        self.block_idx = 0
+        self.method = ""
+        self.placeholders: dict[str, Any] = {}
+        self.param_attrs: dict[str, Any] = {}   # name -> ParamAttr (regularizer, lr scale)
+
+    # --- blocks ----------------------------------------------------------------------------
+
+    @property
+    def block(self) -> BlockDesc:
+        return self.program.blocks[self.block_idx]
+
+    @contextmanager
+    def method_block(self, name: str) -> Iterator[BlockDesc]:
+        block = BlockDesc(len(self.program.blocks), 0, name)
+        self.program.blocks.append(block)
+        self.block_idx, self.method = block.idx, name
+        token = _CURRENT.set(self)
+        try:
+            yield block
+        finally:
+            _CURRENT.reset(token)
+            self.block_idx, self.method, self.placeholders = 0, "", {}
+
+    # --- vars ------------------------------------------------------------------------------
+
+    def find(self, name: str) -> Optional[VarDesc]:
+        return self.program.find_var(self.block, name)
+
+    def type_of(self, name: str) -> TensorType:
+        v = self.find(name)
+        if v is None:
+            raise OpArgumentError(f"variable {name!r} is not defined in {self.method}()")
+        return TensorType(v.shape, v.dtype)
+
+    def unique_in_block(self, name: str) -> str:
+        """``name`` if the block does not use it yet, else ``name_1``, ``name_2``, ..."""
+        if self.find(name) is None:
+            return name
+        k = 1
+        while self.find(f"{name}_{k}") is not None:
+            k += 1
+        return f"{name}_{k}"
+
+    def declare(self, var: VarDesc, in_global: bool = False) -> VarDesc:
+        block = self.program.global_block() if in_global else self.block
+        block.vars[var.name] = var
+        return var
+
+    def replace_program(self, program: ProgramDesc) -> None:
+        """Passes return new programs; trace continues on the result."""
+        self.program = program
+
+    # --- ops -------------------------------------------------------------------------------
+
+    def append_op(self, type: str, inputs: Mapping[str, Sequence[str]],
+                  outputs: Mapping[str, Sequence[str]], attrs: Optional[Mapping] = None,
+                  role: int = OpRole.FORWARD, in_global: bool = False,
+                  loc: Optional[SourceLoc] = None, role_var: tuple[str, ...] = ()) -> OpDesc:
+        """Record an op; declares its outputs from the spec's shape rule. Errors name the
+        op, the shapes and the user's line."""
+        spec = get_spec(type)
+        loc = loc or user_location()
+        op = OpDesc(type, {k: list(v) for k, v in inputs.items() if v},
+                    {k: list(v) for k, v in outputs.items() if v}, dict(attrs or {}), role,
+                    tuple(role_var), loc=loc)
+        self._check_slots(spec, op, loc)
+        try:
+            spec.full_attrs(op.attrs)
+            types = infer_op(op, self.type_of)
+        except (ShapeError, DTypeError, OpArgumentError) as e:
+            shapes = ", ".join(f"{n}: {self._fmt(n)}" for n in op.input_names())
+            raise type_of_error(e)(
+                f"{type}: {e}\n  inputs: {shapes or 'none'}\n  at {where(loc)} "
+                f"(in {self.method or 'the global block'}())") from None
+        block = self.program.global_block() if in_global else self.block
+        for slot, ts in types.items():
+            for name, t in zip(op.outputs[slot], ts):
+                existing = self.find(name) or block.vars.get(name)
+                if existing is None:
+                    block.vars[name] = VarDesc(name, t.shape, t.dtype)
+        block.ops.append(op)
+        return op
+
+    def _fmt(self, name: str) -> str:
+        v = self.find(name)
+        return "?" if v is None else f"{v.dtype}{['?' if d < 0 else d for d in v.shape]}"
+
+    def _check_slots(self, spec, op: OpDesc, loc) -> None:
+        names = {s.name for s in spec.inputs}
+        for slot in op.inputs:
+            if slot not in names:
+                raise OpArgumentError(f"op {op.type!r} has no input slot {slot!r} (it has "
+                                      f"{', '.join(sorted(names))}) at {where(loc)}")
+        for s in spec.inputs:
+            if not s.optional and not op.inputs.get(s.name):
+                raise OpArgumentError(f"op {op.type!r} needs input {s.name!r} at {where(loc)}")
+
+
+def type_of_error(e: Exception) -> type:
+    return type(e) if isinstance(e, FluidError) else OpArgumentError
+
+
+def error_at(cls: type, message: str) -> Exception:
+    """An error of ``cls`` whose message ends with the user's line and method."""
+    trace = _CURRENT.get()
+    method = f" (in {trace.method}())" if trace and trace.method else ""
+    return cls(f"{message}\n  at {where(user_location())}{method}")
+
+
+def check_parameter_shape(existing: VarDesc, shape: Sequence[int], dtype: str) -> None:
+    if tuple(existing.shape) != tuple(shape) or existing.dtype != dtype:
+        raise error_at(NameConflictError,
+                       f"parameter {existing.name!r} already exists as "
+                       f"{existing.dtype}{list(existing.shape)}; this layer asks for "
+                       f"{dtype}{list(shape)}. Layers share a parameter only when their "
+                       f"shapes agree: give this one another name or var_scope")
+
+
+Name = Union[str, Sequence[str]]

@@ -1,0 +1,11 @@
+"""The program description (records, text form, JSON, verifier). Imports nothing of ours
+but the error types."""
+from .records import (BATCH, DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc,
+                      VarDesc, canonical_dtype, dtype_kind)
+from .serialize import program_from_json, program_to_json
+from .text import format_block, format_op, format_program, short_type
+from .verify import check_program
+
+__all__ = ["BATCH", "DTYPES", "BlockDesc", "OpDesc", "OpRole", "ProgramDesc", "SourceLoc",
+           "VarDesc", "canonical_dtype", "dtype_kind", "program_from_json", "program_to_json",
+           "format_block", "format_op", "format_program", "short_type", "check_program"]

@@ -1,0 +1,101 @@
+"""The canonical text form of programs, blocks and ops.
+
+One op per line, jaxpr-like, with short types and the user's ``file:line``::
+
+    prediction/fc_0.tmp_0:f32[?,1] = mul(X=x, Y=prediction/fc_0.w_0) {x_num_col_dims=1}   # fit.py:21
+
+`repr`, error messages and golden tests all use this one printer.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
+
+
+def short_shape(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def short_type(var: Optional[VarDesc]) -> str:
+    """'f32[?,13]' for a float32 var with a batch dimension; '?' when undeclared."""
+    if var is None:
+        return "?"
+    if var.kind != "tensor":
+        return var.kind
+    return DTYPES[var.dtype] + short_shape(var.shape)
+
+
+def _format_attr(value) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_format_attr(v) for v in value) + "]"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+def format_loc(loc) -> str:
+    if loc is None:
+        return ""
+    return f"{os.path.basename(loc.file)}:{loc.line}"
+
+
+def format_op(op: OpDesc, lookup=None) -> str:
+    """One line. ``lookup(name) -> VarDesc | None`` supplies output types when given."""
+    def typed(name: str) -> str:
+        return f"{name}:{short_type(lookup(name))}" if lookup else name
+
+    many_slots = len(op.outputs) > 1
+    outs = []
+    for slot, names in op.outputs.items():
+        for n in names:
+            outs.append(f"{slot}={typed(n)}" if many_slots else typed(n))
+    ins = []
+    for slot, names in op.inputs.items():
+        if not names:
+            continue
+        arg = names[0] if len(names) == 1 else "[" + ", ".join(names) + "]"
+        ins.append(f"{slot}={arg}")
+    line = (", ".join(outs) + " = " if outs else "") + f"{op.type}({', '.join(ins)})"
+    if op.attrs:
+        line += " {" + ", ".join(f"{k}={_format_attr(v)}" for k, v in op.attrs.items()) + "}"
+    if op.role != OpRole.FORWARD or op.role_var:
+        tag = OpRole.name(op.role)
+        if op.role_var:
+            tag += "; " + ", ".join(op.role_var)
+        line += f" <{tag}>"
+    loc = format_loc(op.loc)
+    return f"{line}   # {loc}" if loc else line
+
+
+def format_returns(returns: ReturnSpec) -> str:
+    if returns is None:
+        return "None"
+    if isinstance(returns, str):
+        return returns
+    if isinstance(returns, tuple):
+        return "(" + ", ".join(format_returns(r) for r in returns) + ")"
+    return "{" + ", ".join(f"{k!r}: {format_returns(v)}" for k, v in returns.items()) + "}"
+
+
+def format_block(program: ProgramDesc, block: BlockDesc, indent: str = "  ") -> str:
+    def lookup(name: str):
+        return program.find_var(block, name)
+
+    if block.idx == 0:
+        lines = ["block 0 (global state and its initialisers):"]
+        for var in block.vars.values():
+            label = "param" if var.is_parameter else ("state" if var.persistable else "var")
+            lines.append(f"{indent}{label} {var.name}:{short_type(var)}")
+    else:
+        args = ", ".join(f"{n}:{short_type(block.vars.get(n))}" for n in block.feeds)
+        lines = [f"block {block.idx} {block.name}({args}) -> {format_returns(block.returns)}:"]
+    lines.extend(indent + format_op(op, lookup) for op in block.ops)
+    return "\n".join(lines)
+
+
+def format_program(program: ProgramDesc) -> str:
+    return "\n\n".join(format_block(program, b) for b in program.blocks)

@@ -1,0 +1,93 @@
+"""`check_program`: structural invariants of a program description.
+
+Tests run it after every pass. Op-level checks (slots, attrs, shape inference) need the op
+registry, which lives above this layer; the registry hands in ``op_checker`` for those.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ..errors import VerifyError
+from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from .text import format_op
+
+OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], Optional[str]]
+
+
+def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> None:
+    lo, hi = max(0, index - 5), min(len(block.ops), index + 6)
+    window = []
+    for i in range(lo, hi):
+        mark = ">>" if i == index else "  "
+        window.append(f"{mark} {i:3d}  {format_op(block.ops[i])}")
+    raise VerifyError(f"block {block.idx} ({block.name or 'global'}), op {index}: {problem}\n"
+                      + "\n".join(window))
+
+
+def _check_block_links(program: ProgramDesc) -> None:
+    for i, block in enumerate(program.blocks):
+        if block.idx != i:
+            raise VerifyError(f"block at position {i} says its idx is {block.idx}")
+        if i == 0 and block.parent_idx != -1:
+            raise VerifyError("block 0 must have parent_idx -1")
+        if i > 0 and not 0 <= block.parent_idx < i:
+            raise VerifyError(f"block {i} has parent {block.parent_idx}; a parent must come first")
+
+
+def _check_op(program: ProgramDesc, block: BlockDesc, index: int, op: OpDesc,
+              written: set[str], op_checker: Optional[OpChecker]) -> None:
+    if op.role not in OpRole.ALLOWED:
+        _fail(program, block, index, f"op_role {op.role:#x} is not an allowed role value")
+    if len(op.role_var) % 2:
+        _fail(program, block, index, "op_role_var must hold (param, grad) pairs")
+    for name in op.input_names():
+        var = program.find_var(block, name)
+        if var is None:
+            _fail(program, block, index, f"reads {name!r}, which is declared nowhere")
+        if not (var.persistable or var.is_data or name in written):
+            _fail(program, block, index, f"reads {name!r} before any op of the block writes it")
+    for name in op.output_names():
+        var = program.find_var(block, name)
+        if var is None:
+            _fail(program, block, index, f"writes {name!r}, which is not declared")
+        if name in written and not var.persistable:
+            _fail(program, block, index, f"writes temporary {name!r} a second time")
+        written.add(name)
+    for name in op.role_var:
+        if program.find_var(block, name) is None:
+            _fail(program, block, index, f"op_role_var names {name!r}, which is not declared")
+    if op_checker is not None:
+        problem = op_checker(program, block, op)
+        if problem:
+            _fail(program, block, index, problem)
+
+
+def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
+    for name in block.feeds:
+        var = block.vars.get(name)
+        if var is None or not var.is_data:
+            raise VerifyError(f"block {block.name!r} feeds {name!r}, which is not a data var of it")
+
+    def walk(r) -> None:
+        if r is None:
+            return
+        if isinstance(r, str):
+            if program.find_var(block, r) is None:
+                raise VerifyError(f"block {block.name!r} returns undeclared var {r!r}")
+        elif isinstance(r, tuple):
+            for x in r:
+                walk(x)
+        else:
+            for x in r.values():
+                walk(x)
+    walk(block.returns)
+
+
+def check_program(program: ProgramDesc, op_checker: Optional[OpChecker] = None) -> None:
+    """Raise `VerifyError` naming the first violated invariant, with a window of ops."""
+    _check_block_links(program)
+    for block in program.blocks:
+        written: set[str] = set()
+        for index, op in enumerate(block.ops):
+            _check_op(program, block, index, op, written, op_checker)
+        _check_interface(program, block)

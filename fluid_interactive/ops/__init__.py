@@ -1,0 +1,13 @@
+"""Op specs, one file per family, and the registry that indexes them.
+
+Importing this package registers every op. See `spec.py` for what a spec holds.
+"""
+from . import accumulate, elementwise, fill, linalg, optim, reduce, unary  # noqa: F401
+from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
+from .registry import get_spec, register, registered_ops
+from .spec import (GradContext, InferContext, KernelContext, OpSpec, Slot, TensorType,
+                   grad_slot, infer_like, slots)
+
+__all__ = ["get_spec", "register", "registered_ops", "infer_op", "prepare_kernel",
+           "flat_inputs", "flat_outputs", "GradContext", "InferContext", "KernelContext",
+           "OpSpec", "Slot", "TensorType", "grad_slot", "infer_like", "slots"]

@@ -1,0 +1,90 @@
+"""``sum`` (adds a list of tensors; backward uses it to accumulate gradients),
+``fill_zeros_like`` and ``assign``."""
+from __future__ import annotations
+
+from .registry import register
+from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+
+
+def _sum_infer(ctx: InferContext) -> None:
+    xs = ctx.inputs("X")
+    if not xs:
+        ctx.fail("sum needs at least one input")
+    first = xs[0]
+    for i, t in enumerate(xs[1:], 1):
+        if t.dtype != first.dtype or len(t.shape) != len(first.shape) or any(
+                a >= 0 and b >= 0 and a != b for a, b in zip(t.shape, first.shape)):
+            ctx.fail(f"sum inputs must share shape and dtype: input 0 is "
+                     f"{first.dtype}{list(first.shape)}, input {i} is {t.dtype}{list(t.shape)}")
+    ctx.set_output("Out", first.shape, first.dtype)
+
+
+def _sum_kernel(ctx: KernelContext):
+    add = ctx.xp.add
+    out = ctx.buffer("Out")
+
+    def fn(*xs):
+        acc = add(xs[0], xs[1], out=out)
+        for x in xs[2:]:
+            acc = add(acc, x, out=acc)
+        return acc
+
+    if len(ctx.in_types) == 1:
+        return lambda x: x
+    return fn
+
+
+def _sum_grad(g: GradContext) -> None:
+    dout = g.out_grad("Out")
+    if not dout or dout[0] is None:
+        return
+    for name in g.in_grad("X"):
+        if name is not None:
+            g.emit("assign", {"X": dout}, {"Out": [name]})
+
+
+register(OpSpec("sum", slots("X*"), slots("Out"), _sum_infer, _sum_kernel, _sum_grad,
+                aliases=True, doc="Out = the sum of the listed inputs"))
+
+
+def _like_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+def _zeros_like_kernel(ctx: KernelContext):
+    o = ctx.output("Out")
+    zeros = ctx.xp.zeros(o.shape, o.dtype)
+    return lambda x: zeros
+
+
+register(OpSpec("fill_zeros_like", slots("X"), slots("Out"), _like_infer, _zeros_like_kernel,
+                shape_only=("X",), doc="Out = zeros with X's shape and dtype"))
+
+
+def _assign_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    out = ctx.buffer("Out")
+    if out is None:
+        return lambda x: xp.array(x, copy=True)
+    return lambda x: xp.copyto(out, x) or out
+
+
+def _assign_grad(g: GradContext) -> None:
+    dout = g.out_grad("Out")
+    if dout and dout[0] is not None and g.wants("X"):
+        g.emit("assign", {"X": dout}, {"Out": g.in_grad("X")})
+
+
+register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, _assign_grad,
+                doc="Out = a copy of X"))
+
+
+def _ones_like_kernel(ctx: KernelContext):
+    o = ctx.output("Out")
+    ones = ctx.xp.ones(o.shape, o.dtype)
+    return lambda x: ones
+
+
+register(OpSpec("fill_ones_like", slots("X"), slots("Out"), _like_infer, _ones_like_kernel,
+                shape_only=("X",), doc="Out = ones with X's shape and dtype"))

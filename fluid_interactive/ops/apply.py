@@ -1,0 +1,59 @@
+"""Running a spec's rules on an `OpDesc`: shape inference and kernel preparation.
+
+Both the tracing builder (types with -1 batch dims) and the planner (concrete types) go
+through `infer_op`; the planner and the reference interpreter through `prepare_kernel`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional
+
+from ..errors import ShapeError
+from ..ir.records import OpDesc
+from .registry import get_spec
+from .spec import InferContext, KernelContext, OpSpec, TensorType
+
+TypeOf = Callable[[str], TensorType]
+
+
+def input_types(spec: OpSpec, op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
+    return {slot: [type_of(n) for n in names] for slot, names in op.inputs.items()}
+
+
+def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
+    """Output types of ``op`` by slot; raises `ShapeError` from the spec's rule."""
+    spec = get_spec(op.type)
+    attrs = spec.full_attrs(op.attrs)
+    counts = {slot: len(names) for slot, names in op.outputs.items()}
+    ctx = InferContext(spec, input_types(spec, op, type_of), attrs, counts)
+    spec.infer(ctx)
+    for slot, n in counts.items():
+        got = ctx.outputs.get(slot, [])
+        if len(got) != n:
+            raise ShapeError(f"shape rule of {op.type!r} produced {len(got)} type(s) for output "
+                             f"slot {slot!r}, which has {n} var(s)")
+    return ctx.outputs
+
+
+def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
+                   buffers: Optional[Mapping[str, list[Any]]] = None, rng: Any = None,
+                   is_test: bool = False) -> Callable:
+    """The kernel of ``op`` specialised for the concrete types ``type_of`` gives."""
+    spec = get_spec(op.type)
+    attrs = spec.full_attrs(op.attrs)
+    in_slots = input_types(spec, op, type_of)
+    out_slots = {slot: [type_of(n) for n in names] for slot, names in op.outputs.items()}
+    ctx = KernelContext(spec, attrs, xp, in_slots, out_slots, buffers or {}, rng, is_test)
+    factory = spec.cupy_kernel if (spec.cupy_kernel is not None and
+                                   xp.__name__ == "cupy") else spec.kernel
+    if factory is None:
+        raise ShapeError(f"op {op.type!r} has no kernel and cannot run")
+    return factory(ctx)
+
+
+def flat_inputs(spec: OpSpec, op: OpDesc) -> list[str]:
+    """Input var names in the order kernels receive them."""
+    return [n for s in spec.inputs for n in op.inputs.get(s.name, ())]
+
+
+def flat_outputs(spec: OpSpec, op: OpDesc) -> list[str]:
+    return [n for s in spec.outputs for n in op.outputs.get(s.name, ())]

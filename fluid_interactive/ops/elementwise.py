@@ -1,0 +1,127 @@
+"""Binary elementwise ops with Paddle's ``axis`` broadcasting, and their gradients."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
+from .registry import register
+from .spec import GradContext, KernelContext, OpSpec, infer_like, slots
+
+_ATTRS = {"axis": -1}
+
+
+def _binary_kernel(ufunc_name: str):
+    def kernel(ctx: KernelContext):
+        ufunc = getattr(ctx.xp, ufunc_name)
+        out = ctx.buffer("Out")
+        x, y = ctx.input("X"), ctx.input("Y")
+        aligned = aligned_y_shape(x.shape, y.shape, ctx.attrs["axis"])
+        if aligned is None or aligned == y.shape:
+            return lambda a, b: ufunc(a, b, out=out)
+        return lambda a, b: ufunc(a, b.reshape(aligned), out=out)
+    return kernel
+
+
+def _grad_kernel(local_grads: Callable):
+    """Build a grad kernel from ``local_grads(xp, x, y, out, dout) -> (gx, gy)`` computing
+    full-shape (broadcast) gradients; they are then summed down to X's and Y's shapes."""
+    def kernel(ctx: KernelContext):
+        xp = ctx.xp
+        x, y = ctx.input("X"), ctx.input("Y")
+        dout = ctx.input("Out@GRAD")
+        aligned = aligned_y_shape(x.shape, y.shape, ctx.attrs["axis"])
+        want_x, want_y = ctx.has_output("X@GRAD"), ctx.has_output("Y@GRAD")
+        to_x = make_unbroadcast(xp, dout.shape, x.shape, None, ctx.buffer("X@GRAD"), x.dtype)
+        to_y = make_unbroadcast(xp, dout.shape, y.shape, aligned, ctx.buffer("Y@GRAD"), y.dtype)
+        yv = (lambda a: a) if aligned is None else (lambda a: a.reshape(aligned))
+        has_out = ctx.has_input("Out")
+
+        def fn(*args):
+            a, b = args[0], args[1]
+            out = args[2] if has_out else None
+            g = args[-1]
+            gx, gy = local_grads(xp, a, yv(b), out, g, want_x, want_y)
+            results = []
+            if want_x:
+                results.append(to_x(gx))
+            if want_y:
+                results.append(to_y(gy))
+            return results[0] if len(results) == 1 else tuple(results)
+        return fn
+    return kernel
+
+
+def _grad_maker(grad_type: str, uses_out: bool = False):
+    def grad(g: GradContext) -> None:
+        dout = g.out_grad("Out")
+        if not dout or dout[0] is None or not (g.wants("X") or g.wants("Y")):
+            return
+        inputs = {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout}
+        if uses_out:
+            inputs["Out"] = g.output("Out")
+        outputs = {"X@GRAD": [n for n in g.in_grad("X") if n],
+                   "Y@GRAD": [n for n in g.in_grad("Y") if n]}
+        g.emit(grad_type, inputs, outputs, g.attrs)
+    return grad
+
+
+def _infer(ctx) -> None:
+    infer_binary(ctx)
+
+
+def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
+            doc: str = "") -> None:
+    register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
+                    infer=_infer, kernel=_binary_kernel(ufunc),
+                    grad=_grad_maker(name + "_grad", uses_out), doc=doc))
+    grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
+    register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
+                    outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
+                    infer=infer_like({"X@GRAD": "X", "Y@GRAD": "Y"}),
+                    kernel=_grad_kernel(local_grads), aliases=True))
+
+
+# Local gradients, before summing over broadcast axes. ``g`` is dOut.
+def _add_grads(xp, x, y, out, g, wx, wy):
+    return g, g
+
+
+def _sub_grads(xp, x, y, out, g, wx, wy):
+    return g, (xp.negative(g) if wy else None)
+
+
+def _mul_grads(xp, x, y, out, g, wx, wy):
+    return (g * y if wx else None), (g * x if wy else None)
+
+
+def _div_grads(xp, x, y, out, g, wx, wy):
+    gx = g / y
+    return (gx if wx else None), (xp.negative(gx * out) if wy else None)
+
+
+def _max_grads(xp, x, y, out, g, wx, wy):
+    mask = x > y
+    return (g * mask if wx else None), (g * ~mask if wy else None)
+
+
+def _min_grads(xp, x, y, out, g, wx, wy):
+    mask = x < y
+    return (g * mask if wx else None), (g * ~mask if wy else None)
+
+
+def _pow_grads(xp, x, y, out, g, wx, wy):
+    gx = g * y * xp.power(x, y - 1) if wx else None
+    gy = g * out * xp.log(xp.where(x > 0, x, 1)) if wy else None
+    return gx, gy
+
+
+_define("elementwise_add", "add", _add_grads, doc="Out = X + Y")
+_define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y")
+_define("elementwise_mul", "multiply", _mul_grads, doc="Out = X * Y")
+_define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y")
+_define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties send the "
+        "gradient to Y")
+_define("elementwise_min", "minimum", _min_grads, doc="Out = min(X, Y); ties send the "
+        "gradient to Y")
+_define("elementwise_pow", "power", _pow_grads, uses_out=True, doc="Out = X ** Y")
+

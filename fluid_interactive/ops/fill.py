@@ -1,0 +1,87 @@
+"""Ops that create values: constants and the random initialisers.
+
+Random initialisers draw on the host with NumPy (so a seed gives the same values on every
+backend) and copy to the device once; they run in block 0 when a program compiles.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import register
+from .spec import InferContext, KernelContext, OpSpec, slots
+
+
+def _shape_dtype_infer(ctx: InferContext) -> None:
+    shape = tuple(int(d) for d in ctx.attrs["shape"])
+    if any(d < 0 for d in shape) and not ctx.has_input("Like"):
+        ctx.fail(f"shape {list(shape)} has an unknown dim; give a concrete shape")
+    ctx.set_output("Out", shape, ctx.attrs["dtype"])
+
+
+def _fill_constant_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    o = ctx.output("Out")
+    value = xp.full(o.shape, ctx.attrs["value"], dtype=o.dtype)
+    # Kernels never write into their inputs, so handing out one array every call is safe.
+    return lambda: value
+
+
+register(OpSpec("fill_constant", (), slots("Out"), _shape_dtype_infer, _fill_constant_kernel,
+                attrs={"shape": [1], "dtype": "float32", "value": 0.0},
+                doc="Out = a tensor of `shape` filled with `value`."))
+
+
+def _random_kernel(draw):
+    def factory(ctx: KernelContext):
+        xp = ctx.xp
+        o = ctx.output("Out")
+        rng = ctx.rng if ctx.attrs["seed"] == 0 else np.random.default_rng(ctx.attrs["seed"])
+
+        def fn():
+            return xp.asarray(draw(rng, o.shape, ctx.attrs).astype(o.dtype, copy=False))
+        return fn
+    return factory
+
+
+def _uniform(rng, shape, attrs):
+    return rng.uniform(attrs["min"], attrs["max"], size=shape)
+
+
+def _gaussian(rng, shape, attrs):
+    return rng.normal(attrs["mean"], attrs["std"], size=shape)
+
+
+def _truncated_gaussian(rng, shape, attrs):
+    """Normal values redrawn until they fall within two standard deviations."""
+    mean, std = attrs["mean"], attrs["std"]
+    values = rng.normal(mean, std, size=shape)
+    bad = np.abs(values - mean) > 2 * std
+    while bad.any():
+        values[bad] = rng.normal(mean, std, size=int(bad.sum()))
+        bad = np.abs(values - mean) > 2 * std
+    return values
+
+
+_RANDOM = {"shape": [1], "dtype": "float32", "seed": 0}
+register(OpSpec("uniform_random", (), slots("Out"), _shape_dtype_infer,
+                _random_kernel(_uniform), attrs={**_RANDOM, "min": -1.0, "max": 1.0},
+                random=True, doc="Uniform values in [min, max)."))
+register(OpSpec("gaussian_random", (), slots("Out"), _shape_dtype_infer,
+                _random_kernel(_gaussian), attrs={**_RANDOM, "mean": 0.0, "std": 1.0},
+                random=True, doc="Normal values."))
+register(OpSpec("truncated_gaussian_random", (), slots("Out"), _shape_dtype_infer,
+                _random_kernel(_truncated_gaussian),
+                attrs={**_RANDOM, "mean": 0.0, "std": 1.0}, random=True,
+                doc="Normal values, redrawn until within two standard deviations of the mean."))
+
+
+def _assign_value_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    o = ctx.output("Out")
+    value = xp.asarray(np.asarray(ctx.attrs["values"], dtype=o.dtype).reshape(o.shape))
+    return lambda: value
+
+
+register(OpSpec("assign_value", (), slots("Out"), _shape_dtype_infer, _assign_value_kernel,
+                attrs={"shape": [1], "dtype": "float32", "values": [0.0]},
+                doc="Out = the listed values (row-major) in `shape`."))

@@ -1,0 +1,250 @@
+"""One op = one spec: slots, attrs with defaults, shape/dtype inference, kernel, gradient.
+
+The three rule functions of a spec each get a small context object:
+
+``infer(ctx: InferContext)``
+    Reads input types (shape, dtype; -1 for an unknown batch dimension while tracing,
+    concrete when a plan is built) and sets output types. Calls ``ctx.fail(...)`` on bad
+    input; the caller adds the op's text line and the user's ``file:line``.
+
+``kernel(ctx: KernelContext) -> fn``
+    Called once when a block is planned for concrete shapes. Precomputes whatever it can
+    and returns ``fn(*inputs)``: inputs are the op's input arrays flattened in slot order;
+    it returns the single output array, or a tuple of outputs flattened in slot order.
+    ``ctx.buffer(slot)`` hands out a preallocated output buffer (or None: allocate) so a
+    step allocates nothing. Kernels never write into their inputs. A kernel that may return
+    an input or a view of one must set ``aliases=True`` so the planner keeps that input's
+    buffer alive as long as the output.
+
+``grad(g: GradContext)``
+    Emits backward *ops* (not values) through ``g.emit``. None means no gradient flows
+    through the op (argmax, accuracy, random generators).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from ..errors import DTypeError, OpArgumentError, ShapeError
+from ..ir.records import OpDesc
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """Shape and dtype of a value; -1 marks a dimension unknown until run time."""
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    name: str
+    duplicable: bool = False  # takes a list of vars
+    optional: bool = False    # may be absent (dispensable)
+
+
+def slots(*specs: str) -> tuple[Slot, ...]:
+    """``slots("X", "Y?", "Xs*")``: '?' marks optional, '*' duplicable."""
+    out = []
+    for s in specs:
+        out.append(Slot(s.rstrip("?*"), duplicable=s.endswith("*"), optional=s.endswith("?")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    type: str
+    inputs: tuple[Slot, ...]
+    outputs: tuple[Slot, ...]
+    infer: Callable[["InferContext"], None]
+    kernel: Optional[Callable[["KernelContext"], Callable]] = None
+    grad: Optional[Callable[["GradContext"], None]] = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    cupy_kernel: Optional[Callable[["KernelContext"], Callable]] = None
+    random: bool = False      # draws random numbers: never constant-folded
+    aliases: bool = False     # the kernel may return an input, or a view of one
+    shape_only: tuple[str, ...] = ()  # input slots read for their type alone, never values
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    def input_slot(self, name: str) -> Slot:
+        for s in self.inputs:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def full_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The op's attrs with defaults filled in; unknown names are an error."""
+        unknown = set(attrs) - set(self.attrs)
+        if unknown:
+            known = ", ".join(sorted(self.attrs)) or "none"
+            raise OpArgumentError(f"op {self.type!r} has no attribute(s) "
+                                  f"{', '.join(sorted(unknown))}; its attributes are: {known}")
+        merged = dict(self.attrs)
+        merged.update(attrs)
+        return merged
+
+
+class InferContext:
+    """What a shape rule sees: input types by slot, attrs, and where to put output types."""
+
+    __slots__ = ("spec", "attrs", "_inputs", "outputs", "_output_counts")
+
+    def __init__(self, spec: OpSpec, inputs: Mapping[str, Sequence[TensorType]],
+                 attrs: Mapping[str, Any], output_counts: Mapping[str, int]):
+        self.spec = spec
+        self.attrs = attrs
+        self._inputs = inputs
+        self.outputs: dict[str, list[TensorType]] = {}
+        self._output_counts = output_counts
+
+    def has_input(self, slot: str) -> bool:
+        return bool(self._inputs.get(slot))
+
+    def input(self, slot: str) -> TensorType:
+        types = self._inputs.get(slot)
+        if not types:
+            self.fail(f"input slot {slot!r} is missing")
+        return types[0]
+
+    def inputs(self, slot: str) -> list[TensorType]:
+        return list(self._inputs.get(slot, ()))
+
+    def has_output(self, slot: str) -> bool:
+        return self._output_counts.get(slot, 0) > 0
+
+    def output_count(self, slot: str) -> int:
+        return self._output_counts.get(slot, 0)
+
+    def set_output(self, slot: str, shape: Sequence[int], dtype: str) -> None:
+        if self.has_output(slot):
+            self.outputs[slot] = [TensorType(tuple(int(d) for d in shape), dtype)]
+
+    def set_outputs(self, slot: str, types: Sequence[TensorType]) -> None:
+        self.outputs[slot] = list(types)
+
+    def fail(self, message: str) -> None:
+        raise ShapeError(message)
+
+    def fail_dtype(self, message: str) -> None:
+        raise DTypeError(message)
+
+
+class KernelContext:
+    """What a kernel factory sees when a block is planned for concrete shapes."""
+
+    __slots__ = ("spec", "attrs", "xp", "in_types", "out_types", "in_slots", "out_slots",
+                 "buffers", "rng", "is_test")
+
+    def __init__(self, spec: OpSpec, attrs: Mapping[str, Any], xp: Any,
+                 in_slots: Mapping[str, list[TensorType]],
+                 out_slots: Mapping[str, list[TensorType]],
+                 buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False):
+        self.spec, self.attrs, self.xp = spec, attrs, xp
+        self.in_slots, self.out_slots = in_slots, out_slots
+        self.in_types = [t for s in spec.inputs for t in in_slots.get(s.name, ())]
+        self.out_types = [t for s in spec.outputs for t in out_slots.get(s.name, ())]
+        self.buffers, self.rng, self.is_test = buffers, rng, is_test
+
+    def has_input(self, slot: str) -> bool:
+        return bool(self.in_slots.get(slot))
+
+    def has_output(self, slot: str) -> bool:
+        return bool(self.out_slots.get(slot))
+
+    def input(self, slot: str) -> TensorType:
+        return self.in_slots[slot][0]
+
+    def inputs(self, slot: str) -> list[TensorType]:
+        return list(self.in_slots.get(slot, ()))
+
+    def output(self, slot: str) -> TensorType:
+        return self.out_slots[slot][0]
+
+    def buffer(self, slot: str, i: int = 0) -> Any:
+        """A preallocated output array for ``slot`` (or None: the kernel allocates)."""
+        bufs = self.buffers.get(slot)
+        return bufs[i] if bufs else None
+
+
+class GradContext:
+    """What a gradient maker sees: the forward op, its vars' gradient names, and `emit`."""
+
+    def __init__(self, op: OpDesc, attrs: Mapping[str, Any],
+                 out_grads: Mapping[str, list[Optional[str]]],
+                 in_grads: Mapping[str, list[Optional[str]]],
+                 emit: Callable[..., None], tmp: Callable[[str], str]):
+        self.op, self.attrs = op, attrs
+        self._out_grads, self._in_grads = out_grads, in_grads
+        self._emit, self._tmp = emit, tmp
+
+    def input(self, slot: str) -> list[str]:
+        return self.op.inputs.get(slot, [])
+
+    def output(self, slot: str) -> list[str]:
+        return self.op.outputs.get(slot, [])
+
+    def out_grad(self, slot: str) -> list[Optional[str]]:
+        """Gradient var names of an output slot; None where no gradient reaches it."""
+        return self._out_grads.get(slot, [])
+
+    def in_grad(self, slot: str) -> list[Optional[str]]:
+        """Names to write for an input slot's gradients; None where none is wanted."""
+        return self._in_grads.get(slot, [])
+
+    def wants(self, slot: str) -> bool:
+        return any(n is not None for n in self._in_grads.get(slot, []))
+
+    def emit(self, type: str, inputs: Mapping[str, Sequence[str]],
+             outputs: Mapping[str, Sequence[str]], attrs: Optional[Mapping[str, Any]] = None
+             ) -> None:
+        """Append a backward op; empty slots are dropped."""
+        self._emit(type, {k: list(v) for k, v in inputs.items() if v},
+                   {k: list(v) for k, v in outputs.items() if v}, dict(attrs or {}))
+
+    def tmp(self, hint: str) -> str:
+        """A fresh temporary name; its type comes from the emitting op's shape rule."""
+        return self._tmp(hint)
+
+
+# --- helpers shared by many specs -------------------------------------------------------------
+
+def dims_compatible(a: int, b: int) -> bool:
+    return a < 0 or b < 0 or a == b
+
+
+def grad_slot(slot: str) -> str:
+    return slot + "@GRAD"
+
+
+def infer_like(mapping: Mapping[str, str]) -> Callable[[InferContext], None]:
+    """A shape rule for grad ops: output slot -> the input slot whose types it copies."""
+    def infer(ctx: InferContext) -> None:
+        for out_slot, in_slot in mapping.items():
+            if ctx.has_output(out_slot):
+                ctx.set_outputs(out_slot, ctx.inputs(in_slot)[:ctx.output_count(out_slot)])
+    return infer
+
+
+def emit_default_grad(g: GradContext, uses: Sequence[str], grad_type: str,
+                      in_slots: Sequence[str], out_slots: Sequence[str] = ("Out",),
+                      attrs: Optional[Mapping[str, Any]] = None) -> None:
+    """Emit one ``<type>_grad`` op reading the forward slots in ``uses`` and the output
+    gradients, writing ``S@GRAD`` for each wanted input slot. Skips when nothing flows."""
+    wanted = {s: g.in_grad(s) for s in in_slots if g.wants(s)}
+    ograds = {grad_slot(s): g.out_grad(s) for s in out_slots}
+    if not wanted or not any(n for names in ograds.values() for n in names):
+        return
+    if any(n is None for names in ograds.values() for n in names):
+        return  # makers that accept partial output gradients handle that themselves
+    inputs: dict[str, list[str]] = {s: (g.input(s) or g.output(s)) for s in uses}
+    inputs.update({k: [n for n in v if n] for k, v in ograds.items()})
+    outputs = {grad_slot(s): [n for n in names if n] for s, names in wanted.items()}
+    g.emit(grad_type, inputs, outputs, dict(g.attrs if attrs is None else attrs))

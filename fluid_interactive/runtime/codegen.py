@@ -1,0 +1,154 @@
+"""Generating straight-line Python for an analysed block.
+
+One line per kernel call, values bound to locals, persistable updates committed in one
+``S.update`` at the end so a step that fails part way leaves the scope untouched::
+
+    def train_step(S, x, y):
+        v0 = S['prediction/fc_0.w_0']
+        v2 = k0(x, v0)       # prediction/fc_0.tmp_0:f32[256,1] = mul(X=x, Y=...)  # fit.py:21
+        ...
+        S.update({'prediction/fc_0.w_0': v9, ...})
+        return v7.item()
+"""
+from __future__ import annotations
+
+import keyword
+import linecache
+import re
+from dataclasses import dataclass
+from itertools import count
+from typing import Any, Callable
+
+from ..ir.records import BlockDesc, ProgramDesc, VarDesc
+from ..ir.text import format_op
+from ..ops.apply import prepare_kernel
+from .analysis import BlockAnalysis
+
+_counter = count()
+
+
+@dataclass
+class GeneratedCode:
+    fn: Callable
+    source: str
+    filename: str
+    line_to_op: dict[int, int]   # generated line -> op index in the block
+
+
+def _py_name(name: str, used: set[str]) -> str:
+    base = re.sub(r"\W", "_", name)
+    if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
+        base = "v_" + base
+    candidate, k = base, 1
+    while candidate in used:
+        candidate = f"{base}_{k}"
+        k += 1
+    used.add(candidate)
+    return candidate
+
+
+class _Emitter:
+    """Keeps the mapping from var names to Python locals while lines are emitted."""
+
+    def __init__(self, reserved: set[str]):
+        self.used = set(reserved)
+        self.local: dict[str, str] = {}
+        self.namespace: dict[str, Any] = {}
+        self.lines: list[str] = []
+        self.line_to_op: dict[int, int] = {}
+
+    def bind(self, value: Any, prefix: str) -> str:
+        name = _py_name(prefix, self.used)
+        self.namespace[name] = value
+        return name
+
+    def fresh_local(self, var: str) -> str:
+        name = _py_name(var, self.used)
+        self.local[var] = name
+        return name
+
+    def emit(self, text: str, op_index: int | None = None) -> None:
+        self.lines.append("    " + text)
+        if op_index is not None:
+            self.line_to_op[len(self.lines) + 1] = op_index  # +1 for the def line
+
+
+def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: BlockDesc,
+                 em: _Emitter, host: Callable[[str], str]) -> str:
+    if returns is None:
+        return "None"
+    if isinstance(returns, tuple):
+        inner = ", ".join(_return_expr(r, analysis, program, block, em, host) for r in returns)
+        return f"({inner},)" if len(returns) == 1 else f"({inner})"
+    if isinstance(returns, dict):
+        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host)}"
+                          for k, v in returns.items())
+        return "{" + inner + "}"
+    var = program.find_var(block, returns)
+    local = em.local[returns]
+    if not var.has_batch_dim and len(analysis.types[returns].shape) <= 1 and \
+            _size(analysis.types[returns].shape) == 1:
+        return f"{local}.item()"
+    return host(local)
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
+             feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
+             is_test: bool, tag: str) -> GeneratedCode:
+    em = _Emitter({"S"})
+    params = [em.fresh_local(n) for n in feed_names]
+    for name, value in analysis.constants.items():
+        em.local[name] = em.bind(value, "c_" + name)
+    # Copy results that share memory with a buffer, a feed, a constant or the scope.
+    owned = {n for s in analysis.steps if not s.spec.aliases for n in s.outputs}
+    on_host = xp.__name__ == "numpy"
+
+    def host(local: str) -> str:
+        var = next(v for v, loc in em.local.items() if loc == local)
+        if not on_host:
+            return f"{local}.get()"
+        return local if var in owned and var not in analysis.persistables else f"{local}.copy()"
+
+    writes: dict[str, str] = {}
+    for step in analysis.steps:
+        for name in step.inputs:
+            if name not in em.local:
+                em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
+        kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
+                                rng_for(step.index), is_test)
+        k = em.bind(kernel, f"k{step.index}_{step.op.type}")
+        args = ", ".join(em.local[n] for n in step.inputs)
+        outs = [em.fresh_local(n) for n in step.outputs]
+        target = outs[0] if len(outs) == 1 else ", ".join(outs)
+        comment = format_op(step.op, lambda n: _typed(analysis, n))
+        em.emit(f"{target} = {k}({args})  # {comment}", step.index)
+        for name in step.outputs:
+            if name in analysis.persistables:
+                writes[name] = em.local[name]
+    for name in analysis.returned:
+        if name not in em.local:
+            em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
+    if writes:
+        em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
+    em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))
+    fn_name = _py_name(block.name or f"block{block.idx}", set())
+    source = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
+    filename = f"<fluid:{tag}:{next(_counter)}>"
+    # Registered with linecache so tracebacks and `inspect` show the generated lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = dict(em.namespace)
+    exec(compile(source, filename, "exec"), namespace)
+    return GeneratedCode(namespace[fn_name], source, filename, em.line_to_op)
+
+
+def _typed(analysis: BlockAnalysis, name: str):
+    t = analysis.types.get(name)
+    return None if t is None else VarDesc(name, t.shape, t.dtype)
+

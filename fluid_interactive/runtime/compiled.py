@@ -1,0 +1,170 @@
+"""The live object `Compile()` returns: one program, one scope, one callable per method."""
+from __future__ import annotations
+
+import zlib
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ..backend import array_module_for, get_device, to_device, to_host
+from ..errors import FeedError, ProgramDefinitionError
+from ..ir.records import BlockDesc, ProgramDesc, VarDesc, dtype_kind
+from ..ir.text import format_block, format_program
+from .feed import make_converter
+from .runner import BlockRunner
+
+#: Names a compiled program uses itself; a traced method may not take them.
+RESERVED_NAMES = frozenset({
+    "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
+    "scope", "methods", "close", "reset_readers", "device", "seed", "summary", "to_json",
+})
+
+
+class CompiledMethod:
+    """A traced method, callable with the values of its data vars."""
+
+    def __init__(self, owner: "CompiledProgram", block: BlockDesc):
+        self._owner = owner
+        self.block = block
+        self.__name__ = block.name
+        self._runner = BlockRunner(owner.program, block, owner._xp, owner.seed)
+        self._converters = [make_converter(block.name, block.vars[n]) for n in block.feeds]
+        self._feeds = list(block.feeds)
+        self._n = len(self._feeds)
+        self._values = owner._values
+        self._on_gpu = owner.device == "gpu"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != self._n:
+            args = self._bind(args, kwargs)
+        arrays = [conv(a) for conv, a in zip(self._converters, args)]
+        if self._on_gpu:
+            arrays = [to_device(a, self._owner._xp) for a in arrays]
+        return self._runner.run(self._values, arrays)
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        name = self.block.name
+        if len(args) > self._n:
+            raise TypeError(f"{name}() takes {self._n} argument(s) ({', '.join(self._feeds)}) "
+                            f"but {len(args)} were given")
+        bound = dict(zip(self._feeds, args))
+        for key, value in kwargs.items():
+            if key not in self._feeds:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; "
+                                f"it feeds: {', '.join(self._feeds) or 'nothing'}")
+            if key in bound:
+                raise TypeError(f"{name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        missing = [f for f in self._feeds if f not in bound]
+        if missing:
+            raise TypeError(f"{name}() is missing argument(s): {', '.join(missing)}")
+        return tuple(bound[f] for f in self._feeds)
+
+    @property
+    def source(self) -> str:
+        """The generated Python of the most recently planned feed signature."""
+        if not self._runner.plans:
+            return (f"# {self.block.name}: no plan yet; a plan is generated on the first call "
+                    f"for each distinct set of input shapes")
+        return list(self._runner.plans.values())[-1].source
+
+    @property
+    def text(self) -> str:
+        return format_block(self._owner.program, self.block)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class CompiledProgram:
+    """Owns a program description and the scope every method reads and writes."""
+
+    def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
+                 device: Optional[str] = None, initialize: bool = True):
+        self.program = program
+        self.seed = seed
+        self.device = device or get_device()
+        self._xp = array_module_for(self.device)
+        self._values: dict[str, Any] = {}
+        self.methods: dict[str, CompiledMethod] = {}
+        if initialize:
+            self._run_startup()
+        for block in program.method_blocks():
+            if block.name in RESERVED_NAMES:
+                raise ProgramDefinitionError(
+                    f"method name {block.name!r} is used by the compiled program itself; "
+                    f"rename the method (reserved: {', '.join(sorted(RESERVED_NAMES))})")
+            method = CompiledMethod(self, block)
+            self.methods[block.name] = method
+            setattr(self, block.name, method)
+
+    # --- state -----------------------------------------------------------------------------
+
+    def _run_startup(self) -> None:
+        block0 = self.program.global_block()
+
+        def rng_for(op_index: int):
+            # Seeded by the initialised var's name: adding a parameter leaves others' values.
+            names = block0.ops[op_index].output_names() if op_index >= 0 else []
+            salt = zlib.crc32("|".join(names).encode())
+            if self.seed is None:
+                return np.random.default_rng()
+            return np.random.default_rng([self.seed, salt])
+
+        BlockRunner(self.program, block0, self._xp, self.seed, rng_for).run(self._values, [])
+
+    def _persistable(self, name: str) -> VarDesc:
+        var = self.program.global_block().vars.get(name)
+        if var is None or not var.persistable:
+            known = ", ".join(self.var_names())
+            raise KeyError(f"{name!r} is not a variable of this program's scope; it holds: "
+                           f"{known}")
+        return var
+
+    def var_names(self) -> list[str]:
+        """Names of every persistable var (parameters, optimizer state, ...)."""
+        return [v.name for v in self.program.global_block().vars.values() if v.persistable]
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """The model's parameters only (name -> a NumPy copy)."""
+        return {v.name: np.array(to_host(self._values[v.name]))
+                for v in self.program.global_block().vars.values()
+                if v.is_parameter and v.name in self._values}
+
+    def get_var(self, name: str) -> np.ndarray:
+        self._persistable(name)
+        return np.array(to_host(self._values[name]))
+
+    def _checked(self, name: str, value: Any) -> Any:
+        var = self._persistable(name)
+        arr = np.asarray(value)
+        if tuple(arr.shape) != var.shape:
+            raise FeedError(f"{name!r} has shape {list(var.shape)}; got {list(arr.shape)}")
+        if arr.dtype.kind not in ("f" if dtype_kind(var.dtype) == "f" else "iub") or (
+                dtype_kind(var.dtype) != "f" and arr.dtype.kind == "f"):
+            raise FeedError(f"{name!r} is {var.dtype}; got {arr.dtype}")
+        return to_device(np.array(arr, dtype=var.dtype), self._xp)
+
+    def set_var(self, name: str, value: Any) -> None:
+        self._values[name] = self._checked(name, value)
+
+    def set_parameters(self, values: Mapping[str, Any]) -> None:
+        """Replace parameters by name; shapes and dtypes are checked before any is set."""
+        checked = {}
+        for name, value in values.items():
+            if not self._persistable(name).is_parameter:
+                raise KeyError(f"{name!r} is not a parameter (use set_var for other state)")
+            checked[name] = self._checked(name, value)
+        self._values.update(checked)
+
+    # --- printing --------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return format_program(self.program)
+
+    def __repr__(self) -> str:
+        params = self.parameters()
+        count = sum(p.size for p in params.values())
+        return (f"<compiled {self.program.name or 'program'}: methods "
+                f"{', '.join(self.methods) or 'none'}; {len(params)} parameters "
+                f"({count} values) on {self.device}>")
