@@ -18,6 +18,7 @@ from .frontend.program import Input, Program, network
 from .frontend.variable import Variable
 from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, check_program,
                  program_from_json, program_to_json)
+from .runtime.checkpoint import load
 from .runtime.compiled import CompiledMethod, CompiledProgram
 
 __version__ = "0.1.0"
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Program", "network", "Input", "var_scope", "layers", "optimizer", "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
-    "CompiledProgram", "CompiledMethod", "set_device", "get_device",
+    "CompiledProgram", "CompiledMethod", "load", "set_device", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",

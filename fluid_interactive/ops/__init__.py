@@ -2,7 +2,8 @@
 
 Importing this package registers every op. See `spec.py` for what a spec holds.
 """
-from . import accumulate, elementwise, fill, linalg, optim, reduce, unary  # noqa: F401
+from . import (accumulate, elementwise, fill, linalg, metric, optim, reduce, shape,  # noqa: F401
+               softmax, unary)
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, Slot, TensorType,

@@ -52,7 +52,7 @@ def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequen
                     maker if grad is not None else None, attrs=attrs, doc=doc))
     if grad is not None:
         grad_in = [s for s in ("X", "Out") if s in uses] + ["Out@GRAD"]
-        like = "X" if "X" in uses else "Out"
+        like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
         register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
                         infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs))
 

@@ -157,6 +157,12 @@ class CompiledProgram:
             checked[name] = self._checked(name, value)
         self._values.update(checked)
 
+    def save(self, path: str) -> None:
+        """Write the program and every persistable var to the directory ``path``,
+        atomically; `fluid.load(path)` restores it in any process."""
+        from .checkpoint import save
+        save(self, path)
+
     # --- printing --------------------------------------------------------------------------
 
     def __str__(self) -> str:

@@ -1,17 +1,15 @@
-"""`fluid.layers`: functions that append ops to the method being traced."""
-from .activations import (abs, exp, leaky_relu, log, relu, sigmoid, softmax, sqrt, square,
-                          tanh)
-from .io import data
-from .loss import square_error_cost
-from .math import (clip, elementwise_add, elementwise_div, elementwise_max, elementwise_min,
-                   elementwise_mul, elementwise_pow, elementwise_sub, matmul, mean, mul, pow,
-                   scale, sums)
+"""`fluid.layers`: functions that append ops to the method being traced.
 
-__all__ = [
-    "abs", "exp", "leaky_relu", "log", "relu", "sigmoid", "softmax", "sqrt", "square", "tanh",
-    "data", "square_error_cost", "clip", "elementwise_add", "elementwise_div",
-    "elementwise_max", "elementwise_min", "elementwise_mul", "elementwise_pow",
-    "elementwise_sub", "matmul", "mean", "mul", "pow", "scale", "sums", "fc",
-]
+Each module lists its public layers in ``__all__``; this package re-exports exactly those.
+"""
+from . import activations, io, loss, math, metric, nn, tensor
+from .activations import *  # noqa: F401,F403
+from .io import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .math import *  # noqa: F401,F403
+from .metric import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
+from .tensor import *  # noqa: F401,F403
 
-from .nn import fc  # noqa: E402
+__all__ = sorted({name for module in (activations, io, loss, math, metric, nn, tensor)
+                  for name in module.__all__})

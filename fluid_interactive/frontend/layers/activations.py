@@ -45,3 +45,6 @@ def abs(x: Variable, name: Optional[str] = None) -> Variable:  # noqa: A001 (Pad
 
 def softmax(x: Variable, axis: int = -1, name: Optional[str] = None) -> Variable:
     return append_simple("softmax", {"X": x}, {"axis": int(axis)}, name=name)
+
+
+__all__ = ['relu', 'sigmoid', 'tanh', 'leaky_relu', 'exp', 'log', 'sqrt', 'square', 'abs', 'softmax']

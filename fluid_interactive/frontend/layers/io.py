@@ -41,3 +41,6 @@ def data(name: str, shape: Sequence[Optional[int]], dtype: str = "float32",
     if placeholder is not None:
         placeholder.bound = var
     return var
+
+
+__all__ = ['data']

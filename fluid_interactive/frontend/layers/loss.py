@@ -23,3 +23,6 @@ def square_error_cost(input: Variable, label: Variable) -> Variable:
     _same_shape("square_error_cost", input, label)
     diff = helper.append_one("elementwise_sub", {"X": input, "Y": label}, final=False)
     return helper.append_one("square", {"X": diff})
+
+
+__all__ = ['square_error_cost']

@@ -95,3 +95,6 @@ def clip(x: Variable, min: float, max: float, name: Optional[str] = None) -> Var
 
 def pow(x: Variable, factor: float = 1.0, name: Optional[str] = None) -> Variable:  # noqa: A001
     return append_simple("pow", {"X": x}, {"factor": float(factor)}, name=name)
+
+
+__all__ = ['elementwise_add', 'elementwise_sub', 'elementwise_mul', 'elementwise_div', 'elementwise_max', 'elementwise_min', 'elementwise_pow', 'scale', 'mul', 'matmul', 'sums', 'mean', 'clip', 'pow']

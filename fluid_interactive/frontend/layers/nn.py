@@ -60,3 +60,6 @@ def fc(input: Union[Variable, Sequence[Variable]], size: int, num_flatten_dims: 
         pre = helper.append_one("elementwise_add", {"X": pre, "Y": b},
                                 {"axis": num_flatten_dims}, final=act is None)
     return helper.activation(pre, act)
+
+
+__all__ = ['fc']

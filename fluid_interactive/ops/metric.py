@@ -1,0 +1,1 @@
+"""Ops without gradients that measure: argmax, accuracy."""

@@ -1,0 +1,1 @@
+"""Softmax and the classification losses built on it."""
