@@ -36,13 +36,20 @@ def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
 
 def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
                    buffers: Optional[Mapping[str, list[Any]]] = None, rng: Any = None,
-                   is_test: bool = False) -> Callable:
-    """The kernel of ``op`` specialised for the concrete types ``type_of`` gives."""
+                   is_test: bool = False, constants: Optional[Mapping[str, Any]] = None
+                   ) -> Callable:
+    """The kernel of ``op`` specialised for the concrete types ``type_of`` gives.
+    ``constants`` (var name -> value) tells the kernel which inputs are plan-time constants,
+    so it may specialise on their values."""
     spec = get_spec(op.type)
     attrs = spec.full_attrs(op.attrs)
     in_slots = input_types(spec, op, type_of)
     out_slots = {slot: [type_of(n) for n in names] for slot, names in op.outputs.items()}
-    ctx = KernelContext(spec, attrs, xp, in_slots, out_slots, buffers or {}, rng, is_test)
+    known = {}
+    if constants:
+        known = {slot: [constants.get(n) for n in names] for slot, names in op.inputs.items()}
+    ctx = KernelContext(spec, attrs, xp, in_slots, out_slots, buffers or {}, rng, is_test,
+                        known)
     factory = spec.cupy_kernel if (spec.cupy_kernel is not None and
                                    xp.__name__ == "cupy") else spec.kernel
     if factory is None:

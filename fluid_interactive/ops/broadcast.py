@@ -27,6 +27,8 @@ def aligned_y_shape(x_shape: Sequence[int], y_shape: Sequence[int], axis: int
     y = _trim_trailing_ones(y_shape)
     if axis + len(y) > len(x_shape):
         raise ValueError(f"axis {axis} leaves no room for Y of rank {len(y)}")
+    if axis + len(y) == len(x_shape):
+        return None  # Y already aligns with X's trailing dims: NumPy's rule gives the same
     return (1,) * axis + y + (1,) * (len(x_shape) - axis - len(y))
 
 
@@ -111,6 +113,8 @@ def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[
         for d in grad_shape[len(axes):]:
             k *= d
         ones = xp.ones((m,), dtype=dtype)
+        if out is not None and out.shape == (k,) and len(grad_shape) == 2:
+            return lambda g: xp.dot(ones, g, out=out)  # the common bias gradient
         flat_out = out.reshape(k) if out is not None else None
 
         def lead_sum(g):

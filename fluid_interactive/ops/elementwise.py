@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .registry import register
-from .spec import GradContext, KernelContext, OpSpec, infer_like, slots
+from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, slots
 
 _ATTRS = {"axis": -1}
 
@@ -22,32 +22,36 @@ def _binary_kernel(ufunc_name: str):
     return kernel
 
 
-def _grad_kernel(local_grads: Callable):
-    """Build a grad kernel from ``local_grads(xp, x, y, out, dout) -> (gx, gy)`` computing
-    full-shape (broadcast) gradients; they are then summed down to X's and Y's shapes."""
+def _grad_kernel(local_grads: Callable, identity_x: bool = False):
+    """Build a grad kernel from ``local_grads(xp, x, y, out, dout, want_x, want_y)``
+    computing full-shape (broadcast) gradients; they are then summed down to X's and Y's
+    shapes. ``identity_x``: dX is dOut itself (add, sub), so when only dX is wanted and no
+    reduction is needed the op becomes a plain alias."""
     def kernel(ctx: KernelContext):
         xp = ctx.xp
         x, y = ctx.input("X"), ctx.input("Y")
         dout = ctx.input("Out@GRAD")
         aligned = aligned_y_shape(x.shape, y.shape, ctx.attrs["axis"])
         want_x, want_y = ctx.has_output("X@GRAD"), ctx.has_output("Y@GRAD")
+        if identity_x and want_x and not want_y and dout.shape == x.shape:
+            return Forward(len(ctx.in_types) - 1)
         to_x = make_unbroadcast(xp, dout.shape, x.shape, None, ctx.buffer("X@GRAD"), x.dtype)
         to_y = make_unbroadcast(xp, dout.shape, y.shape, aligned, ctx.buffer("Y@GRAD"), y.dtype)
         yv = (lambda a: a) if aligned is None else (lambda a: a.reshape(aligned))
-        has_out = ctx.has_input("Out")
-
-        def fn(*args):
-            a, b = args[0], args[1]
-            out = args[2] if has_out else None
-            g = args[-1]
-            gx, gy = local_grads(xp, a, yv(b), out, g, want_x, want_y)
-            results = []
-            if want_x:
-                results.append(to_x(gx))
-            if want_y:
-                results.append(to_y(gy))
-            return results[0] if len(results) == 1 else tuple(results)
-        return fn
+        if ctx.has_input("Out"):
+            def grads(a, b, out, g):
+                return local_grads(xp, a, yv(b), out, g, want_x, want_y)
+        else:
+            def grads(a, b, g):
+                return local_grads(xp, a, yv(b), None, g, want_x, want_y)
+        if want_x and want_y:
+            def both(*args):
+                gx, gy = grads(*args)
+                return to_x(gx), to_y(gy)
+            return both
+        if want_x:
+            return lambda *args: to_x(grads(*args)[0])
+        return lambda *args: to_y(grads(*args)[1])
     return kernel
 
 
@@ -70,7 +74,7 @@ def _infer(ctx) -> None:
 
 
 def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
-            doc: str = "") -> None:
+            doc: str = "", identity_x: bool = False) -> None:
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=_binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc))
@@ -78,7 +82,7 @@ def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
                     infer=infer_like({"X@GRAD": "X", "Y@GRAD": "Y"}),
-                    kernel=_grad_kernel(local_grads), aliases=True))
+                    kernel=_grad_kernel(local_grads, identity_x), aliases=True))
 
 
 # Local gradients, before summing over broadcast axes. ``g`` is dOut.
@@ -115,8 +119,8 @@ def _pow_grads(xp, x, y, out, g, wx, wy):
     return gx, gy
 
 
-_define("elementwise_add", "add", _add_grads, doc="Out = X + Y")
-_define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y")
+_define("elementwise_add", "add", _add_grads, doc="Out = X + Y", identity_x=True)
+_define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y", identity_x=True)
 _define("elementwise_mul", "multiply", _mul_grads, doc="Out = X * Y")
 _define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y")
 _define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties send the "

@@ -13,7 +13,7 @@ import numpy as np
 from ..ir.records import OpDesc
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec
-from .spec import TensorType
+from .spec import Forward, TensorType
 
 
 def _type_of_array(a: Any) -> TensorType:
@@ -32,7 +32,8 @@ def run_ops(ops: Iterable[OpDesc], env: MutableMapping[str, Any], xp: Any = np,
             types.update(zip(names, out_types[slot]))
         fn = prepare_kernel(op, types.__getitem__, xp, rng=rng or np.random.default_rng(0),
                             is_test=is_test)
-        result = fn(*[env[n] for n in flat_inputs(spec, op)])
+        args = [env[n] for n in flat_inputs(spec, op)]
+        result = args[fn.input_index] if isinstance(fn, Forward) else fn(*args)
         outs = flat_outputs(spec, op)
         values = (result,) if len(outs) == 1 else tuple(result)
         for name, value in zip(outs, values):

@@ -59,6 +59,13 @@ def _mul_grad_kernel(ctx: KernelContext):
     o2 = (x2[0], y2[1])
     want_x, want_y = ctx.has_output("X@GRAD"), ctx.has_output("Y@GRAD")
     bx, by = ctx.buffer("X@GRAD"), ctx.buffer("Y@GRAD")
+    matmul = xp.matmul
+    if x.rank == 2 and y.rank == 2:
+        if want_x and want_y:
+            return lambda a, b, g: (matmul(g, b.T, out=bx), matmul(a.T, g, out=by))
+        if want_x:
+            return lambda a, b, g: matmul(g, b.T, out=bx)
+        return lambda a, b, g: matmul(a.T, g, out=by)
     bx2 = bx.reshape(x2) if bx is not None else None
     by2 = by.reshape(y2) if by is not None else None
 

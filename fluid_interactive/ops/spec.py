@@ -42,6 +42,14 @@ class TensorType:
 
 
 @dataclass(frozen=True, slots=True)
+class Forward:
+    """A kernel factory may return ``Forward(k)`` instead of a function when, for these
+    shapes, the op's single output *is* its k-th input; code generation then binds the name
+    and emits no call at all. The spec must set ``aliases=True``."""
+    input_index: int
+
+
+@dataclass(frozen=True, slots=True)
 class Slot:
     name: str
     duplicable: bool = False  # takes a list of vars
@@ -141,17 +149,35 @@ class KernelContext:
     """What a kernel factory sees when a block is planned for concrete shapes."""
 
     __slots__ = ("spec", "attrs", "xp", "in_types", "out_types", "in_slots", "out_slots",
-                 "buffers", "rng", "is_test")
+                 "buffers", "rng", "is_test", "_constants")
 
     def __init__(self, spec: OpSpec, attrs: Mapping[str, Any], xp: Any,
                  in_slots: Mapping[str, list[TensorType]],
                  out_slots: Mapping[str, list[TensorType]],
-                 buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False):
+                 buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False,
+                 constants: Optional[Mapping[str, list[Any]]] = None):
         self.spec, self.attrs, self.xp = spec, attrs, xp
         self.in_slots, self.out_slots = in_slots, out_slots
         self.in_types = [t for s in spec.inputs for t in in_slots.get(s.name, ())]
         self.out_types = [t for s in spec.outputs for t in out_slots.get(s.name, ())]
         self.buffers, self.rng, self.is_test = buffers, rng, is_test
+        self._constants = constants or {}
+
+    def constant(self, slot: str, i: int = 0) -> Any:
+        """The value of an input known when the plan is built (or None): kernels may
+        specialise on it, e.g. a gradient that is the same number everywhere."""
+        values = self._constants.get(slot)
+        return values[i] if values else None
+
+    def uniform_constant(self, slot: str, i: int = 0) -> Optional[float]:
+        """The single value of an input that is a plan-time constant with every element
+        equal, else None."""
+        value = self.constant(slot, i)
+        if value is None or getattr(value, "size", 0) == 0:
+            return None
+        flat = value.reshape(-1)
+        first = flat[0]
+        return float(first) if bool((flat == first).all()) else None
 
     def has_input(self, slot: str) -> bool:
         return bool(self.in_slots.get(slot))

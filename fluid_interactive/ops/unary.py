@@ -1,8 +1,8 @@
 """Unary elementwise ops (activations and math functions), one table row each.
 
-Each row gives the forward ``f(xp, x, out, attrs)`` (writing into ``out`` when it is not
-None) and the local gradient ``df(xp, x, y, g, attrs)`` where ``y`` is the forward output
-and ``g`` dOut. ``uses`` says which forward values the gradient op reads, so the planner
+Each row gives the forward ``f(xp, x, o, attrs)`` and the gradient ``df(xp, x, y, g, o,
+attrs)`` where ``y`` is the forward output, ``g`` dOut and ``o`` the output buffer (None:
+allocate) that the last ufunc writes into. ``uses`` says which forward values the gradient op reads, so the planner
 can free the others early.
 """
 from __future__ import annotations
@@ -19,7 +19,9 @@ def _float_infer(ctx: InferContext) -> None:
 
 
 def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequence[str],
-            attrs: Optional[Mapping[str, Any]] = None, doc: str = "") -> None:
+            attrs: Optional[Mapping[str, Any]] = None, doc: str = "",
+            linear_grad: Optional[Callable[[KernelContext], Optional[Callable]]] = None
+            ) -> None:
     attrs = dict(attrs or {})
 
     def kernel(ctx: KernelContext):
@@ -37,16 +39,17 @@ def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequen
     def grad_kernel(ctx: KernelContext):
         xp, out, a = ctx.xp, ctx.buffer("X@GRAD"), ctx.attrs
         has_x, has_y = ctx.has_input("X"), ctx.has_input("Out")
+        special = linear_grad(ctx) if linear_grad is not None else None
+        if special is not None:
+            return special
 
-        def fn(*args):
-            x = args[0] if has_x else None
-            y = args[1 if has_x else 0] if has_y else None
-            r = grad(xp, x, y, args[-1], a)
-            if out is None:
-                return r
-            out[...] = r
-            return out
-        return fn
+        if has_x and has_y:
+            return lambda x, y, g: grad(xp, x, y, g, out, a)
+        if has_x:
+            return lambda x, g: grad(xp, x, None, g, out, a)
+        if has_y:
+            return lambda y, g: grad(xp, None, y, g, out, a)
+        return lambda g: grad(xp, None, None, g, out, a)
 
     register(OpSpec(name, slots("X"), slots("Out"), _float_infer, kernel,
                     maker if grad is not None else None, attrs=attrs, doc=doc))
@@ -57,38 +60,63 @@ def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequen
                         infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs))
 
 
+def _square_grad_of_uniform(ctx: KernelContext) -> Optional[Callable]:
+    """d(X*X) when dOut is one number c everywhere (the gradient of a mean): 2c * X."""
+    c = ctx.uniform_constant("Out@GRAD")
+    if c is None or ctx.input("X").shape != ctx.input("Out@GRAD").shape:
+        return None
+    xp, out, factor = ctx.xp, ctx.buffer("X@GRAD"), 2.0 * c
+    return lambda x, g: xp.multiply(x, factor, out=out)
+
+
 _define("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
-        lambda xp, x, y, g, a: 2 * x * g, ("X",), doc="Out = X * X")
+        lambda xp, x, y, g, o, a: xp.multiply(xp.multiply(x, g, out=o), 2.0, out=o),
+        ("X",), doc="Out = X * X", linear_grad=_square_grad_of_uniform)
 _define("relu", lambda xp, x, o, a: xp.maximum(x, 0, out=o),
-        lambda xp, x, y, g, a: g * (y > 0), ("Out",), doc="Out = max(X, 0)")
+        lambda xp, x, y, g, o, a: xp.multiply(g, y > 0, out=o), ("Out",),
+        doc="Out = max(X, 0)")
 _define("leaky_relu",
         lambda xp, x, o, a: xp.where(x > 0, x, x * a["alpha"]),
-        lambda xp, x, y, g, a: xp.where(x > 0, g, g * a["alpha"]), ("X",),
+        lambda xp, x, y, g, o, a: xp.multiply(
+            g, xp.where(x > 0, 1.0, a["alpha"]).astype(g.dtype), out=o), ("X",),
         attrs={"alpha": 0.02}, doc="Out = X if X > 0 else alpha * X")
 _define("sigmoid",
         lambda xp, x, o, a: xp.reciprocal(1 + xp.exp(-x), out=o),
-        lambda xp, x, y, g, a: g * y * (1 - y), ("Out",), doc="Out = 1 / (1 + exp(-X))")
+        lambda xp, x, y, g, o, a: xp.multiply(g * y, 1 - y, out=o), ("Out",),
+        doc="Out = 1 / (1 + exp(-X))")
 _define("tanh", lambda xp, x, o, a: xp.tanh(x, out=o),
-        lambda xp, x, y, g, a: g * (1 - y * y), ("Out",), doc="Out = tanh(X)")
+        lambda xp, x, y, g, o, a: xp.multiply(g, 1 - y * y, out=o), ("Out",),
+        doc="Out = tanh(X)")
 _define("exp", lambda xp, x, o, a: xp.exp(x, out=o),
-        lambda xp, x, y, g, a: g * y, ("Out",), doc="Out = exp(X)")
+        lambda xp, x, y, g, o, a: xp.multiply(g, y, out=o), ("Out",), doc="Out = exp(X)")
 _define("log", lambda xp, x, o, a: xp.log(x, out=o),
-        lambda xp, x, y, g, a: g / x, ("X",), doc="Out = ln(X)")
+        lambda xp, x, y, g, o, a: xp.divide(g, x, out=o), ("X",), doc="Out = ln(X)")
 _define("sqrt", lambda xp, x, o, a: xp.sqrt(x, out=o),
-        lambda xp, x, y, g, a: g * 0.5 / y, ("Out",), doc="Out = sqrt(X)")
+        lambda xp, x, y, g, o, a: xp.divide(g * 0.5, y, out=o), ("Out",),
+        doc="Out = sqrt(X)")
 _define("abs", lambda xp, x, o, a: xp.abs(x, out=o),
-        lambda xp, x, y, g, a: g * xp.sign(x), ("X",), doc="Out = |X|")
+        lambda xp, x, y, g, o, a: xp.multiply(g, xp.sign(x), out=o), ("X",),
+        doc="Out = |X|")
 _define("sign", lambda xp, x, o, a: xp.sign(x, out=o), None, (),
         doc="Out = -1, 0 or 1 by the sign of X (no gradient)")
-_define("scale",
-        lambda xp, x, o, a: (x * a["scale"] + a["bias"]) if a["bias_after_scale"]
-        else (x + a["bias"]) * a["scale"],
-        lambda xp, x, y, g, a: g * a["scale"], (),
+def _scale_forward(xp, x, o, a):
+    scale, bias = a["scale"], a["bias"]
+    if bias == 0.0:
+        return xp.multiply(x, scale, out=o)
+    if a["bias_after_scale"]:
+        return xp.add(xp.multiply(x, scale, out=o), bias, out=o)
+    return xp.multiply(xp.add(x, bias, out=o), scale, out=o)
+
+
+_define("scale", _scale_forward,
+        lambda xp, x, y, g, o, a: xp.multiply(g, a["scale"], out=o), (),
         attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
         doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is False)")
 _define("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
-        lambda xp, x, y, g, a: g * ((x >= a["min"]) & (x <= a["max"])), ("X",),
+        lambda xp, x, y, g, o, a: xp.multiply(g, (x >= a["min"]) & (x <= a["max"]), out=o),
+        ("X",),
         attrs={"min": -1.0, "max": 1.0}, doc="Out = min(max(X, min), max)")
 _define("pow", lambda xp, x, o, a: xp.power(x, a["factor"], out=o),
-        lambda xp, x, y, g, a: g * a["factor"] * xp.power(x, a["factor"] - 1), ("X",),
+        lambda xp, x, y, g, o, a: xp.multiply(g * a["factor"], xp.power(x, a["factor"] - 1),
+                                              out=o), ("X",),
         attrs={"factor": 1.0}, doc="Out = X ** factor")

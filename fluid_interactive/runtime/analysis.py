@@ -18,7 +18,7 @@ from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from ..ops.registry import get_spec
-from ..ops.spec import OpSpec, TensorType
+from ..ops.spec import Forward, OpSpec, TensorType
 
 
 @dataclass
@@ -110,7 +110,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
             continue
         fn = prepare_kernel(op, types.__getitem__, xp, rng=rng)
         args = [constants.get(n) for n in flat_inputs(spec, op)]
-        result = fn(*args)
+        result = args[fn.input_index] if isinstance(fn, Forward) else fn(*args)
         outs = flat_outputs(spec, op)
         constants.update(zip(outs, (result,) if len(outs) == 1 else result))
     return kept, constants

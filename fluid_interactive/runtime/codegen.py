@@ -22,6 +22,7 @@ from typing import Any, Callable
 from ..ir.records import BlockDesc, ProgramDesc, VarDesc
 from ..ir.text import format_op
 from ..ops.apply import prepare_kernel
+from ..ops.spec import Forward
 from .analysis import BlockAnalysis
 
 _counter = count()
@@ -122,13 +123,18 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
             if name not in em.local:
                 em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
         kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
-                                rng_for(step.index), is_test)
-        k = em.bind(kernel, f"k{step.index}_{step.op.type}")
-        args = ", ".join(em.local[n] for n in step.inputs)
-        outs = [em.fresh_local(n) for n in step.outputs]
-        target = outs[0] if len(outs) == 1 else ", ".join(outs)
+                                rng_for(step.index), is_test, analysis.constants)
         comment = format_op(step.op, lambda n: _typed(analysis, n))
-        em.emit(f"{target} = {k}({args})  # {comment}", step.index)
+        if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
+            source_local = em.local[step.inputs[kernel.input_index]]
+            em.emit(f"{em.fresh_local(step.outputs[0])} = {source_local}  # {comment}",
+                    step.index)
+        else:
+            k = em.bind(kernel, f"k{step.index}_{step.op.type}")
+            args = ", ".join(em.local[n] for n in step.inputs)
+            outs = [em.fresh_local(n) for n in step.outputs]
+            target = outs[0] if len(outs) == 1 else ", ".join(outs)
+            em.emit(f"{target} = {k}({args})  # {comment}", step.index)
         for name in step.outputs:
             if name in analysis.persistables:
                 writes[name] = em.local[name]

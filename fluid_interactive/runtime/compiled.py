@@ -10,6 +10,7 @@ from ..backend import array_module_for, get_device, to_device, to_host
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, ProgramDesc, VarDesc, dtype_kind
 from ..ir.text import format_block, format_program
+from .entry import MISSING, make_entry
 from .feed import make_converter
 from .runner import BlockRunner
 
@@ -23,26 +24,32 @@ RESERVED_NAMES = frozenset({
 class CompiledMethod:
     """A traced method, callable with the values of its data vars."""
 
+    def __new__(cls, owner: "CompiledProgram", block: BlockDesc) -> "CompiledMethod":
+        # Each method gets its own subclass whose __call__ is generated for its data vars:
+        # Python looks __call__ up on the type, and this is the hottest path of a step.
+        subclass = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+        return super().__new__(subclass)
+
     def __init__(self, owner: "CompiledProgram", block: BlockDesc):
         self._owner = owner
         self.block = block
         self.__name__ = block.name
         self._runner = BlockRunner(owner.program, block, owner._xp, owner.seed)
-        self._converters = [make_converter(block.name, block.vars[n]) for n in block.feeds]
         self._feeds = list(block.feeds)
         self._n = len(self._feeds)
-        self._values = owner._values
-        self._on_gpu = owner.device == "gpu"
+        feed_vars = [block.vars[n] for n in block.feeds]
+        xp = owner._xp
+        type(self).__call__ = make_entry(
+            self._n, [v.shape for v in feed_vars], [np.dtype(v.dtype) for v in feed_vars],
+            [make_converter(block.name, v) for v in feed_vars], self._bind,
+            self._runner.plans, self._runner.plan, owner._values, self._runner.kernel_error,
+            (lambda a: to_device(a, xp)) if owner.device == "gpu" else None)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or len(args) != self._n:
-            args = self._bind(args, kwargs)
-        arrays = [conv(a) for conv, a in zip(self._converters, args)]
-        if self._on_gpu:
-            arrays = [to_device(a, self._owner._xp) for a in arrays]
-        return self._runner.run(self._values, arrays)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
+        raise NotImplementedError
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        args = tuple(a for a in args if a is not MISSING)  # parameters the caller left out
         name = self.block.name
         if len(args) > self._n:
             raise TypeError(f"{name}() takes {self._n} argument(s) ({', '.join(self._feeds)}) "

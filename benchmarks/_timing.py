@@ -1,0 +1,34 @@
+"""Timing helpers shared by the benchmarks: medians of repeated blocks, interleaved so
+that machine noise hits every contender alike."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+
+def per_call_us(fn: Callable[[], object], calls: int, repeats: int = 7) -> float:
+    """Median over ``repeats`` blocks of the mean µs per call within a block."""
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def interleaved_us(contenders: dict[str, Callable[[], object]], calls: int,
+                   rounds: int = 7) -> dict[str, float]:
+    """Median µs per call of each contender, alternating blocks between them."""
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for fn in contenders.values():  # warm up
+        for _ in range(max(10, calls // 10)):
+            fn()
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(s) for name, s in samples.items()}
