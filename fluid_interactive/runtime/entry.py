@@ -8,6 +8,8 @@ single samples, other dtypes) takes the general path through the feed converters
 """
 from __future__ import annotations
 
+import linecache
+from itertools import count
 from typing import Any, Callable
 
 import numpy as np
@@ -21,6 +23,7 @@ class _Missing:
 
 
 MISSING = _Missing()
+_counter = count()
 
 
 def _fast_check(i: int, shape: tuple[int, ...]) -> str:
@@ -65,5 +68,8 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
     }
     for i, (dtype, shape, conv) in enumerate(zip(dtypes, feed_shapes, converters)):
         namespace[f"d{i}"], namespace[f"t{i}"], namespace[f"c{i}"] = dtype, tuple(shape[1:]), conv
-    exec(compile("\n".join(lines) + "\n", "<fluid:entry>", "exec"), namespace)
+    source = "\n".join(lines) + "\n"
+    filename = f"<fluid:entry:{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
     return namespace["__call__"]
