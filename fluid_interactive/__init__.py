@@ -16,8 +16,9 @@ from .frontend.param_attr import ParamAttr
 from .frontend.parameters import parameters
 from .frontend.program import Input, Program, network
 from .frontend.variable import Variable
-from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, check_program,
-                 program_from_json, program_to_json)
+from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, program_from_json,
+                 program_to_json)
+from .passes.verify import check_program
 from .runtime.checkpoint import load
 from .runtime.compiled import CompiledMethod, CompiledProgram
 

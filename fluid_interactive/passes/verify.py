@@ -1,0 +1,47 @@
+"""`check_program` with the op registry: the structural checks of `ir.verify` plus, per op,
+known slots, known attrs, and declared types that agree with the op's shape rule."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import FluidError
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.verify import check_program as check_structure
+from ..ops.apply import infer_op
+from ..ops.registry import get_spec
+from ..ops.spec import TensorType
+
+
+def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Optional[str]:
+    try:
+        spec = get_spec(op.type)
+        spec.full_attrs(op.attrs)
+    except FluidError as e:
+        return str(e)
+    known_in = {s.name for s in spec.inputs}
+    known_out = {s.name for s in spec.outputs}
+    bad = [s for s in op.inputs if s not in known_in] + [s for s in op.outputs
+                                                          if s not in known_out]
+    if bad:
+        return f"op {op.type!r} has no slot(s) {', '.join(bad)}"
+
+    def type_of(name: str) -> TensorType:
+        v = program.find_var(block, name)
+        return TensorType(v.shape, v.dtype)
+    try:
+        inferred = infer_op(op, type_of)
+    except FluidError as e:
+        return f"shape rule fails: {e}"
+    for slot, types in inferred.items():
+        for name, t in zip(op.outputs[slot], types):
+            declared = program.find_var(block, name)
+            if declared.dtype != t.dtype or len(declared.shape) != len(t.shape) or any(
+                    a >= 0 and b >= 0 and a != b for a, b in zip(declared.shape, t.shape)):
+                return (f"{name!r} is declared {declared.dtype}{list(declared.shape)} but "
+                        f"{op.type} produces {t.dtype}{list(t.shape)}")
+    return None
+
+
+def check_program(program: ProgramDesc) -> None:
+    """Raise `fluid.VerifyError` at the first broken invariant, showing the ops around it."""
+    check_structure(program, _op_problem)
