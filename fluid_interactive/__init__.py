@@ -8,7 +8,8 @@ from . import ops as _ops  # noqa: F401  (registers every op)
 from .backend import get_device, set_device
 from .errors import (CheckpointError, DTypeError, EOFException, FeedError, FluidError,
                      KernelError, NameConflictError, OpArgumentError, ProgramDefinitionError,
-                     ShapeError, VerifyError)
+                     ReaderError, RecordIOError, ShapeError, VerifyError)
+from .io import recordio
 from .frontend import backward, initializer, layers, optimizer, regularizer
 from .frontend.backward import gradients
 from .frontend.naming import var_scope
@@ -32,5 +33,6 @@ __all__ = [
     "program_to_json", "program_from_json",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "KernelError", "VerifyError",
-    "CheckpointError", "EOFException", "__version__",
+    "CheckpointError", "EOFException", "RecordIOError", "ReaderError", "recordio",
+    "__version__",
 ]

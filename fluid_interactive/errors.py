@@ -56,3 +56,14 @@ class CheckpointError(FluidError, ValueError):
 
 class EOFException(FluidError):
     """A reader reached the end of its data. Call ``reset()`` to start again."""
+
+
+class RecordIOError(FluidError, ValueError):
+    """A RecordIO file is malformed (bad magic, CRC mismatch, truncated chunk or record,
+    unknown compressor, tensor bytes that disagree with their declared shape). The message
+    names the file and the byte offset."""
+
+
+class ReaderError(FluidError, RuntimeError):
+    """A batch reader failed: a sample of the wrong shape or dtype, an unreadable file, or an
+    exception in the background reading thread (chained)."""

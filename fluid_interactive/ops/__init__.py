@@ -2,8 +2,8 @@
 
 Importing this package registers every op. See `spec.py` for what a spec holds.
 """
-from . import (accumulate, elementwise, fill, linalg, metric, optim, reduce, shape,  # noqa: F401
-               softmax, unary)
+from . import (accumulate, conv, elementwise, fill, linalg, metric, nn_misc,  # noqa: F401
+               norm, optim, reduce, shape, softmax, unary)
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, Slot, TensorType,

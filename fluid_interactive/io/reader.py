@@ -1,0 +1,1 @@
+"""Batch readers over RecordIO files or in-memory arrays."""

@@ -1,0 +1,1 @@
+"""Normalisation ops: batch_norm, layer_norm."""
