@@ -53,9 +53,11 @@ def run_forward(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
     return {slot: [env[n] for n in names] for slot, names in op.outputs.items()}
 
 
-def check_shape_rule(op: OpDesc, env: Mapping[str, np.ndarray]) -> None:
-    """The shape rule agrees with the kernel, with concrete shapes and with the batch
-    dimension unknown (-1), as it is while tracing."""
+def check_shape_rule(op: OpDesc, env: Mapping[str, np.ndarray],
+                     batch_unknown: bool = True) -> None:
+    """The shape rule agrees with the kernel with concrete shapes, and — with the leading
+    dimension of every input unknown (-1), as while tracing — it still gives outputs of the
+    right rank whose known dims match the kernel's."""
     def concrete(n):
         return TensorType(tuple(env[n].shape), env[n].dtype.name)
     types = infer_op(op, concrete)
@@ -64,17 +66,35 @@ def check_shape_rule(op: OpDesc, env: Mapping[str, np.ndarray]) -> None:
             got = env[name]
             assert tuple(got.shape) == t.shape, (op.type, slot, got.shape, t.shape)
             assert got.dtype.name == t.dtype, (op.type, slot, got.dtype, t.dtype)
+    inputs = op.input_names()
+    # A leading dim of 1 may be squeezed or broadcast: unknown, it would change the meaning.
+    if not batch_unknown or not inputs or any(np.ndim(env[n]) == 0 or np.shape(env[n])[0] == 1
+                                              for n in inputs):
+        return
+
+    def traced(n):
+        t = concrete(n)
+        return TensorType((-1,) + t.shape[1:], t.dtype)
+    types = infer_op(op, traced)
+    for slot, names in op.outputs.items():
+        for name, t in zip(names, types[slot]):
+            got = env[name].shape
+            assert len(t.shape) == len(got), (op.type, slot, "rank with batch unknown", t.shape)
+            assert all(d < 0 or d == g for d, g in zip(t.shape, got)), (
+                op.type, slot, "dims with batch unknown", t.shape, got)
 
 
 def check_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
              reference: Optional[Callable[..., Any]] = None,
              output_counts: Optional[Mapping[str, int]] = None,
-             rtol: float = 1e-5, atol: float = 1e-6, rng=None) -> dict[str, list[np.ndarray]]:
+             rtol: float = 1e-5, atol: float = 1e-6, rng=None, batch_unknown: bool = True
+             ) -> dict[str, list[np.ndarray]]:
     """Run ``op_type`` once; compare with ``reference(**inputs, **attrs)``, which returns
-    an array (for the first output slot) or a dict slot -> array(s)."""
+    an array (for the first output slot) or a dict slot -> array(s). ``batch_unknown=False``
+    skips the trace-time shape check for ops whose leading dim is not a batch dim."""
     op, env = build_op(op_type, inputs, attrs, output_counts)
     run_ops([op], env, rng=rng)
-    check_shape_rule(op, env)
+    check_shape_rule(op, env, batch_unknown)
     got = {slot: [env[n] for n in names] for slot, names in op.outputs.items()}
     if reference is not None:
         full = get_spec(op_type).full_attrs(attrs or {})
