@@ -1,16 +1,579 @@
 """Saving and loading a compiled program: the program description and every persistable
-var, written atomically; loading never evaluates code."""
+var, written atomically; loading never evaluates code.
+
+A checkpoint is a directory::
+
+    program.json     the ProgramDesc (`program_to_json`)
+    var-00000.npy    one NumPy .npy file per persistable var (no object dtypes, no pickle)
+    ...
+    manifest.json    written last: format version, seed, every file's size and SHA-256,
+                     var name -> file, dtype and shape; and a SHA-256 of itself
+
+`save` writes a complete checkpoint into a fresh hidden sibling directory, fsyncs it, and
+only then moves it to ``path`` with renames, so ``path`` always holds the complete old
+checkpoint, the complete new one, or (for an instant, or after a crash at exactly that
+instant) nothing, which `load` reports as a `CheckpointError`. `load` checks the manifest,
+every file's size and hash, and every array's dtype and shape against the program before
+it builds anything.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
+
+import numpy as np
+
+from ..backend import to_device, to_host
+from ..errors import CheckpointError, FluidError
+from ..ir.records import DTYPES, ProgramDesc, VarDesc
+from ..ir.serialize import program_from_json, program_to_json
 
 if TYPE_CHECKING:
     from .compiled import CompiledProgram
 
+FORMAT = "fluid_interactive.checkpoint"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+PROGRAM = "program.json"
 
-def save(compiled: "CompiledProgram", path: str) -> None:
-    raise NotImplementedError("checkpoint saving is not implemented yet")
+_VAR_FILE = re.compile(r"var-\d{5,}\.npy")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_LEFTOVER = re.compile(r"(tmp|old)-(\d+)-([0-9a-f]{16})")
+_NPY_VERSIONS = ((1, 0), (2, 0))
+_MANIFEST_LIMIT = 64 << 20  # a manifest lists files; it is never near this size
+_LOAD_ATTEMPTS = 6
+
+# Tokens of saves running in this process: their temporary directories are not leftovers.
+_active: set[str] = set()
+_active_lock = threading.Lock()
+# Saves to one path from threads of this process take turns.
+_path_locks: dict[str, threading.Lock] = {}
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 
-def load(path: str, device: str | None = None) -> "CompiledProgram":
-    raise NotImplementedError("checkpoint loading is not implemented yet")
+# --- small helpers ---------------------------------------------------------------------------
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(doc: dict) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _manifest_digest(manifest: dict) -> str:
+    """The SHA-256 of the manifest without its own ``manifest_sha256`` entry."""
+    return _sha256(_canonical({k: v for k, v in manifest.items() if k != "manifest_sha256"}))
+
+
+def _fsync_dir(path: str) -> None:
+    if os.name != "posix":  # directories cannot be opened for fsync elsewhere
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(directory: str, name: str, data: bytes) -> None:
+    """Write ``data`` to ``directory/name`` and fsync it (every checkpoint file goes here)."""
+    with open(os.path.join(directory, name), "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _allowed_dtype(dtype: np.dtype) -> bool:
+    return (dtype.kind in "biuf" and not dtype.hasobject and dtype.fields is None
+            and dtype.subdtype is None and dtype.name in DTYPES)
+
+
+def _fmt(dtype: Any, shape: Any) -> str:
+    return f"{dtype}{list(shape)}"
+
+
+def _shape_fits(declared: tuple, shape: tuple) -> bool:
+    return len(declared) == len(shape) and all(d < 0 or d == s
+                                               for d, s in zip(declared, shape))
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _tensor_persistables(program: ProgramDesc) -> list[VarDesc]:
+    return [v for v in program.global_block().vars.values()
+            if v.persistable and v.kind == "tensor"]
+
+
+# --- saving ----------------------------------------------------------------------------------
+
+def _replaceable(path: str) -> bool:
+    """Whether ``path`` may be overwritten: absent, an empty directory, or a directory that
+    holds nothing but checkpoint files (a complete or damaged checkpoint)."""
+    if not os.path.lexists(path):
+        return True
+    if not os.path.isdir(path):
+        return False
+    return all(n in (MANIFEST, PROGRAM) or _VAR_FILE.fullmatch(n) for n in os.listdir(path))
+
+
+def _remove(path: str) -> None:
+    """Remove a directory tree (or a link to one) if it is there; never raises."""
+    try:
+        if os.path.islink(path):
+            os.unlink(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # cannot tell safely; keep the leftover
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _leftovers(parent: str, base: str) -> list[tuple[str, str, int, str]]:
+    """(name, 'tmp'|'old', pid, token) of every hidden sibling a save of ``base`` made."""
+    prefix = f".{base}."
+    found = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    for name in names:
+        if name.startswith(prefix):
+            m = _LEFTOVER.fullmatch(name[len(prefix):])
+            if m:
+                found.append((name, m.group(1), int(m.group(2)), m.group(3)))
+    return found
+
+
+def _is_stale(pid: int, token: str, active: set[str]) -> bool:
+    return token not in active if pid == os.getpid() else not _pid_alive(pid)
+
+
+def _clean_leftovers(parent: str, base: str) -> None:
+    """Remove what interrupted saves of ``base`` left behind: directories of saves that no
+    longer run (a dead process, or this process with the save no longer active)."""
+    found = _leftovers(parent, base)
+    with _active_lock:
+        active = set(_active)  # after the listing: see `_save_locked`
+    for name, _, pid, token in found:
+        if _is_stale(pid, token, active):
+            _remove(os.path.join(parent, name))
+
+
+def _save_in_progress(target: str) -> bool:
+    """Whether a running save (of any process here) may be about to put ``target`` back."""
+    parent, base = os.path.split(target)
+    found = _leftovers(parent, base)
+    with _active_lock:
+        active = set(_active)
+    return any(not _is_stale(pid, token, active) for _, _, pid, token in found)
+
+
+def _snapshot(compiled: "CompiledProgram") -> tuple[list[tuple[VarDesc, np.ndarray]],
+                                                     list[str]]:
+    saved, missing = [], []
+    for var in _tensor_persistables(compiled.program):
+        if var.name not in compiled._values:
+            missing.append(var.name)
+            continue
+        array = np.asarray(to_host(compiled._values[var.name]))
+        if not _allowed_dtype(array.dtype) or array.dtype.name != var.dtype:
+            raise CheckpointError(f"cannot save var {var.name!r}: it is declared "
+                                  f"{var.dtype} but holds {array.dtype}")
+        if not _shape_fits(var.shape, array.shape):
+            raise CheckpointError(f"cannot save var {var.name!r}: it is declared "
+                                  f"{list(var.shape)} but holds {list(array.shape)}")
+        saved.append((var, array))
+    return saved, missing
+
+
+def _write_checkpoint(tmp: str, compiled: "CompiledProgram") -> None:
+    saved, missing = _snapshot(compiled)
+    files: dict[str, dict] = {}
+
+    def put(name: str, data: bytes) -> None:
+        _write_file(tmp, name, data)
+        files[name] = {"size": len(data), "sha256": _sha256(data)}
+
+    put(PROGRAM, program_to_json(compiled.program, indent=1).encode())
+    entries = []
+    for i, (var, array) in enumerate(saved):
+        name = f"var-{i:05d}.npy"
+        put(name, _npy_bytes(array))
+        entries.append({"name": var.name, "file": name, "dtype": array.dtype.name,
+                        "shape": list(array.shape)})
+    seed = compiled.seed
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "seed": None if seed is None else int(seed),
+        "program": PROGRAM, "files": files, "vars": entries, "uninitialized": missing,
+    }
+    manifest["manifest_sha256"] = _manifest_digest(manifest)
+    _write_file(tmp, MANIFEST, json.dumps(manifest, indent=1, allow_nan=False).encode())
+    _fsync_dir(tmp)
+
+
+def _new_sibling(parent: str, base: str, kind: str, token: str) -> str:
+    return os.path.join(parent, f".{base}.{kind}-{os.getpid()}-{token}")
+
+
+def save(compiled: "CompiledProgram", path: PathLike) -> None:
+    """Write ``compiled``'s program and every persistable var to the directory ``path``.
+
+    The checkpoint is complete in a hidden sibling directory before it replaces ``path``;
+    an existing checkpoint at ``path`` is replaced, anything else there is refused.
+    ``compiled`` is not changed.
+    """
+    target = os.path.abspath(os.fspath(path))
+    parent, base = os.path.split(target)
+    if not base:
+        raise CheckpointError(f"checkpoint path {os.fspath(path)!r} names no directory")
+    if not _replaceable(target):
+        raise CheckpointError(
+            f"{target} exists and is not a checkpoint directory; refusing to overwrite it "
+            f"(remove it or choose another path)")
+    os.makedirs(parent, exist_ok=True)
+    with _active_lock:
+        lock = _path_locks.setdefault(target, threading.Lock())
+    with lock:
+        _save_locked(compiled, target, parent, base)
+        _clean_leftovers(parent, base)
+
+
+def _save_locked(compiled: "CompiledProgram", target: str, parent: str, base: str) -> None:
+    token = secrets.token_hex(8)
+    with _active_lock:  # before any directory of this save exists
+        _active.add(token)
+    tmp = _new_sibling(parent, base, "tmp", token)
+    try:
+        os.mkdir(tmp)
+        try:
+            _write_checkpoint(tmp, compiled)
+            _swap_in(tmp, target, parent, base, token)
+        except BaseException:
+            _remove(tmp)
+            raise
+    finally:
+        with _active_lock:
+            _active.discard(token)
+
+
+def _swap_in(tmp: str, target: str, parent: str, base: str, token: str) -> None:
+    """Move the complete checkpoint ``tmp`` to ``target``; the old one, if any, goes aside
+    first (a directory cannot be renamed over a non-empty one) and is removed after."""
+    old = None
+    if os.path.lexists(target):
+        if not _replaceable(target):  # something appeared while we were writing
+            raise CheckpointError(f"{target} is no longer a checkpoint directory; refusing "
+                                  f"to overwrite it")
+        old = _new_sibling(parent, base, "old", token)
+        os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        if old is not None:
+            try:
+                os.replace(old, target)  # put the old checkpoint back
+            except OSError:
+                pass  # it stays at `old`; load(target) says so
+        raise
+    _fsync_dir(parent)
+    if old is not None:
+        _remove(old)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def _leftover_hint(target: str) -> str:
+    parent, base = os.path.split(target)
+    found = _leftovers(parent, base)
+    if not found:
+        return ""
+    lines = []
+    for name, kind, _, _ in sorted(found):
+        full = os.path.join(parent, name)
+        if kind == "old":
+            what = "the checkpoint that was being replaced"
+        elif os.path.exists(os.path.join(full, MANIFEST)):
+            what = "a new checkpoint, written completely"
+        else:
+            what = "an incomplete new checkpoint"
+        lines.append(f"\n  {full}: {what}")
+    return ("\n  A save to this path was interrupted (or is still running); it left:"
+            + "".join(lines) + "\n  Rename one to the checkpoint path to load it "
+              "(fluid.load verifies it), or save again.")
+
+
+class _Reader:
+    """Reads the files of one checkpoint directory, checking each against the manifest.
+
+    Where the platform allows, files are opened relative to one handle on the directory, so
+    a save that replaces the checkpoint meanwhile cannot mix its files into this read.
+    """
+
+    def __init__(self, target: str):
+        self.target = target
+        self.fd: Optional[int] = None
+        self.ident: Optional[tuple[int, int]] = None
+
+    def __enter__(self) -> "_Reader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def fail(self, what: str, problem: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {self.target}: {what}: {problem}")
+
+    def replaced(self) -> bool:
+        """Whether ``target`` now names another directory than the one this read opened."""
+        if self.ident is None:
+            return False
+        try:
+            st = os.stat(self.target)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self.ident
+
+    def _open_dir(self) -> None:
+        try:
+            if os.open in os.supports_dir_fd:
+                self.fd = os.open(self.target, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                st = os.fstat(self.fd)
+            else:
+                st = os.stat(self.target)
+        except FileNotFoundError:
+            self._raise_missing(f"{self.target} does not exist")
+        except NotADirectoryError:
+            self._raise_missing(f"{self.target} is not a directory")
+        except OSError as e:
+            raise self.fail("directory", f"cannot be opened ({e})") from None
+        if not stat.S_ISDIR(st.st_mode):
+            self._raise_missing(f"{self.target} is not a directory")
+        self.ident = (st.st_dev, st.st_ino)
+
+    def _read_file(self, name: str, limit: int) -> tuple[int, bytes]:
+        """(size on disk, up to ``limit`` bytes) of the regular file ``name``."""
+        if self.fd is not None:
+            fd = os.open(name, os.O_RDONLY, dir_fd=self.fd)
+        else:
+            fd = os.open(os.path.join(self.target, name), os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise IsADirectoryError(name)
+            if st.st_size > limit:
+                return st.st_size, b""
+            return st.st_size, f.read(limit + 1)
+
+    def manifest(self) -> dict:
+        self._open_dir()
+        try:
+            _, raw = self._read_file(MANIFEST, _MANIFEST_LIMIT)
+        except FileNotFoundError:
+            self._raise_missing(f"{self.target} has no {MANIFEST}: it is not a checkpoint, "
+                                f"or the save that wrote it never finished")
+        except OSError as e:
+            raise self.fail(MANIFEST, f"cannot be read ({e})") from None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+            raise self.fail(MANIFEST, f"not valid JSON ({e})") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise self.fail(MANIFEST, f"not a fluid_interactive checkpoint manifest "
+                                      f"(expected format {FORMAT!r})")
+        version = doc.get("format_version")
+        if version != FORMAT_VERSION or isinstance(version, bool):
+            raise self.fail(MANIFEST, f"unknown format version {version!r}; this version of "
+                                      f"fluid_interactive reads version {FORMAT_VERSION}")
+        try:
+            digest = _manifest_digest(doc)
+        except ValueError:  # NaN or infinity: never written by `save`
+            digest = None
+        if digest is None or doc.get("manifest_sha256") != digest:
+            raise self.fail(MANIFEST, "its checksum does not match its contents (it was "
+                                      "edited or is corrupt)")
+        self._check_structure(doc)
+        return doc
+
+    def _raise_missing(self, message: str) -> NoReturn:
+        raise CheckpointError(message + _leftover_hint(self.target))
+
+    def _check_structure(self, doc: dict) -> None:
+        files, entries = doc.get("files"), doc.get("vars")
+        seed, missing = doc.get("seed"), doc.get("uninitialized")
+        ok = (isinstance(files, dict) and isinstance(entries, list)
+              and isinstance(missing, list) and all(isinstance(n, str) for n in missing)
+              and doc.get("program") == PROGRAM and PROGRAM in files
+              and (seed is None or (isinstance(seed, int) and not isinstance(seed, bool))))
+        if ok:
+            for name, entry in files.items():
+                ok = ok and (_SAFE_NAME.fullmatch(name) is not None and name != MANIFEST
+                             and isinstance(entry, dict)
+                             and isinstance(entry.get("size"), int)
+                             and isinstance(entry.get("sha256"), str))
+            for e in entries:
+                ok = ok and (isinstance(e, dict) and isinstance(e.get("name"), str)
+                             and e.get("file") in files and isinstance(e.get("dtype"), str)
+                             and isinstance(e.get("shape"), list)
+                             and all(isinstance(d, int) for d in e["shape"]))
+        if not ok:
+            raise self.fail(MANIFEST, "malformed (a required entry is missing or has the "
+                                      "wrong type)")
+
+    def read(self, name: str, entry: dict) -> bytes:
+        """The bytes of ``name``, after checking its size and SHA-256 against ``entry``."""
+        expected = entry["size"]
+        try:
+            size, data = self._read_file(name, max(expected, 0))
+        except FileNotFoundError:
+            raise self.fail(name, "the file is missing") from None
+        except OSError as e:
+            raise self.fail(name, f"cannot be read ({e})") from None
+        if size != expected:
+            raise self.fail(name, f"size is {size} bytes; the manifest says {expected} "
+                                  f"(truncated or altered)")
+        if len(data) != expected:
+            raise self.fail(name, "the file changed while it was read")
+        digest = _sha256(data)
+        if digest != entry["sha256"]:
+            raise self.fail(name, f"SHA-256 is {digest}; the manifest says "
+                                  f"{entry['sha256']} (corrupt or altered)")
+        return data
+
+
+def _parse_npy(reader: _Reader, file: str, data: bytes, var: VarDesc) -> np.ndarray:
+    """An array from .npy bytes: the header is checked before any data is interpreted, and
+    object dtypes (the only way a .npy can carry a pickle) are refused."""
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version not in _NPY_VERSIONS:
+            raise ValueError(f"unsupported .npy version {version}")
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f)
+    except (ValueError, SyntaxError, TypeError, KeyError) as e:
+        raise reader.fail(file, f"not a valid .npy array file ({e})") from None
+    if not _allowed_dtype(dtype):
+        raise reader.fail(file, f"var {var.name!r} is stored with dtype {dtype!r}, which a "
+                                f"checkpoint may not hold (only {', '.join(DTYPES)}); "
+                                f"refusing to load it")
+    shape = tuple(int(d) for d in shape)
+    if dtype.name != var.dtype or not _shape_fits(var.shape, shape):
+        raise reader.fail(file, f"var {var.name!r}: the program declares "
+                                f"{_fmt(var.dtype, var.shape)}; the file holds "
+                                f"{_fmt(dtype.name, shape)}")
+    count = int(np.prod(shape, dtype=np.int64))
+    body = data[f.tell():]
+    if len(body) != count * dtype.itemsize:
+        raise reader.fail(file, f"var {var.name!r}: {len(body)} data bytes for "
+                                f"{_fmt(dtype.name, shape)}, which needs "
+                                f"{count * dtype.itemsize}")
+    flat = np.frombuffer(body, dtype=dtype, count=count)
+    array = flat.reshape(shape, order="F" if fortran else "C")
+    # An owned, writable, C-ordered, native-endian copy.
+    return np.array(array, dtype=dtype.newbyteorder("="), order="C", copy=True)
+
+
+def _load_arrays(reader: _Reader, doc: dict, program: ProgramDesc) -> dict[str, np.ndarray]:
+    declared = {v.name: v for v in _tensor_persistables(program)}
+    values: dict[str, np.ndarray] = {}
+    for entry in doc["vars"]:
+        name, file = entry["name"], entry["file"]
+        var = declared.get(name)
+        if var is None:
+            raise reader.fail(MANIFEST, f"var {name!r} ({file}) is not a persistable var of "
+                                        f"the saved program")
+        if name in values:
+            raise reader.fail(MANIFEST, f"var {name!r} is listed twice")
+        if entry["dtype"] != var.dtype or not _shape_fits(var.shape, tuple(entry["shape"])):
+            raise reader.fail(MANIFEST, f"var {name!r}: the program declares "
+                                        f"{_fmt(var.dtype, var.shape)}; the manifest lists "
+                                        f"{_fmt(entry['dtype'], entry['shape'])}")
+        values[name] = _parse_npy(reader, file, reader.read(file, doc["files"][file]), var)
+    absent = [n for n in declared if n not in values and n not in doc["uninitialized"]]
+    if absent:
+        raise reader.fail(MANIFEST, f"no value for persistable var(s) "
+                                    f"{', '.join(map(repr, absent))}")
+    return values
+
+
+def _read_checkpoint(reader: _Reader, check_program: Any
+                     ) -> tuple[dict, ProgramDesc, dict[str, np.ndarray]]:
+    doc = reader.manifest()
+    text = reader.read(PROGRAM, doc["files"][PROGRAM])
+    try:
+        program = program_from_json(text.decode("utf-8"))
+        check_program(program)
+    except (FluidError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+            RecursionError) as e:
+        raise reader.fail(PROGRAM, f"not a valid program ({type(e).__name__}: {e})") from None
+    values = _load_arrays(reader, doc, program)
+    used = {PROGRAM} | {e["file"] for e in doc["vars"]}
+    for name, entry in doc["files"].items():
+        if name not in used:  # `save` lists no such file, but every listed file must check
+            reader.read(name, entry)
+    return doc, program, values
+
+
+def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
+    """Load a checkpoint written by `CompiledProgram.save` into a new `CompiledProgram`.
+
+    Everything is verified first (manifest, file sizes and hashes, array dtypes and shapes
+    against the program); any problem raises `CheckpointError` naming the file and what is
+    wrong. ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
+    """
+    from ..ir.verify import check_program
+    from .compiled import CompiledProgram
+
+    target = os.path.abspath(os.fspath(path))
+    for attempt in range(_LOAD_ATTEMPTS):
+        with _Reader(target) as reader:
+            try:
+                doc, program, values = _read_checkpoint(reader, check_program)
+                break
+            except CheckpointError:
+                # A save replaced the checkpoint while it was read, or is between its two
+                # renames: read the new one.
+                racing = reader.replaced() or (reader.ident is None
+                                               and _save_in_progress(target))
+                if attempt + 1 == _LOAD_ATTEMPTS or not racing:
+                    raise
+        time.sleep(0.01 * (attempt + 1))
+
+    try:
+        compiled = CompiledProgram(program, seed=doc["seed"], device=device, initialize=False)
+    except FluidError as e:  # e.g. a method named like the compiled program's own API
+        raise CheckpointError(f"checkpoint {target}: {PROGRAM}: cannot be compiled "
+                              f"({type(e).__name__}: {e})") from None
+    # Methods hold a reference to this very dict: fill it in place.
+    compiled._values.update({n: to_device(a, compiled._xp) for n, a in values.items()})
+    return compiled
