@@ -10,7 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+import numpy as np
+
 from ..errors import OpArgumentError
+from .tracing import error_at
 
 
 def fans(shape: Sequence[int]) -> tuple[int, int]:
@@ -24,6 +27,12 @@ def fans(shape: Sequence[int]) -> tuple[int, int]:
         return shape[0], shape[1]
     receptive = math.prod(shape[2:])
     return shape[1] * receptive, shape[0] * receptive
+
+
+def _check_scale(init: "Initializer", scale: float) -> None:
+    if not scale >= 0:
+        raise error_at(OpArgumentError, f"{init!r}: scale (the standard deviation) must not "
+                                        f"be negative")
 
 
 class Initializer:
@@ -47,8 +56,9 @@ class Uniform(Initializer):
     seed: int = 0
 
     def op(self, shape, dtype):
-        if self.low > self.high:
-            raise OpArgumentError(f"Uniform(low={self.low}, high={self.high}): low > high")
+        if not self.low <= self.high:
+            raise error_at(OpArgumentError, f"Uniform(low={self.low}, high={self.high}): low "
+                                            f"must not exceed high")
         return "uniform_random", {"shape": list(shape), "dtype": dtype, "min": float(self.low),
                                   "max": float(self.high), "seed": int(self.seed)}
 
@@ -60,6 +70,7 @@ class Normal(Initializer):
     seed: int = 0
 
     def op(self, shape, dtype):
+        _check_scale(self, self.scale)
         return "gaussian_random", {"shape": list(shape), "dtype": dtype,
                                    "mean": float(self.loc), "std": float(self.scale),
                                    "seed": int(self.seed)}
@@ -72,6 +83,7 @@ class TruncatedNormal(Initializer):
     seed: int = 0
 
     def op(self, shape, dtype):
+        _check_scale(self, self.scale)
         return "truncated_gaussian_random", {"shape": list(shape), "dtype": dtype,
                                              "mean": float(self.loc), "std": float(self.scale),
                                              "seed": int(self.seed)}
@@ -108,9 +120,33 @@ class MSRA(Initializer):
         return Normal(0.0, math.sqrt(2.0 / f_in), self.seed).op(shape, dtype)
 
 
+class NumpyArray(Initializer):
+    """Start from the given values (their shape must be the parameter's)."""
+
+    def __init__(self, value):
+        self.value = np.array(value)
+
+    def op(self, shape, dtype):
+        if tuple(self.value.shape) != tuple(shape):
+            raise error_at(OpArgumentError, f"NumpyArrayInitializer holds shape "
+                                            f"{list(self.value.shape)}; the parameter has "
+                                            f"shape {list(shape)}")
+        values = self.value.astype(dtype).reshape(-1).tolist()
+        return "assign_value", {"shape": list(shape), "dtype": dtype, "values": values}
+
+    def __repr__(self) -> str:
+        return f"NumpyArray(shape={list(self.value.shape)})"
+
+
 ConstantInitializer = Constant
 UniformInitializer = Uniform
 NormalInitializer = Normal
 TruncatedNormalInitializer = TruncatedNormal
 XavierInitializer = Xavier
 MSRAInitializer = MSRA
+NumpyArrayInitializer = NumpyArray
+
+__all__ = ["Initializer", "Constant", "Uniform", "Normal", "TruncatedNormal", "Xavier", "MSRA",
+           "NumpyArray", "ConstantInitializer", "UniformInitializer", "NormalInitializer",
+           "TruncatedNormalInitializer", "XavierInitializer", "MSRAInitializer",
+           "NumpyArrayInitializer"]

@@ -7,11 +7,19 @@ The steps of `Optimizer.minimize`:
    the parameter's own regularizer winning over the optimizer's;
 3. the learning rate becomes a persistable var in block 0 (``learning_rate_N``), scaled
    per parameter by ``ParamAttr.learning_rate``;
-4. accumulators (persistable, block 0, initialised there) are created per parameter;
-5. one update op per parameter, tagged ``op_role_var = (param, grad)``.
+4. accumulators (persistable, block 0, initialised there) are created per parameter, named
+   ``<param>_<key>_N`` (``fc_0.w_0_velocity_0``, ``fc_0.w_0_moment1_0``, ...);
+5. one update op per parameter.
+
+Every op of steps 2-5 has role Optimize and ``op_role_var = (param, grad)`` where ``grad``
+is the gradient backward produced (before weight decay), as Paddle's ``optimized_guard``
+tags them: a transpiler reads the pairs from there and sends that gradient.
 """
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from ..errors import OpArgumentError
@@ -29,6 +37,8 @@ def _names(values: Optional[Iterable[Union[str, Variable]]], trace: TraceContext
            what: str, parameters_only: bool) -> Optional[list[str]]:
     if values is None:
         return None
+    if isinstance(values, (str, Variable)):
+        values = [values]
     names = []
     for v in values:
         name = v if isinstance(v, str) else as_variable(v, what).name
@@ -42,8 +52,34 @@ def _names(values: Optional[Iterable[Union[str, Variable]]], trace: TraceContext
     return names
 
 
+def _number(value: Any, what: str, low: float, high: Optional[float] = None,
+            low_open: bool = False, high_open: bool = True) -> float:
+    """``value`` as a float, checked to lie in the given range."""
+    ok = isinstance(value, Real) and not isinstance(value, bool)
+    if ok:
+        v = float(value)
+        ok = (v > low if low_open else v >= low) and (
+            high is None or (v < high if high_open else v <= high))
+    if not ok:
+        lo = "(" if low_open else "["
+        hi = "inf)" if high is None else (f"{high})" if high_open else f"{high}]")
+        raise error_at(OpArgumentError, f"{what} must be a number in {lo}{low}, {hi}; "
+                                        f"got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ParamUpdate:
+    """What one parameter's update op reads."""
+    param: str
+    grad: str        # the gradient after weight decay
+    lr: str          # the learning rate, scaled by the parameter's ParamAttr
+    role_grad: str   # the gradient backward produced: op_role_var = (param, role_grad)
+
+
 class Optimizer:
-    """Base class; subclasses give `_append_update` and `_accumulators`."""
+    """Base class; subclasses give `_append_update` and, if they keep state,
+    `_create_accumulators`."""
 
     op_type = ""
 
@@ -51,12 +87,19 @@ class Optimizer:
                  regularization: Optional[WeightDecayRegularizer] = None,
                  name: Optional[str] = None):
         if not isinstance(learning_rate, Variable) and not (
-                isinstance(learning_rate, (int, float)) and learning_rate > 0):
+                isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool)
+                and learning_rate > 0):
             raise error_at(OpArgumentError, f"learning_rate must be a positive number or a "
                                             f"Variable, got {learning_rate!r}")
+        if regularization is not None and not isinstance(regularization,
+                                                         WeightDecayRegularizer):
+            raise error_at(OpArgumentError, f"regularization must be a fluid.regularizer "
+                                            f"(L2Decay or L1Decay) or None, got "
+                                            f"{regularization!r}")
         self.learning_rate = learning_rate
         self.regularization = regularization
         self.name = name
+        self._trace: Optional[weakref.ref] = None
         self._lr_var: Optional[str] = None
         self._acc: dict[tuple[str, str], str] = {}
 
@@ -68,8 +111,10 @@ class Optimizer:
         """Append backward and update ops for ``loss``; returns the (param, grad) pairs.
 
         Only parameters in ``parameter_list`` (vars or names; default: every trainable
-        parameter the loss reaches) are updated."""
+        parameter the loss reaches) are updated; a listed parameter the loss does not reach
+        gets no gradient and is left alone."""
         trace = current_trace(f"{type(self).__name__}.minimize")
+        self._bind(trace)
         loss = as_variable(loss, "loss")
         params = _names(parameter_list, trace, "parameter_list", parameters_only=True)
         no_grad = _names(no_grad_set, trace, "no_grad_set", parameters_only=False)
@@ -79,22 +124,32 @@ class Optimizer:
             raise error_at(OpArgumentError, str(e)) from None
         trace.replace_program(result.program)
         pairs = [(p, g) for p, g in result.params_grads if trace.find(p).trainable]
-        lr = self._learning_rate(trace)
+        lr = self._learning_rate(trace, trace.find(loss.name).dtype)
         for p, g in pairs:
-            g = self._regularize(trace, p, g)
+            decayed = self._regularize(trace, p, g)
             self._create_accumulators(trace, p)
-            self._append_update(trace, p, g, self._param_lr(trace, p, g, lr))
+            self._append_update(trace, ParamUpdate(p, decayed, self._param_lr(trace, p, g, lr),
+                                                   g))
         self._finish(trace, pairs)
         return [(Variable(trace, p), Variable(trace, g)) for p, g in pairs]
 
     # --- pieces -------------------------------------------------------------------------------
 
-    def _learning_rate(self, trace: TraceContext) -> str:
+    def _bind(self, trace: TraceContext) -> None:
+        """State names belong to one trace: an optimizer object reused by a second
+        `Compile()` starts afresh; one shared by several methods of a program shares its
+        learning rate and accumulators between them."""
+        if self._trace is None or self._trace() is not trace:
+            self._trace = weakref.ref(trace)
+            self._lr_var = None
+            self._acc = {}
+
+    def _learning_rate(self, trace: TraceContext, dtype: str = "float32") -> str:
         if isinstance(self.learning_rate, Variable):
             return self.learning_rate.name
         if self._lr_var is None:
             self._lr_var = self._global_state(trace, "learning_rate", [1],
-                                              float(self.learning_rate))
+                                              float(self.learning_rate), dtype)
         return self._lr_var
 
     def _global_state(self, trace: TraceContext, key: str, shape: Sequence[int],
@@ -109,6 +164,8 @@ class Optimizer:
 
     def _accumulator(self, trace: TraceContext, key: str, param: str, value: float = 0.0,
                      shape: Optional[Sequence[int]] = None) -> str:
+        """The optimizer state ``key`` of ``param`` (created on first use): persistable, in
+        block 0, the parameter's shape and dtype unless ``shape`` says otherwise."""
         name = self._acc.get((key, param))
         if name is None:
             var = trace.find(param)
@@ -123,7 +180,8 @@ class Optimizer:
                         role_var=(param, grad))
 
     def _tmp(self, trace: TraceContext, hint: str) -> str:
-        return trace.unique_in_block(f"{hint}_{trace.names.generate('opt')}")
+        """A fresh temporary of the method block: ``hint``, or ``hint_1``, ... if taken."""
+        return trace.unique_in_block(hint)
 
     def _regularize(self, trace: TraceContext, param: str, grad: str) -> str:
         attr = trace.param_attrs.get(param)
@@ -143,7 +201,7 @@ class Optimizer:
                           {"scale": float(reg.coeff)}, param, grad)
         decayed = trace.unique_in_block(f"{grad}@REG")
         self._optimize_op(trace, "elementwise_add", {"X": [grad], "Y": [term]},
-                          {"Out": [decayed]}, None, param, decayed)
+                          {"Out": [decayed]}, None, param, grad)
         return decayed
 
     def _param_lr(self, trace: TraceContext, param: str, grad: str, lr: str) -> str:
@@ -159,11 +217,14 @@ class Optimizer:
     def _create_accumulators(self, trace: TraceContext, param: str) -> None:
         """Create this optimizer's per-parameter state (none for plain SGD)."""
 
-    def _append_update(self, trace: TraceContext, param: str, grad: str, lr: str) -> None:
+    def _append_update(self, trace: TraceContext, u: ParamUpdate) -> None:
         raise NotImplementedError
 
     def _finish(self, trace: TraceContext, pairs: list[tuple[str, str]]) -> None:
         """Ops run once per step after all updates (none by default)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(learning_rate={self.learning_rate!r})"
 
 
 class SGD(Optimizer):
@@ -174,9 +235,90 @@ class SGD(Optimizer):
     def __init__(self, learning_rate: Union[float, Variable] = 0.001, **kwargs: Any):
         super().__init__(learning_rate, **kwargs)
 
-    def _append_update(self, trace, param, grad, lr):
-        self._optimize_op(trace, "sgd", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
-                          {"ParamOut": [param]}, None, param, grad)
+    def _append_update(self, trace, u):
+        self._optimize_op(trace, "sgd",
+                          {"Param": [u.param], "Grad": [u.grad], "LearningRate": [u.lr]},
+                          {"ParamOut": [u.param]}, None, u.param, u.role_grad)
+
+
+class Momentum(Optimizer):
+    """``v = momentum * v + grad``, then ``param -= learning_rate * v``; with
+    ``use_nesterov``, ``param -= learning_rate * (grad + momentum * v)``. One accumulator
+    per parameter: ``<param>_velocity_N``, starting at zero."""
+
+    op_type = "momentum"
+
+    def __init__(self, learning_rate: Union[float, Variable], momentum: float,
+                 use_nesterov: bool = False,
+                 regularization: Optional[WeightDecayRegularizer] = None,
+                 name: Optional[str] = None):
+        super().__init__(learning_rate, regularization, name)
+        self.momentum = _number(momentum, "Momentum(momentum=...)", 0.0)
+        self.use_nesterov = bool(use_nesterov)
+
+    def _create_accumulators(self, trace, param):
+        self._accumulator(trace, "velocity", param)
+
+    def _append_update(self, trace, u):
+        velocity = self._accumulator(trace, "velocity", u.param)
+        self._optimize_op(trace, "momentum",
+                          {"Param": [u.param], "Grad": [u.grad], "Velocity": [velocity],
+                           "LearningRate": [u.lr]},
+                          {"ParamOut": [u.param], "VelocityOut": [velocity]},
+                          {"mu": self.momentum, "use_nesterov": self.use_nesterov},
+                          u.param, u.role_grad)
+
+    def __repr__(self) -> str:
+        return (f"Momentum(learning_rate={self.learning_rate!r}, momentum={self.momentum}, "
+                f"use_nesterov={self.use_nesterov})")
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba): moments ``m1 = beta1*m1 + (1-beta1)*g``,
+    ``m2 = beta2*m2 + (1-beta2)*g*g``, then
+    ``param -= lr * sqrt(1-beta2^t) / (1-beta1^t) * m1 / (sqrt(m2) + epsilon)``.
+
+    Accumulators per parameter: ``<param>_moment1_N``, ``<param>_moment2_N`` (zeros) and
+    ``<param>_beta1_pow_acc_N``, ``<param>_beta2_pow_acc_N`` (shape [1], starting at beta1
+    and beta2); the ``adam`` op advances the powers itself."""
+
+    op_type = "adam"
+
+    def __init__(self, learning_rate: Union[float, Variable] = 0.001, beta1: float = 0.9,
+                 beta2: float = 0.999, epsilon: float = 1e-8,
+                 regularization: Optional[WeightDecayRegularizer] = None,
+                 name: Optional[str] = None):
+        super().__init__(learning_rate, regularization, name)
+        self.beta1 = _number(beta1, "Adam(beta1=...)", 0.0, 1.0)
+        self.beta2 = _number(beta2, "Adam(beta2=...)", 0.0, 1.0)
+        self.epsilon = _number(epsilon, "Adam(epsilon=...)", 0.0)
+
+    def _create_accumulators(self, trace, param):
+        self._accumulator(trace, "moment1", param)
+        self._accumulator(trace, "moment2", param)
+        self._accumulator(trace, "beta1_pow_acc", param, self.beta1, shape=[1])
+        self._accumulator(trace, "beta2_pow_acc", param, self.beta2, shape=[1])
+
+    def _append_update(self, trace, u):
+        m1, m2, b1p, b2p = (self._accumulator(trace, key, u.param) for key in
+                            ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"))
+        self._optimize_op(trace, "adam",
+                          {"Param": [u.param], "Grad": [u.grad], "LearningRate": [u.lr],
+                           "Moment1": [m1], "Moment2": [m2], "Beta1Pow": [b1p],
+                           "Beta2Pow": [b2p]},
+                          {"ParamOut": [u.param], "Moment1Out": [m1], "Moment2Out": [m2],
+                           "Beta1PowOut": [b1p], "Beta2PowOut": [b2p]},
+                          {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon},
+                          u.param, u.role_grad)
+
+    def __repr__(self) -> str:
+        return (f"Adam(learning_rate={self.learning_rate!r}, beta1={self.beta1}, "
+                f"beta2={self.beta2}, epsilon={self.epsilon})")
 
 
 SGDOptimizer = SGD
+MomentumOptimizer = Momentum
+AdamOptimizer = Adam
+
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "SGDOptimizer", "MomentumOptimizer",
+           "AdamOptimizer"]

@@ -1,9 +1,14 @@
 """Parameter update ops (role Optimize). Each returns new arrays and never writes into
-its inputs, so a step's updates commit together only after the whole step succeeded."""
+its inputs, so a step's updates commit together only after the whole step succeeded.
+
+Kernels keep their per-step work to a few ufunc calls: scratch arrays are allocated once
+in the factory, and an output is written into the planner's buffer when it offers one
+(``out=None`` otherwise, so NumPy allocates the new array).
+"""
 from __future__ import annotations
 
 from .registry import register
-from .spec import InferContext, KernelContext, OpSpec, slots
+from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
 
 def _check_param_grad(ctx: InferContext) -> None:
@@ -12,8 +17,34 @@ def _check_param_grad(ctx: InferContext) -> None:
         ctx.fail(f"Param {p.dtype}{list(p.shape)} and Grad {g.dtype}{list(g.shape)} must match")
 
 
+def _check_like_param(ctx: InferContext, slot: str) -> None:
+    p, s = ctx.input("Param"), ctx.input(slot)
+    if p.shape != s.shape or p.dtype != s.dtype:
+        ctx.fail(f"{slot} {s.dtype}{list(s.shape)} must have Param's shape and dtype "
+                 f"{p.dtype}{list(p.shape)}")
+
+
+def _check_single(ctx: InferContext, slot: str) -> TensorType:
+    """``slot`` holds one value (shape [1] or []; -1 dims are allowed while tracing)."""
+    t = ctx.input(slot)
+    if any(d not in (1, -1) for d in t.shape):
+        ctx.fail(f"{slot} must hold a single value (shape [1]), got {t.dtype}{list(t.shape)}")
+    if not t.dtype.startswith("float"):
+        ctx.fail_dtype(f"{slot} must be a float, got {t.dtype}")
+    return t
+
+
+def _set_like(ctx: InferContext, pairs: dict[str, str]) -> None:
+    for out_slot, in_slot in pairs.items():
+        t = ctx.input(in_slot)
+        ctx.set_output(out_slot, t.shape, t.dtype)
+
+
+# --- sgd --------------------------------------------------------------------------------------
+
 def _sgd_infer(ctx: InferContext) -> None:
     _check_param_grad(ctx)
+    _check_single(ctx, "LearningRate")
     p = ctx.input("Param")
     ctx.set_output("ParamOut", p.shape, p.dtype)
 
@@ -22,12 +53,128 @@ def _sgd_kernel(ctx: KernelContext):
     xp = ctx.xp
     p = ctx.input("Param")
     step = xp.empty(p.shape, p.dtype)
+    p_out = ctx.buffer("ParamOut")
 
     def fn(param, grad, lr):
         xp.multiply(grad, lr, out=step)
-        return xp.subtract(param, step)
+        return xp.subtract(param, step, out=p_out)
     return fn
 
 
 register(OpSpec("sgd", slots("Param", "Grad", "LearningRate"), slots("ParamOut"), _sgd_infer,
                 _sgd_kernel, doc="ParamOut = Param - LearningRate * Grad"))
+
+
+# --- momentum ---------------------------------------------------------------------------------
+
+def _momentum_infer(ctx: InferContext) -> None:
+    _check_param_grad(ctx)
+    _check_like_param(ctx, "Velocity")
+    _check_single(ctx, "LearningRate")
+    _set_like(ctx, {"ParamOut": "Param", "VelocityOut": "Velocity"})
+
+
+def _momentum_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    p = ctx.input("Param")
+    mu = float(ctx.attrs["mu"])
+    p_out, v_out = ctx.buffer("ParamOut"), ctx.buffer("VelocityOut")
+    step = xp.empty(p.shape, p.dtype)
+
+    if ctx.attrs["use_nesterov"]:
+        def fn(param, grad, velocity, lr):
+            v = xp.multiply(velocity, mu, out=v_out)
+            xp.add(v, grad, out=v)                    # v = mu * v + g
+            xp.multiply(v, mu, out=step)
+            xp.add(step, grad, out=step)
+            xp.multiply(step, lr, out=step)           # lr * (g + mu * v)
+            return xp.subtract(param, step, out=p_out), v
+    else:
+        def fn(param, grad, velocity, lr):
+            v = xp.multiply(velocity, mu, out=v_out)
+            xp.add(v, grad, out=v)                    # v = mu * v + g
+            xp.multiply(v, lr, out=step)
+            return xp.subtract(param, step, out=p_out), v
+    return fn
+
+
+register(OpSpec(
+    "momentum", slots("Param", "Grad", "Velocity", "LearningRate"),
+    slots("ParamOut", "VelocityOut"), _momentum_infer, _momentum_kernel,
+    attrs={"mu": 0.9, "use_nesterov": False},
+    doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut, "
+        "or with use_nesterov Param - LearningRate * (Grad + mu * VelocityOut)"))
+
+
+# --- adam -------------------------------------------------------------------------------------
+
+def _adam_infer(ctx: InferContext) -> None:
+    _check_param_grad(ctx)
+    _check_like_param(ctx, "Moment1")
+    _check_like_param(ctx, "Moment2")
+    _check_single(ctx, "LearningRate")
+    _check_single(ctx, "Beta1Pow")
+    _check_single(ctx, "Beta2Pow")
+    for name in ("beta1", "beta2"):
+        if not 0.0 <= float(ctx.attrs[name]) < 1.0:
+            ctx.fail(f"{name} must lie in [0, 1), got {ctx.attrs[name]}")
+    _set_like(ctx, {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2",
+                    "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow"})
+
+
+def _adam_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    p = ctx.input("Param")
+    b1, b2, eps = float(ctx.attrs["beta1"]), float(ctx.attrs["beta2"]), float(ctx.attrs["epsilon"])
+    out = [ctx.buffer(s) for s in ("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut",
+                                   "Beta2PowOut")]
+    p_out, m1_out, m2_out, b1p_out, b2p_out = out
+    scratch = xp.empty(p.shape, p.dtype)
+    # The corrected rate lr_t = lr * sqrt(1 - beta2_pow) / (1 - beta1_pow) is one number.
+    # On the host it is plain Python arithmetic; on a device it stays there (reading it
+    # back would synchronise every step), as a 0-d view that broadcasts onto any shape.
+    if xp.__name__ == "numpy":
+        def corrected_rate(lr, b1p, b2p):
+            return lr.item() * (1.0 - b2p.item()) ** 0.5 / (1.0 - b1p.item())
+    else:
+        lr_t, denom = xp.empty((1,), p.dtype), xp.empty((1,), p.dtype)
+        lr_t_scalar = lr_t.reshape(())
+
+        def corrected_rate(lr, b1p, b2p):
+            xp.subtract(1.0, b2p, out=lr_t)
+            xp.sqrt(lr_t, out=lr_t)
+            xp.subtract(1.0, b1p, out=denom)
+            xp.divide(lr_t, denom, out=lr_t)
+            xp.multiply(lr_t, lr, out=lr_t)
+            return lr_t_scalar
+
+    def fn(param, grad, lr, m1, m2, b1p, b2p):
+        rate = corrected_rate(lr, b1p, b2p)
+        # m1 = b1 * m1 + (1 - b1) * g
+        m1n = xp.multiply(m1, b1, out=m1_out)
+        xp.multiply(grad, 1.0 - b1, out=scratch)
+        xp.add(m1n, scratch, out=m1n)
+        # m2 = b2 * m2 + (1 - b2) * g * g
+        m2n = xp.multiply(m2, b2, out=m2_out)
+        xp.multiply(grad, grad, out=scratch)
+        xp.multiply(scratch, 1.0 - b2, out=scratch)
+        xp.add(m2n, scratch, out=m2n)
+        # p = p - lr_t * m1 / (sqrt(m2) + eps)
+        xp.sqrt(m2n, out=scratch)
+        xp.add(scratch, eps, out=scratch)
+        xp.divide(m1n, scratch, out=scratch)
+        xp.multiply(scratch, rate, out=scratch)
+        return (xp.subtract(param, scratch, out=p_out), m1n, m2n,
+                xp.multiply(b1p, b1, out=b1p_out), xp.multiply(b2p, b2, out=b2p_out))
+    return fn
+
+
+register(OpSpec(
+    "adam",
+    slots("Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
+    slots("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"),
+    _adam_infer, _adam_kernel, attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
+    doc="Moment1Out = beta1 * Moment1 + (1 - beta1) * Grad; Moment2Out = beta2 * Moment2 + "
+        "(1 - beta2) * Grad^2; ParamOut = Param - lr_t * Moment1Out / (sqrt(Moment2Out) + "
+        "epsilon) with lr_t = LearningRate * sqrt(1 - Beta2Pow) / (1 - Beta1Pow); "
+        "BetaNPowOut = BetaNPow * betaN"))
