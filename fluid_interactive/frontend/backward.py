@@ -1,34 +1,72 @@
-"""The user-facing autodiff calls, used inside a traced method."""
+"""The user-facing autodiff calls, used inside a traced method.
+
+Both run the backward pass (`passes.backward`) on the program being traced and continue
+the trace on its result; the ops it appends carry the user's line of the call when the
+pass gives them none (the loss-gradient seed, the final gradient sums).
+"""
 from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence, Union
 
 from ..errors import OpArgumentError
+from ..ir.source import user_location
 from ..passes import backward as _pass
 from .layers.helpers import as_variable
-from .tracing import current_trace, error_at
+from .tracing import TraceContext, current_trace, error_at
 from .variable import Variable
 
 VarOrName = Union[str, Variable]
 
 
-def _name(v: VarOrName) -> str:
-    return v if isinstance(v, str) else as_variable(v, "variable").name
+def _names(trace: TraceContext, values: Optional[Iterable[VarOrName]], what: str
+           ) -> Optional[list[str]]:
+    """Var names from vars or names; a name the method cannot see is an error."""
+    if values is None:
+        return None
+    if isinstance(values, (str, Variable)):
+        values = [values]
+    names = [v if isinstance(v, str) else as_variable(v, what).name for v in values]
+    for name in names:
+        if trace.find(name) is None:
+            raise error_at(OpArgumentError, f"{what} names {name!r}, which is not a variable "
+                                            f"of {trace.method}() or of the global block")
+    return names
+
+
+def _as_list(value: Union[Variable, Sequence[Variable]]) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _run_pass(trace: TraceContext, run) -> _pass.BackwardResult:
+    """Run a backward pass on the traced program; errors and new ops get the user's line."""
+    count = len(trace.block.ops)
+    try:
+        result = run(trace.program, trace.block_idx)
+    except OpArgumentError as e:
+        raise error_at(OpArgumentError, str(e)) from None
+    loc = user_location()
+    for op in result.program.blocks[trace.block_idx].ops[count:]:
+        if op.loc is None:
+            op.loc = loc
+    trace.replace_program(result.program)
+    return result
 
 
 def append_backward(loss: Variable, parameter_list: Optional[Sequence[VarOrName]] = None,
                     no_grad_set: Optional[Iterable[VarOrName]] = None
                     ) -> list[tuple[Variable, Variable]]:
-    """Append the gradient ops of the scalar ``loss``; returns (param, grad) pairs."""
+    """Append the gradient ops of the scalar ``loss``; returns (param, grad) pairs.
+
+    ``parameter_list`` (vars or names) restricts which parameters get gradients (default:
+    every trainable parameter the loss reaches); no gradient flows through the vars of
+    ``no_grad_set``. The loss op gets role Forward|Loss, the seed op Backward|Loss.
+    """
     trace = current_trace("fluid.backward.append_backward")
-    params = None if parameter_list is None else [_name(p) for p in parameter_list]
-    no_grad = None if no_grad_set is None else [_name(v) for v in no_grad_set]
-    try:
-        result = _pass.append_backward(trace.program, trace.block_idx,
-                                       as_variable(loss, "loss").name, params, no_grad)
-    except OpArgumentError as e:
-        raise error_at(OpArgumentError, str(e)) from None
-    trace.replace_program(result.program)
+    loss_name = as_variable(loss, "loss").name
+    params = _names(trace, parameter_list, "parameter_list")
+    no_grad = _names(trace, no_grad_set, "no_grad_set")
+    result = _run_pass(trace, lambda prog, idx: _pass.append_backward(
+        prog, idx, loss_name, params, no_grad))
     return [(Variable(trace, p), Variable(trace, g)) for p, g in result.params_grads]
 
 
@@ -36,18 +74,12 @@ def gradients(targets: Union[Variable, Sequence[Variable]],
               inputs: Union[Variable, Sequence[Variable]],
               no_grad_set: Optional[Iterable[VarOrName]] = None) -> list[Optional[Variable]]:
     """Gradients of ``sum(targets)`` with respect to each of ``inputs`` (None where an input
-    does not reach the targets)."""
+    does not reach the targets). A var used several times gets the sum of its gradients."""
     trace = current_trace("fluid.gradients")
-    targets = [targets] if not isinstance(targets, (list, tuple)) else list(targets)
-    inputs = [inputs] if not isinstance(inputs, (list, tuple)) else list(inputs)
-    target_names = [as_variable(t, "target").name for t in targets]
-    input_names = [as_variable(x, "input").name for x in inputs]
-    no_grad = None if no_grad_set is None else [_name(v) for v in no_grad_set]
-    try:
-        result = _pass.calc_gradient(trace.program, trace.block_idx, target_names,
-                                     input_names, no_grad)
-    except OpArgumentError as e:
-        raise error_at(OpArgumentError, str(e)) from None
-    trace.replace_program(result.program)
+    target_names = [as_variable(t, "target").name for t in _as_list(targets)]
+    input_names = [as_variable(x, "input").name for x in _as_list(inputs)]
+    no_grad = _names(trace, no_grad_set, "no_grad_set")
+    result = _run_pass(trace, lambda prog, idx: _pass.calc_gradient(
+        prog, idx, target_names, input_names, no_grad))
     return [Variable(trace, result.grads[n]) if n in result.grads else None
             for n in input_names]

@@ -14,7 +14,8 @@ from ..errors import ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec
 from ..ir.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
-from .tracing import TraceContext, error_at
+from .layers.helpers import as_variable
+from .tracing import TraceContext
 from .variable import Placeholder, Variable
 
 _MARK = "__fluid_network__"
@@ -38,8 +39,11 @@ def network(*feeds: Any, is_test: Optional[bool] = None) -> Callable:
     if len(feeds) == 1 and callable(feeds[0]) and not isinstance(feeds[0], str):
         return network()(feeds[0])  # used bare: @fluid.network
     for f in feeds:
-        if not isinstance(f, str) or not f.isidentifier():
-            raise TypeError(f"@fluid.network takes data var names as strings, got {f!r}")
+        if not isinstance(f, str) or not f:
+            raise ProgramDefinitionError(f"@fluid.network takes data var names as strings, "
+                                         f"e.g. @fluid.network('x', 'y'); got {f!r}")
+    if len(set(feeds)) != len(feeds):
+        raise ProgramDefinitionError(f"@fluid.network{feeds!r} names a data var twice")
 
     def mark(fn: Callable) -> Callable:
         setattr(fn, _MARK, NetworkSpec(tuple(feeds) if feeds else None, is_test))
@@ -52,6 +56,39 @@ def Input(*feeds: str) -> Callable:  # noqa: N802 (the proposal's spelling)
     return network(*feeds)
 
 
+def _reserved_names() -> frozenset[str]:
+    """Names a network method may not take: the compiled program's API and our own."""
+    public = {n for n in dir(CompiledProgram) if not n.startswith("_")}
+    return frozenset(RESERVED_NAMES | _OWN_NAMES | public)
+
+
+def _network_names(cls: type) -> list[str]:
+    """Marked methods, base classes first, each in class-definition order; a method that a
+    subclass overrides keeps its place and counts only if the override is marked too."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            if getattr(value, _MARK, None) is not None and name not in names:
+                names.append(name)
+    return [n for n in names if getattr(getattr(cls, n, None), _MARK, None) is not None]
+
+
+def _check_method_name(cls: type, name: str) -> None:
+    reserved = _reserved_names()
+    if name.startswith("_") or name in reserved:
+        raise ProgramDefinitionError(
+            f"{cls.__name__}.{name}: a @fluid.network method becomes an attribute of the "
+            f"compiled program, and {name!r} is "
+            f"{'private' if name.startswith('_') else 'part of its own API'}; rename the "
+            f"method (names may not start with '_'; reserved: {', '.join(sorted(reserved))})"
+            f"{_def_site(getattr(cls, name))}")
+
+
+def _def_site(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"\n  at {code.co_filename}:{code.co_firstlineno}" if code else ""
+
+
 class Program:
     """Base class of user programs. Class attributes are options that keyword arguments
     override: ``FitALine(batch_size=256)``."""
@@ -60,16 +97,9 @@ class Program:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        names = [n for n in getattr(super(cls, cls), "_networks", ())]
-        for name, value in cls.__dict__.items():
-            if getattr(value, _MARK, None) is not None and name not in names:
-                names.append(name)
+        names = _network_names(cls)
         for name in names:
-            if name in RESERVED_NAMES or name in _OWN_NAMES:
-                raise ProgramDefinitionError(
-                    f"{cls.__name__}.{name}: the name {name!r} belongs to the compiled "
-                    f"program's own API; rename the method (reserved names: "
-                    f"{', '.join(sorted(RESERVED_NAMES | _OWN_NAMES))})")
+            _check_method_name(cls, name)
         cls._networks = tuple(names)
 
     def __init__(self, **options: Any) -> None:
@@ -78,7 +108,7 @@ class Program:
         if unknown:
             raise TypeError(f"{type(self).__name__}() got unknown option(s) "
                             f"{', '.join(unknown)}; its options are the class attributes: "
-                            f"{', '.join(known) or 'none'}")
+                            f"{', '.join(known) or 'none (define class attributes to add some)'}")
         for key, value in options.items():
             setattr(self, key, value)
 
@@ -110,18 +140,53 @@ class Program:
     compile = Compile
 
 
-def _feed_names(cls_name: str, name: str, fn: Callable, spec: NetworkSpec
-                ) -> tuple[list[str], int]:
+@dataclass(frozen=True)
+class _Binding:
+    """How a traced method is called: the data vars its compiled form feeds, and which
+    of them the Python method receives positionally and by keyword."""
+    feeds: list[str]
+    positional: list[str]
+    keywords: dict[str, str]   # parameter name -> data var name
+
+
+def _binding(cls_name: str, name: str, fn: Callable, spec: NetworkSpec) -> _Binding:
     params = list(inspect.signature(fn).parameters.values())[1:]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    feeds = list(spec.feeds) if spec.feeds is not None else [p.name for p in positional]
-    if positional and len(positional) != len(feeds):
+    required_kw = [p for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if spec.feeds is None:   # the method's own required parameter names
+        pos = [p.name for p in positional if p.default is p.empty]
+        kw = {p.name: p.name for p in required_kw}
+        return _Binding(pos + list(kw), pos, kw)
+    feeds = list(spec.feeds)
+    required = [p for p in positional if p.default is p.empty]
+    if required_kw or (positional and not len(required) <= len(feeds) <= len(positional)):
         raise ProgramDefinitionError(
-            f"{cls_name}.{name} takes {len(positional)} argument(s) "
-            f"({', '.join(p.name for p in positional)}) but its decorator maps "
-            f"{len(feeds)} ({', '.join(feeds)}); list one data var name per argument, or "
-            f"none to map the method's own parameter names")
-    return feeds, len(positional)
+            f"{cls_name}.{name} takes argument(s) ({', '.join(p.name for p in params)}) but "
+            f"its decorator maps {len(feeds)} data var(s) ({', '.join(feeds)}); give the "
+            f"method one positional parameter per mapped name (extra ones need defaults), "
+            f"or none at all{_def_site(fn)}")
+    return _Binding(feeds, feeds if positional else [], {})
+
+
+def _check_feeds(trace: TraceContext, where: str, feeds: list[str], fn: Callable) -> None:
+    """Every mapped name is a data var of the block, and every data var is fed."""
+    block = trace.block
+    for f in feeds:
+        var = block.vars.get(f)
+        if var is None or not var.is_data:
+            raise ProgramDefinitionError(
+                f"{where} maps argument {f!r} but never declares it; add {f} = "
+                f"fluid.layers.data(name={f!r}, shape=[...], dtype='float32') to the "
+                f"method{_def_site(fn)}")
+    written = {n for op in block.ops for n in op.output_names()}
+    for var in block.vars.values():
+        if var.is_data and var.name not in feeds and var.name not in written:
+            loc = trace.data_locs.get(var.name)
+            site = f"\n  at {loc.file}:{loc.line}" if loc else _def_site(fn)
+            raise ProgramDefinitionError(
+                f"{where} declares data var {var.name!r} but no argument feeds it; map it "
+                f"with @fluid.network({', '.join(repr(f) for f in feeds + [var.name])}) and "
+                f"pass it when calling the method{site}")
 
 
 def trace_program(instance: Program) -> ProgramDesc:
@@ -131,21 +196,17 @@ def trace_program(instance: Program) -> ProgramDesc:
     for name in cls._networks:
         fn = getattr(cls, name)
         spec: NetworkSpec = getattr(fn, _MARK)
-        feeds, n_params = _feed_names(cls.__name__, name, fn, spec)
+        binding = _binding(cls.__name__, name, fn, spec)
+        where = f"{cls.__name__}.{name}()"
         with trace.method_block(name):
-            placeholders = {f: Placeholder(trace, f, name) for f in feeds}
-            trace.placeholders = placeholders
-            result = fn(instance, *[placeholders[f] for f in feeds[:n_params]])
+            ph = {f: Placeholder(trace, f, name) for f in binding.feeds}
+            trace.placeholders = ph
+            result = fn(instance, *[ph[f] for f in binding.positional],
+                        **{k: ph[f] for k, f in binding.keywords.items()})
+            _check_feeds(trace, where, binding.feeds, fn)
             block = trace.block
-            for f in feeds:
-                var = block.vars.get(f)
-                if var is None or not var.is_data:
-                    raise error_at(ProgramDefinitionError,
-                                   f"{cls.__name__}.{name} maps argument {f!r} but never "
-                                   f"declares it; add {f} = fluid.layers.data(name={f!r}, "
-                                   f"shape=[...], dtype='float32') to the method")
-            block.feeds = feeds
-            block.returns = _return_spec(result, f"{cls.__name__}.{name}")
+            block.feeds = list(binding.feeds)
+            block.returns = _return_spec(result, where)
             block.is_test = spec.is_test
     check_program(trace.program)
     return trace.program
@@ -154,11 +215,9 @@ def trace_program(instance: Program) -> ProgramDesc:
 def _return_spec(value: Any, where: str) -> ReturnSpec:
     if value is None:
         return None
-    if isinstance(value, Placeholder):
-        value = value.resolve()
     if isinstance(value, Variable):
-        value.desc  # raises if the var belongs to another method
-        return value.name
+        var = as_variable(value, f"the value {where} returns")
+        return var.desc.name   # .desc: an error if the var belongs to another method
     if isinstance(value, (tuple, list)):
         return tuple(_return_spec(v, where) for v in value)
     if isinstance(value, dict):

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.source import user_location
+from ..ir.text import short_type
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
 from ..ops.spec import TensorType
@@ -32,17 +33,34 @@ def where(loc: Optional[SourceLoc]) -> str:
     return f"{loc.file}:{loc.line}" if loc else "<unknown location>"
 
 
+class _StateNames(UniqueNameGenerator):
+    """Names for optimizer state (``learning_rate_0``, ...) that skip every name the
+    program already uses, so a user's parameter named ``learning_rate_0`` is never
+    overwritten."""
+
+    def __init__(self, trace: "TraceContext"):
+        super().__init__()
+        self._trace = trace
+
+    def generate(self, key: str) -> str:
+        name = super().generate(key)
+        while any(name in b.vars for b in self._trace.program.blocks):
+            name = super().generate(key)
+        return name
+
+
 class TraceContext:
     """Builds one `ProgramDesc`: block 0 for state, one block per traced method."""
 
     def __init__(self, program_name: str):
         self.program = ProgramDesc(blocks=[BlockDesc(0, -1, "")], name=program_name)
         self.names = UniqueNameGenerator()          # layer names (var_scope swaps it)
-        self.state_names = UniqueNameGenerator()    # learning rates, accumulators
+        self.state_names: UniqueNameGenerator = _StateNames(self)  # learning rates, ...
         self.block_idx = 0
         self.method = ""
         self.placeholders: dict[str, Any] = {}
         self.param_attrs: dict[str, Any] = {}   # name -> ParamAttr (regularizer, lr scale)
+        self.data_locs: dict[str, Optional[SourceLoc]] = {}  # data var -> where declared
 
     # --- blocks ----------------------------------------------------------------------------
 
@@ -61,6 +79,7 @@ class TraceContext:
         finally:
             _CURRENT.reset(token)
             self.block_idx, self.method, self.placeholders = 0, "", {}
+            self.data_locs = {}
 
     # --- vars ------------------------------------------------------------------------------
 
@@ -83,7 +102,14 @@ class TraceContext:
         return f"{name}_{k}"
 
     def declare(self, var: VarDesc, in_global: bool = False) -> VarDesc:
+        """Add ``var`` to the current block (or block 0); a name already taken there is a
+        `NameConflictError`, never a silent replacement."""
         block = self.program.global_block() if in_global else self.block
+        existing = block.vars.get(var.name)
+        if existing is not None:
+            raise error_at(NameConflictError,
+                           f"cannot declare {var.name!r} as {short_type(var)}: the name is "
+                           f"already taken by {_describe(existing)}; choose another name")
         block.vars[var.name] = var
         return var
 
@@ -109,7 +135,8 @@ class TraceContext:
             spec.full_attrs(op.attrs)
             types = infer_op(op, self.type_of)
         except (ShapeError, DTypeError, OpArgumentError) as e:
-            shapes = ", ".join(f"{n}: {self._fmt(n)}" for n in op.input_names())
+            shapes = ", ".join(f"{slot}={n}:{short_type(self.find(n))}"
+                               for slot, names in op.inputs.items() for n in names)
             raise type_of_error(e)(
                 f"{type}: {e}\n  inputs: {shapes or 'none'}\n  at {where(loc)} "
                 f"(in {self.method or 'the global block'}())") from None
@@ -121,10 +148,6 @@ class TraceContext:
                     block.vars[name] = VarDesc(name, t.shape, t.dtype)
         block.ops.append(op)
         return op
-
-    def _fmt(self, name: str) -> str:
-        v = self.find(name)
-        return "?" if v is None else f"{v.dtype}{['?' if d < 0 else d for d in v.shape]}"
 
     def _check_slots(self, spec, op: OpDesc, loc) -> None:
         names = {s.name for s in spec.inputs}
@@ -148,13 +171,27 @@ def error_at(cls: type, message: str) -> Exception:
     return cls(f"{message}\n  at {where(user_location())}{method}")
 
 
-def check_parameter_shape(existing: VarDesc, shape: Sequence[int], dtype: str) -> None:
+def _describe(var: VarDesc) -> str:
+    kind = ("a parameter" if var.is_parameter else "a data var" if var.is_data
+            else "a state var" if var.persistable else "a temporary")
+    return f"{kind} {var.name}:{short_type(var)}"
+
+
+def check_parameter_shape(existing: VarDesc, shape: Sequence[int], dtype: str,
+                          layer: str = "this layer", detail: str = "") -> None:
+    """A layer may reuse ``existing`` as its parameter only if it is a parameter of the
+    same shape and dtype; otherwise a `NameConflictError` naming both shapes."""
+    wanted = short_type(VarDesc(existing.name, tuple(shape), dtype))
+    if not existing.is_parameter:
+        raise error_at(NameConflictError,
+                       f"{layer}: parameter name {existing.name!r} is already taken by "
+                       f"{_describe(existing)}{detail}; give the parameter another name")
     if tuple(existing.shape) != tuple(shape) or existing.dtype != dtype:
         raise error_at(NameConflictError,
-                       f"parameter {existing.name!r} already exists as "
-                       f"{existing.dtype}{list(existing.shape)}; this layer asks for "
-                       f"{dtype}{list(shape)}. Layers share a parameter only when their "
-                       f"shapes agree: give this one another name or var_scope")
+                       f"{layer}: parameter {existing.name!r} already exists as "
+                       f"{short_type(existing)} but this layer needs {wanted}{detail}. "
+                       f"Layers share a parameter only when shapes and dtypes agree: give "
+                       f"this one another name (param_attr=...) or another var_scope")
 
 
 Name = Union[str, Sequence[str]]

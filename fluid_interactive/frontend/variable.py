@@ -2,10 +2,11 @@
 record ops (``a + b``, ``x * 2``, ``-x``, ``x ** 2``)."""
 from __future__ import annotations
 
-from numbers import Number
-from typing import Any, Optional
+import math
+from numbers import Real
+from typing import Any
 
-from ..errors import FeedError, OpArgumentError
+from ..errors import OpArgumentError, ProgramDefinitionError
 from ..ir.records import VarDesc
 from ..ir.text import short_type
 from .tracing import TraceContext, error_at
@@ -55,8 +56,9 @@ class Variable:
         return f"Variable({self.name}: {short_type(v)})"
 
     def __bool__(self) -> bool:
-        raise error_at(TypeError, f"the truth value of Variable {self.name!r} is not known "
-                                  f"while tracing; Python control flow cannot depend on it")
+        raise error_at(ProgramDefinitionError,
+                       f"the truth value of Variable {self.name!r} is not known while "
+                       f"tracing; Python control flow (if, while, and, or) cannot depend on it")
 
     # --- arithmetic: recorded as ops ----------------------------------------------------------
 
@@ -70,9 +72,9 @@ class Variable:
         return _binary("elementwise_sub", self, other, scalar=lambda s: _scale(self, 1.0, -s))
 
     def __rsub__(self, other: Any) -> "Variable":
-        if isinstance(other, Number):
+        if _is_scalar(other):
             return _scale(self, -1.0, float(other))
-        return _binary("elementwise_sub", _as_var(self._trace, other), self)
+        return _binary("elementwise_sub", _as_var(other), self)
 
     def __mul__(self, other: Any) -> "Variable":
         return _binary("elementwise_mul", self, other, scalar=lambda s: _scale(self, s, 0.0))
@@ -82,17 +84,24 @@ class Variable:
 
     def __truediv__(self, other: Any) -> "Variable":
         return _binary("elementwise_div", self, other,
-                       scalar=lambda s: _scale(self, 1.0 / s, 0.0))
+                       scalar=lambda s: _scale(self, 1.0 / _nonzero(s), 0.0))
 
     def __rtruediv__(self, other: Any) -> "Variable":
-        if isinstance(other, Number):
+        if _is_scalar(other):
             return _scale(_unary("pow", self, factor=-1.0), float(other), 0.0)
-        return _binary("elementwise_div", _as_var(self._trace, other), self)
+        return _binary("elementwise_div", _as_var(other), self)
 
     def __pow__(self, other: Any) -> "Variable":
-        if isinstance(other, Number):
+        if _is_scalar(other):
             return _unary("pow", self, factor=float(other))
         return _binary("elementwise_pow", self, other)
+
+    def __rpow__(self, other: Any) -> "Variable":
+        if _is_scalar(other) and other > 0:   # s ** x == exp(x * ln s)
+            return _unary("exp", _scale(self, math.log(other), 0.0))
+        if _is_scalar(other):
+            raise error_at(OpArgumentError, f"{other!r} ** Variable needs a positive base")
+        return _binary("elementwise_pow", _as_var(other), self)
 
     def __neg__(self) -> "Variable":
         return _scale(self, -1.0, 0.0)
@@ -106,23 +115,36 @@ class Variable:
     __hash__ = object.__hash__
 
 
-def _as_var(trace: TraceContext, value: Any) -> Variable:
+def _is_scalar(value: Any) -> bool:
+    """A Python or NumPy real number (bool excluded): an operand folded into an op."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _nonzero(s: float) -> float:
+    if s == 0:
+        raise error_at(OpArgumentError, "dividing a Variable by the constant 0")
+    return s
+
+
+def _as_var(value: Any) -> Variable:
     from .layers.helpers import as_variable
-    return as_variable(value, "operand")
+    if isinstance(value, Variable):
+        return as_variable(value, "operand")
+    raise error_at(OpArgumentError, f"cannot combine a Variable with "
+                                    f"{type(value).__name__} {value!r:.40}; use a Variable "
+                                    f"or a Python number (for an array, declare a data var "
+                                    f"or use fluid.layers.fill_constant/assign)")
 
 
 def _binary(op_type: str, x: Variable, other: Any, scalar=None) -> Variable:
     from .layers.helpers import append_simple
-    if isinstance(other, Number) and not isinstance(other, bool):
+    if _is_scalar(other):
         if scalar is None:
             raise error_at(OpArgumentError, f"{op_type} needs a Variable operand, got {other!r}")
         return scalar(float(other))
-    if not isinstance(other, Variable):
-        raise error_at(FeedError if other is None else OpArgumentError,
-                       f"cannot combine Variable {x.name!r} with {type(other).__name__}; "
-                       f"use a Variable or a Python number")
     attrs = {} if op_type == "matmul" else {"axis": -1}
-    return append_simple(op_type, {"X": x, "Y": other}, attrs, layer=op_type)
+    return append_simple(op_type, {"X": _as_var(x), "Y": _as_var(other)}, attrs,
+                         layer=op_type)
 
 
 def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
@@ -134,39 +156,35 @@ def _scale(x: Variable, scale: float, bias: float) -> Variable:
     return _unary("scale", x, scale=float(scale), bias=float(bias))
 
 
-class Placeholder:
-    """What a mapped method argument holds while the method is traced: it becomes the data
-    var of the same name once ``fluid.layers.data(name=...)`` declares it."""
+class Placeholder(Variable):
+    """What a mapped method argument holds while the method is traced: a Variable named
+    after its data var, usable once ``fluid.layers.data(name=...)`` has declared that var
+    in the method (before that, any use is an error naming the user's line)."""
+
+    __slots__ = ("method",)
 
     def __init__(self, trace: TraceContext, name: str, method: str):
-        self._trace, self.name, self.method = trace, name, method
-        self.bound: Optional[Variable] = None
+        super().__init__(trace, name)
+        self.method = method
+
+    @property
+    def declared(self) -> bool:
+        var = self._trace.block.vars.get(self.name)
+        return var is not None and var.is_data and self._trace.method == self.method
+
+    @property
+    def desc(self) -> VarDesc:
+        return self.resolve().desc
 
     def resolve(self) -> Variable:
-        if self.bound is None:
+        """The data var this argument stands for, once declared."""
+        if not self.declared:
             raise error_at(OpArgumentError,
                            f"argument {self.name!r} of {self.method}() is used before its data "
                            f"var is declared; first write {self.name} = fluid.layers.data("
                            f"name={self.name!r}, shape=[...], dtype='float32')")
-        return self.bound
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        return getattr(self.resolve(), attr)
+        return Variable(self._trace, self.name)
 
     def __repr__(self) -> str:
-        state = "declared" if self.bound is not None else "not declared yet"
+        state = "declared" if self.declared else "not declared yet"
         return f"Placeholder({self.name!r}, {state})"
-
-
-def _forward_to_bound(dunder: str):
-    def method(self: Placeholder, *args: Any) -> Any:
-        return getattr(self.resolve(), dunder)(*args)
-    method.__name__ = dunder
-    return method
-
-
-for _dunder in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-                "__truediv__", "__rtruediv__", "__pow__", "__neg__", "__pos__", "__matmul__"):
-    setattr(Placeholder, _dunder, _forward_to_bound(_dunder))

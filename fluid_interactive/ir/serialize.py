@@ -5,6 +5,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ..errors import VerifyError
 from .records import BlockDesc, OpDesc, ProgramDesc, ReturnSpec, SourceLoc, VarDesc
 
 FORMAT = "fluid_interactive.program"
@@ -99,8 +100,17 @@ def program_to_json(program: ProgramDesc, indent: int | None = None) -> str:
 
 
 def program_from_json(text: str) -> ProgramDesc:
-    doc = json.loads(text)
+    """The program `program_to_json` wrote; a `VerifyError` (a ValueError) for text that
+    is not one."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise VerifyError(f"program JSON does not parse: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"not a fluid_interactive program (expected format {FORMAT!r})")
-    return ProgramDesc(blocks=[_block_from_json(b) for b in doc["blocks"]],
-                       name=str(doc.get("name", "")), version=int(doc["version"]))
+        raise VerifyError(f"not a fluid_interactive program (expected \"format\": {FORMAT!r})")
+    try:
+        return ProgramDesc(blocks=[_block_from_json(b) for b in doc["blocks"]],
+                           name=str(doc.get("name", "")), version=int(doc["version"]))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise VerifyError(f"program JSON is malformed: {type(e).__name__}: {e} (was it "
+                          f"written by fluid.program_to_json?)") from None

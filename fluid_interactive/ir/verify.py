@@ -19,7 +19,8 @@ def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> N
     window = []
     for i in range(lo, hi):
         mark = ">>" if i == index else "  "
-        window.append(f"{mark} {i:3d}  {format_op(block.ops[i])}")
+        window.append(f"{mark} {i:3d}  "
+                      f"{format_op(block.ops[i], lambda n: program.find_var(block, n))}")
     raise VerifyError(f"block {block.idx} ({block.name or 'global'}), op {index}: {problem}\n"
                       + "\n".join(window))
 
@@ -63,6 +64,11 @@ def _check_op(program: ProgramDesc, block: BlockDesc, index: int, op: OpDesc,
 
 
 def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
+    for key, var in block.vars.items():
+        if key != var.name:
+            raise VerifyError(f"block {block.idx} lists var {var.name!r} under the key {key!r}")
+    if len(set(block.feeds)) != len(block.feeds):
+        raise VerifyError(f"block {block.name!r} feeds a data var twice: {block.feeds}")
     for name in block.feeds:
         var = block.vars.get(name)
         if var is None or not var.is_data:

@@ -101,8 +101,13 @@ _define("sign", lambda xp, x, o, a: xp.sign(x, out=o), None, (),
         doc="Out = -1, 0 or 1 by the sign of X (no gradient)")
 def _scale_forward(xp, x, o, a):
     scale, bias = a["scale"], a["bias"]
+    if x.dtype.kind != "f":  # integer vars stay integer: compute, then cast back
+        r = (x * scale + bias) if a["bias_after_scale"] else (x + bias) * scale
+        return r.astype(x.dtype) if o is None else xp.copyto(o, r, casting="unsafe") or o
     if bias == 0.0:
         return xp.multiply(x, scale, out=o)
+    if scale == 1.0:
+        return xp.add(x, bias, out=o)
     if a["bias_after_scale"]:
         return xp.add(xp.multiply(x, scale, out=o), bias, out=o)
     return xp.multiply(xp.add(x, bias, out=o), scale, out=o)

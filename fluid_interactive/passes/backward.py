@@ -81,6 +81,7 @@ class _Accumulator:
         self.parts: dict[str, list[str]] = {}
         self.final: dict[str, str] = {}
         self.reserved: set[str] = set()
+        self.loc_of: dict[str, object] = {}   # gradient part -> the forward op's source line
 
     def new_part(self, var: str) -> str:
         base = grad_var_name(var)
@@ -110,7 +111,7 @@ class _Accumulator:
             self.final[var] = parts[0]
             return parts[0]
         total = self._fresh(grad_var_name(var))
-        emit(OpDesc("sum", {"X": parts}, {"Out": [total]}))
+        emit(OpDesc("sum", {"X": parts}, {"Out": [total]}, loc=self.loc_of.get(parts[0])))
         self.final[var] = total
         return total
 
@@ -210,7 +211,9 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
     for target in targets:
         seed = acc._fresh(grad_var_name(target))
         acc.parts.setdefault(target, []).append(seed)
-        emit(_seed(prog, block, target, seed, require_scalar))
+        producer = next((op for op in reversed(block.ops) if target in op.output_names()), None)
+        emit(_seed(prog, block, target, seed, require_scalar),
+             producer.loc if producer is not None else None)
     for op in reversed(path):
         _emit_grad_of(op, prog, block, acc, carries, written, emit)
     grads = {v: acc.resolve(v, written, emit) for v in sorted(carries | set(targets))}
@@ -233,6 +236,8 @@ def _emit_grad_of(op: OpDesc, prog: ProgramDesc, block: BlockDesc, acc: _Accumul
         out_grads = _fill_missing(op, out_grads, acc, lambda o: emit(o, op.loc))
     in_grads = {slot: [acc.new_part(n) if n in carries else None for n in names]
                 for slot, names in op.inputs.items()}
+    for names in in_grads.values():
+        acc.loc_of.update((n, op.loc) for n in names if n is not None)
 
     def emit_op(type_, inputs, outputs, attrs):
         emit(OpDesc(type_, inputs, outputs, attrs), op.loc)

@@ -87,8 +87,7 @@ def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: 
         return "{" + inner + "}"
     var = program.find_var(block, returns)
     local = em.local[returns]
-    if not var.has_batch_dim and len(analysis.types[returns].shape) <= 1 and \
-            _size(analysis.types[returns].shape) == 1:
+    if not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
         return f"{local}.item()"
     return host(local)
 

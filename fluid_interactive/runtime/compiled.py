@@ -97,7 +97,8 @@ class CompiledProgram:
         if initialize:
             self._run_startup()
         for block in program.method_blocks():
-            if block.name in RESERVED_NAMES:
+            if block.name in RESERVED_NAMES or block.name.startswith("_") or hasattr(
+                    self, block.name):
                 raise ProgramDefinitionError(
                     f"method name {block.name!r} is used by the compiled program itself; "
                     f"rename the method (reserved: {', '.join(sorted(RESERVED_NAMES))})")

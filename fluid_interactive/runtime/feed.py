@@ -1,6 +1,13 @@
-"""Turning call arguments into arrays for a block's data vars, with clear errors."""
+"""Turning call arguments into arrays for a block's data vars, with clear errors.
+
+Rules: lists, nested lists, scalars and arrays are accepted; values are cast within a kind
+(float64 -> float32, int32 -> int64; integers and booleans may also feed a float var); a
+single sample without its batch dimension gets one; anything else is a `FeedError` that
+names the method, the data var, what was expected and what was given.
+"""
 from __future__ import annotations
 
+from math import prod
 from typing import Any, Callable
 
 import numpy as np
@@ -9,7 +16,7 @@ from ..errors import FeedError
 from ..ir.records import VarDesc, dtype_kind
 from ..ops.spec import TensorType
 
-_KIND_NAMES = {"f": "floating-point", "i": "integer", "b": "boolean"}
+_KIND_NAMES = {"f": "floating-point", "i": "integer", "b": "boolean", "c": "complex"}
 
 
 def _numpy_kind(dtype: np.dtype) -> str:
@@ -17,9 +24,12 @@ def _numpy_kind(dtype: np.dtype) -> str:
         return "f"
     if dtype.kind in "iu":
         return "i"
-    if dtype.kind == "b":
-        return "b"
-    return dtype.kind
+    return dtype.kind   # 'b' bool, 'c' complex, 'U'/'S' text, 'O' objects, ...
+
+
+def _kind_fits(value_kind: str, var_dtype: str) -> bool:
+    want = dtype_kind(var_dtype)
+    return value_kind == want or (want == "f" and value_kind in "ib")
 
 
 def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
@@ -27,31 +37,24 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
     dtype = np.dtype(var.dtype)
     declared = var.shape
     tail = declared[1:]
-    simple = len(declared) > 0 and declared[0] < 0 and all(d >= 0 for d in tail)
+    batched = len(declared) > 0 and declared[0] < 0
+    simple = batched and all(d >= 0 for d in tail)
     ndarray = np.ndarray
 
     def fail(problem: str, fix: str) -> FeedError:
-        return FeedError(f"{method}(): argument for data var {var.name!r} {problem}; "
+        return FeedError(f"{method}(): the argument for data var {var.name!r} {problem}; "
                          f"expected {var.dtype}{_fmt(declared)}. {fix}")
 
     def slow(value: Any) -> np.ndarray:
-        try:
-            arr = np.asarray(value)
-        except Exception as e:  # ragged lists and the like
-            raise fail(f"cannot be turned into an array ({e})",
-                       "Pass a NumPy array or a (nested) list of numbers.") from None
-        if arr.dtype == object:
-            raise fail("is a ragged or non-numeric sequence",
-                       "Pass a NumPy array or a rectangular (nested) list of numbers.")
-        if _numpy_kind(arr.dtype) != dtype_kind(var.dtype) and not (
-                _numpy_kind(arr.dtype) in "ib" and dtype_kind(var.dtype) == "f"):
-            raise fail(f"has dtype {arr.dtype} ({_KIND_NAMES.get(_numpy_kind(arr.dtype), '?')})",
+        arr = _as_array(value, fail)
+        kind = _numpy_kind(arr.dtype)
+        if not _kind_fits(kind, var.dtype):
+            raise fail(f"has dtype {arr.dtype} ({_KIND_NAMES.get(kind, 'not numeric')})",
                        f"Values are cast within a kind only; convert explicitly, e.g. "
                        f"np.asarray(value).astype('{var.dtype}'), if that is what you mean.")
-        if arr.ndim == len(declared) - 1 and declared and declared[0] < 0:
-            arr = arr[np.newaxis]   # one sample: add the batch dimension
-        if arr.ndim != len(declared) or any(d >= 0 and d != a for d, a in zip(declared,
-                                                                              arr.shape)):
+        arr = _add_batch_dim(arr, declared) if batched else arr
+        if arr.ndim != len(declared) or any(d >= 0 and d != a
+                                            for d, a in zip(declared, arr.shape)):
             raise fail(f"has shape {list(arr.shape)}",
                        "Give one sample of the declared shape or a batch of them.")
         return arr.astype(dtype, copy=False)
@@ -65,6 +68,31 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
             return value
         return slow(value)
     return convert
+
+
+def _as_array(value: Any, fail: Callable[[str, str], FeedError]) -> np.ndarray:
+    if value is None:
+        raise fail("is None", "Pass a NumPy array, a (nested) list of numbers or a number.")
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # ragged lists and the like
+        raise fail(f"cannot be turned into an array ({e})",
+                   "Pass a NumPy array or a (nested) list of numbers.") from None
+    if arr.dtype == object:
+        raise fail(f"is a ragged or non-numeric {type(value).__name__}",
+                   "Pass a NumPy array or a rectangular (nested) list of numbers.")
+    return arr
+
+
+def _add_batch_dim(arr: np.ndarray, declared: tuple[int, ...]) -> np.ndarray:
+    """One sample (the declared shape without its batch dim) becomes a batch of one; so
+    does a scalar when one sample holds a single value."""
+    if arr.ndim == len(declared) - 1:
+        return arr[np.newaxis]
+    sample = declared[1:]
+    if arr.ndim == 0 and all(d >= 0 for d in sample) and prod(sample) == 1:
+        return arr.reshape((1,) + tuple(sample))
+    return arr
 
 
 def _fmt(shape: tuple[int, ...]) -> str:

@@ -5,9 +5,10 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from ...errors import OpArgumentError
 from ...ir.records import VarDesc, canonical_dtype
-from ...ops.registry import get_spec
+from ...ir.text import short_type
+from ...ops.registry import get_spec, registered_ops
 from ..initializer import Constant, Initializer, Xavier
-from ..param_attr import ParamAttr
+from ..param_attr import ParamAttr, to_param_attr
 from ..tracing import TraceContext, check_parameter_shape, current_trace, error_at
 from ..variable import Placeholder, Variable
 
@@ -19,10 +20,10 @@ ACTIVATIONS = ("relu", "sigmoid", "tanh", "softmax", "leaky_relu", "exp", "log",
 
 def as_variable(value: Any, what: str) -> Variable:
     """A Variable from a Variable or a declared placeholder; a clear error otherwise."""
-    if isinstance(value, Variable):
-        return value
     if isinstance(value, Placeholder):
         return value.resolve()
+    if isinstance(value, Variable):
+        return value
     raise error_at(OpArgumentError, f"{what} must be a fluid Variable (the result of a layer "
                                     f"or fluid.layers.data), got {type(value).__name__}")
 
@@ -57,19 +58,28 @@ class LayerHelper:
                final: bool = True) -> dict[str, list[Variable]]:
         """Record ``op_type``; outputs not named get fresh names (the first output slot
         takes the layer's final name when ``final``)."""
-        names = {}
-        for slot, value in inputs.items():
-            if value is None:
-                continue
-            values = value if isinstance(value, (list, tuple)) else [value]
-            names[slot] = [as_variable(v, f"{op_type} input {slot}").name for v in values]
         spec = get_spec(op_type)
+        names = self._input_names(spec, inputs)
         outs = dict(outputs or {})
         for i, slot in enumerate(spec.outputs):
             if slot.name not in outs and not slot.optional and not slot.duplicable:
                 outs[slot.name] = [self.out_name() if (final and i == 0) else self.tmp()]
         op = self.trace.append_op(op_type, names, outs, attrs)
         return {slot: [Variable(self.trace, n) for n in ns] for slot, ns in op.outputs.items()}
+
+    def _input_names(self, spec, inputs: Inputs) -> dict[str, list[str]]:
+        duplicable = {slot.name for slot in spec.inputs if slot.duplicable}
+        names = {}
+        for slot, value in inputs.items():
+            if value is None:
+                continue
+            what = f"{self.layer_type}: input {slot} of {spec.type}"
+            if isinstance(value, (list, tuple)) and slot not in duplicable:
+                raise error_at(OpArgumentError, f"{what} takes one Variable, got a "
+                                                f"{type(value).__name__}")
+            values = value if isinstance(value, (list, tuple)) else [value]
+            names[slot] = [as_variable(v, what).name for v in values]
+        return names
 
     def append_one(self, op_type: str, inputs: Inputs, attrs: Optional[Mapping] = None,
                    final: bool = True) -> Variable:
@@ -86,9 +96,9 @@ class LayerHelper:
         dtype = canonical_dtype(dtype)
         name = attr.name or self._next("b" if is_bias else "w")
         trace = self.trace
-        existing = trace.program.global_block().vars.get(name)
+        existing = trace.find(name)
         if existing is not None:
-            check_parameter_shape(existing, shape, dtype)
+            check_parameter_shape(existing, shape, dtype, self.layer_type, self.context)
             return Variable(trace, name)
         trace.declare(VarDesc(name, tuple(shape), dtype, persistable=True, is_parameter=True,
                               trainable=attr.trainable, stop_gradient=not attr.trainable),
@@ -100,13 +110,33 @@ class LayerHelper:
         trace.append_op(op_type, {}, {"Out": [name]}, attrs, in_global=True)
         return Variable(trace, name)
 
+    #: Extra words for parameter errors, e.g. " (input x:f32[?,13])"; layers set it.
+    context = ""
+
+    def param_attr(self, value: Any, what: str) -> Optional[ParamAttr]:
+        """``param_attr=`` / ``bias_attr=`` as a ParamAttr (None for False), or an error
+        at the user's line."""
+        try:
+            return to_param_attr(value, f"{self.layer_type} {what}")
+        except TypeError as e:
+            raise error_at(OpArgumentError, str(e)) from None
+
     def activation(self, x: Variable, act: Optional[str]) -> Variable:
         if act is None:
             return x
-        if act not in ACTIVATIONS:
-            raise error_at(OpArgumentError, f"unknown activation {act!r}; choose one of "
-                                            f"{', '.join(ACTIVATIONS)} or None")
+        known = available_activations()
+        if act not in known:
+            raise error_at(OpArgumentError,
+                           f"{self.layer_type}: unknown activation act={act!r} (input "
+                           f"{x.name}:{short_type(x.desc)}); choose one of "
+                           f"{', '.join(known)}, or None for no activation")
         return self.append_one(act, {"X": x})
+
+
+def available_activations() -> list[str]:
+    """The names ``act=`` accepts: known activations whose op is registered."""
+    ops = set(registered_ops())
+    return [a for a in ACTIVATIONS if a in ops]
 
 
 def append_simple(op_type: str, inputs: Inputs, attrs: Optional[Mapping] = None,

@@ -5,7 +5,7 @@ from math import prod
 from typing import Any, Optional, Sequence, Union
 
 from ...errors import OpArgumentError, ShapeError
-from ..param_attr import to_param_attr
+from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
@@ -19,6 +19,22 @@ def _per_input(attr: Any, n: int) -> list:
     return [attr] * n
 
 
+def _inner_dims(x: Variable, num_flatten_dims: int) -> tuple[int, ...]:
+    """The dims that fc flattens into the weight's rows; they must be known."""
+    shape = f"{x.name}:{short_type(x.desc)}"
+    if isinstance(num_flatten_dims, bool) or not isinstance(num_flatten_dims, int) or \
+            not 1 <= num_flatten_dims < len(x.shape):
+        raise error_at(ShapeError, f"fc: num_flatten_dims={num_flatten_dims!r} does not fit "
+                                   f"input {shape}; it must be an int from 1 to "
+                                   f"{len(x.shape) - 1} (the dims before it are kept)")
+    inner = x.shape[num_flatten_dims:]
+    if any(d < 0 for d in inner):
+        raise error_at(ShapeError, f"fc: input {shape} has unknown dims after "
+                                   f"num_flatten_dims={num_flatten_dims}; they must be known "
+                                   f"to size the weight")
+    return tuple(inner)
+
+
 def fc(input: Union[Variable, Sequence[Variable]], size: int, num_flatten_dims: int = 1,
        param_attr: Any = None, bias_attr: Any = None, act: Optional[str] = None,
        name: Optional[str] = None) -> Variable:
@@ -30,28 +46,24 @@ def fc(input: Union[Variable, Sequence[Variable]], size: int, num_flatten_dims: 
     """
     helper = LayerHelper("fc", name)
     inputs = list(input) if isinstance(input, (list, tuple)) else [input]
-    if not isinstance(size, int) or size <= 0:
-        raise error_at(OpArgumentError, f"fc size must be a positive int, got {size!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise error_at(OpArgumentError, f"fc: size must be a positive int, got {size!r}")
+    if not inputs:
+        raise error_at(OpArgumentError, "fc: input is an empty list; give at least one var")
     attrs = _per_input(param_attr, len(inputs))
     products = []
     for x, attr in zip(inputs, attrs):
         x = as_variable(x, "fc input")
-        if not 1 <= num_flatten_dims < len(x.shape):
-            raise error_at(ShapeError, f"fc: num_flatten_dims={num_flatten_dims} does not fit "
-                                       f"input {x.name!r} of shape {list(x.shape)}")
-        inner = x.shape[num_flatten_dims:]
-        if any(d < 0 for d in inner):
-            raise error_at(ShapeError, f"fc: input {x.name!r} has shape {list(x.shape)}; the "
-                                       f"dims after num_flatten_dims={num_flatten_dims} must "
-                                       f"be known to size the weight")
-        pattr = to_param_attr(attr, "fc param_attr")
+        inner = _inner_dims(x, num_flatten_dims)
+        pattr = helper.param_attr(attr, "param_attr")
         if pattr is None:
             raise error_at(OpArgumentError, "fc needs a weight; param_attr=False is not allowed")
+        helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
         w = helper.create_parameter(pattr, [prod(inner), size], x.dtype)
         products.append(helper.append_one("mul", {"X": x, "Y": w},
                                           {"x_num_col_dims": num_flatten_dims,
                                            "y_num_col_dims": 1}, final=False))
-    battr = to_param_attr(bias_attr, "fc bias_attr")
+    battr = helper.param_attr(bias_attr, "bias_attr")
     last_is_pre = battr is None and act is None
     pre = products[0] if len(products) == 1 else helper.append_one(
         "sum", {"X": products}, final=last_is_pre)
