@@ -16,6 +16,7 @@ from .frontend.naming import var_scope
 from .frontend.param_attr import ParamAttr
 from .frontend.parameters import parameters
 from .frontend.program import Input, Program, network
+from .frontend.reader import Reader, batch_reader
 from .frontend.variable import Variable
 from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, program_from_json,
                  program_to_json)
@@ -26,7 +27,7 @@ from .runtime.compiled import CompiledMethod, CompiledProgram
 __version__ = "0.1.0"
 
 __all__ = [
-    "Program", "network", "Input", "var_scope", "layers", "optimizer", "backward",
+    "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "optimizer", "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",

@@ -134,8 +134,12 @@ class Program:
         ``seed`` makes parameter initialisation (and any random op) reproducible;
         ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
         """
-        program = trace_program(self)
-        return CompiledProgram(program, seed=seed, device=device)
+        trace = trace_methods(self)
+        compiled = CompiledProgram(trace.program, seed=seed, device=device,
+                                   initial_values=trace.initial_values)
+        for reader in trace.readers:
+            reader.bind(compiled)
+        return compiled
 
     compile = Compile
 
@@ -191,6 +195,12 @@ def _check_feeds(trace: TraceContext, where: str, feeds: list[str], fn: Callable
 
 def trace_program(instance: Program) -> ProgramDesc:
     """Run every network method of ``instance`` under a fresh trace; return the program."""
+    return trace_methods(instance).program
+
+
+def trace_methods(instance: Program) -> TraceContext:
+    """Run every network method of ``instance`` under a fresh trace; return the trace (the
+    program, the readers it created and the arrays its state starts from)."""
     cls = type(instance)
     trace = TraceContext(cls.__name__)
     for name in cls._networks:
@@ -209,7 +219,7 @@ def trace_program(instance: Program) -> ProgramDesc:
             block.returns = _return_spec(result, where)
             block.is_test = spec.is_test
     check_program(trace.program)
-    return trace.program
+    return trace
 
 
 def _return_spec(value: Any, where: str) -> ReturnSpec:

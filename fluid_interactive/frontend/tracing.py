@@ -60,6 +60,8 @@ class TraceContext:
         self.method = ""
         self.placeholders: dict[str, Any] = {}
         self.param_attrs: dict[str, Any] = {}   # name -> ParamAttr (regularizer, lr scale)
+        self.readers: list[Any] = []            # Reader handles, bound at Compile()
+        self.initial_values: dict[str, Any] = {}  # persistable name -> array set at Compile()
         self.data_locs: dict[str, Optional[SourceLoc]] = {}  # data var -> where declared
 
     # --- blocks ----------------------------------------------------------------------------

@@ -35,6 +35,8 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Optional[
     for slot, types in inferred.items():
         for name, t in zip(op.outputs[slot], types):
             declared = program.find_var(block, name)
+            if declared.kind != "tensor":
+                continue  # readers and other objects have no tensor type to compare
             if declared.dtype != t.dtype or len(declared.shape) != len(t.shape) or any(
                     a >= 0 and b >= 0 and a != b for a, b in zip(declared.shape, t.shape)):
                 return (f"{name!r} is declared {declared.dtype}{list(declared.shape)} but "

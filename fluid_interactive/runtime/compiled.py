@@ -1,6 +1,8 @@
 """The live object `Compile()` returns: one program, one scope, one callable per method."""
 from __future__ import annotations
 
+import dataclasses
+import weakref
 import zlib
 from typing import Any, Mapping, Optional
 
@@ -21,6 +23,16 @@ RESERVED_NAMES = frozenset({
 })
 
 
+def _plan_view(block: BlockDesc, reads: list[tuple[str, list[str]]]) -> BlockDesc:
+    """The block as its plans see it: ``read`` ops run in the entry, before the plan is
+    chosen (a short last batch needs its own plan), so their outputs become feeds."""
+    if not reads:
+        return block
+    outputs = [n for _, outs in reads for n in outs]
+    return dataclasses.replace(block, ops=[op for op in block.ops if op.type != "read"],
+                               feeds=list(block.feeds) + outputs)
+
+
 class CompiledMethod:
     """A traced method, callable with the values of its data vars."""
 
@@ -34,16 +46,20 @@ class CompiledMethod:
         self._owner = owner
         self.block = block
         self.__name__ = block.name
-        self._runner = BlockRunner(owner.program, block, owner._xp, owner.seed)
         self._feeds = list(block.feeds)
         self._n = len(self._feeds)
+        reads = [(op.input("Reader")[0], op.output("Out")) for op in block.ops
+                 if op.type == "read"]
+        self._runner = BlockRunner(owner.program, _plan_view(block, reads), owner._xp,
+                                   owner.seed)
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
         type(self).__call__ = make_entry(
             self._n, [v.shape for v in feed_vars], [np.dtype(v.dtype) for v in feed_vars],
             [make_converter(block.name, v) for v in feed_vars], self._bind,
             self._runner.plans, self._runner.plan, owner._values, self._runner.kernel_error,
-            (lambda a: to_device(a, xp)) if owner.device == "gpu" else None)
+            (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
+            [(reader, len(outs)) for reader, outs in reads])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -83,17 +99,29 @@ class CompiledMethod:
         return self.text
 
 
+def _close_readers(values: dict) -> None:
+    for value in list(values.values()):
+        close = getattr(value, "close", None)
+        if close is not None and not hasattr(value, "shape"):
+            close()
+
+
 class CompiledProgram:
     """Owns a program description and the scope every method reads and writes."""
 
     def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
-                 device: Optional[str] = None, initialize: bool = True):
+                 device: Optional[str] = None, initialize: bool = True,
+                 initial_values: Optional[Mapping[str, Any]] = None):
         self.program = program
         self.seed = seed
         self.device = device or get_device()
         self._xp = array_module_for(self.device)
         self._values: dict[str, Any] = {}
         self.methods: dict[str, CompiledMethod] = {}
+        # Readers hold threads and files: close them when this program is collected.
+        self._finalizer = weakref.finalize(self, _close_readers, self._values)
+        for name, value in (initial_values or {}).items():
+            self._values[name] = to_device(value, self._xp)
         if initialize:
             self._run_startup()
         for block in program.method_blocks():
@@ -108,8 +136,14 @@ class CompiledProgram:
 
     # --- state -----------------------------------------------------------------------------
 
-    def _run_startup(self) -> None:
+    def _run_startup(self, kinds: Optional[set[str]] = None) -> None:
+        """Run block 0's initialisers; only those creating vars of ``kinds`` when given
+        (after a checkpoint restored the tensors, readers still need creating)."""
         block0 = self.program.global_block()
+        if kinds is not None:
+            block0 = dataclasses.replace(block0, ops=[
+                op for op in block0.ops
+                if any(block0.vars[n].kind in kinds for n in op.output_names())])
 
         def rng_for(op_index: int):
             # Seeded by the initialised var's name: adding a parameter leaves others' values.
@@ -130,8 +164,33 @@ class CompiledProgram:
         return var
 
     def var_names(self) -> list[str]:
-        """Names of every persistable var (parameters, optimizer state, ...)."""
-        return [v.name for v in self.program.global_block().vars.values() if v.persistable]
+        """Names of every persistable tensor (parameters, optimizer state, ...)."""
+        return [v.name for v in self.program.global_block().vars.values()
+                if v.persistable and v.kind == "tensor"]
+
+    # --- readers -------------------------------------------------------------------------
+
+    def reader_names(self) -> list[str]:
+        return [v.name for v in self.program.global_block().vars.values() if v.kind == "reader"]
+
+    def reset_readers(self, names: Optional[list[str]] = None) -> None:
+        """Start readers (all, or those named) again from their first epoch. Safe at any
+        time: a reader that has not opened yet simply stays closed."""
+        for name in names if names is not None else self.reader_names():
+            reader = self._values.get(name)
+            if reader is not None:
+                reader.reset()
+
+    def close(self) -> None:
+        """Stop reader threads and close their files. The program stays usable: a reader
+        reopens on its next read."""
+        _close_readers(self._values)
+
+    def __enter__(self) -> "CompiledProgram":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def parameters(self) -> dict[str, np.ndarray]:
         """The model's parameters only (name -> a NumPy copy)."""

@@ -36,9 +36,10 @@ def _fast_check(i: int, shape: tuple[int, ...]) -> str:
 
 def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np.dtype],
                converters: list[Callable], bind: Callable, plans: dict, plan: Callable,
-               values: dict, kernel_error: Callable, to_device: Callable | None
-               ) -> Callable:
-    """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars."""
+               values: dict, kernel_error: Callable, to_device: Callable | None,
+               reads: list[tuple[str, int]] = ()) -> Callable:
+    """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars, which also
+    takes the next batch of each reader in ``reads`` ((reader var, slot count) pairs)."""
     params = "".join(f", a{i}=MISSING" for i in range(n_feeds))
     args = ", ".join(f"a{i}" for i in range(n_feeds))
     missing = " or ".join(f"a{i} is MISSING" for i in range(n_feeds))
@@ -51,12 +52,21 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
         lines.append(f"        a{i} = c{i}(a{i})")
         if to_device is not None:
             lines.append(f"    a{i} = to_device(a{i})")
-    key = "(" + "".join(f"a{i}.shape, " for i in range(n_feeds)) + ")"
+    total = n_feeds
+    for reader, count in reads:
+        names = [f"a{total + k}" for k in range(count)]
+        total += count
+        # An EOFException here ends the call before anything ran.
+        lines.append(f"    {', '.join(names)}, = S[{reader!r}].next()")
+        if to_device is not None:
+            lines += [f"    {n} = to_device({n})" for n in names]
+    every = ", ".join(f"a{i}" for i in range(total))
+    key = "(" + "".join(f"a{i}.shape, " for i in range(total)) + ")"
     lines += [f"    code = plans_get({key})",
               "    if code is None:",
-              f"        code = plan([{args}])",
+              f"        code = plan([{every}])",
               "    try:",
-              f"        return code.fn(S{', ' if n_feeds else ''}{args})",
+              f"        return code.fn(S{', ' if total else ''}{every})",
               "    except FluidError:",
               "        raise",
               "    except Exception as e:",
