@@ -8,34 +8,42 @@ from .helpers import append_simple
 
 
 def relu(x: Variable, name: Optional[str] = None) -> Variable:
+    """max(x, 0), elementwise."""
     return append_simple("relu", {"X": x}, name=name)
 
 
 def sigmoid(x: Variable, name: Optional[str] = None) -> Variable:
+    """1 / (1 + exp(-x)), elementwise."""
     return append_simple("sigmoid", {"X": x}, name=name)
 
 
 def tanh(x: Variable, name: Optional[str] = None) -> Variable:
+    """tanh(x), elementwise."""
     return append_simple("tanh", {"X": x}, name=name)
 
 
 def leaky_relu(x: Variable, alpha: float = 0.02, name: Optional[str] = None) -> Variable:
+    """x where x > 0, else alpha * x."""
     return append_simple("leaky_relu", {"X": x}, {"alpha": float(alpha)}, name=name)
 
 
 def exp(x: Variable, name: Optional[str] = None) -> Variable:
+    """exp(x), elementwise."""
     return append_simple("exp", {"X": x}, name=name)
 
 
 def log(x: Variable, name: Optional[str] = None) -> Variable:
+    """Natural log of x, elementwise."""
     return append_simple("log", {"X": x}, name=name)
 
 
 def sqrt(x: Variable, name: Optional[str] = None) -> Variable:
+    """Square root of x, elementwise."""
     return append_simple("sqrt", {"X": x}, name=name)
 
 
 def square(x: Variable, name: Optional[str] = None) -> Variable:
+    """x * x, elementwise."""
     return append_simple("square", {"X": x}, name=name)
 
 
@@ -44,6 +52,7 @@ def abs(x: Variable, name: Optional[str] = None) -> Variable:  # noqa: A001 (Pad
 
 
 def softmax(x: Variable, axis: int = -1, name: Optional[str] = None) -> Variable:
+    """exp(x) / sum(exp(x)) along ``axis`` (the last by default), computed stably."""
     return append_simple("softmax", {"X": x}, {"axis": int(axis)}, name=name)
 
 

@@ -23,31 +23,37 @@ def elementwise_add(x: Variable, y: Variable, axis: int = -1, act: Optional[str]
 
 def elementwise_sub(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """``x - y`` with the broadcasting of `elementwise_add`."""
     return _elementwise("elementwise_sub", x, y, axis, act, name)
 
 
 def elementwise_mul(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """``x * y`` with the broadcasting of `elementwise_add`."""
     return _elementwise("elementwise_mul", x, y, axis, act, name)
 
 
 def elementwise_div(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """``x / y`` with the broadcasting of `elementwise_add`."""
     return _elementwise("elementwise_div", x, y, axis, act, name)
 
 
 def elementwise_max(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """The larger of ``x`` and ``y``, elementwise (broadcast as in `elementwise_add`)."""
     return _elementwise("elementwise_max", x, y, axis, act, name)
 
 
 def elementwise_min(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """The smaller of ``x`` and ``y``, elementwise (broadcast as in `elementwise_add`)."""
     return _elementwise("elementwise_min", x, y, axis, act, name)
 
 
 def elementwise_pow(x: Variable, y: Variable, axis: int = -1, act: Optional[str] = None,
                     name: Optional[str] = None) -> Variable:
+    """``x ** y``, elementwise (broadcast as in `elementwise_add`)."""
     return _elementwise("elementwise_pow", x, y, axis, act, name)
 
 
@@ -90,10 +96,12 @@ def mean(x: Variable, name: Optional[str] = None) -> Variable:
 
 
 def clip(x: Variable, min: float, max: float, name: Optional[str] = None) -> Variable:  # noqa: A002
+    """``x`` limited to ``[min, max]``; the gradient is zero outside."""
     return append_simple("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)
 
 
 def pow(x: Variable, factor: float = 1.0, name: Optional[str] = None) -> Variable:  # noqa: A001
+    """``x ** factor``, elementwise."""
     return append_simple("pow", {"X": x}, {"factor": float(factor)}, name=name)
 
 
