@@ -1,2 +1,519 @@
-"""Shape and layout ops: reshape, transpose, concat, split, slice, squeeze, unsqueeze,
-cast, and the reduce_* family."""
+"""Shape and layout ops: reshape, transpose, concat, split, slice, squeeze, unsqueeze, cast.
+
+Ops that only re-index their input (reshape, squeeze, unsqueeze, transpose, slice, split
+and the gradients of concat) return NumPy views and so declare ``aliases=True``: no copy
+is made, and the planner keeps the input's buffer alive as long as the view. Where the
+result is the input itself (a reshape to the same shape, a full slice) the kernel factory
+returns ``Forward(0)`` and no call is generated at all. Shape rules
+accept -1 (a batch dimension unknown while tracing) wherever the result does not depend on
+it, and recheck with the concrete shape when a plan is built.
+
+The reductions (``reduce_sum`` and friends) live in `reduce.py`.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Callable, Optional, Sequence
+
+from ..ir.records import FLOAT_DTYPES, canonical_dtype
+from .registry import register
+from .spec import (Forward, GradContext, InferContext, KernelContext, OpSpec, TensorType,
+                   emit_default_grad, infer_like, slots)
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    """A shape as users read it: ``[?, 2, 3]``, '?' marking a dim unknown while tracing."""
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def normalize_axis(ctx: Any, axis: int, rank: int, what: str, shape: Sequence[int]) -> int:
+    """``axis`` in ``[-rank, rank)`` as a non-negative index; fails naming the shape."""
+    if not -rank <= axis < rank:
+        ctx.fail(f"{what} {axis} is out of range for X {fmt_shape(shape)} of rank {rank}; "
+                 f"use a value in [{-rank}, {rank - 1}]")
+    return axis + rank if axis < 0 else axis
+
+
+def _index_along(axis: int, start: int, stop: int) -> tuple:
+    return (slice(None),) * axis + (slice(start, stop),)
+
+
+def _reshape_back_kernel(ctx: KernelContext) -> Callable | Forward:
+    """Shared by reshape/squeeze/unsqueeze gradients: dOut viewed in X's shape."""
+    shape = ctx.input("X").shape
+    if ctx.input("Out@GRAD").shape == shape:
+        return Forward(1)
+    return lambda x, g: g.reshape(shape)
+
+
+def _view_grad_specs(name: str, attrs: dict) -> None:
+    register(OpSpec(name + "_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
+                    infer_like({"X@GRAD": "X"}), _reshape_back_kernel, attrs=attrs,
+                    aliases=True, shape_only=("X",), doc=f"X@GRAD = dOut in X's shape "
+                                                         f"(gradient of {name})"))
+
+
+def _grad_of_view(name: str) -> Callable[[GradContext], None]:
+    return lambda g: emit_default_grad(g, ("X",), name + "_grad", ("X",))
+
+
+def _view_kernel(ctx: KernelContext) -> Callable | Forward:
+    shape = ctx.output("Out").shape
+    if ctx.input("X").shape == shape:
+        return Forward(0)  # nothing to do: the output is the input
+    return lambda a: a.reshape(shape)
+
+
+# --- reshape -------------------------------------------------------------------------------
+
+def reshape_target(ctx: Any, in_shape: Sequence[int], spec: Sequence[int]) -> tuple[int, ...]:
+    """Paddle's reshape rule: 0 copies the input dim at the same index, one -1 is inferred
+    from the element count. An unknown input dim that 0 does not copy leaves the inferred
+    dim unknown (-1) while tracing."""
+    spec = [int(d) for d in spec]
+    where = f"reshape X {fmt_shape(in_shape)} to shape {spec}"
+    if spec.count(-1) > 1:
+        ctx.fail(f"cannot {where}: at most one dim may be -1 (inferred); give the others")
+    out: list[int] = []
+    copied: set[int] = set()
+    for i, d in enumerate(spec):
+        if d == 0:
+            if i >= len(in_shape):
+                ctx.fail(f"cannot {where}: 0 at position {i} copies input dim {i}, but X has "
+                         f"only {len(in_shape)} dims")
+            out.append(in_shape[i])
+            copied.add(i)
+        elif d < -1:
+            ctx.fail(f"cannot {where}: dims must be positive, 0 (copy) or -1 (infer), got {d}")
+        else:
+            out.append(d)
+    # The copied dims appear on both sides and cancel; what is left must agree.
+    rest_in = [d for i, d in enumerate(in_shape) if i not in copied]
+    rest_out = prod(d for i, d in enumerate(spec) if d > 0)
+    in_known = all(d >= 0 for d in rest_in)
+    n_in = prod(rest_in) if in_known else -1
+    counted = f"{n_in} elements" + (" outside the dims copied by 0" if copied else "")
+    if -1 in spec:
+        k = spec.index(-1)
+        if n_in >= 0:
+            if n_in % rest_out:
+                ctx.fail(f"cannot {where}: X's {counted} do not divide by {rest_out}, the "
+                         f"product of the given dims")
+            out[k] = n_in // rest_out
+        else:
+            out[k] = -1
+    elif n_in >= 0 and n_in != rest_out:
+        ctx.fail(f"cannot {where}: X has {counted} but the shape holds {rest_out}; use -1 "
+                 f"for one dim to infer it, or 0 to copy a dim of X")
+    return tuple(out)
+
+
+def _reshape_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", reshape_target(ctx, x.shape, ctx.attrs["shape"]), x.dtype)
+
+
+_RESHAPE = {"shape": []}
+register(OpSpec("reshape", slots("X"), slots("Out"), _reshape_infer, _view_kernel,
+                _grad_of_view("reshape"), attrs=_RESHAPE, aliases=True,
+                doc="Out = X with a new shape; 0 copies X's dim at that index, one -1 is "
+                    "inferred. A view when X is contiguous."))
+_view_grad_specs("reshape", _RESHAPE)
+
+
+# --- squeeze / unsqueeze ---------------------------------------------------------------------
+
+def squeezed_shape(ctx: Any, shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
+    """Drop the listed size-1 dims (all size-1 dims when ``axes`` is empty). A listed dim
+    unknown while tracing is taken to be 1 and checked once the shape is concrete."""
+    rank = len(shape)
+    if not axes:
+        return tuple(d for d in shape if d != 1)
+    drop = set()
+    for a in axes:
+        i = normalize_axis(ctx, int(a), rank, "squeeze axis", shape)
+        if shape[i] not in (1, -1):
+            ctx.fail(f"cannot squeeze axis {a} of X {fmt_shape(shape)}: that dim has size "
+                     f"{shape[i]}, only size-1 dims can be removed; use reshape instead")
+        drop.add(i)
+    return tuple(d for i, d in enumerate(shape) if i not in drop)
+
+
+def unsqueezed_shape(ctx: Any, shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
+    """Insert size-1 dims one at a time, in the order given; each axis indexes the shape
+    built so far (a negative axis counts from its end, -1 appends)."""
+    if not axes:
+        ctx.fail(f"unsqueeze of X {fmt_shape(shape)} needs at least one axis")
+    out = list(shape)
+    for a in axes:
+        a = int(a)
+        cur = len(out)
+        pos = a + cur + 1 if a < 0 else a
+        if not 0 <= pos <= cur:
+            ctx.fail(f"unsqueeze axis {a} is out of range for X {fmt_shape(shape)} (a shape of "
+                     f"rank {cur} at that step); use a value in [{-cur - 1}, {cur}]")
+        out.insert(pos, 1)
+    return tuple(out)
+
+
+def _squeeze_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", squeezed_shape(ctx, x.shape, ctx.attrs["axes"]), x.dtype)
+
+
+def _unsqueeze_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", unsqueezed_shape(ctx, x.shape, ctx.attrs["axes"]), x.dtype)
+
+
+_AXES = {"axes": []}
+register(OpSpec("squeeze", slots("X"), slots("Out"), _squeeze_infer, _view_kernel,
+                _grad_of_view("squeeze"), attrs=_AXES, aliases=True,
+                doc="Out = X without the size-1 dims listed in axes (all of them when axes "
+                    "is empty). A view."))
+_view_grad_specs("squeeze", _AXES)
+register(OpSpec("unsqueeze", slots("X"), slots("Out"), _unsqueeze_infer, _view_kernel,
+                _grad_of_view("unsqueeze"), attrs=_AXES, aliases=True,
+                doc="Out = X with size-1 dims inserted at axes, in order. A view."))
+_view_grad_specs("unsqueeze", _AXES)
+
+
+# --- transpose -----------------------------------------------------------------------------
+
+def _permutation(ctx: Any, axis: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
+    rank = len(shape)
+    perm = tuple(int(a) + rank if int(a) < 0 else int(a) for a in axis)
+    if sorted(perm) != list(range(rank)):
+        ctx.fail(f"transpose axis {list(axis)} is not a permutation of the {rank} dims of X "
+                 f"{fmt_shape(shape)}; list each of 0..{rank - 1} exactly once")
+    return perm
+
+
+def _transpose_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    perm = _permutation(ctx, ctx.attrs["axis"], x.shape)
+    ctx.set_output("Out", [x.shape[p] for p in perm], x.dtype)
+
+
+def _transpose_kernel(ctx: KernelContext) -> Callable | Forward:
+    perm = _permutation(ctx, ctx.attrs["axis"], ctx.input("X").shape)
+    if perm == tuple(range(len(perm))):
+        return Forward(0)
+    return lambda a: a.transpose(perm)
+
+
+def _transpose_grad_infer(ctx: InferContext) -> None:
+    g = ctx.input("Out@GRAD")
+    perm = _permutation(ctx, ctx.attrs["axis"], g.shape)
+    shape = [0] * len(perm)
+    for i, p in enumerate(perm):
+        shape[p] = g.shape[i]
+    ctx.set_output("X@GRAD", shape, g.dtype)
+
+
+def _transpose_grad_kernel(ctx: KernelContext) -> Callable | Forward:
+    perm = _permutation(ctx, ctx.attrs["axis"], ctx.input("Out@GRAD").shape)
+    if perm == tuple(range(len(perm))):
+        return Forward(0)
+    inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))
+    return lambda g: g.transpose(inverse)
+
+
+def _transpose_grad(g: GradContext) -> None:
+    emit_default_grad(g, (), "transpose_grad", ("X",))
+
+
+_TRANSPOSE = {"axis": []}
+register(OpSpec("transpose", slots("X"), slots("Out"), _transpose_infer, _transpose_kernel,
+                _transpose_grad, attrs=_TRANSPOSE, aliases=True,
+                doc="Out = X with its dims permuted: Out.shape[i] = X.shape[axis[i]]. A view."))
+register(OpSpec("transpose_grad", slots("Out@GRAD"), slots("X@GRAD"), _transpose_grad_infer,
+                _transpose_grad_kernel, attrs=_TRANSPOSE, aliases=True,
+                doc="X@GRAD = dOut permuted back by the inverse of axis."))
+
+
+# --- concat and split ------------------------------------------------------------------------
+
+def concat_type(ctx: Any, types: Sequence[TensorType], axis: int, what: str) -> TensorType:
+    """The type of ``types`` joined along ``axis``: other dims must agree (-1 matches any),
+    the axis dim is their sum (unknown if any part is)."""
+    if not types:
+        ctx.fail(f"{what} needs at least one input")
+    first = types[0]
+    if first.rank == 0:
+        ctx.fail(f"{what} cannot join 0-d tensors; unsqueeze them to shape [1] first")
+    ax = normalize_axis(ctx, axis, first.rank, f"{what} axis", first.shape)
+    out = list(first.shape)
+    for i, t in enumerate(types[1:], 1):
+        if t.dtype != first.dtype:
+            ctx.fail_dtype(f"{what} inputs must share a dtype: input 0 is {first.dtype}, "
+                           f"input {i} is {t.dtype}; cast one of them")
+        bad = t.rank != first.rank or any(
+            a >= 0 and b >= 0 and a != b for d, (a, b) in enumerate(zip(out, t.shape))
+            if d != ax)
+        if bad:
+            ctx.fail(f"{what} along axis {axis}: input 0 is {fmt_shape(first.shape)} but input "
+                     f"{i} is {fmt_shape(t.shape)}; all dims except axis {axis} must match")
+        out = [b if d != ax and a < 0 else a for d, (a, b) in enumerate(zip(out, t.shape))]
+    sizes = [t.shape[ax] for t in types]
+    out[ax] = sum(sizes) if all(s >= 0 for s in sizes) else -1
+    return TensorType(tuple(out), first.dtype)
+
+
+def _concat_infer(ctx: InferContext) -> None:
+    ctx.set_outputs("Out", [concat_type(ctx, ctx.inputs("X"), ctx.attrs["axis"], "concat")])
+
+
+def _join_kernel(in_slot: str, out_slot: str) -> Callable[[KernelContext], Callable]:
+    def kernel(ctx: KernelContext) -> Callable:
+        concatenate = ctx.xp.concatenate
+        t = ctx.inputs(in_slot)[0]
+        axis = normalize_axis(ctx, ctx.attrs["axis"], t.rank, "axis", t.shape)
+        out = ctx.buffer(out_slot)
+        return lambda *xs: concatenate(xs, axis=axis, out=out)
+    return kernel
+
+
+def _splitter(axis: int, sizes: Sequence[int]) -> Callable:
+    """fn(a) -> views of ``a`` cut along ``axis`` into ``sizes`` (one array, or a tuple)."""
+    index, start = [], 0
+    for s in sizes:
+        index.append(_index_along(axis, start, start + s))
+        start += s
+    if len(index) == 1:
+        only = index[0]
+        return lambda a: a[only]
+    return lambda a: tuple([a[i] for i in index])
+
+
+def _concat_grad(g: GradContext) -> None:
+    dout = g.out_grad("Out")
+    if not dout or dout[0] is None or not g.wants("X"):
+        return
+    # Each input's gradient is a view of dOut; unwanted ones get a throwaway name.
+    names = [n if n is not None else g.tmp("concat_unused") for n in g.in_grad("X")]
+    g.emit("concat_grad", {"X": g.input("X"), "Out@GRAD": dout}, {"X@GRAD": names}, g.attrs)
+
+
+def _concat_grad_kernel(ctx: KernelContext) -> Callable | Forward:
+    xs = ctx.inputs("X")
+    if len(xs) == 1:
+        return Forward(1)  # dX is dOut itself
+    axis = normalize_axis(ctx, ctx.attrs["axis"], xs[0].rank, "axis", xs[0].shape)
+    cut = _splitter(axis, [t.shape[axis] for t in xs])
+    return lambda *args: cut(args[-1])
+
+
+_CONCAT = {"axis": 0}
+register(OpSpec("concat", slots("X*"), slots("Out"), _concat_infer, _join_kernel("X", "Out"),
+                _concat_grad, attrs=_CONCAT,
+                doc="Out = the inputs joined along axis; other dims must match."))
+register(OpSpec("concat_grad", slots("X*", "Out@GRAD"), slots("X@GRAD*"),
+                infer_like({"X@GRAD": "X"}), _concat_grad_kernel, attrs=_CONCAT, aliases=True,
+                shape_only=("X",), doc="X@GRAD[i] = the part of dOut that came from X[i]."))
+
+
+def split_types(ctx: Any, x: TensorType, axis: int, num: int, sections: Sequence[int],
+                n_out: int) -> list[TensorType]:
+    """Output types of splitting ``x`` into ``num`` equal parts or the given ``sections``
+    (one of which may be -1: the rest)."""
+    ax = normalize_axis(ctx, axis, x.rank, "split axis", x.shape)
+    d = x.shape[ax]
+    sections = [int(s) for s in sections]
+    where = f"split X {fmt_shape(x.shape)} along axis {axis}"
+    if num > 0 and sections:
+        ctx.fail(f"{where}: give num or sections, not both (num={num}, sections={sections})")
+    if num > 0:
+        if d >= 0 and d % num:
+            ctx.fail(f"cannot {where} (size {d}) into {num} equal parts; give sections "
+                     f"instead, e.g. {[d // num] * (num - 1) + [d - d // num * (num - 1)]}")
+        sizes = [d // num if d >= 0 else -1] * num
+    elif sections:
+        if sections.count(-1) > 1 or any(s < -1 for s in sections):
+            ctx.fail(f"{where}: sections {sections} must be sizes >= 0 with at most one -1")
+        known = sum(s for s in sections if s >= 0)
+        if -1 in sections:
+            if d >= 0 and known > d:
+                ctx.fail(f"cannot {where} (size {d}) into sections {sections}: the given "
+                         f"sizes already add up to {known}")
+            sizes = [(d - known if d >= 0 else -1) if s == -1 else s for s in sections]
+        else:
+            if d >= 0 and known != d:
+                ctx.fail(f"cannot {where} (size {d}) into sections {sections}, which add up "
+                         f"to {known}; make them add up to {d} or use -1 for one of them")
+            sizes = sections
+    else:
+        ctx.fail(f"{where}: give num > 0 or a list of sections")
+    if len(sizes) != n_out:
+        ctx.fail(f"{where} makes {len(sizes)} parts but the op lists {n_out} outputs")
+    return [TensorType(x.shape[:ax] + (s,) + x.shape[ax + 1:], x.dtype) for s in sizes]
+
+
+def _split_infer(ctx: InferContext) -> None:
+    a = ctx.attrs
+    ctx.set_outputs("Out", split_types(ctx, ctx.input("X"), a["axis"], a["num"],
+                                       a["sections"], ctx.output_count("Out")))
+
+
+def _split_kernel(ctx: KernelContext) -> Callable | Forward:
+    x = ctx.input("X")
+    if len(ctx.out_types) == 1:
+        return Forward(0)  # one part: all of X
+    axis = normalize_axis(ctx, ctx.attrs["axis"], x.rank, "axis", x.shape)
+    return _splitter(axis, [t.shape[axis] for t in ctx.out_slots["Out"]])
+
+
+def _split_grad(g: GradContext) -> None:
+    douts = g.out_grad("Out")
+    if not g.wants("X") or not any(n is not None for n in douts):
+        return
+    parts = []
+    for fwd, name in zip(g.output("Out"), douts):
+        if name is None:  # a part no gradient reached contributes zeros
+            name = g.tmp(fwd + "@ZERO")
+            g.emit("fill_zeros_like", {"X": [fwd]}, {"Out": [name]})
+        parts.append(name)
+    g.emit("split_grad", {"Out@GRAD": parts}, {"X@GRAD": g.in_grad("X")}, g.attrs)
+
+
+def _split_grad_infer(ctx: InferContext) -> None:
+    ctx.set_outputs("X@GRAD", [concat_type(ctx, ctx.inputs("Out@GRAD"), ctx.attrs["axis"],
+                                           "split_grad")])
+
+
+_SPLIT = {"axis": 0, "num": 0, "sections": []}
+register(OpSpec("split", slots("X"), slots("Out*"), _split_infer, _split_kernel, _split_grad,
+                attrs=_SPLIT, aliases=True,
+                doc="Out = X cut along axis into num equal parts or parts of the sizes in "
+                    "sections (one may be -1); views of X."))
+register(OpSpec("split_grad", slots("Out@GRAD*"), slots("X@GRAD"), _split_grad_infer,
+                _join_kernel("Out@GRAD", "X@GRAD"), attrs=_SPLIT,
+                doc="X@GRAD = the parts' gradients joined along axis."))
+
+
+# --- slice ---------------------------------------------------------------------------------
+
+def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Sequence[int],
+                 ends: Sequence[int]) -> dict[int, tuple[Optional[int], Optional[int]]]:
+    """axis -> (start, stop) clamped like Python slicing; (None, None) where the dim is
+    unknown while tracing."""
+    if not len(axes) == len(starts) == len(ends):
+        ctx.fail(f"slice of X {fmt_shape(shape)}: axes {list(axes)}, starts {list(starts)} and "
+                 f"ends {list(ends)} must have the same length")
+    bounds: dict[int, tuple[Optional[int], Optional[int]]] = {}
+    for a, s, e in zip(axes, starts, ends):
+        i = normalize_axis(ctx, int(a), len(shape), "slice axis", shape)
+        if i in bounds:
+            ctx.fail(f"slice of X {fmt_shape(shape)}: axis {a} is listed twice in {list(axes)}")
+        d = shape[i]
+        if d < 0:
+            bounds[i] = (None, None)
+        else:
+            start, stop, _ = slice(int(s), int(e)).indices(d)
+            bounds[i] = (start, max(start, stop))
+    return bounds
+
+
+def _slice_index(ctx: Any, shape: Sequence[int]) -> tuple:
+    a = ctx.attrs
+    bounds = slice_bounds(ctx, shape, a["axes"], a["starts"], a["ends"])
+    return tuple(slice(*bounds[i]) if i in bounds else slice(None) for i in range(len(shape)))
+
+
+def _slice_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    a = ctx.attrs
+    bounds = slice_bounds(ctx, x.shape, a["axes"], a["starts"], a["ends"])
+    shape = [d if i not in bounds else
+             (-1 if bounds[i][0] is None else bounds[i][1] - bounds[i][0])
+             for i, d in enumerate(x.shape)]
+    ctx.set_output("Out", shape, x.dtype)
+
+
+def _slice_kernel(ctx: KernelContext) -> Callable | Forward:
+    if ctx.output("Out").shape == ctx.input("X").shape:
+        return Forward(0)  # every slice covers its whole dim
+    index = _slice_index(ctx, ctx.input("X").shape)
+    return lambda a: a[index]
+
+
+def _slice_grad_kernel(ctx: KernelContext) -> Callable:
+    xp = ctx.xp
+    x = ctx.input("X")
+    index = _slice_index(ctx, x.shape)
+    out = ctx.buffer("X@GRAD")
+
+    def fn(_x: Any, g: Any) -> Any:
+        r = xp.zeros(x.shape, x.dtype) if out is None else out
+        if out is not None:
+            r.fill(0)
+        r[index] = g
+        return r
+    return fn
+
+
+_SLICE = {"axes": [], "starts": [], "ends": []}
+register(OpSpec("slice", slots("X"), slots("Out"), _slice_infer, _slice_kernel,
+                lambda g: emit_default_grad(g, ("X",), "slice_grad", ("X",)),
+                attrs=_SLICE, aliases=True,
+                doc="Out = X[starts:ends] along each of axes; indices clamp like Python's. "
+                    "A view."))
+register(OpSpec("slice_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
+                infer_like({"X@GRAD": "X"}), _slice_grad_kernel, attrs=_SLICE,
+                shape_only=("X",), doc="X@GRAD = zeros with dOut in the sliced region."))
+
+
+# --- cast ----------------------------------------------------------------------------------
+
+def _cast_dtype(ctx: InferContext) -> str:
+    try:
+        return canonical_dtype(ctx.attrs["out_dtype"])
+    except TypeError as e:
+        problem = str(e)
+    ctx.fail_dtype(f"cast: {problem}")  # outside the except: no chained traceback
+    return ""
+
+
+def _cast_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.set_output("Out", x.shape, _cast_dtype(ctx))
+
+
+def _cast_kernel(ctx: KernelContext) -> Callable:
+    xp, dtype, out = ctx.xp, ctx.output("Out").dtype, ctx.buffer("Out")
+    if out is None:
+        return lambda a: a.astype(dtype)
+
+    def fn(a: Any) -> Any:
+        xp.copyto(out, a, casting="unsafe")
+        return out
+    return fn
+
+
+def _cast_grad_infer(ctx: InferContext) -> None:
+    x, g = ctx.input("X"), ctx.input("Out@GRAD")
+    if x.dtype not in FLOAT_DTYPES or g.dtype not in FLOAT_DTYPES:
+        ctx.fail_dtype(f"cast from {x.dtype} to {g.dtype} carries no gradient; only casts "
+                       f"between float dtypes do")
+    ctx.set_output("X@GRAD", x.shape, x.dtype)
+
+
+def _cast_grad_kernel(ctx: KernelContext) -> Callable:
+    xp, dtype, out = ctx.xp, ctx.input("X").dtype, ctx.buffer("X@GRAD")
+    if out is None:
+        return lambda x, g: g.astype(dtype)
+
+    def fn(x: Any, g: Any) -> Any:
+        xp.copyto(out, g, casting="unsafe")
+        return out
+    return fn
+
+
+_CAST = {"out_dtype": "float32"}
+register(OpSpec("cast", slots("X"), slots("Out"), _cast_infer, _cast_kernel,
+                lambda g: emit_default_grad(g, ("X",), "cast_grad", ("X",)), attrs=_CAST,
+                doc="Out = X converted to out_dtype (floats to ints truncate toward zero). "
+                    "Only float-to-float casts carry a gradient."))
+register(OpSpec("cast_grad", slots("X", "Out@GRAD"), slots("X@GRAD"), _cast_grad_infer,
+                _cast_grad_kernel, attrs=_CAST, shape_only=("X",),
+                doc="X@GRAD = dOut converted back to X's dtype."))

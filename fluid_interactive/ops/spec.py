@@ -41,6 +41,21 @@ class TensorType:
         return len(self.shape)
 
 
+class BufferSlot:
+    """A planned output buffer, allocated only when a kernel asks for it (kernels that
+    return views never do). Several vars whose lifetimes do not overlap share one slot."""
+
+    __slots__ = ("shape", "dtype", "xp", "array")
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, xp: Any):
+        self.shape, self.dtype, self.xp, self.array = shape, dtype, xp, None
+
+    def materialize(self) -> Any:
+        if self.array is None:
+            self.array = self.xp.empty(self.shape, self.dtype)
+        return self.array
+
+
 @dataclass(frozen=True, slots=True)
 class Forward:
     """A kernel factory may return ``Forward(k)`` instead of a function when, for these
@@ -197,7 +212,10 @@ class KernelContext:
     def buffer(self, slot: str, i: int = 0) -> Any:
         """A preallocated output array for ``slot`` (or None: the kernel allocates)."""
         bufs = self.buffers.get(slot)
-        return bufs[i] if bufs else None
+        if not bufs:
+            return None
+        buf = bufs[i]
+        return buf.materialize() if isinstance(buf, BufferSlot) else buf
 
 
 class GradContext:
@@ -272,5 +290,8 @@ def emit_default_grad(g: GradContext, uses: Sequence[str], grad_type: str,
         return  # makers that accept partial output gradients handle that themselves
     inputs: dict[str, list[str]] = {s: (g.input(s) or g.output(s)) for s in uses}
     inputs.update({k: [n for n in v if n] for k, v in ograds.items()})
-    outputs = {grad_slot(s): [n for n in names if n] for s, names in wanted.items()}
+    # The grad kernel writes one gradient per input of a slot, in order: inputs whose
+    # gradient nobody wants still get a (discarded) temporary, so positions stay aligned.
+    outputs = {grad_slot(s): [n if n else g.tmp(f"{s}_unused") for n in names]
+               for s, names in wanted.items()}
     g.emit(grad_type, inputs, outputs, dict(g.attrs if attrs is None else attrs))

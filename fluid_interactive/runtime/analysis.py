@@ -18,7 +18,7 @@ from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from ..ops.registry import get_spec
-from ..ops.spec import Forward, OpSpec, TensorType
+from ..ops.spec import BufferSlot, Forward, OpSpec, TensorType
 
 
 @dataclass
@@ -152,7 +152,7 @@ def _assign_buffers(steps: list[Step], types: dict[str, TensorType], xp: Any,
                 t = types[name]
                 key = (t.shape, t.dtype)
                 pool = free.get(key)
-                buf = pool.pop() if pool else xp.empty(t.shape, t.dtype)
+                buf = pool.pop() if pool else BufferSlot(t.shape, t.dtype, xp)
                 owner_expiry.append((last.get(name, i), key, buf))
                 bufs.append(buf)
             if bufs:

@@ -136,6 +136,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
             em.emit(f"{target} = {k}({args})  # {comment}", step.index)
         for name in step.outputs:
             if name in analysis.persistables:
+                if step.spec.aliases:  # the scope must not keep a view into a temporary
+                    em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
                 writes[name] = em.local[name]
     for name in analysis.returned:
         if name not in em.local:

@@ -1,4 +1,205 @@
-"""Layers that reshape, combine, convert and reduce tensors."""
+"""Layers that reshape, combine, convert and reduce tensors.
+
+Each records one op (``split`` one op with several outputs); shape mistakes are reported
+while the method is traced, naming the shapes and the line that called the layer.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from ...errors import OpArgumentError, ShapeError
+from ...ir.records import FLOAT_DTYPES, canonical_dtype
+from ...ops.spec import dims_compatible
+from ..tracing import error_at
+from ..variable import Variable
+from .helpers import LayerHelper, append_simple, as_variable
+
+IntList = Sequence[int]
+
+
+def _ints(value: Any, what: str, layer: str) -> list[int]:
+    """A list of Python ints from a list/tuple of ints (a single int for ``axes``-like
+    arguments is accepted too)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return [int(value)]
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return [int(v) for v in value]
+    raise error_at(OpArgumentError, f"{layer}: {what} must be a list of ints, got {value!r}")
+
+
+def _dtype(dtype: Any, layer: str) -> str:
+    try:
+        return canonical_dtype(dtype)
+    except TypeError as e:
+        raise error_at(OpArgumentError, f"{layer}: {e}") from None
+
+
+def reshape(x: Variable, shape: IntList, name: Optional[str] = None) -> Variable:
+    """``x`` with a new shape of the same element count (a view, no copy).
+
+    In ``shape``, 0 copies x's dim at the same index and one -1 is inferred, so a batch
+    dim unknown while tracing can be kept: for ``x`` of shape ``[?, 2, 3]``,
+    ``reshape(x, [0, 6])`` and ``reshape(x, [-1, 6])`` both give ``[?, 6]``.
+    """
+    return append_simple("reshape", {"X": x}, {"shape": _ints(shape, "shape", "reshape")},
+                         name=name)
+
+
+def transpose(x: Variable, perm: IntList, name: Optional[str] = None) -> Variable:
+    """``x`` with its dims permuted: dim ``i`` of the result is dim ``perm[i]`` of x.
+    ``transpose(x, [1, 0])`` of a ``[3, 5]`` x is ``[5, 3]``."""
+    return append_simple("transpose", {"X": x}, {"axis": _ints(perm, "perm", "transpose")},
+                         name=name)
+
+
+def concat(input: Sequence[Variable], axis: int = 0, name: Optional[str] = None) -> Variable:
+    """The vars of ``input`` joined along ``axis`` (negative counts from the end); their
+    other dims must match. ``concat([a, b], axis=1)`` of ``[?, 2]`` and ``[?, 3]`` is
+    ``[?, 5]``."""
+    if not isinstance(input, (list, tuple)) or not input:
+        raise error_at(OpArgumentError, "concat: input must be a non-empty list of Variables")
+    return append_simple("concat", {"X": list(input)}, {"axis": int(axis)}, name=name)
+
+
+def split(input: Variable, num_or_sections: Union[int, IntList], dim: int = -1,
+          name: Optional[str] = None) -> list[Variable]:
+    """Cut ``input`` along ``dim`` into ``num_or_sections`` equal parts (an int), or into
+    parts of the listed sizes (one of them may be -1: the rest). Returns a list of vars,
+    each a view of ``input``. ``split(x, [2, -1], dim=1)`` of a ``[?, 5]`` x gives
+    ``[?, 2]`` and ``[?, 3]``."""
+    helper = LayerHelper("split", name)
+    if isinstance(num_or_sections, (int, np.integer)) and not isinstance(num_or_sections, bool):
+        num, sections = int(num_or_sections), []
+        if num <= 0:
+            raise error_at(OpArgumentError, f"split: num_or_sections={num} must be positive")
+        count = num
+    else:
+        num, sections = 0, _ints(num_or_sections, "num_or_sections", "split")
+        count = len(sections)
+        if not count:
+            raise error_at(OpArgumentError, "split: num_or_sections is an empty list")
+    outs = helper.append("split", {"X": input}, {"axis": int(dim), "num": num,
+                                                "sections": sections},
+                         outputs={"Out": [helper.tmp() for _ in range(count)]})
+    return outs["Out"]
+
+
+def slice(input: Variable, axes: IntList, starts: IntList, ends: IntList  # noqa: A001
+          ) -> Variable:
+    """``input[starts[i]:ends[i]]`` along each dim ``axes[i]`` (a view). Negative and
+    out-of-range indices are clamped as in Python, so ``ends=[10**9]`` means "to the end"
+    and ``starts=[-2]`` "the last two"."""
+    attrs = {"axes": _ints(axes, "axes", "slice"), "starts": _ints(starts, "starts", "slice"),
+             "ends": _ints(ends, "ends", "slice")}
+    return append_simple("slice", {"X": input}, attrs)
+
+
+def squeeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Variable:
+    """``input`` without the size-1 dims listed in ``axes`` (a view); every known size-1
+    dim when ``axes`` is empty. A batch dim unknown while tracing is never squeezed by an
+    empty ``axes``, so a batch of 1 keeps its dim."""
+    x = as_variable(input, "squeeze input")
+    dims = _ints(axes, "axes", "squeeze")
+    if not dims:  # resolved now: at run time a batch of 1 must not change the rank
+        dims = [i for i, d in enumerate(x.shape) if d == 1]
+        if not dims:
+            raise error_at(ShapeError, f"squeeze: input {x.name!r} of shape "
+                                       f"{list(x.shape)} has no size-1 dim to remove")
+    return append_simple("squeeze", {"X": x}, {"axes": dims}, name=name)
+
+
+def unsqueeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Variable:
+    """``input`` with size-1 dims inserted, one per entry of ``axes`` in order, each an
+    index into the shape built so far (a view). ``unsqueeze(x, [0, 2])`` of a ``[3, 4]``
+    x is ``[1, 3, 1, 4]``."""
+    return append_simple("unsqueeze", {"X": input}, {"axes": _ints(axes, "axes", "unsqueeze")},
+                         name=name)
+
+
+def cast(x: Variable, dtype: Any) -> Variable:
+    """``x`` converted to ``dtype`` ('float32', np.int64, ...). Floats cast to ints
+    truncate toward zero; only float-to-float casts pass a gradient back."""
+    return append_simple("cast", {"X": x}, {"out_dtype": _dtype(dtype, "cast")})
+
+
+def _reduce(op_type: str, input: Variable, dim: Union[int, IntList, None], keep_dim: bool,
+            name: Optional[str]) -> Variable:
+    dims = [] if dim is None else _ints(dim, "dim", op_type)
+    attrs = {"dim": dims, "keep_dim": bool(keep_dim), "reduce_all": dim is None}
+    return append_simple(op_type, {"X": input}, attrs, name=name)
+
+
+def reduce_sum(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
+               name: Optional[str] = None) -> Variable:
+    """Sum over ``dim`` (an int or a list; None: every dim, giving a 0-d var). With
+    ``keep_dim`` the reduced dims stay, with size 1."""
+    return _reduce("reduce_sum", input, dim, keep_dim, name)
+
+
+def reduce_mean(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
+                name: Optional[str] = None) -> Variable:
+    """Mean over ``dim`` (an int or a list; None: every dim, giving a 0-d var)."""
+    return _reduce("reduce_mean", input, dim, keep_dim, name)
+
+
+def reduce_max(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
+               name: Optional[str] = None) -> Variable:
+    """Maximum over ``dim``. Its gradient reaches the positions holding the maximum, split
+    evenly among ties."""
+    return _reduce("reduce_max", input, dim, keep_dim, name)
+
+
+def reduce_min(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
+               name: Optional[str] = None) -> Variable:
+    """Minimum over ``dim``. Its gradient reaches the positions holding the minimum, split
+    evenly among ties."""
+    return _reduce("reduce_min", input, dim, keep_dim, name)
+
+
+def fill_constant(shape: IntList, dtype: Any, value: float, name: Optional[str] = None
+                  ) -> Variable:
+    """A var of the given (fully known) ``shape`` and ``dtype`` filled with ``value``.
+    It is computed once when the method is planned; no gradient flows from it."""
+    dims = _ints(shape, "shape", "fill_constant")
+    if any(d < 0 for d in dims):
+        raise error_at(OpArgumentError, f"fill_constant: shape {dims} must be fully known; "
+                                        f"give every dim as a non-negative int")
+    dt = _dtype(dtype, "fill_constant")
+    val = float(value) if dt in FLOAT_DTYPES else (bool(value) if dt == "bool" else int(value))
+    out = append_simple("fill_constant", {}, {"shape": dims, "dtype": dt, "value": val},
+                        name=name)
+    out.stop_gradient = True
+    return out
+
+
+def assign(input: Union[Variable, np.ndarray], output: Optional[Variable] = None) -> Variable:
+    """A copy of ``input`` (a Variable, or a NumPy array recorded as a constant). With
+    ``output`` the copy is written into that existing var (e.g. a parameter), whose shape
+    and dtype must match."""
+    helper = LayerHelper("assign")
+    if isinstance(input, (np.ndarray, list, tuple, float, int)):
+        arr = np.asarray(input)
+        dt = _dtype(arr.dtype, "assign")
+        op_type, inputs = "assign_value", {}
+        attrs = {"shape": list(arr.shape), "dtype": dt, "values": arr.ravel().tolist()}
+        shape: tuple[int, ...] = tuple(arr.shape)
+    else:
+        x = as_variable(input, "assign input")
+        op_type, inputs, attrs, shape, dt = "assign", {"X": x}, {}, x.shape, x.dtype
+    if output is None:
+        return helper.append_one(op_type, inputs, attrs)
+    out = as_variable(output, "assign output")
+    if out.dtype != dt or len(out.shape) != len(shape) or not all(
+            dims_compatible(a, b) for a, b in zip(out.shape, shape)):
+        raise error_at(ShapeError, f"assign: input is {dt}{list(shape)} but output "
+                                   f"{out.name!r} is {out.dtype}{list(out.shape)}; they must "
+                                   f"match (cast or reshape the input first)")
+    helper.append(op_type, inputs, attrs, outputs={"Out": [out.name]})
+    return out
+
+
+__all__ = ["reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "cast",
+           "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "fill_constant", "assign"]
