@@ -41,7 +41,7 @@ def set_device(device: str) -> str:
     else:
         cupy = _cupy_with_gpu()
         if cupy is None:
-            if not _state["notified"] and os.environ.get("FLUID_DEVICE") == "auto":
+            if not _state["notified"]:
                 warnings.warn("fluid: no usable GPU (CuPy missing or no device); running on "
                               "NumPy", RuntimeWarning, stacklevel=2)
                 _state["notified"] = True
