@@ -6,7 +6,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_every_package_is_listed():
-    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        text = f.read()
     listed = set(re.findall(r'"(fluid_interactive[\w.]*)"', text))
     found = set()
     for folder, _, files in os.walk(os.path.join(ROOT, "fluid_interactive")):

@@ -89,7 +89,10 @@ def main(check: bool) -> int:
     for rel, make in PAGES.items():
         path = os.path.join(ROOT, rel)
         text = make()
-        current = open(path).read() if os.path.exists(path) else None
+        current = None
+        if os.path.exists(path):
+            with open(path) as f:
+                current = f.read()
         if current != text:
             stale.append(rel)
             if not check:
