@@ -1,1 +1,552 @@
-"""Batch readers over RecordIO files or in-memory arrays."""
+"""Batch readers over RecordIO files or in-memory arrays.
+
+`BatchReader` turns a source of samples into batches, one array per declared slot, with
+optional shuffling, several epochs, and a background thread that reads ahead into a
+bounded queue so that reading overlaps compute::
+
+    reader = BatchReader(FileSource("data-*.recordio"), batch_size=128,
+                         shapes=[[13], [1]], dtypes=["float32", "float32"])
+    x, y = reader.next()        # EOFException at the end of the data; reset() restarts
+
+Sources yield *blocks*: a run of samples as columns (one array per slot, leading sample
+dim). `FileSource` yields one block per uniform run of a RecordIO chunk (usually the whole
+chunk), so no per-sample Python work happens between the file and the batch.
+
+Shuffling (Paddle's ``create_shuffle_reader``): fill a buffer of ``shuffle_buffer``
+samples, permute it, emit it, refill. ``shuffle_buffer=None`` (or at least the dataset
+size) shuffles the whole dataset, which is then kept in memory across epochs. Epoch ``e``
+draws from ``default_rng([seed, e])``: a new order every epoch, the same sequence of orders
+for the same seed, and `reset` replays it from epoch 0.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import queue
+import threading
+import weakref
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from ..errors import EOFException, ReaderError
+from . import recordio
+
+__all__ = ["BatchReader", "FileSource", "ArraySource", "Block"]
+
+_POLL_S = 0.05      # how often a blocked producer or consumer re-checks for a stop
+_JOIN_S = 30.0      # how long close() waits for the thread to finish its current block
+
+
+class Block(NamedTuple):
+    """A run of samples as columns. A source is any object with ``resolved()`` (the
+    source to read from now on: `FileSource` fixes its glob expansion) and ``blocks()``
+    (an iterator of these, one pass over the data)."""
+    origin: str                       # a file path, or "<arrays>"
+    first_record: int                 # index of the block's first record in its origin
+    columns: tuple[np.ndarray, ...]   # one per tensor, leading sample dim
+    owned: bool                       # fresh arrays no one else sees: may be handed out
+
+
+# ================================================================ sources
+
+class ArraySource:
+    """In-memory samples: ``(X, Y, ...)`` with a shared leading sample dim (or one array)."""
+
+    origin = "<arrays>"
+
+    def __init__(self, arrays: Any):
+        columns = (np.asarray(arrays),) if isinstance(arrays, np.ndarray) else tuple(
+            np.asarray(a) for a in arrays)
+        if not columns or any(c.ndim == 0 for c in columns):
+            raise ReaderError("ArraySource takes a tuple of arrays with a leading sample "
+                              "dimension, e.g. ArraySource((X, Y))")
+        if len({len(c) for c in columns}) != 1:
+            raise ReaderError(f"ArraySource arrays hold different numbers of samples: "
+                              f"{[c.shape for c in columns]}")
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def resolved(self) -> "ArraySource":
+        return self
+
+    def blocks(self) -> Iterator[Block]:
+        yield Block(self.origin, 0, self.columns, False)
+
+    def __repr__(self) -> str:
+        return f"ArraySource({', '.join(f'{c.dtype}{list(c.shape)}' for c in self.columns)})"
+
+
+def _expand(pattern: str) -> list[str]:
+    if os.path.exists(pattern):
+        return [pattern]
+    if any(ch in pattern for ch in "*?["):
+        found = sorted(glob.glob(pattern))
+        if not found:
+            raise ReaderError(f"no RecordIO file matches {pattern!r}")
+        return found
+    raise ReaderError(f"RecordIO file {pattern!r} does not exist")
+
+
+class FileSource:
+    """RecordIO files: a path, a glob, or a list of paths and globs. Each glob expands to
+    its matches in sorted order; a list keeps its own order. Expansion happens when
+    reading starts (and again after `BatchReader.reset`), so files may be written after
+    the reader is created."""
+
+    def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike]):
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        self.patterns = [os.fspath(p) for p in paths]
+        if not self.patterns:
+            raise ReaderError("FileSource needs at least one path")
+
+    @property
+    def paths(self) -> list[str]:
+        """The files, expanded now; `ReaderError` when a pattern matches nothing."""
+        return [p for pattern in self.patterns for p in _expand(pattern)]
+
+    def resolved(self) -> "FileSource":
+        """A source over today's expansion, so every epoch reads the same files."""
+        return FileSource(self.paths)
+
+    def blocks(self) -> Iterator[Block]:
+        for path in self.paths:
+            for chunk in recordio.read_chunks(path):
+                for run in chunk.runs:
+                    yield Block(path, run.first_record, run.columns, False)
+
+    def __repr__(self) -> str:
+        return f"FileSource({self.patterns!r})"
+
+
+# ================================================================ slots
+
+class _Slot(NamedTuple):
+    shape: tuple[int, ...]   # per sample; -1 matches any size
+    dtype: np.dtype
+
+    def matches(self, shape: tuple[int, ...]) -> bool:
+        return len(shape) == len(self.shape) and all(
+            want in (-1, got) for want, got in zip(self.shape, shape))
+
+
+def _slots(shapes: Sequence[Sequence[int]], dtypes: Sequence[Any]) -> tuple[_Slot, ...]:
+    if len(shapes) != len(dtypes):
+        raise ReaderError(f"{len(shapes)} shapes but {len(dtypes)} dtypes: give one of each "
+                          "per slot")
+    slots = []
+    for shape, dtype in zip(shapes, dtypes):
+        try:
+            dims = tuple(-1 if d is None else int(d) for d in shape)
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            raise ReaderError(f"bad slot shape {shape!r} or dtype {dtype!r}: {exc}") from None
+        if any(d < -1 for d in dims):
+            raise ReaderError(f"slot shape {list(shape)} has a negative size other than -1")
+        slots.append(_Slot(dims, dt))
+    if not slots:
+        raise ReaderError("a reader needs at least one slot (shape and dtype)")
+    return tuple(slots)
+
+
+def _castable(got: np.dtype, want: np.dtype) -> bool:
+    """Lossless casts, and float to float of any width."""
+    return np.can_cast(got, want, "safe") or (got.kind == "f" and want.kind == "f")
+
+
+def _conform(block: Block, slots: tuple[_Slot, ...]) -> Block:
+    """Check a block against the declared slots and return it in per-sample form: cast
+    where `_castable`, and a leading batch dim (Paddle wrote each sample as a batch of 1)
+    folded into the sample dim when the declared shape lacks it."""
+    cols = block.columns
+    where = f"{block.origin}: record {block.first_record}"
+    if len(cols) != len(slots):
+        raise ReaderError(f"{where} holds {len(cols)} tensor(s); the reader declares "
+                          f"{len(slots)} slot(s)")
+    out, fresh, per_record = [], [], []
+    for i, (col, slot) in enumerate(zip(cols, slots)):
+        shape = col.shape[1:]
+        if slot.matches(shape):
+            per_record.append(1)
+        elif len(shape) == len(slot.shape) + 1 and slot.matches(shape[1:]) and shape[0] >= 1:
+            per_record.append(shape[0])
+            col = col.reshape((-1,) + shape[1:])
+        else:
+            raise ReaderError(f"{where}: slot {i}: expected shape {list(slot.shape)} dtype "
+                              f"{slot.dtype}, got shape {list(shape)} dtype {col.dtype}")
+        owned = block.owned
+        if col.dtype != slot.dtype:
+            if not _castable(col.dtype, slot.dtype):
+                raise ReaderError(f"{where}: slot {i}: expected shape {list(slot.shape)} "
+                                  f"dtype {slot.dtype}, got shape {list(shape)} dtype "
+                                  f"{col.dtype}, which does not cast safely")
+            col, owned = col.astype(slot.dtype), True
+        out.append(col)
+        fresh.append(owned)
+    if len(set(per_record)) > 1:
+        raise ReaderError(f"{where}: slots disagree on samples per record (leading dims "
+                          f"{per_record}, after matching the declared shapes)")
+    return Block(block.origin, block.first_record, tuple(out), all(fresh))
+
+
+# ================================================================ the pipeline
+
+class _Config(NamedTuple):
+    source: Any
+    slots: tuple[_Slot, ...]
+    batch_size: int
+    shuffle: bool
+    shuffle_buffer: int | None
+    seed: int
+    epochs: int | None
+    drop_last: bool
+    shard: tuple[int, int]
+
+
+def _conformed(source: Any, cfg: _Config) -> Iterator[Block]:
+    index, count = cfg.shard
+    seen = 0
+    for block in source.blocks():
+        block = _conform(block, cfg.slots)
+        n = len(block.columns[0])
+        if count > 1:
+            first = (index - seen) % count
+            block = block._replace(columns=tuple(c[first::count] for c in block.columns))
+        seen += n
+        if len(block.columns[0]):
+            yield block
+
+
+def _concat(pieces: list[tuple[np.ndarray, ...]], origin: str) -> tuple[np.ndarray, ...]:
+    try:
+        return tuple(np.concatenate([p[i] for p in pieces]) for i in range(len(pieces[0])))
+    except ValueError as exc:
+        raise ReaderError(f"{origin}: samples of one batch differ in shape (a slot declared "
+                          f"with -1): {exc}") from exc
+
+
+def _batched(blocks: Iterator[Block], batch_size: int, drop_last: bool
+             ) -> Iterator[tuple[np.ndarray, ...]]:
+    pending: list[tuple[np.ndarray, ...]] = []
+    count, origin = 0, ""
+    for block in blocks:
+        cols, origin = block.columns, block.origin
+        n, start = len(cols[0]), 0
+        if count:
+            take = min(batch_size - count, n)
+            pending.append(tuple(c[:take] for c in cols))
+            count, start = count + take, take
+            if count == batch_size:
+                yield _concat(pending, origin)
+                pending, count = [], 0
+        while n - start >= batch_size:
+            piece = tuple(c[start:start + batch_size] for c in cols)
+            yield piece if block.owned else tuple(np.array(c) for c in piece)
+            start += batch_size
+        if start < n:
+            pending.append(tuple(c[start:] for c in cols))
+            count += n - start
+    if count and not drop_last:
+        yield _concat(pending, origin)
+
+
+def _gather(cols: tuple[np.ndarray, ...], order: np.ndarray, origin: str, step: int
+            ) -> Iterator[Block]:
+    for i in range(0, len(order), step):
+        idx = order[i:i + step]
+        yield Block(origin, 0, tuple(c[idx] for c in cols), True)
+
+
+class _Whole(NamedTuple):
+    columns: tuple[np.ndarray, ...]
+    origin: str
+
+
+def _shuffled(blocks: Iterator[Block], buffer: int | None, rng: np.random.Generator,
+              step: int, keep: list) -> Iterator[Block]:
+    """Fill ``buffer`` samples, permute, emit, refill. When the first fill exhausts the
+    source, the whole dataset is appended to ``keep`` for later epochs."""
+    pending: list[tuple[np.ndarray, ...]] = []
+    count, origin, first_fill = 0, "", True
+    limit = buffer if buffer is not None else float("inf")
+    for block in blocks:
+        pending.append(block.columns)
+        count, origin = count + len(block.columns[0]), block.origin
+        while count >= limit:
+            cols = _concat(pending, origin)
+            buf, rest = tuple(c[:buffer] for c in cols), tuple(c[buffer:] for c in cols)
+            pending, count, first_fill = [rest], count - int(limit), False
+            yield from _gather(buf, rng.permutation(len(buf[0])), origin, step)
+    if count:
+        cols = _concat(pending, origin)
+        if first_fill:
+            keep.append(_Whole(cols, origin))
+        yield from _gather(cols, rng.permutation(count), origin, step)
+
+
+def _pipeline(cfg: _Config) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
+    """(epoch, batch) for every batch of every epoch."""
+    source = cfg.source.resolved()
+    keep: list[_Whole] = []
+    epoch = 0
+    while cfg.epochs is None or epoch < cfg.epochs:
+        blocks = _conformed(source, cfg)
+        if cfg.shuffle:
+            rng = np.random.default_rng([cfg.seed, epoch])
+            if keep:  # the whole dataset fits the buffer: reuse it, same draws as a refill
+                whole = keep[0]
+                order = rng.permutation(len(whole.columns[0]))
+                blocks = _gather(whole.columns, order, whole.origin, cfg.batch_size)
+            else:
+                blocks = _shuffled(blocks, cfg.shuffle_buffer, rng, cfg.batch_size, keep)
+        emitted = False
+        for batch in _batched(blocks, cfg.batch_size, cfg.drop_last):
+            emitted = True
+            yield epoch, batch
+        if not emitted:  # no data (or less than one batch with drop_last): never spin
+            return
+        epoch += 1
+
+
+class _Sync:
+    """Runs the pipeline in the caller's thread (``prefetch=0``)."""
+
+    def __init__(self, cfg: _Config):
+        self._gen: Iterator | None = _pipeline(cfg)
+
+    def get(self) -> tuple[str, Any]:
+        if self._gen is None:
+            return "end", None
+        try:
+            return "item", next(self._gen)
+        except StopIteration:
+            return "end", None
+        except Exception as exc:
+            return "error", exc
+
+    def stop(self) -> None:
+        gen, self._gen = self._gen, None
+        if gen is not None:
+            gen.close()
+
+
+class _Threaded:
+    """Runs the pipeline in a daemon thread that fills a bounded queue. Holds no reference
+    to the `BatchReader`, so a reader that is dropped gets collected and its finalizer
+    stops this."""
+
+    def __init__(self, cfg: _Config, prefetch: int):
+        self.queue: queue.Queue = queue.Queue(maxsize=prefetch)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(cfg,), daemon=True,
+                                       name="fluid-batch-reader")
+        self.thread.start()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        try:
+            self.queue.put_nowait(item)
+            return True
+        except queue.Full:
+            pass
+        while not self.stopping.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, cfg: _Config) -> None:
+        try:
+            gen = _pipeline(cfg)
+            try:
+                for item in gen:
+                    if not self._put(("item", item)):
+                        return
+            finally:
+                gen.close()  # closes the open file now, in this thread
+            self._put(("end", None))
+        except BaseException as exc:  # everything reaches the consumer; nothing is lost
+            self._put(("error", exc))
+
+    def get(self) -> tuple[str, Any]:
+        try:
+            return self.queue.get_nowait()
+        except queue.Empty:
+            pass
+        while True:
+            try:
+                return self.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self.thread.is_alive() and self.queue.empty():
+                    return "error", ReaderError("the background reading thread ended "
+                                                "without a result")
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self.queue.get_nowait()
+        except queue.Empty:
+            pass
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._drain()  # wakes a producer blocked on a full queue
+        if self.thread is not threading.current_thread():
+            self.thread.join(_JOIN_S)
+        self._drain()
+
+
+# ================================================================ the reader
+
+class BatchReader:
+    """Batches from ``source`` (`FileSource` or `ArraySource`), one array per slot.
+
+    ``shapes`` are per-sample shapes (no batch dim; -1 matches any size) and ``dtypes``
+    one dtype per slot. ``epochs=None`` reads forever; the last batch of each epoch is
+    short unless ``drop_last``. ``prefetch`` batches are read ahead by a background thread
+    (``prefetch=0``: no thread, read on demand). ``shard=(i, n)`` keeps samples ``i, i+n,
+    ...`` of the source (one trainer of ``n``). The thread starts on the first `next`.
+    """
+
+    def __init__(self, source: Any, batch_size: int, shapes: Sequence[Sequence[int]],
+                 dtypes: Sequence[Any], shuffle: bool = False, shuffle_buffer: int | None = None,
+                 seed: int | None = None, epochs: int | None = 1, drop_last: bool = False,
+                 prefetch: int = 4, shard: tuple[int, int] = (0, 1)):
+        if not hasattr(source, "blocks"):
+            raise ReaderError(f"source must be a FileSource or an ArraySource, got "
+                              f"{type(source).__name__}")
+        _positive("batch_size", batch_size)
+        if epochs is not None:
+            _positive("epochs", epochs)
+        if shuffle_buffer is not None:
+            _positive("shuffle_buffer", shuffle_buffer)
+        if not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
+            raise ReaderError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy)  # fixed now: reset() replays it
+        elif not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ReaderError(f"seed must be an int >= 0 or None, got {seed!r}")
+        index, count = shard
+        if not 0 <= index < count:
+            raise ReaderError(f"shard must be (index, count) with 0 <= index < count, got "
+                              f"{shard!r}")
+        self.source = source
+        self._cfg = _Config(source, _slots(shapes, dtypes), int(batch_size), bool(shuffle),
+                            None if shuffle_buffer is None else int(shuffle_buffer), int(seed),
+                            None if epochs is None else int(epochs), bool(drop_last),
+                            (int(index), int(count)))
+        self.prefetch = int(prefetch)
+        self._pipe: _Sync | _Threaded | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._closed = False
+        self._rewind()
+
+    # -- state
+    def _rewind(self) -> None:
+        self._done: BaseException | None = None  # EOFException or the ReaderError to repeat
+        self._epoch, self._batch, self._samples = 0, 0, 0
+
+    def state(self) -> dict[str, int]:
+        """Where the reader stands: the epoch of the last batch returned, how many batches
+        of that epoch were returned, and the samples returned since the last `reset`.
+        After the end of the data, ``epoch`` is the number of epochs read."""
+        return {"epoch": self._epoch, "batch": self._batch, "samples": self._samples}
+
+    @property
+    def batch_size(self) -> int:
+        return self._cfg.batch_size
+
+    # -- reading
+    def next(self) -> tuple[np.ndarray, ...]:
+        """The next batch: one array per slot, shaped ``(batch, *shape)``. Raises
+        `EOFException` at the end of the data, `ReaderError` for bad data or a failure in
+        the reading thread (the cause chained)."""
+        if self._closed:
+            raise ReaderError("this reader is closed; create a new one or call reset()")
+        if self._done is not None:
+            raise _again(self._done)
+        if self._pipe is None:
+            self._start()
+        assert self._pipe is not None
+        kind, value = self._pipe.get()
+        if kind == "item":
+            epoch, batch = value
+            if epoch != self._epoch:
+                self._epoch, self._batch = epoch, 0
+            self._batch += 1
+            self._samples += len(batch[0])
+            return batch
+        self._stop()
+        if kind == "end":
+            self._epoch, self._batch = self._epoch + 1, 0
+            self._done = EOFException(f"end of data after {self._epoch} epoch(s) of "
+                                      f"{self.source!r}; call reset() to start again")
+        elif isinstance(value, ReaderError):
+            self._done = value
+        else:
+            try:
+                raise ReaderError(f"reading {self.source!r} failed: {type(value).__name__}: "
+                                  f"{value}") from value
+            except ReaderError as err:
+                self._done = err
+        raise self._done
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, ...]]:
+        """Batches until the end of the data (the EOFException ends the loop)."""
+        while True:
+            try:
+                yield self.next()
+            except EOFException:
+                return
+
+    def _start(self) -> None:
+        pipe: _Sync | _Threaded = (_Threaded(self._cfg, self.prefetch) if self.prefetch
+                                   else _Sync(self._cfg))
+        self._pipe = pipe
+        self._finalizer = weakref.finalize(self, pipe.stop)
+
+    def _stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # runs pipe.stop once, then detaches
+        self._pipe = self._finalizer = None
+
+    def reset(self) -> None:
+        """Start again from the first epoch (the same shuffle orders). Safe at any time:
+        mid-epoch, after EOF, after an error, after `close` (which it undoes)."""
+        self._stop()
+        self._closed = False
+        self._rewind()
+
+    def close(self) -> None:
+        """Stop the reading thread and close the files. Idempotent."""
+        self._stop()
+        self._closed = True
+
+    def __enter__(self) -> "BatchReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        slots = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self._cfg.slots)
+        return (f"BatchReader({self.source!r}, batch_size={self._cfg.batch_size}, "
+                f"slots=[{slots}], epoch={self._epoch}, batch={self._batch})")
+
+
+def _again(exc: BaseException) -> BaseException:
+    """A fresh copy of a stored end-of-data or failure (re-raising one object would grow
+    its traceback on every call)."""
+    fresh = type(exc)(*exc.args)
+    fresh.__cause__ = exc.__cause__
+    return fresh
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ReaderError(f"{name} must be a positive int, got {value!r}")
+
