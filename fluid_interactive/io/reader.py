@@ -20,6 +20,7 @@ for the same seed, and `reset` replays it from epoch 0.
 """
 from __future__ import annotations
 
+import collections
 import glob
 import os
 import queue
@@ -34,6 +35,7 @@ from . import recordio
 
 __all__ = ["BatchReader", "FileSource", "ArraySource", "Block"]
 
+_GROUP = 16  # batches per hand-off between the reading thread and the caller
 _POLL_S = 0.05      # how often a blocked producer or consumer re-checks for a stop
 _JOIN_S = 30.0      # how long close() waits for the thread to finish its current block
 
@@ -336,16 +338,22 @@ class _Sync:
 class _Threaded:
     """Runs the pipeline in a daemon thread that fills a bounded queue. Holds no reference
     to the `BatchReader`, so a reader that is dropped gets collected and its finalizer
-    stops this."""
+    stops this.
+
+    Batches cross the thread boundary in groups: one queue hand-off costs several
+    microseconds of locking and thread switching, more than a small training step, so the
+    consumer pops from a local deque and touches the queue once per group."""
 
     def __init__(self, cfg: _Config, prefetch: int):
-        self.queue: queue.Queue = queue.Queue(maxsize=prefetch)
+        self.group = max(1, min(_GROUP, prefetch))
+        self.queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch // self.group))
+        self.ready: collections.deque = collections.deque()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(cfg,), daemon=True,
                                        name="fluid-batch-reader")
         self.thread.start()
 
-    def _put(self, item: tuple[str, Any]) -> bool:
+    def _put(self, item: list) -> bool:
         try:
             self.queue.put_nowait(item)
             return True
@@ -360,32 +368,44 @@ class _Threaded:
         return False
 
     def _run(self, cfg: _Config) -> None:
+        group: list = []
         try:
             gen = _pipeline(cfg)
             try:
                 for item in gen:
-                    if not self._put(("item", item)):
-                        return
+                    group.append(("item", item))
+                    if len(group) >= self.group:
+                        if not self._put(group):
+                            return
+                        group = []
             finally:
                 gen.close()  # closes the open file now, in this thread
-            self._put(("end", None))
+            group.append(("end", None))
+            self._put(group)
         except BaseException as exc:  # everything reaches the consumer; nothing is lost
-            self._put(("error", exc))
+            group.append(("error", exc))
+            self._put(group)
 
     def get(self) -> tuple[str, Any]:
+        ready = self.ready
+        if ready:
+            return ready.popleft()
         try:
-            return self.queue.get_nowait()
+            ready.extend(self.queue.get_nowait())
+            return ready.popleft()
         except queue.Empty:
             pass
         while True:
             try:
-                return self.queue.get(timeout=_POLL_S)
+                ready.extend(self.queue.get(timeout=_POLL_S))
+                return ready.popleft()
             except queue.Empty:
                 if not self.thread.is_alive() and self.queue.empty():
                     return "error", ReaderError("the background reading thread ended "
                                                 "without a result")
 
     def _drain(self) -> None:
+        self.ready.clear()
         try:
             while True:
                 self.queue.get_nowait()

@@ -13,6 +13,8 @@ from typing import Any
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
+_FILE_PREFETCH = 64  # batches
+
 READER_ATTRS = {
     "files": [], "batch_size": 1, "shapes": [], "dtypes": [], "shuffle": False,
     "shuffle_buffer": -1, "seed": -1, "epochs": 1, "drop_last": False, "format": "recordio",
@@ -33,7 +35,9 @@ def make_reader(attrs: dict, data: tuple) -> Any:
     threads only when a reader opens, and most programs have none)."""
     from ..io.reader import ArraySource, BatchReader, FileSource
     source = ArraySource(data) if data else FileSource(list(attrs["files"]))
-    kwargs = {}
+    # Arrays in memory have no I/O to overlap: a thread would only add hand-offs. Files
+    # read ahead generously, since a hand-off costs more than a small training step.
+    kwargs = {"prefetch": 0 if data else _FILE_PREFETCH}
     if attrs["num_shards"] > 1:
         kwargs["shard"] = (attrs["shard_index"], attrs["num_shards"])
     return BatchReader(source, attrs["batch_size"], [tuple(s) for s in attrs["shapes"]],
