@@ -18,3 +18,12 @@ def test_fit_a_line_learns_the_true_weights(capsys):
     assert abs(b - fit_a_line.TRUE_B) < 0.05
     out = capsys.readouterr().out
     assert out.count("loss") == 11 and "learned" in out
+
+
+def test_digits_mlp_short_run_clearly_learns(capsys):
+    import pytest
+    pytest.importorskip("sklearn")
+    import digits_mlp
+    accuracy = digits_mlp.main(epochs=3)
+    assert accuracy > 0.85          # chance is 0.10
+    assert "epoch  3" in capsys.readouterr().out
