@@ -23,13 +23,16 @@ from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, program_from_j
 from .passes.verify import check_program
 from .runtime.checkpoint import load
 from .runtime.compiled import CompiledMethod, CompiledProgram
+from .passes.transpiler import TranspilePlan, transpile
+from . import distributed  # noqa: F401,E402  (registers the in-process engine)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "optimizer", "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
-    "CompiledProgram", "CompiledMethod", "load", "set_device", "get_device",
+    "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
+    "distributed", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",

@@ -51,7 +51,7 @@ class CompiledMethod:
         reads = [(op.input("Reader")[0], op.output("Out")) for op in block.ops
                  if op.type == "read"]
         self._runner = BlockRunner(owner.program, _plan_view(block, reads), owner._xp,
-                                   owner.seed)
+                                   owner.seed, is_test=block.is_test)
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
         type(self).__call__ = make_entry(

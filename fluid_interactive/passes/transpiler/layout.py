@@ -1,0 +1,207 @@
+"""Steps 2 and 3 put together: the layout of a transpiled program.
+
+`build_layout` slices every updated parameter, places its blocks, and names everything the
+trainer and parameter-server programs share: gradient blocks (and the per-trainer names
+they arrive under in sync mode) and accumulator blocks. The program builders (`trainer.py`,
+`pserver.py`) and the runtime read names only from here.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from math import prod
+
+from ...errors import ProgramDefinitionError
+from ...ir.records import ProgramDesc, VarDesc
+from .placement import dispatch
+from .roles import MethodRoles, UpdateGroup
+from .slicing import VarBlock, make_blocks, slice_rows
+
+
+@dataclass
+class ParamLayout:
+    """One updated parameter: its row blocks and where each lives."""
+    param: str
+    var: VarDesc
+    blocks: list[VarBlock]
+    endpoints: list[str]
+
+    @property
+    def split(self) -> bool:
+        return len(self.blocks) > 1
+
+
+@dataclass
+class PairLayout:
+    """One (param, grad) update group with its names on the parameter servers."""
+    group: UpdateGroup
+    param: ParamLayout
+    remote_grad: str                      # the averaged gradient's name on the servers
+    grad_blocks: list[VarBlock]           # named as on the servers (and on the trainer)
+    state_blocks: dict[str, list[VarBlock]] = field(default_factory=dict)
+    state_sliced: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def method(self) -> str:
+        return self.group.method
+
+    def local_name(self, name: str, i: int) -> str:
+        """The name a var of this group has in parameter block i's optimize block."""
+        g = self.group
+        if name == g.param:
+            return self.param.blocks[i].name
+        if name == g.grad:
+            return self.grad_blocks[i].name
+        if name in self.state_blocks:
+            return self.state_blocks[name][i].name
+        if name in g.temps and self.param.split:
+            return f"{name}.block{i}"
+        return name
+
+
+@dataclass
+class Layout:
+    program: ProgramDesc
+    methods: list[MethodRoles]
+    params: dict[str, ParamLayout]
+    pairs: list[PairLayout]
+    endpoints: list[str]
+    trainers: int
+    sync: bool
+
+    @property
+    def averaged(self) -> bool:
+        """Whether each trainer's gradient arrives under its own name (sync, trainers > 1)."""
+        return self.sync and self.trainers > 1
+
+    def arrivals(self, name: str) -> list[str]:
+        """The names a value the trainers send arrives under on a server: one per trainer
+        when they are averaged, else the name itself."""
+        if self.averaged:
+            return [f"{name}.trainer_{k}" for k in range(self.trainers)]
+        return [name]
+
+    def sent(self, name: str, trainer_id: int) -> str:
+        return f"{name}.trainer_{trainer_id}" if self.averaged else name
+
+    def arrival_names(self, pair: PairLayout, i: int) -> list[str]:
+        """The feeds of gradient block i's optimize block: the gradient block, then any
+        side values (a fed learning rate), as they arrive."""
+        out = self.arrivals(pair.grad_blocks[i].name)
+        for s in pair.group.side:
+            out += self.arrivals(s)
+        return out
+
+    def sent_name(self, pair: PairLayout, i: int, trainer_id: int) -> str:
+        return self.sent(pair.grad_blocks[i].name, trainer_id)
+
+    def pairs_of(self, method: str) -> list[PairLayout]:
+        return [p for p in self.pairs if p.method == method]
+
+    def roles_of(self, method: str) -> MethodRoles:
+        return next(m for m in self.methods if m.method == method)
+
+    def pairs_on(self, endpoint: str) -> list[tuple[PairLayout, int]]:
+        return [(p, i) for p in self.pairs for i, ep in enumerate(p.param.endpoints)
+                if ep == endpoint]
+
+    def idle_endpoints(self) -> list[str]:
+        used = {ep for p in self.params.values() for ep in p.endpoints}
+        return [ep for ep in self.endpoints if ep not in used]
+
+
+def _unique(name: str, method: str, taken: set[str]) -> str:
+    candidate = name
+    if candidate in taken:
+        candidate = f"{name}@{method}"
+    k = 1
+    while candidate in taken:
+        candidate = f"{name}@{method}.{k}"
+        k += 1
+    taken.add(candidate)
+    return candidate
+
+
+def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: list[str],
+                 trainers: int, sync: bool, split_method: str, slice_var_up: bool,
+                 min_block_size: int) -> Layout:
+    g0 = program.global_block()
+    slice_count = len(endpoints) if slice_var_up else 1
+
+    # Parameters in the order of their first update; blocks dispatched in that order.
+    params: dict[str, ParamLayout] = {}
+    for m in methods:
+        for grp in m.groups:
+            if grp.param in params:
+                continue
+            var = g0.vars[grp.param]
+            rows = slice_rows(var.shape, slice_count, min_block_size)
+            params[grp.param] = ParamLayout(grp.param, var, make_blocks(var.name, var.shape,
+                                                                        rows), [])
+    all_blocks = [b.name for p in params.values() for b in p.blocks]
+    placed = dict(zip(all_blocks, dispatch(all_blocks, endpoints, split_method)))
+    for p in params.values():
+        p.endpoints = [placed[b.name] for b in p.blocks]
+
+    updated = set(params)
+    taken: set[str] = set(g0.vars)
+    pairs: list[PairLayout] = []
+    for m in methods:
+        for grp in m.groups:
+            for n in grp.shared:
+                if n in updated:
+                    raise ProgramDefinitionError(
+                        f"transpile: the update of {grp.param!r} reads the parameter {n!r}, "
+                        f"which is itself updated on a parameter server; a server cannot see "
+                        f"another server's parameter")
+            pl = params[grp.param]
+            remote = _unique(grp.grad, m.method, taken)
+            grad_blocks = [VarBlock(grp.grad, f"{remote}.block{b.index}" if pl.split else remote,
+                                    b.index, b.count, b.start, b.rows, b.shape)
+                           for b in pl.blocks]
+            pair = PairLayout(grp, pl, remote, grad_blocks)
+            for s in grp.state:
+                svar = g0.vars[s]
+                if not pl.split:
+                    pair.state_blocks[s] = make_blocks(s, svar.shape, [svar.shape[0]]
+                                                       if svar.shape else [1])
+                    pair.state_sliced[s] = False
+                elif tuple(svar.shape) == tuple(pl.var.shape):
+                    pair.state_blocks[s] = [VarBlock(s, f"{s}.block{b.index}", b.index,
+                                                     b.count, b.start, b.rows, b.shape)
+                                            for b in pl.blocks]
+                    pair.state_sliced[s] = True
+                elif prod(svar.shape) == 1:
+                    pair.state_blocks[s] = [VarBlock(s, f"{s}.block{b.index}", b.index,
+                                                     b.count, 0, 1, tuple(svar.shape))
+                                            for b in pl.blocks]
+                    pair.state_sliced[s] = False
+                else:
+                    raise ProgramDefinitionError(
+                        f"transpile: optimizer state {s!r} {list(svar.shape)} of "
+                        f"{grp.param!r} {list(pl.var.shape)} has neither the parameter's "
+                        f"shape nor a single element, so it cannot follow the parameter's "
+                        f"{len(pl.blocks)} row blocks; transpile with slice_var_up=False or "
+                        f"a larger min_block_size")
+            pairs.append(pair)
+
+    lr_names: dict[str, str] = {}
+    for m in methods:
+        for n in m.lr_temps:
+            if n in lr_names and lr_names[n] != m.method:
+                raise ProgramDefinitionError(
+                    f"transpile: learning-rate schedule results of methods {lr_names[n]!r} "
+                    f"and {m.method!r} share the name {n!r}; parameter servers keep them "
+                    f"side by side, so give them different names")
+            lr_names[n] = m.method
+
+    layout = Layout(program, methods, params, pairs, endpoints, trainers, sync)
+    idle = layout.idle_endpoints()
+    if idle:
+        warnings.warn(
+            f"transpile: {len(idle)} of {len(endpoints)} parameter servers get no parameter "
+            f"block and will be idle ({', '.join(idle)}): {len(all_blocks)} block(s) were "
+            f"placed by {split_method}; use fewer pservers, a smaller min_block_size, or "
+            f"round_robin", UserWarning,
+            stacklevel=3)
+    return layout

@@ -1,0 +1,367 @@
+"""`transpile`: the whole pass, and `TranspilePlan`, what it returns.
+
+``transpile`` is pure: it copies the program it is given and never changes it. The plan
+builds each trainer and parameter-server program on first request and hands out copies.
+``plan.launch()`` starts a runtime for it; runtimes live in `fluid_interactive.distributed`,
+a layer above this one, and register themselves here with `register_engine`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ...errors import OpArgumentError, ProgramDefinitionError
+from ...ir.records import ProgramDesc, VarDesc
+from ...ir.text import format_program, short_type
+from .layout import Layout, build_layout
+from .placement import SPLIT_METHODS, endpoints_from
+from .pserver import PServerInfo, build_pserver_program, build_pserver_startup
+from .roles import analyse_method
+from .trainer import build_trainer_program
+
+MODES = ("sync", "async")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows ``[start, start + rows)`` of a var live on ``endpoint`` as ``name``."""
+    endpoint: str
+    name: str
+    start: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where the servers keep a var of the original program: ``'rows'`` — the pieces
+    joined along axis 0 make it; ``'copy'`` — every piece is a full copy (accumulators of
+    one element, learning rates)."""
+    kind: str
+    pieces: tuple[Piece, ...]
+
+
+# --- runtimes -----------------------------------------------------------------------------------
+
+_ENGINES: dict[str, Callable[[], Any]] = {}
+_DEFAULT_ENGINE: list[str] = []
+
+
+def register_engine(name: str, factory: Callable[[], Any], *, default: bool = False) -> None:
+    """Make ``plan.launch(engine=name)`` use ``factory()``: an object with
+    ``launch(plan, **options)``. The local engine registers itself as the default when
+    `fluid_interactive.distributed` is imported."""
+    _ENGINES[name] = factory
+    if default or not _DEFAULT_ENGINE:
+        _DEFAULT_ENGINE[:] = [name]
+
+
+def registered_engines() -> list[str]:
+    return sorted(_ENGINES)
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+class TranspilePlan:
+    """The trainer and parameter-server programs of one transpiled program."""
+
+    def __init__(self, layout: Layout, *, main: tuple[str, ...], mode: str, split_method: str,
+                 slice_var_up: bool, min_block_size: int, seed: Optional[int],
+                 device: Optional[str]):
+        self._layout = layout
+        self.main = main
+        self.mode = mode
+        self.split_method = split_method
+        self.slice_var_up = slice_var_up
+        self.min_block_size = min_block_size
+        self.seed = seed
+        self.device = device
+        self._trainers: dict[int, ProgramDesc] = {}
+        self._pservers: dict[str, tuple[ProgramDesc, PServerInfo]] = {}
+        self._startups: dict[str, ProgramDesc] = {}
+
+    # --- facts --------------------------------------------------------------------------------
+
+    @property
+    def program(self) -> ProgramDesc:
+        """A copy of the program that was transpiled."""
+        return self._layout.program.clone()
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self._layout.endpoints)
+
+    @property
+    def trainers(self) -> int:
+        return self._layout.trainers
+
+    @property
+    def sync(self) -> bool:
+        return self._layout.sync
+
+    def distributed_params(self) -> list[str]:
+        """Parameters the servers update, in the order of their first update."""
+        return list(self._layout.params)
+
+    def param_blocks(self, param: str) -> list[Piece]:
+        pl = self._layout.params.get(param)
+        if pl is None:
+            raise KeyError(f"{param!r} is not updated on the parameter servers; they update: "
+                           f"{', '.join(self._layout.params) or 'nothing'}")
+        return [Piece(ep, b.name, b.start, b.rows) for b, ep in zip(pl.blocks, pl.endpoints)]
+
+    def locate(self, name: str) -> Optional[Location]:
+        """Where the servers keep the original program's persistable ``name`` (None if only
+        the trainers hold it)."""
+        lay = self._layout
+        if name in lay.params:
+            return Location("rows", tuple(self.param_blocks(name)))
+        for pair in lay.pairs:
+            blocks = pair.state_blocks.get(name)
+            if blocks is None:
+                continue
+            pieces = tuple(Piece(ep, b.name, b.start, b.rows)
+                           for b, ep in zip(blocks, pair.param.endpoints))
+            return Location("rows" if pair.state_sliced[name] or len(blocks) == 1 else "copy",
+                            pieces)
+        holders = []
+        for ep in lay.endpoints:
+            if any(name in pair.group.shared for pair, _ in lay.pairs_on(ep)) or any(
+                    name in m.lr_state + m.lr_reads for m in lay.methods
+                    if any(p.method == m.method for p, _ in lay.pairs_on(ep))):
+                holders.append(Piece(ep, name, 0, -1))
+        return Location("copy", tuple(holders)) if holders else None
+
+    # --- programs -----------------------------------------------------------------------------
+
+    def _trainer_id(self, trainer_id: int) -> int:
+        n = self.trainers
+        if isinstance(trainer_id, bool) or not isinstance(trainer_id, int) or \
+                not 0 <= trainer_id < n:
+            raise OpArgumentError(f"trainer id {trainer_id!r} is out of range: this plan has "
+                                  f"{n} trainer(s), ids 0..{n - 1}")
+        return trainer_id
+
+    def _endpoint(self, pserver: Union[int, str]) -> str:
+        eps = self._layout.endpoints
+        if isinstance(pserver, str):
+            if pserver in eps:
+                return pserver
+        elif isinstance(pserver, int) and not isinstance(pserver, bool) and \
+                0 <= pserver < len(eps):
+            return eps[pserver]
+        raise OpArgumentError(f"no parameter server {pserver!r}: this plan has "
+                              f"{len(eps)}, indices 0..{len(eps) - 1} or endpoints "
+                              f"{', '.join(eps)}")
+
+    def trainer_program(self, trainer_id: int = 0) -> ProgramDesc:
+        """The program trainer ``trainer_id`` runs (a fresh copy)."""
+        tid = self._trainer_id(trainer_id)
+        if tid not in self._trainers:
+            self._trainers[tid] = build_trainer_program(self._layout, tid)
+        return self._trainers[tid].clone()
+
+    def _pserver(self, pserver: Union[int, str]) -> tuple[ProgramDesc, PServerInfo]:
+        ep = self._endpoint(pserver)
+        if ep not in self._pservers:
+            self._pservers[ep] = build_pserver_program(self._layout, ep)
+        return self._pservers[ep]
+
+    def pserver_program(self, pserver: Union[int, str]) -> ProgramDesc:
+        """The program of a parameter server, by index or endpoint (a fresh copy)."""
+        return self._pserver(pserver)[0].clone()
+
+    def pserver_info(self, pserver: Union[int, str]) -> PServerInfo:
+        """Which optimize block of that server's program runs for which gradients."""
+        return self._pserver(pserver)[1]
+
+    def startup_program(self, pserver: Union[int, str]) -> ProgramDesc:
+        """The program that creates a parameter server's state (a fresh copy)."""
+        ep = self._endpoint(pserver)
+        if ep not in self._startups:
+            self._startups[ep] = build_pserver_startup(self._layout, ep, self._pserver(ep)[0])
+        return self._startups[ep].clone()
+
+    def programs(self) -> dict[str, ProgramDesc]:
+        """Every program by a display name: trainers, then servers and their startups."""
+        out = {f"trainer {i}": self.trainer_program(i) for i in range(self.trainers)}
+        for ep in self.endpoints:
+            out[f"pserver {ep}"] = self.pserver_program(ep)
+            out[f"pserver {ep} startup"] = self.startup_program(ep)
+        return out
+
+    # --- showing it ---------------------------------------------------------------------------
+
+    def summary(self) -> str:
+        lay = self._layout
+        lines = [f"TranspilePlan: {self.mode} mode, {self.trainers} trainer(s), "
+                 f"{len(lay.endpoints)} parameter server(s); main: {', '.join(self.main)}",
+                 f"  split_method={self.split_method}, slice_var_up={self.slice_var_up}, "
+                 f"min_block_size={self.min_block_size}"]
+        for ep in lay.endpoints:
+            on = lay.pairs_on(ep)
+            lines.append(f"pserver {ep}:" + ("  (idle: no parameter block)" if not on else ""))
+            for pair, i in on:
+                pb, gb = pair.param.blocks[i], pair.grad_blocks[i]
+                rows = (f" rows {pb.start}:{pb.start + pb.rows} of {pair.param.var.shape[0]}"
+                        if pair.param.split else "")
+                block_var = VarDesc(pb.name, pb.shape, pair.param.var.dtype)
+                lines.append(f"  {pb.name}: {short_type(block_var)}{rows} <- {gb.name} "
+                             f"({pair.method})")
+                state = [blocks[i].name for blocks in pair.state_blocks.values()]
+                if state:
+                    lines.append(f"    state: {', '.join(state)}")
+            shared = sorted({n for pair, _ in on for n in pair.group.shared})
+            if shared:
+                lines.append(f"  replicated: {', '.join(shared)}")
+        kept = [n for n, v in lay.program.global_block().vars.items()
+                if v.is_parameter and n not in lay.params]
+        if kept:
+            lines.append(f"kept on the trainers only (not updated by {', '.join(self.main)}): "
+                         f"{', '.join(kept)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (f"<TranspilePlan {self.mode}: {self.trainers} trainer(s), "
+                f"{len(self._layout.endpoints)} pserver(s), main={', '.join(self.main)}>")
+
+    def text(self) -> str:
+        """Every program in the canonical text form."""
+        return "\n\n".join(f"=== {name} ===\n{format_program(p)}"
+                           for name, p in self.programs().items())
+
+    def edges(self, trainer_id: int = 0) -> list[tuple[str, str, str, str]]:
+        """``(from_program, var, to_program, var)`` for every send and recv of a trainer,
+        with the program names of `to_dot`."""
+        lay = self._layout
+        tname = f"trainer {self._trainer_id(trainer_id)}"
+        out: list[tuple[str, str, str, str]] = []
+        for pair in lay.pairs:
+            for i, ep in enumerate(pair.param.endpoints):
+                local = pair.grad_blocks[i].name if pair.param.split else pair.group.grad
+                out.append((tname, local, f"pserver {ep}",
+                            lay.sent_name(pair, i, trainer_id)))
+            for side in pair.group.side:
+                for ep in dict.fromkeys(pair.param.endpoints):
+                    out.append((tname, side, f"pserver {ep}", lay.sent(side, trainer_id)))
+        for pl in lay.params.values():
+            for b, ep in zip(pl.blocks, pl.endpoints):
+                out.append((f"pserver {ep}", b.name, tname, b.name))
+        return out
+
+    def to_dot(self, trainer_id: int = 0, **options: Any) -> str:
+        """DOT text: one trainer beside every parameter server, with an edge per send and
+        recv. ``options`` go to `render.dot.split_to_dot`."""
+        programs = {f"trainer {self._trainer_id(trainer_id)}": self.trainer_program(trainer_id)}
+        for ep in self.endpoints:
+            programs[f"pserver {ep}"] = self.pserver_program(ep)
+        edges = self.edges(trainer_id)
+        try:
+            from ...render.dot import split_to_dot
+        except ImportError:  # the renderer is optional for this layer
+            return _plain_dot(programs, edges)
+        return split_to_dot(programs, edges, title=f"{self.mode} transpile", **options)
+
+    # --- running it ---------------------------------------------------------------------------
+
+    def launch(self, engine: Union[str, Any, None] = None, **options: Any) -> Any:
+        """Start the trainers and parameter servers; returns an object with the compiled
+        program's methods. ``engine``: a registered name (default ``'local'``: one
+        process, trainers on threads) or an object with ``launch(plan, **options)``."""
+        if engine is None or isinstance(engine, str):
+            name = engine or (_DEFAULT_ENGINE[0] if _DEFAULT_ENGINE else None)
+            if name is None or name not in _ENGINES:
+                raise RuntimeError(
+                    f"no distributed engine {'named ' + repr(name) if name else 'is'} "
+                    f"registered (registered: {', '.join(_ENGINES) or 'none'}); import "
+                    f"fluid_interactive.distributed (`import fluid` does) to get the local one")
+            engine = _ENGINES[name]()
+        return engine.launch(self, **options)
+
+
+def _plain_dot(programs: dict[str, ProgramDesc], edges) -> str:
+    lines = ["digraph transpiled {", "  rankdir=LR; node [shape=box, fontsize=10];"]
+    for k, (name, prog) in enumerate(programs.items()):
+        lines.append(f"  subgraph cluster_{k} {{ label=\"{name}\";")
+        for b in prog.blocks:
+            for i, op in enumerate(b.ops):
+                lines.append(f"    \"{name}/{b.idx}/{i}\" [label=\"{op.type}\"];")
+        lines.append("  }")
+    for src, a, dst, b in edges:
+        lines.append(f"  \"{src}:{a}\" -> \"{dst}:{b}\" [label=\"{a}\"];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# --- the pass -----------------------------------------------------------------------------------
+
+def _program_of(source: Any) -> tuple[ProgramDesc, Optional[int], Optional[str]]:
+    if isinstance(source, ProgramDesc):
+        return source, None, None
+    program = getattr(source, "program", None)
+    if isinstance(program, ProgramDesc):
+        return program, getattr(source, "seed", None), getattr(source, "device", None)
+    if callable(getattr(source, "Compile", None)):
+        raise ProgramDefinitionError(
+            f"transpile takes a compiled program: transpile({type(source).__name__}()"
+            f".Compile(seed=...), ...)")
+    raise ProgramDefinitionError(f"transpile takes a compiled program or a ProgramDesc; got "
+                                 f"{type(source).__name__}")
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OpArgumentError(f"{what} must be an integer >= 1; got {value!r}")
+    return value
+
+
+def transpile(compiled_or_program: Any, main: Union[str, Sequence[str]] = "train_step",
+              trainers: int = 1, pservers: Union[int, str, Sequence[str]] = 1,
+              mode: str = "sync", split_method: str = "round_robin",
+              slice_var_up: bool = True, min_block_size: int = 8192) -> TranspilePlan:
+    """Split the training method(s) ``main`` of a compiled program (or a ProgramDesc) into
+    trainer programs and parameter-server programs.
+
+    ``trainers``: how many trainers share each batch. ``pservers``: a count (local
+    endpoints ``127.0.0.1:6174``, ``:6175``, ...) or endpoints (``"host:port"`` strings, a
+    list or one comma-separated string). ``mode``: ``'sync'`` (the servers average every
+    trainer's gradient, then update once) or ``'async'`` (each gradient updates on arrival).
+    ``split_method``: ``'round_robin'`` or ``'hash'`` (CRC-32 of the block name, stable
+    across processes). ``slice_var_up``: cut parameters into up to one row block per server;
+    ``min_block_size``: the fewest elements a block may hold.
+
+    The input is never changed. Raises `ProgramDefinitionError` for a program that cannot
+    be split (an unknown method, a method without an optimizer, ...) and `OpArgumentError`
+    for a bad setting; warns when some servers would get no block.
+    """
+    program, seed, device = _program_of(compiled_or_program)
+    mains = (main,) if isinstance(main, str) else tuple(main)
+    if not mains or not all(isinstance(m, str) for m in mains):
+        raise OpArgumentError(f"main must name a method or list methods; got {main!r}")
+    if len(set(mains)) != len(mains):
+        raise OpArgumentError(f"main lists a method twice: {list(mains)}")
+    trainers = _positive_int(trainers, "trainers")
+    if mode not in MODES:
+        raise OpArgumentError(f"mode must be 'sync' or 'async'; got {mode!r}")
+    if split_method not in SPLIT_METHODS:
+        raise OpArgumentError(f"split_method must be one of {', '.join(SPLIT_METHODS)}; "
+                              f"got {split_method!r}")
+    if not isinstance(slice_var_up, bool):
+        raise OpArgumentError(f"slice_var_up must be True or False; got {slice_var_up!r}")
+    min_block_size = _positive_int(min_block_size, "min_block_size")
+    endpoints = endpoints_from(pservers)
+
+    source = program.clone()
+    methods = [analyse_method(source, m) for m in mains]
+    layout = build_layout(source, methods, endpoints, trainers, mode == "sync", split_method,
+                          slice_var_up, min_block_size)
+    plan = TranspilePlan(layout, main=mains, mode=mode, split_method=split_method,
+                         slice_var_up=slice_var_up, min_block_size=min_block_size,
+                         seed=seed, device=device)
+    # Build trainer 0 and every server now, so a program that cannot be split fails here.
+    plan.trainer_program(0)
+    for ep in endpoints:
+        plan.startup_program(ep)
+    return plan

@@ -1,0 +1,255 @@
+"""Step 5: the parameter-server programs.
+
+The main program of the server at ``endpoint`` has
+
+* block 0: its parameter blocks, their accumulator blocks, and replicas of what the updates
+  only read (learning rates) or what schedule ops compute, all persistable; no ops;
+* per transpiled method with learning-rate schedule ops: one block holding copies of them
+  (run before that method's updates, each round);
+* one optimize block per (parameter block, gradient) pair placed here. Its feeds are the
+  gradient block as it arrives: in sync mode with several trainers one feed per trainer
+  (``<grad>.trainer_<k>``), averaged first by ``sum`` and ``scale(1/trainers)``; otherwise
+  the gradient block itself. Values the update reads from the trainer besides the
+  gradient (a learning rate passed as an argument) arrive and are averaged the same way.
+  Then the group's optimize ops, renamed to the blocks.
+
+The startup program creates the same state: it copies the original initialiser of each var
+(same output name, so the same random stream: the server starts from exactly the values a
+single process would) and cuts the blocks out with ``slice`` (``assign`` for one-element
+accumulators, which every block of a split parameter carries its own copy of).
+
+`PServerInfo` says, for a runtime, which block to run for which arriving gradients.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ...errors import ProgramDefinitionError
+from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ...ops.apply import infer_op
+from ...ops.spec import TensorType
+from .layout import Layout, PairLayout
+
+
+@dataclass(frozen=True)
+class OptimizeBlock:
+    """One optimize block: run it with its feeds once they have all arrived."""
+    block_idx: int
+    method: str
+    param: str          # the original parameter
+    param_block: str    # its block's name on this server
+    grad_block: str     # the (averaged) gradient block's name
+    feeds: tuple[str, ...]
+
+
+@dataclass
+class PServerInfo:
+    endpoint: str
+    index: int
+    lr_blocks: dict[str, int] = field(default_factory=dict)   # method -> block idx
+    optimize_blocks: list[OptimizeBlock] = field(default_factory=list)
+
+    @property
+    def param_blocks(self) -> list[str]:
+        return list(dict.fromkeys(b.param_block for b in self.optimize_blocks))
+
+    @property
+    def idle(self) -> bool:
+        return not self.optimize_blocks
+
+
+def _copy_var(var: VarDesc, **changes) -> VarDesc:
+    v = copy.deepcopy(var)
+    for k, value in changes.items():
+        setattr(v, k, value)
+    return v
+
+
+def _methods_on(layout: Layout, endpoint: str) -> list[str]:
+    on = {pair.method for pair, _ in layout.pairs_on(endpoint)}
+    return [m.method for m in layout.methods if m.method in on]
+
+
+def _declare_state(layout: Layout, endpoint: str, block0: BlockDesc) -> None:
+    og0 = layout.program.global_block()
+
+    def add(var: VarDesc) -> None:
+        if var.name not in block0.vars:
+            block0.vars[var.name] = var
+
+    for pair, i in layout.pairs_on(endpoint):
+        pvar = pair.param.var
+        pb = pair.param.blocks[i]
+        add(_copy_var(pvar, name=pb.name, shape=pb.shape))
+        for s, blocks in pair.state_blocks.items():
+            sb = blocks[i]
+            add(_copy_var(og0.vars[s], name=sb.name, shape=sb.shape))
+        for n in pair.group.shared:
+            add(_copy_var(og0.vars[n]))
+    for method in _methods_on(layout, endpoint):
+        roles = layout.roles_of(method)
+        mblock = layout.program.blocks[roles.block_idx]
+        for n in roles.lr_state + roles.lr_reads:
+            add(_copy_var(og0.vars[n]))
+        for n in roles.lr_temps:
+            add(_copy_var(mblock.vars[n], persistable=True, is_data=False))
+
+
+def build_pserver_program(layout: Layout, endpoint: str) -> tuple[ProgramDesc, PServerInfo]:
+    index = layout.endpoints.index(endpoint)
+    program = ProgramDesc(name=f"{layout.program.name or 'program'}.pserver_{index}")
+    block0 = BlockDesc(0, -1)
+    program.blocks.append(block0)
+    _declare_state(layout, endpoint, block0)
+    info = PServerInfo(endpoint, index)
+    names: set[str] = set()
+    for method in _methods_on(layout, endpoint):
+        roles = layout.roles_of(method)
+        source = layout.program.blocks[roles.block_idx]
+        if roles.lr_ops:
+            lr = BlockDesc(len(program.blocks), 0, _unique_block(f"lr_schedule:{method}", names))
+            lr.ops = [copy.deepcopy(source.ops[i]) for i in roles.lr_ops]
+            program.blocks.append(lr)
+            info.lr_blocks[method] = lr.idx
+        for pair in layout.pairs_of(method):
+            for i, ep in enumerate(pair.param.endpoints):
+                if ep != endpoint:
+                    continue
+                blk = _optimize_block(program, layout, pair, i, source, names)
+                info.optimize_blocks.append(OptimizeBlock(
+                    blk.idx, method, pair.group.param, pair.param.blocks[i].name,
+                    pair.grad_blocks[i].name, tuple(blk.feeds)))
+    return program, info
+
+
+def _unique_block(name: str, taken: set[str]) -> str:
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate = f"{name}#{k}"
+        k += 1
+    taken.add(candidate)
+    return candidate
+
+
+def _optimize_block(program: ProgramDesc, layout: Layout, pair: PairLayout, i: int,
+                    source: BlockDesc, names: set[str]) -> BlockDesc:
+    pb, gb = pair.param.blocks[i], pair.grad_blocks[i]
+    dtype = pair.param.var.dtype
+    blk = BlockDesc(len(program.blocks), 0, _unique_block(f"optimize:{pb.name}", names))
+    program.blocks.append(blk)
+    rv = (pb.name, gb.name)
+    loc = source.ops[pair.group.ops[-1]].loc
+    received = [(gb.name, VarDesc(gb.name, gb.shape, dtype))]
+    received += [(s, source.vars[s]) for s in pair.group.side]
+    for name, var in received:
+        arrivals = layout.arrivals(name)
+        for f in arrivals:
+            blk.vars[f] = VarDesc(f, var.shape, var.dtype, is_data=True, stop_gradient=True)
+            blk.feeds.append(f)
+        if layout.averaged:   # the mean over trainers
+            total = f"{name}@SUM"
+            blk.ops.append(OpDesc("sum", {"X": list(arrivals)}, {"Out": [total]}, {},
+                                  role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
+            blk.ops.append(OpDesc("scale", {"X": [total]}, {"Out": [name]},
+                                  {"scale": 1.0 / layout.trainers},
+                                  role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
+    for j in pair.group.ops:
+        op = copy.deepcopy(source.ops[j])
+        op.inputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.inputs.items()}
+        op.outputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.outputs.items()}
+        op.role_var = rv
+        blk.ops.append(op)
+    _declare_results(program, blk)
+    return blk
+
+
+def _declare_results(program: ProgramDesc, blk: BlockDesc) -> None:
+    """Declare each op's results that are not declared yet, with the types its shape rule
+    gives for the block shapes."""
+    def type_of(name: str) -> TensorType:
+        v = program.find_var(blk, name)
+        if v is None:
+            raise ProgramDefinitionError(f"transpile: pserver block {blk.name!r} reads "
+                                         f"{name!r}, which it never declares")
+        return TensorType(v.shape, v.dtype)
+
+    for op in blk.ops:
+        for slot, types in infer_op(op, type_of).items():
+            for name, t in zip(op.outputs[slot], types):
+                if program.find_var(blk, name) is None:
+                    blk.vars[name] = VarDesc(name, t.shape, t.dtype)
+
+
+# --- startup ------------------------------------------------------------------------------------
+
+def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> ProgramDesc:
+    index = layout.endpoints.index(endpoint)
+    og0 = layout.program.global_block()
+    program = ProgramDesc(name=f"{layout.program.name or 'program'}.pserver_{index}.startup")
+    block0 = BlockDesc(0, -1)
+    program.blocks.append(block0)
+    for var in main.global_block().vars.values():
+        block0.vars[var.name] = copy.deepcopy(var)
+
+    # name on this server -> (original var, rows start, rows, 'whole' | 'slice' | 'copy')
+    cuts: list[tuple[str, str, int, int, str]] = []
+    needed: list[str] = []
+
+    def need(name: str) -> None:
+        if name not in needed:
+            needed.append(name)
+
+    for pair, i in layout.pairs_on(endpoint):
+        pb = pair.param.blocks[i]
+        need(pair.group.param)
+        cuts.append((pb.name, pair.group.param, pb.start, pb.rows,
+                     "slice" if pair.param.split else "whole"))
+        for s, blocks in pair.state_blocks.items():
+            sb = blocks[i]
+            need(s)
+            mode = "whole" if not pair.param.split else (
+                "slice" if pair.state_sliced[s] else "copy")
+            cuts.append((sb.name, s, sb.start, sb.rows, mode))
+        for n in pair.group.shared:
+            need(n)
+    for method in _methods_on(layout, endpoint):
+        roles = layout.roles_of(method)
+        for n in roles.lr_state + roles.lr_reads:
+            need(n)
+
+    # The original initialisers of those vars and of everything they read.
+    wanted = set(needed)
+    chosen: list[int] = []
+    for k in range(len(og0.ops) - 1, -1, -1):
+        op = og0.ops[k]
+        if set(op.output_names()) & wanted:
+            chosen.append(k)
+            wanted |= set(op.input_names())
+    chosen.reverse()
+    written = {n for k in chosen for n in og0.ops[k].output_names()}
+    for n in needed:
+        if n not in written:
+            raise ProgramDefinitionError(
+                f"transpile: {n!r} has no initialiser in block 0, so parameter server "
+                f"{endpoint} cannot create it")
+    for k in chosen:
+        op = copy.deepcopy(og0.ops[k])
+        block0.ops.append(op)
+        for n in op.input_names() + op.output_names():
+            if n not in block0.vars:
+                block0.vars[n] = _copy_var(og0.vars[n], persistable=False, is_parameter=False)
+
+    seen: set[str] = set()
+    for name, origin, start, rows, mode in cuts:
+        if mode == "whole" or name in seen:
+            continue
+        seen.add(name)
+        if mode == "slice":
+            block0.ops.append(OpDesc("slice", {"X": [origin]}, {"Out": [name]},
+                                     {"axes": [0], "starts": [start], "ends": [start + rows]},
+                                     role=OpRole.DIST))
+        else:
+            block0.ops.append(OpDesc("assign", {"X": [origin]}, {"Out": [name]},
+                                     role=OpRole.DIST))
+    return program

@@ -1,0 +1,263 @@
+"""Step 1: reading a method block's op roles.
+
+Placement is decided by roles alone, never by op types:
+
+* an op whose role has the Optimize bit (and not LRSched) updates one parameter: its
+  ``op_role_var`` names the (param, grad) pair, and it goes to the parameter server that
+  owns the parameter's block. This covers the update op itself, weight decay, per-parameter
+  learning-rate scaling and anything else an optimizer created for that pair. An Optimize op
+  without ``op_role_var`` joins the group of an Optimize op it exchanges a var with;
+* an op with the LRSched bit (a learning-rate schedule) is copied to every parameter server
+  that runs updates of the method;
+* every other op (forward, backward, loss, ...) stays on the trainer.
+
+What an update group touches is then sorted by the vars themselves: the parameter, the
+gradient (which the trainer sends), persistable vars the group writes (the parameter's
+accumulators: they travel with the parameter), persistable vars it only reads (learning
+rates: replicated on every server), other values of the trainer it reads (a learning rate
+fed as an argument: sent along with the gradient), and temporaries it writes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ...errors import ProgramDefinitionError
+from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from ...ir.text import format_op
+
+
+@dataclass
+class UpdateGroup:
+    """The optimize-role ops of one (param, grad) pair in one method."""
+    method: str
+    param: str
+    grad: str
+    ops: list[int] = field(default_factory=list)      # op indices in the method block
+    state: list[str] = field(default_factory=list)    # persistables written (accumulators)
+    shared: list[str] = field(default_factory=list)   # persistables only read (learning rates)
+    lr_inputs: list[str] = field(default_factory=list)  # LR-schedule results it reads
+    side: list[str] = field(default_factory=list)     # other trainer values it reads (a fed
+                                                      # learning rate): sent with the gradient
+    temps: list[str] = field(default_factory=list)    # method-block vars it writes
+
+
+@dataclass
+class MethodRoles:
+    method: str
+    block_idx: int
+    groups: list[UpdateGroup]
+    lr_ops: list[int]
+    lr_temps: list[str]     # non-persistable results of LR-schedule ops
+    lr_state: list[str]     # persistables LR-schedule ops write (step counters, ...)
+    lr_reads: list[str]     # persistables LR-schedule ops only read
+
+    @property
+    def moved(self) -> set[int]:
+        """Indices of the ops that leave the trainer."""
+        return {i for g in self.groups for i in g.ops} | set(self.lr_ops)
+
+    def params(self) -> list[str]:
+        """Updated parameters, in the order of their first update."""
+        seen: list[str] = []
+        for g in self.groups:
+            if g.param not in seen:
+                seen.append(g.param)
+        return seen
+
+
+def _where(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
+    return format_op(op, lambda n: program.find_var(block, n))
+
+
+def _pairs(op: OpDesc) -> list[tuple[str, str]]:
+    rv = list(op.role_var)
+    return list(dict.fromkeys(zip(rv[0::2], rv[1::2])))
+
+
+def method_block(program: ProgramDesc, method: str) -> BlockDesc:
+    for b in program.method_blocks():
+        if b.name == method:
+            return b
+    known = ", ".join(b.name for b in program.method_blocks()) or "none"
+    raise ProgramDefinitionError(f"transpile: the program has no method {method!r}; its "
+                                 f"methods are: {known}")
+
+
+def analyse_method(program: ProgramDesc, method: str) -> MethodRoles:
+    """Group the method's optimize-role ops by parameter and check that each group can run
+    on a parameter server given only the gradient."""
+    block = method_block(program, method)
+    lr_ops: list[int] = []
+    opt_ops: list[int] = []
+    for i, op in enumerate(block.ops):
+        if op.role & OpRole.LRSCHED:
+            lr_ops.append(i)
+        elif op.role & OpRole.OPTIMIZE:
+            opt_ops.append(i)
+    if not opt_ops:
+        raise ProgramDefinitionError(
+            f"transpile: method {method!r} has no optimizer (none of its ops has the Optimize "
+            f"role), so there is nothing for parameter servers to do; call an optimizer's "
+            f"minimize(loss) in it, or name the training method with main=...")
+
+    groups: dict[tuple[str, str], UpdateGroup] = {}
+    loose: list[int] = []
+    for i in opt_ops:
+        op = block.ops[i]
+        pairs = _pairs(op)
+        if len(pairs) > 1:
+            raise ProgramDefinitionError(
+                f"transpile: an optimize op of {method!r} names several (param, grad) pairs "
+                f"in op_role_var, so it cannot be placed with one parameter block:\n  "
+                f"{_where(program, block, op)}")
+        if not pairs:
+            loose.append(i)
+            continue
+        key = pairs[0]
+        groups.setdefault(key, UpdateGroup(method, key[0], key[1])).ops.append(i)
+
+    # Optimize ops without op_role_var join a group they exchange a var with.
+    while loose:
+        placed = False
+        for i in list(loose):
+            op = block.ops[i]
+            touched = set(op.input_names()) | set(op.output_names())
+            for grp in groups.values():
+                names = {n for j in grp.ops for n in block.ops[j].output_names()}
+                names |= {n for j in grp.ops for n in block.ops[j].input_names()
+                          if not program.find_var(block, n).persistable or n == grp.param}
+                if touched & names:
+                    grp.ops.append(i)
+                    grp.ops.sort()
+                    loose.remove(i)
+                    placed = True
+                    break
+        if not placed:
+            raise ProgramDefinitionError(
+                f"transpile: cannot tell which parameter this optimize op of {method!r} "
+                f"updates: it has no op_role_var and shares no var with an update that has "
+                f"one:\n  {_where(program, block, block.ops[loose[0]])}")
+
+    lr_temps, lr_state, lr_reads = _check_lr_ops(program, block, method, lr_ops)
+    moved = {i for g in groups.values() for i in g.ops} | set(lr_ops)
+    trainer_writes = {n for i, op in enumerate(block.ops) if i not in moved
+                      for n in op.output_names()}
+    ordered = sorted(groups.values(), key=lambda g: g.ops[0])
+    for grp in ordered:
+        _classify(program, block, grp, trainer_writes, set(lr_temps) | set(lr_state))
+    _check_state_owners(method, ordered)
+    return MethodRoles(method, block.idx, ordered, lr_ops, lr_temps, lr_state, lr_reads)
+
+
+def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
+                  lr_ops: list[int]) -> tuple[list[str], list[str], list[str]]:
+    temps: list[str] = []
+    state: list[str] = []
+    reads: list[str] = []
+    for i in lr_ops:
+        op = block.ops[i]
+        for n in op.input_names():
+            var = program.find_var(block, n)
+            if n in temps or n in state:
+                continue
+            if var.persistable:
+                if n not in reads:
+                    reads.append(n)
+                continue
+            raise ProgramDefinitionError(
+                f"transpile: the learning-rate schedule op of {method!r} reads {n!r}, which "
+                f"the trainer computes; schedule ops run on the parameter servers and may read "
+                f"only persistable state and other schedule results:\n  "
+                f"{_where(program, block, op)}")
+        for n in op.output_names():
+            var = program.find_var(block, n)
+            target = state if var.persistable else temps
+            if n not in target:
+                target.append(n)
+    reads = [n for n in reads if n not in state]
+    return temps, state, reads
+
+
+def _classify(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup,
+              trainer_writes: set[str], lr_results: set[str]) -> None:
+    g0 = program.global_block()
+    pvar = g0.vars.get(grp.param)
+    first = block.ops[grp.ops[0]]
+    if pvar is None or not pvar.persistable:
+        raise ProgramDefinitionError(
+            f"transpile: op_role_var of {grp.method!r} names {grp.param!r} as a parameter, but "
+            f"it is not a persistable var of block 0:\n  {_where(program, block, first)}")
+    gvar = program.find_var(block, grp.grad)
+    if gvar is None:
+        raise ProgramDefinitionError(
+            f"transpile: op_role_var of {grp.method!r} names the gradient {grp.grad!r}, which "
+            f"is declared nowhere:\n  {_where(program, block, first)}")
+    if tuple(gvar.shape) != tuple(pvar.shape) or gvar.dtype != pvar.dtype:
+        raise ProgramDefinitionError(
+            f"transpile: gradient {grp.grad!r} {gvar.dtype}{list(gvar.shape)} does not match "
+            f"parameter {grp.param!r} {pvar.dtype}{list(pvar.shape)}; only dense gradients "
+            f"can be sent in row blocks")
+    if grp.grad not in trainer_writes:
+        raise ProgramDefinitionError(
+            f"transpile: no forward or backward op of {grp.method!r} computes the gradient "
+            f"{grp.grad!r} of {grp.param!r}, so the trainer has nothing to send")
+    written: set[str] = set()
+    for i in grp.ops:
+        op = block.ops[i]
+        for n in op.input_names():
+            if n in (grp.param, grp.grad) or n in written:
+                continue
+            var = program.find_var(block, n)
+            if n in lr_results:
+                target = grp.shared if var.persistable else grp.lr_inputs
+                if n not in target:
+                    target.append(n)
+                continue
+            if var.persistable:
+                if n in trainer_writes:
+                    raise ProgramDefinitionError(
+                        f"transpile: the update of {grp.param!r} reads {n!r}, which the "
+                        f"trainer also writes in {grp.method!r}; a parameter server cannot see "
+                        f"the trainer's value:\n  {_where(program, block, op)}")
+                if n not in grp.shared:
+                    grp.shared.append(n)
+                continue
+            if var.has_batch_dim:
+                raise ProgramDefinitionError(
+                    f"transpile: the update of {grp.param!r} in {grp.method!r} reads {n!r}, a "
+                    f"per-sample value of the trainer; an update may read the gradient and "
+                    f"values without a batch dimension only:\n  {_where(program, block, op)}")
+            if n not in grp.side:
+                grp.side.append(n)
+        for n in op.output_names():
+            written.add(n)
+            if n == grp.param:
+                continue
+            if n == grp.grad:
+                raise ProgramDefinitionError(
+                    f"transpile: an update op of {grp.param!r} overwrites its gradient "
+                    f"{grp.grad!r}:\n  {_where(program, block, op)}")
+            var = program.find_var(block, n)
+            if var.persistable:
+                if n in trainer_writes:
+                    raise ProgramDefinitionError(
+                        f"transpile: {n!r} is written both by the update of {grp.param!r} and "
+                        f"by the trainer in {grp.method!r}")
+                if n not in grp.state:
+                    grp.state.append(n)
+            elif n not in grp.temps:
+                grp.temps.append(n)
+    grp.shared = [n for n in grp.shared if n not in grp.state]
+
+
+def _check_state_owners(method: str, groups: list[UpdateGroup]) -> None:
+    owner: dict[str, str] = {}
+    for grp in groups:
+        for n in grp.state:
+            other: Optional[str] = owner.setdefault(n, grp.param)
+            if other != grp.param:
+                raise ProgramDefinitionError(
+                    f"transpile: optimizer state {n!r} is updated for both {other!r} and "
+                    f"{grp.param!r} in {method!r}; state must belong to one parameter so it "
+                    f"can live beside that parameter's blocks")
