@@ -196,3 +196,41 @@ def test_no_thread_or_file_leaks_after_many_compile_close_cycles(recordio_file):
     gc.collect()
     assert threading.active_count() <= threads
     assert _fds() <= fds
+
+
+def test_a_sample_of_the_wrong_shape_is_a_clear_error(recordio_file):
+    path, _, _ = recordio_file
+
+    class WrongShape(FitALine):
+        @fluid.network()
+        def train_step(self):
+            reader = fluid.batch_reader(file=self.DEFAULT_READER_FILE_PATH, batch_size=10,
+                                        shape=[[12], [1]], dtype=["float32", "float32"])
+            x, y = reader.next_item()
+            return fluid.layers.mean(x)
+
+    prog = WrongShape(DEFAULT_READER_FILE_PATH=path).Compile()
+    with pytest.raises(fluid.ReaderError) as info:
+        prog.train_step()
+    message = str(info.value)
+    assert path in message and "12" in message and "13" in message
+    prog.close()
+
+
+def test_a_corrupt_file_fails_the_call_and_changes_nothing(recordio_file, tmp_path):
+    path, _, _ = recordio_file
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF                    # inside a later chunk's payload
+    bad = str(tmp_path / "bad.recordio")
+    with open(bad, "wb") as f:
+        f.write(bytes(data))
+    prog = FitALine(DEFAULT_READER_FILE_PATH=bad, batch_size=100).Compile(seed=0)
+    with pytest.raises((fluid.ReaderError, fluid.RecordIOError)) as info:
+        for _ in range(20):
+            before = prog.parameters()
+            prog.train_step()
+    assert "bad.recordio" in str(info.value) or "bad.recordio" in str(info.value.__cause__)
+    for k, v in before.items():
+        np.testing.assert_array_equal(prog.parameters()[k], v)
+    prog.close()
