@@ -139,6 +139,10 @@ class Program:
                                    initial_values=trace.initial_values)
         for reader in trace.readers:
             reader.bind(compiled)
+        # Where the program came from, so a notebook can recompile it from a redefined class.
+        compiled.source_class = type(self)
+        compiled.options = {k: v for k, v in vars(self).items() if k in self.option_names()}
+        compiled.compile_args = {"seed": seed, "device": device}
         return compiled
 
     compile = Compile

@@ -19,7 +19,8 @@ from .runner import BlockRunner
 #: Names a compiled program uses itself; a traced method may not take them.
 RESERVED_NAMES = frozenset({
     "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
-    "scope", "methods", "close", "reset_readers", "device", "seed", "summary", "to_json",
+    "scope", "methods", "close", "reset_readers", "reader_names", "device", "seed", "summary",
+    "to_json", "source_class", "options", "compile_args",
 })
 
 
@@ -84,6 +85,11 @@ class CompiledMethod:
         return tuple(bound[f] for f in self._feeds)
 
     @property
+    def owner(self) -> "CompiledProgram":
+        """The compiled program whose scope this method reads and writes."""
+        return self._owner
+
+    @property
     def source(self) -> str:
         """The generated Python of the most recently planned feed signature."""
         if not self._runner.plans:
@@ -118,6 +124,9 @@ class CompiledProgram:
         self._xp = array_module_for(self.device)
         self._values: dict[str, Any] = {}
         self.methods: dict[str, CompiledMethod] = {}
+        self.source_class: Optional[type] = None   # set by Program.Compile
+        self.options: dict[str, Any] = {}
+        self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
         self._finalizer = weakref.finalize(self, _close_readers, self._values)
         for name, value in (initial_values or {}).items():

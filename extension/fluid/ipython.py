@@ -1,0 +1,229 @@
+"""``%load_ext fluid``: what loading and unloading the extension does to an IPython shell.
+
+Loading
+  * puts ``fluid`` into the user namespace;
+  * registers the ``%fluid`` line magic and the ``%%fluid`` cell magic (`fluid.magics`);
+  * registers display formatters: a `CompiledProgram`, a `CompiledMethod` and a
+    `ProgramDesc` show as an SVG graph when graphviz's ``dot`` exists; their text/plain
+    form stays the canonical text (with a one-line hint when the graph cannot be drawn);
+  * registers two cell hooks: ``pre_run_cell`` notes which `fluid.Program` subclasses the
+    namespace holds, ``post_run_cell`` recompiles the live programs of any class the cell
+    defined anew (`fluid.live`);
+  * wraps `Program.Compile` so every compiled program records its class and options;
+  * installs a traceback filter: an error raised through fluid's own frames is shown
+    without them, ending at the user's line (``%fluid traceback full`` shows everything).
+
+Unloading undoes each of these, and loading twice does nothing the second time, so
+``%reload_ext fluid`` always leaves exactly one set. The state lives on the shell object
+(``shell._fluid_extension``), not in this module, so a reloaded module finds it.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import types
+from typing import Any, Optional
+
+from fluid_interactive.errors import FluidError
+from fluid_interactive.ir import ProgramDesc
+from fluid_interactive.ir.source import is_internal
+from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+
+from . import display, live
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "FluidExtension",
+           "strip_internal_frames"]
+
+_STATE_ATTR = "_fluid_extension"
+_DISPLAY_TYPES = (CompiledProgram, CompiledMethod, ProgramDesc)
+
+
+# --- tracebacks ---------------------------------------------------------------------------------
+
+def _frame_is_internal(frame: types.FrameType) -> bool:
+    name = frame.f_code.co_filename
+    if name.startswith("<fluid:"):          # generated entry points and plans
+        return True
+    if name.startswith("<"):
+        return False
+    return is_internal(os.path.abspath(name))
+
+
+def strip_internal_frames(tb: Optional[types.TracebackType], force: bool = False
+                          ) -> Optional[types.TracebackType]:
+    """The traceback without fluid's own frames (IPython's are kept: its display drops
+    them anyway).
+
+    Frames are removed when the innermost frame is the user's (an error in the user's
+    network method, reached through Compile), or when ``force`` (a `FluidError`, whose
+    message already names the user's line). An unexpected error inside fluid keeps every
+    frame, so a bug in fluid can still be found.
+    """
+    frames = []
+    t = tb
+    while t is not None:
+        frames.append(t)
+        t = t.tb_next
+    if not frames:
+        return tb
+    internal = [_frame_is_internal(t.tb_frame) for t in frames]
+    if not any(internal) or (internal[-1] and not force):
+        return tb
+    kept = [t for t, inner in zip(frames, internal) if not inner]
+    if not kept:
+        return tb
+    new_tb = None
+    for t in reversed(kept):
+        new_tb = types.TracebackType(new_tb, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return new_tb
+
+
+def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
+                tb_offset: Optional[int] = None) -> None:
+    """IPython's custom exception handler: show the traceback without fluid's frames."""
+    state = getattr(shell, _STATE_ATTR, None)
+    if issubclass(etype, SyntaxError):
+        shell.showsyntaxerror()
+        return None
+    if state is not None and state.full_tracebacks:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return None
+    stripped = strip_internal_frames(tb, force=issubclass(etype, FluidError))
+    if stripped is not tb:
+        value = value.with_traceback(stripped)
+    shell.showtraceback((etype, value, stripped), tb_offset=tb_offset)
+    return None
+
+
+# --- formatters ---------------------------------------------------------------------------------
+
+def _svg_formatter(obj: Any) -> Optional[str]:
+    return display.svg_for(obj)
+
+
+def _text_formatter(obj: Any, printer: Any, cycle: bool) -> None:
+    printer.text(display.text_for(obj))
+
+
+# --- the extension's state on one shell ----------------------------------------------------------
+
+class FluidExtension:
+    """Everything `load_ipython_extension` registered on one shell, so `unload` can remove
+    exactly that."""
+
+    def __init__(self, shell: Any):
+        self.shell = shell
+        self.full_tracebacks = False
+        self._classes_before: dict[str, type] = {}
+        self._formatters: list[tuple[Any, type, Any]] = []   # (formatter, type, previous)
+        self._events: list[tuple[str, Any]] = []
+        self._custom_exc_before: Optional[tuple] = None
+        self._magics: Any = None
+        self.reports: list[str] = []   # the last cell's recompile reports (tests read them)
+
+    # cell hooks ---------------------------------------------------------------------------
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        self._classes_before = live.program_classes(self.shell.user_ns)
+
+    def post_run_cell(self, result: Any = None) -> None:
+        self.reports = []
+        if not live.is_live_reload():
+            return
+        after = live.program_classes(self.shell.user_ns)
+        changed = live.redefined(self._classes_before, after)
+        self._classes_before = after
+        if not changed:
+            return
+        gc.collect()   # programs nobody holds any more are not worth recompiling
+        programs = live.live_programs()
+        names = {id(p): label for label, p, _ in live.named_live_programs(self.shell.user_ns)}
+        for cls in changed:
+            for compiled in live.stale_programs(cls, programs):
+                report = live.recompile(compiled, cls)
+                text = report.summary(names.get(id(compiled), ""))
+                self.reports.append(text)
+                print(text, file=sys.stderr if report.error else sys.stdout)
+
+    # load / unload ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        shell = self.shell
+        from .magics import FluidMagics
+        self._magics = FluidMagics(shell, self)
+        shell.register_magics(self._magics)
+        for mime, func in (("image/svg+xml", _svg_formatter), ("text/plain", _text_formatter)):
+            formatter = shell.display_formatter.formatters[mime]
+            for typ in _DISPLAY_TYPES:
+                previous = formatter.type_printers.get(typ)
+                formatter.for_type(typ, func)
+                self._formatters.append((formatter, typ, previous))
+        for event in ("pre_run_cell", "post_run_cell"):
+            callback = getattr(self, event)
+            shell.events.register(event, callback)
+            self._events.append((event, callback))
+        self._custom_exc_before = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
+        if not shell.custom_exceptions:   # never take the slot from another extension
+            shell.set_custom_exc((Exception,), _custom_exc)
+        live.install_compile_hook()
+        self._classes_before = live.program_classes(shell.user_ns)
+        shell.push({"fluid": sys.modules[__package__]})
+
+    def unload(self) -> None:
+        shell = self.shell
+        mm = shell.magics_manager
+        for kind in ("line", "cell"):
+            if mm.magics[kind].get("fluid") is not None and getattr(
+                    mm.magics[kind]["fluid"], "__self__", None) is self._magics:
+                del mm.magics[kind]["fluid"]
+        if mm.registry.get("FluidMagics") is self._magics:
+            del mm.registry["FluidMagics"]
+        for formatter, typ, previous in self._formatters:
+            formatter.type_printers.pop(typ, None)
+            if previous is not None:
+                formatter.type_printers[typ] = previous
+        self._formatters.clear()
+        for event, callback in self._events:
+            try:
+                shell.events.unregister(event, callback)
+            except ValueError:
+                pass
+        self._events.clear()
+        if self._custom_exc_before is not None and shell.custom_exceptions == (Exception,):
+            exc_tuple, custom_tb = self._custom_exc_before
+            shell.custom_exceptions = exc_tuple
+            if custom_tb is not None:
+                shell.CustomTB = custom_tb
+        live.remove_compile_hook()
+        if shell.user_ns.get("fluid") is sys.modules.get(__package__):
+            shell.user_ns.pop("fluid", None)
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext fluid``; a second load on the same shell does nothing."""
+    from . import magics  # noqa: F401  (IPython is needed from here on: fail before any change)
+    if getattr(shell, _STATE_ATTR, None) is not None:
+        shell.push({"fluid": sys.modules[__package__]})
+        return
+    state = FluidExtension(shell)
+    setattr(shell, _STATE_ATTR, state)
+    try:
+        state.load()
+    except BaseException:
+        state.unload()
+        setattr(shell, _STATE_ATTR, None)
+        raise
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """``%unload_ext fluid``: remove everything the load registered."""
+    state = getattr(shell, _STATE_ATTR, None)
+    if state is None:
+        return
+    state.unload()
+    setattr(shell, _STATE_ATTR, None)
+
+
+def extension_state(shell: Any) -> Optional[FluidExtension]:
+    return getattr(shell, _STATE_ATTR, None)

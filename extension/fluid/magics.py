@@ -1,0 +1,199 @@
+"""The ``%fluid`` line magic and the ``%%fluid`` cell magic.
+
+    %fluid programs                   live compiled programs: class, blocks, parameters, bytes
+    %fluid vars PROG                  PROG's scope: name, shape, dtype, bytes, device, min/max/mean
+    %fluid graph PROG[.method]        draw a program or one method's block
+    %fluid device [cpu|gpu|auto]      where new compiles run (no argument: show it)
+    %fluid explore [PROG]             the variable explorer widget
+    %fluid live [on|off]              recompile live programs when their class is redefined
+    %fluid traceback [user|full]      hide (default) or show fluid's own frames in errors
+
+    %%fluid [--as NAME] [--seed N] [--forward-only] [--collapse-grads] [--no-graph]
+    class Net(fluid.Program): ...     runs the cell, compiles each Program subclass it
+                                      defines and shows its graph
+
+Imported only by `fluid.ipython` when the extension loads.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from fluid_interactive.backend import get_device, set_device
+from fluid_interactive.ir import ProgramDesc
+from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+
+from . import display as fdisplay
+from . import live
+from .scope import programs_table, vars_table
+
+__all__ = ["FluidMagics"]
+
+_COMMANDS = ("programs", "vars", "graph", "device", "explore", "live", "traceback")
+
+
+@magics_class
+class FluidMagics(Magics):
+    def __init__(self, shell: Any, state: Any):
+        super().__init__(shell)
+        self._state = state
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _eval(self, expr: str, what: str) -> Any:
+        __tracebackhide__ = True
+        if not re.fullmatch(r"[A-Za-z_][\w.]*(\[[^\]]+\])?", expr):
+            raise UsageError(f"%fluid {what}: expected a variable name such as my_prog or "
+                             f"my_prog.train_step; got {expr!r}")
+        try:
+            return eval(expr, self.shell.user_ns)  # noqa: S307 (the user's own names)
+        except Exception as exc:
+            raise UsageError(f"%fluid {what}: cannot evaluate {expr!r}: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+    def _program(self, expr: Optional[str], what: str) -> CompiledProgram:
+        __tracebackhide__ = True
+        if not expr:
+            raise UsageError(f"%fluid {what} needs a compiled program, e.g. %fluid {what} "
+                             f"my_prog")
+        obj = self._eval(expr, what)
+        if not isinstance(obj, CompiledProgram):
+            raise UsageError(f"%fluid {what}: {expr} is a {type(obj).__name__}, not a compiled "
+                             f"program (the result of Compile() or fluid.load)")
+        return obj
+
+    # --- %fluid ------------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("command", choices=_COMMANDS, help="what to show or set")
+    @argument("target", nargs="?", default=None,
+              help="a program (PROG or PROG.method), a device, or on/off")
+    @argument("--forward-only", action="store_true",
+              help="graph: leave out backward and optimizer ops")
+    @argument("--collapse-grads", action="store_true",
+              help="graph: one node for all backward and one for all optimizer ops")
+    @argument("--dot", action="store_true", help="graph: print the DOT text instead")
+    @line_magic
+    def fluid(self, line: str = "") -> Any:
+        """Inspect and steer fluid programs; see ``%fluid?`` for the subcommands."""
+        __tracebackhide__ = True
+        if not line.strip():
+            raise UsageError("%fluid needs a subcommand: " + ", ".join(_COMMANDS) +
+                             " (see %fluid?)")
+        args = parse_argstring(self.fluid, line)
+        return getattr(self, "_cmd_" + args.command)(args)
+
+    def _no_target(self, args: Any) -> None:
+        if args.target is not None:
+            raise UsageError(f"%fluid {args.command} takes no argument; got {args.target!r}")
+
+    def _cmd_programs(self, args: Any) -> Any:
+        self._no_target(args)
+        return programs_table(live.named_live_programs(self.shell.user_ns))
+
+    def _cmd_vars(self, args: Any) -> Any:
+        prog = self._program(args.target, "vars")
+        return vars_table(prog, title=f"{args.target}: {len(prog.var_names())} persistable vars")
+
+    def _cmd_graph(self, args: Any) -> Any:
+        __tracebackhide__ = True
+        if not args.target:
+            raise UsageError("%fluid graph needs a program or method, e.g. %fluid graph "
+                             "my_prog or %fluid graph my_prog.train_step")
+        obj = self._eval(args.target, "graph")
+        if not isinstance(obj, (CompiledProgram, CompiledMethod, ProgramDesc)):
+            raise UsageError(f"%fluid graph: {args.target} is a {type(obj).__name__}; give a "
+                             f"compiled program, one of its methods, or a ProgramDesc")
+        g = fdisplay.graph(obj, forward_only=args.forward_only,
+                           collapse_grads=True if args.collapse_grads else None)
+        if args.dot:
+            print(g.dot)
+            return None
+        return g
+
+    def _cmd_device(self, args: Any) -> Any:
+        if args.target is None:
+            print(f"fluid: new programs compile for {get_device()}")
+            return None
+        if args.target not in ("cpu", "gpu", "auto"):
+            raise UsageError(f"%fluid device takes cpu, gpu or auto; got {args.target!r}")
+        try:
+            chosen = set_device(args.target)
+        except (RuntimeError, ValueError) as exc:
+            raise UsageError(f"%fluid device {args.target}: {exc}") from None
+        print(f"fluid: new programs compile for {chosen}; live programs keep their device")
+        return None
+
+    def _cmd_explore(self, args: Any) -> Any:
+        from .widgets import explore
+        prog = self._program(args.target, "explore") if args.target else None
+        return explore(prog)
+
+    def _on_off(self, args: Any) -> Optional[bool]:
+        if args.target is None:
+            return None
+        if args.target not in ("on", "off"):
+            raise UsageError(f"%fluid {args.command} takes on or off; got {args.target!r}")
+        return args.target == "on"
+
+    def _cmd_live(self, args: Any) -> Any:
+        enabled = live.live_reload(self._on_off(args))
+        print(f"fluid: live reload is {'on' if enabled else 'off'}: redefining a Program "
+              f"class {'recompiles' if enabled else 'leaves'} its live compiled programs"
+              f"{'' if enabled else ' as they are'}")
+        return None
+
+    def _cmd_traceback(self, args: Any) -> Any:
+        if args.target not in (None, "user", "full"):
+            raise UsageError(f"%fluid traceback takes user or full; got {args.target!r}")
+        if args.target is not None:
+            self._state.full_tracebacks = args.target == "full"
+        shown = ("every frame" if self._state.full_tracebacks else
+                 "your code only (%fluid traceback full shows fluid's frames too)")
+        print(f"fluid: tracebacks show {shown}")
+        return None
+
+    # --- %%fluid -----------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("--as", dest="name", default=None,
+              help="bind the compiled program to this name (one class in the cell)")
+    @argument("--seed", type=int, default=None, help="seed for Compile()")
+    @argument("--forward-only", action="store_true", help="draw forward ops only")
+    @argument("--collapse-grads", action="store_true",
+              help="draw backward and optimizer ops as one node each")
+    @argument("--no-graph", action="store_true", help="compile only, draw nothing")
+    @cell_magic("fluid")
+    def fluid_cell(self, line: str, cell: str) -> None:
+        """Run the cell, then compile every fluid.Program subclass it defines and draw it.
+
+        The cell runs once, in the user namespace, as part of this cell's execution (cell
+        hooks fire once). A compile error points at the line of the cell.
+        """
+        __tracebackhide__ = True
+        args = parse_argstring(self.fluid_cell, line)
+        if args.name is not None and not args.name.isidentifier():
+            raise UsageError(f"%%fluid --as takes a variable name; got {args.name!r}")
+        shell = self.shell
+        before = live.program_classes(shell.user_ns)
+        source = shell.transform_cell(cell)
+        filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+        code = shell.compile(source, filename, "exec")
+        exec(code, shell.user_global_ns, shell.user_ns)  # noqa: S102 (the user's cell)
+        after = live.program_classes(shell.user_ns)
+        defined = [cls for name, cls in after.items() if before.get(name) is not cls]
+        if args.name is not None and len(defined) != 1:
+            raise UsageError(f"%%fluid --as {args.name}: the cell must define exactly one "
+                             f"fluid.Program subclass; it defined {len(defined)}")
+        for cls in defined:
+            compiled = cls().Compile(seed=args.seed)
+            if args.name is not None:
+                shell.user_ns[args.name] = compiled
+            if not args.no_graph:
+                display(fdisplay.graph(compiled, forward_only=args.forward_only,
+                                       collapse_grads=True if args.collapse_grads else None))

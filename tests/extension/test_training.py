@@ -1,0 +1,257 @@
+"""fluid.train: stops cleanly (end of steps, end of data, EOFException, Ctrl-C), returns the
+history, and redraws its display at most ~10 times a second."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fluid
+from fluid import training
+from fluid.training import History, loss_curve_svg, train
+
+
+class Net(fluid.Program):
+    @fluid.network("x", "y")
+    def train_step(self, x, y):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(
+            input=fluid.layers.fc(input=x, size=1), label=y), name="cost")
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(cost)
+        return cost
+
+
+@pytest.fixture
+def data(rng):
+    x = rng.standard_normal((32, 3)).astype("float32")
+    return x, (x @ np.array([[1.0], [2.0], [-1.0]], "float32")).astype("float32")
+
+
+def test_trains_and_returns_the_history(data, capsys):
+    net = Net().Compile(seed=0)
+    history = train(net.train_step, steps=200, data=lambda step: data, progress="text")
+    assert isinstance(history, History)
+    assert history.steps == 200 and history.requested == 200
+    assert history.stopped == "finished"
+    assert len(history.loss) == 200 and history.loss[-1] < history.loss[0] * 1e-2
+    assert "train_step: 200/200" in capsys.readouterr().out
+    assert "200/200 steps, finished" in repr(history)
+    assert "<polyline" in history.plot()._repr_svg_()
+
+
+def test_same_parameters_as_a_plain_loop(data):
+    a, b = Net().Compile(seed=3), Net().Compile(seed=3)
+    train(a.train_step, steps=25, data=[data] * 25, progress=False)
+    for _ in range(25):
+        b.train_step(*data)
+    for name, value in a.parameters().items():
+        np.testing.assert_array_equal(value, b.parameters()[name])
+
+
+def test_data_forms_and_end_of_data(data):
+    net = Net().Compile(seed=0)
+    h = train(net.train_step, steps=10, data=iter([data] * 4), progress=False)
+    assert (h.steps, h.stopped) == (4, "end of data")
+    h = train(net.train_step, steps=3, data=[{"x": data[0], "y": data[1]}] * 3, progress=False)
+    assert h.steps == 3
+    single = []
+    h = train(lambda batch: single.append(batch) or 1.0, steps=2, data=[7, 8], progress=False)
+    assert single == [7, 8]
+
+
+def test_eof_exception_stops_cleanly():
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) == 6:
+            raise fluid.EOFException("the reader is at the end of its data")
+        return 1.0 / len(calls)
+
+    h = train(step, steps=100, progress=False)
+    assert (h.steps, h.stopped, len(h.loss)) == (5, "end of data", 5)
+
+
+def test_keyboard_interrupt_returns_the_completed_steps(data):
+    net = Net().Compile(seed=0)
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return net.train_step(x, y)
+
+    h = train(step, steps=100, data=lambda s: data, progress=False)
+    assert (h.steps, h.stopped) == (7, "interrupted")
+    replay = Net().Compile(seed=0)
+    for _ in range(7):
+        replay.train_step(*data)
+    for name, value in net.parameters().items():
+        np.testing.assert_array_equal(value, replay.parameters()[name])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs SIGINT")
+def test_sigint_between_steps_waits_for_the_step_boundary():
+    def after(step, result):
+        if step == 3:                                   # train's bookkeeping, not a step
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)                            # the handler runs here: no raise
+
+    h = train(lambda: 0.5, steps=50, progress=False, callback=after)
+    assert (h.steps, h.stopped, len(h.loss)) == (4, "interrupted", 4)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs SIGINT")
+def test_sigint_inside_a_step_lets_the_step_finish():
+    calls = []
+
+    def step():
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)                            # the handler runs: no raise
+        return 0.5
+
+    h = train(step, steps=50, progress=False)
+    assert (h.steps, h.stopped, len(calls)) == (3, "interrupted", 3)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs SIGINT")
+def test_a_second_sigint_stops_inside_the_step(data):
+    net = Net().Compile(seed=0)
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)         # impatient: raises here
+            time.sleep(0.05)
+        return net.train_step(x, y)
+
+    h = train(step, steps=50, data=lambda s: data, progress=False)
+    assert (h.steps, h.stopped) == (2, "interrupted")
+    replay = Net().Compile(seed=0)
+    for _ in range(2):
+        replay.train_step(*data)
+    for name, value in net.parameters().items():
+        np.testing.assert_array_equal(value, replay.parameters()[name])
+
+
+def test_other_errors_propagate_and_close_the_display(data):
+    def step():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        train(step, steps=5, progress=False)
+
+
+def test_callback_can_stop(data):
+    h = train(lambda: 2.0, steps=50, progress=False, callback=lambda s, r: s < 9)
+    assert (h.steps, h.stopped) == (10, "stopped by callback")
+
+
+@pytest.mark.parametrize("result, pick, want", [
+    (1.5, None, 1.5),
+    (np.float32(2.5), None, 2.5),
+    (np.array([[3.0]]), None, 3.0),
+    ((4.0, np.zeros(3)), None, 4.0),
+    ({"acc": np.zeros(2), "avg_cost": 5.0}, None, 5.0),
+    ({"a": 6.0, "b": 7.0}, "b", 7.0),
+    ((np.zeros(2), 8.0), 1, 8.0),
+    ({"z": 9.0}, lambda r: r["z"] * 2, 18.0),
+    (np.zeros(3), None, None),
+])
+def test_loss_is_found(result, pick, want):
+    h = train(lambda: result, steps=1, loss=pick, progress=False)
+    assert h.loss == ([] if want is None else [want])
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="callable"):
+        train(3, steps=1)
+    with pytest.raises(ValueError, match="non-negative"):
+        train(lambda: 1.0, steps=-1)
+    with pytest.raises(TypeError, match="data must be"):
+        train(lambda: 1.0, steps=1, data=3)
+    with pytest.raises(ValueError, match="progress must be"):
+        train(lambda: 1.0, steps=1, progress="fancy")
+
+
+def test_redraws_are_throttled(monkeypatch):
+    views = []
+    real = training._TextView
+
+    class Counting(real):
+        def __init__(self, *a):
+            super().__init__(*a)
+            views.append(self)
+
+    monkeypatch.setitem(training.__dict__, "_TextView", Counting)
+    started = time.perf_counter()
+
+    def step():
+        time.sleep(0.0005)
+        return 1.0
+
+    train(step, steps=600, progress="text")
+    elapsed = time.perf_counter() - started
+    (view,) = views
+    assert view.renders <= elapsed / training.REFRESH_SECONDS + 3
+    assert view.renders >= 2                                # the first and the final
+
+
+def test_tqdm_outside_a_kernel(capsys):
+    pytest.importorskip("tqdm")
+    h = train(lambda: 0.25, steps=30, title="fit")
+    assert h.steps == 30
+    err = capsys.readouterr().err
+    assert "fit" in err and "30/30" in err
+
+
+def test_widget_view_updates_in_place(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("IPython")
+    shown = []
+    import IPython.display
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    h = train(lambda: 0.5, steps=40, progress="widget", title="w")
+    (box,) = shown
+    assert "fluid-train" in box._dom_classes
+    bar, label = box.children[0].children
+    curve = box.children[1]
+    assert bar.value == 40 and bar.max == 40 and bar.bar_style == "success"
+    assert label.value.startswith("40/40  loss 0.5")
+    assert "<polyline" in curve.value and "loss 0.5 at step 40" in curve.value
+    assert h.stopped == "finished"
+
+
+def test_loss_curve_svg():
+    svg = loss_curve_svg([10.0, 1.0, 0.1, 0.01, 0.001], total=10)
+    assert "log" in svg and svg.count(",") >= 5
+    many = loss_curve_svg(list(np.linspace(1, 0, 5000)), total=5000)
+    assert len(many) < 20000                               # downsampled
+    assert "no values yet" in loss_curve_svg([])
+    assert "<polyline" in loss_curve_svg([float("nan"), 1.0, 2.0])
+
+
+def test_in_kernel_is_false_here():
+    assert training.in_kernel() is False
+
+
+def test_training_from_a_thread_does_not_touch_signals():
+    out = {}
+
+    def work():
+        out["h"] = train(lambda: 1.0, steps=5, progress=False)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert out["h"].steps == 5
