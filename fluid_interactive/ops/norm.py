@@ -1,1 +1,379 @@
-"""Normalisation ops: batch_norm, layer_norm."""
+"""Normalisation ops: batch_norm, layer_norm.
+
+``batch_norm``  X [N, C, ...] (``data_layout`` NCHW; NHWC puts C last), per-channel Scale,
+Bias, Mean, Variance [C] -> Y, MeanOut, VarianceOut, SavedMean, SavedVariance.
+
+* Training: Y = (X - mu) / sqrt(var + epsilon) * Scale + Bias with the batch's mean mu and
+  biased variance var over every axis but the channel one; MeanOut = momentum * Mean +
+  (1 - momentum) * mu and likewise VarianceOut (Paddle's update, with the biased variance);
+  SavedMean = mu, SavedVariance = 1 / sqrt(var + epsilon).
+* Inference: the moving Mean and Variance take the batch statistics' place; MeanOut and
+  VarianceOut are copies of them, SavedMean / SavedVariance hold the moving mean and its
+  1 / sqrt(var + epsilon).
+
+Which mode runs: the ``is_test`` attr when it is True or False, else the block's mode
+(``ctx.is_test``: a block that runs an optimizer trains, others infer).
+``use_global_stats`` normalises with the moving statistics in training too. A layer binds
+MeanOut / VarianceOut to the same persistable vars as Mean / Variance, so a training step
+updates the moving statistics when the runtime commits the step's writes.
+
+``layer_norm``  X flattened to [M, D] at ``begin_norm_axis``; each row normalised by its
+own mean and biased variance, then times Scale [D] plus Bias [D] (both optional). Mean and
+Variance [M] are outputs for the gradient.
+
+Per-channel sums run as matrix-vector products (BLAS), which are much faster in NumPy than
+``sum`` over several axes.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Optional
+
+from ..ir.records import FLOAT_DTYPES
+from .registry import register
+from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def _is_test(ctx: KernelContext) -> bool:
+    """The ``is_test`` attr when set (True/False), else the block's mode."""
+    flag = ctx.attrs.get("is_test")
+    return bool(ctx.is_test) if flag is None else bool(flag)
+
+
+def _uses_moving_stats(ctx: KernelContext) -> bool:
+    return _is_test(ctx) or bool(ctx.attrs["use_global_stats"])
+
+
+class _ChannelLayout:
+    """X seen as [A, C, B] (A: the dims before the channel, B: those after), with fast
+    per-channel sums and broadcasting views."""
+
+    def __init__(self, xp: Any, shape: tuple, layout: str, dtype: str):
+        self.xp = xp
+        axis = 1 if layout == "NCHW" or len(shape) == 2 else len(shape) - 1
+        self.a = prod(shape[:axis])
+        self.c = shape[axis]
+        self.b = prod(shape[axis + 1:])
+        self.m = self.a * self.b                      # elements per channel
+        self.shape3 = (self.a, self.c, self.b)
+        self.ones_a = xp.ones((self.a,), dtype)
+        self.ones_b = xp.ones((self.b,), dtype)
+        self._tmp = xp.empty((self.a * self.c,), dtype) if self.b > 1 else None
+
+    def column(self, v: Any) -> Any:
+        """A per-channel vector [C] shaped to broadcast against [A, C, B]."""
+        return v.reshape(1, self.c, 1)
+
+    def channel_sum(self, a3: Any, out: Optional[Any] = None) -> Any:
+        """sum over A and B of a [A, C, B] array -> [C]."""
+        xp = self.xp
+        if self.b == 1:
+            return xp.matmul(self.ones_a, a3.reshape(self.a, self.c), out=out)
+        part = xp.matmul(a3.reshape(self.a * self.c, self.b), self.ones_b, out=self._tmp)
+        return xp.matmul(self.ones_a, part.reshape(self.a, self.c), out=out)
+
+
+def _bn_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    if x.dtype not in FLOAT_DTYPES:
+        ctx.fail_dtype(f"X must be float16/32/64, got {x.dtype}{_fmt(x.shape)}")
+    layout = ctx.attrs["data_layout"]
+    if layout not in ("NCHW", "NHWC"):
+        ctx.fail(f"data_layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    if x.rank < 2:
+        ctx.fail(f"X must have a batch and a channel dim, got {_fmt(x.shape)}")
+    c = x.shape[1] if layout == "NCHW" or x.rank == 2 else x.shape[-1]
+    for slot in ("Scale", "Bias", "Mean", "Variance"):
+        t = ctx.input(slot)
+        if t.rank != 1 or (c >= 0 and t.shape[0] >= 0 and t.shape[0] != c):
+            ctx.fail(f"{slot} {_fmt(t.shape)} must be [C] = [{c}] for X {_fmt(x.shape)} "
+                     f"({layout})")
+        if t.dtype != x.dtype:
+            ctx.fail_dtype(f"{slot} is {t.dtype} but X is {x.dtype}")
+    ctx.set_output("Y", x.shape, x.dtype)
+    for slot in ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance"):
+        ctx.set_output(slot, (c,), x.dtype)
+
+
+def _bn_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    x = ctx.input("X")
+    eps, momentum = float(ctx.attrs["epsilon"]), float(ctx.attrs["momentum"])
+    lay = _ChannelLayout(xp, x.shape, ctx.attrs["data_layout"], x.dtype)
+    col = lay.column
+    y_buf = ctx.buffer("Y")
+
+    def vec(slot: str) -> Any:
+        b = ctx.buffer(slot)
+        return b if b is not None else xp.empty((lay.c,), x.dtype)
+
+    if _uses_moving_stats(ctx):
+        def infer(a, scale, bias, mean, var):
+            inv = vec("SavedVariance")
+            xp.sqrt(var + eps, out=inv)
+            xp.reciprocal(inv, out=inv)
+            k = scale * inv
+            shift = bias - mean * k
+            y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
+            y3 = y.reshape(lay.shape3)
+            xp.multiply(a.reshape(lay.shape3), col(k), out=y3)
+            xp.add(y3, col(shift), out=y3)
+            saved_mean = vec("SavedMean")
+            xp.copyto(saved_mean, mean)
+            return y, mean.copy(), var.copy(), saved_mean, inv
+        return infer
+
+    inv_m = 1.0 / lay.m
+    sq = xp.empty(lay.shape3, x.dtype)
+
+    def train(a, scale, bias, mean, var):
+        a3 = a.reshape(lay.shape3)
+        y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
+        y3 = y.reshape(lay.shape3)
+        mu = vec("SavedMean")
+        lay.channel_sum(a3, out=mu)
+        xp.multiply(mu, inv_m, out=mu)
+        xp.subtract(a3, col(mu), out=y3)                 # centred X
+        xp.multiply(y3, y3, out=sq)
+        batch_var = lay.channel_sum(sq)
+        xp.multiply(batch_var, inv_m, out=batch_var)
+        inv = vec("SavedVariance")
+        xp.add(batch_var, eps, out=inv)
+        xp.sqrt(inv, out=inv)
+        xp.reciprocal(inv, out=inv)
+        xp.multiply(y3, col(scale * inv), out=y3)
+        xp.add(y3, col(bias), out=y3)
+        mean_out = mean * momentum + mu * (1.0 - momentum)
+        var_out = var * momentum + batch_var * (1.0 - momentum)
+        return y, mean_out, var_out, mu, inv
+    return train
+
+
+_BN_ATTRS = {"momentum": 0.9, "epsilon": 1e-5, "is_test": None, "data_layout": "NCHW",
+             "use_global_stats": False}
+
+
+def _bn_grad(g: GradContext) -> None:
+    dy = g.out_grad("Y")
+    if not dy or dy[0] is None or not any(g.wants(s) for s in ("X", "Scale", "Bias")):
+        return
+    g.emit("batch_norm_grad",
+           {"X": g.input("X"), "Scale": g.input("Scale"), "SavedMean": g.output("SavedMean"),
+            "SavedVariance": g.output("SavedVariance"), "Y@GRAD": dy},
+           {f"{s}@GRAD": [n for n in g.in_grad(s) if n] for s in ("X", "Scale", "Bias")},
+           g.attrs)
+
+
+def _bn_grad_infer(ctx: InferContext) -> None:
+    for slot, like in (("X@GRAD", "X"), ("Scale@GRAD", "Scale"), ("Bias@GRAD", "Scale")):
+        if ctx.has_output(slot):
+            t = ctx.input(like)
+            ctx.set_output(slot, t.shape, t.dtype)
+
+
+def _bn_grad_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    x = ctx.input("X")
+    lay = _ChannelLayout(xp, x.shape, ctx.attrs["data_layout"], x.dtype)
+    col = lay.column
+    want_x, want_s, want_b = (ctx.has_output(s) for s in ("X@GRAD", "Scale@GRAD",
+                                                          "Bias@GRAD"))
+    dx_buf, ds_buf, db_buf = (ctx.buffer(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
+    frozen = _uses_moving_stats(ctx)
+    xhat = xp.empty(lay.shape3, x.dtype)
+    tmp = xp.empty(lay.shape3, x.dtype)
+    inv_m = 1.0 / lay.m
+
+    def grad(a, scale, mu, inv, dy):
+        dy3 = dy.reshape(lay.shape3)
+        xp.subtract(a.reshape(lay.shape3), col(mu), out=xhat)
+        xp.multiply(xhat, col(inv), out=xhat)
+        dbias = lay.channel_sum(dy3, out=db_buf)
+        dscale = lay.channel_sum(xp.multiply(dy3, xhat, out=tmp), out=ds_buf)
+        res = []
+        if want_x:
+            dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
+            dx3 = dx.reshape(lay.shape3)
+            k = scale * inv
+            xp.multiply(dy3, col(k), out=dx3)
+            if not frozen:
+                # dX = k * (dY - mean(dY) - xhat * mean(dY * xhat)), means per channel
+                xp.multiply(xhat, col(k * dscale * inv_m), out=tmp)
+                xp.subtract(dx3, tmp, out=dx3)
+                xp.subtract(dx3, col(k * dbias * inv_m), out=dx3)
+            res.append(dx)
+        if want_s:
+            res.append(dscale)
+        if want_b:
+            res.append(dbias)
+        return res[0] if len(res) == 1 else tuple(res)
+    return grad
+
+
+register(OpSpec("batch_norm", slots("X", "Scale", "Bias", "Mean", "Variance"),
+                slots("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"),
+                _bn_infer, _bn_kernel, _bn_grad, attrs=_BN_ATTRS,
+                doc="Batch normalisation over every axis but the channel one; training "
+                    "updates MeanOut/VarianceOut = momentum * old + (1 - momentum) * batch "
+                    "statistics, inference uses Mean/Variance. is_test None: the block "
+                    "decides."))
+register(OpSpec("batch_norm_grad", slots("X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"),
+                slots("X@GRAD?", "Scale@GRAD?", "Bias@GRAD?"), _bn_grad_infer,
+                _bn_grad_kernel, attrs=_BN_ATTRS))
+
+
+# --- layer_norm --------------------------------------------------------------------------------
+
+_LN_ATTRS = {"begin_norm_axis": 1, "epsilon": 1e-5}
+
+
+def _ln_axis(ctx: Any, rank: int) -> int:
+    axis = ctx.attrs["begin_norm_axis"]
+    if isinstance(axis, bool) or not isinstance(axis, int) or not 1 <= axis < rank:
+        ctx.fail(f"begin_norm_axis={axis!r} must be an int in [1, {rank - 1}] for a "
+                 f"rank-{rank} X")
+    return axis
+
+
+def _ln_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    if x.dtype not in FLOAT_DTYPES:
+        ctx.fail_dtype(f"X must be float16/32/64, got {x.dtype}{_fmt(x.shape)}")
+    if x.rank < 2:
+        ctx.fail(f"X must have at least 2 dims, got {_fmt(x.shape)}")
+    axis = _ln_axis(ctx, x.rank)
+    inner = x.shape[axis:]
+    d = -1 if any(v < 0 for v in inner) else prod(inner)
+    outer = x.shape[:axis]
+    m = -1 if any(v < 0 for v in outer) else prod(outer)
+    for slot in ("Scale", "Bias"):
+        if ctx.has_input(slot):
+            t = ctx.input(slot)
+            if t.rank != 1 or (d >= 0 and t.shape[0] >= 0 and t.shape[0] != d):
+                ctx.fail(f"{slot} {_fmt(t.shape)} must be [{d}], the size of X "
+                         f"{_fmt(x.shape)} from begin_norm_axis={axis} on")
+            if t.dtype != x.dtype:
+                ctx.fail_dtype(f"{slot} is {t.dtype} but X is {x.dtype}")
+    ctx.set_output("Y", x.shape, x.dtype)
+    ctx.set_output("Mean", (m,), x.dtype)
+    ctx.set_output("Variance", (m,), x.dtype)
+
+
+def _ln_dims(shape: tuple, axis: int) -> tuple[int, int]:
+    return prod(shape[:axis]), prod(shape[axis:])
+
+
+def _ln_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    x = ctx.input("X")
+    m, d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
+    eps = float(ctx.attrs["epsilon"])
+    has_scale, has_bias = ctx.has_input("Scale"), ctx.has_input("Bias")
+    y_buf, mean_buf, var_buf = ctx.buffer("Y"), ctx.buffer("Mean"), ctx.buffer("Variance")
+    ones = xp.full((d,), 1.0 / d, x.dtype)
+    sq = xp.empty((m, d), x.dtype)
+    inv = xp.empty((m, 1), x.dtype)
+
+    def layer_norm(a, *params):
+        params = list(params)
+        scale = params.pop(0) if has_scale else None
+        bias = params.pop(0) if has_bias else None
+        a2 = a.reshape(m, d)
+        y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
+        y2 = y.reshape(m, d)
+        mean = xp.matmul(a2, ones, out=mean_buf)
+        xp.subtract(a2, mean[:, None], out=y2)
+        xp.multiply(y2, y2, out=sq)
+        var = xp.matmul(sq, ones, out=var_buf)
+        xp.add(var[:, None], eps, out=inv)
+        xp.sqrt(inv, out=inv)
+        xp.reciprocal(inv, out=inv)
+        xp.multiply(y2, inv, out=y2)
+        if scale is not None:
+            xp.multiply(y2, scale, out=y2)
+        if bias is not None:
+            xp.add(y2, bias, out=y2)
+        return y, mean, var
+    return layer_norm
+
+
+def _ln_grad(g: GradContext) -> None:
+    dy = g.out_grad("Y")
+    if not dy or dy[0] is None or not any(g.wants(s) for s in ("X", "Scale", "Bias")):
+        return
+    g.emit("layer_norm_grad",
+           {"X": g.input("X"), "Scale": g.input("Scale"), "Mean": g.output("Mean"),
+            "Variance": g.output("Variance"), "Y@GRAD": dy},
+           {f"{s}@GRAD": [n for n in g.in_grad(s) if n] for s in ("X", "Scale", "Bias")},
+           g.attrs)
+
+
+def _ln_grad_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    d = -1
+    if ctx.has_output("X@GRAD"):
+        ctx.set_output("X@GRAD", x.shape, x.dtype)
+    inner = x.shape[ctx.attrs["begin_norm_axis"]:]
+    if all(v >= 0 for v in inner):
+        d = prod(inner)
+    for slot in ("Scale@GRAD", "Bias@GRAD"):
+        ctx.set_output(slot, (d,), x.dtype)
+
+
+def _ln_grad_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    x = ctx.input("X")
+    m, d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
+    eps = float(ctx.attrs["epsilon"])
+    has_scale = ctx.has_input("Scale")
+    want_x, want_s, want_b = (ctx.has_output(s) for s in ("X@GRAD", "Scale@GRAD",
+                                                          "Bias@GRAD"))
+    dx_buf, ds_buf, db_buf = (ctx.buffer(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
+    ones_m = xp.ones((m,), x.dtype)
+    mean_d = xp.full((d,), 1.0 / d, x.dtype)
+    xhat = xp.empty((m, d), x.dtype)
+    gs = xp.empty((m, d), x.dtype) if has_scale else None
+    tmp = xp.empty((m, d), x.dtype)
+    inv = xp.empty((m, 1), x.dtype)
+
+    def grad(a, *rest):
+        *scale, mean, var, dy = rest
+        dy2 = dy.reshape(m, d)
+        xp.add(var[:, None], eps, out=inv)
+        xp.sqrt(inv, out=inv)
+        xp.reciprocal(inv, out=inv)
+        xp.subtract(a.reshape(m, d), mean[:, None], out=xhat)
+        xp.multiply(xhat, inv, out=xhat)
+        res = []
+        if want_x:
+            g2 = xp.multiply(dy2, scale[0], out=gs) if scale else dy2
+            mg = xp.matmul(g2, mean_d)                                 # mean of g per row
+            mgx = xp.matmul(xp.multiply(g2, xhat, out=tmp), mean_d)    # mean of g * xhat
+            dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
+            dx2 = dx.reshape(m, d)
+            # dX = inv * (g - mean(g) - xhat * mean(g * xhat))
+            xp.multiply(xhat, mgx[:, None], out=dx2)
+            xp.subtract(g2, dx2, out=dx2)
+            xp.subtract(dx2, mg[:, None], out=dx2)
+            xp.multiply(dx2, inv, out=dx2)
+            res.append(dx)
+        if want_s:
+            res.append(xp.matmul(ones_m, xp.multiply(dy2, xhat, out=tmp), out=ds_buf))
+        if want_b:
+            res.append(xp.matmul(ones_m, dy2, out=db_buf))
+        return res[0] if len(res) == 1 else tuple(res)
+    return grad
+
+
+register(OpSpec("layer_norm", slots("X", "Scale?", "Bias?"), slots("Y", "Mean", "Variance"),
+                _ln_infer, _ln_kernel, _ln_grad, attrs=_LN_ATTRS,
+                doc="Normalises X over the dims from begin_norm_axis on (each row of X "
+                    "flattened to [M, D]), then times Scale [D] plus Bias [D]; Mean and "
+                    "Variance [M] are the rows' statistics."))
+register(OpSpec("layer_norm_grad", slots("X", "Scale?", "Mean", "Variance", "Y@GRAD"),
+                slots("X@GRAD?", "Scale@GRAD?", "Bias@GRAD?"), _ln_grad_infer,
+                _ln_grad_kernel, attrs=_LN_ATTRS))
