@@ -2,17 +2,18 @@
 
 Each module lists its public layers in ``__all__``; this package re-exports exactly those.
 """
-from . import activations, conv, io, loss, math, metric, nn, norm, tensor
+from . import activations, conv, io, loss, lr, math, metric, nn, norm, tensor
 from .activations import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .io import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .lr import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
 from .metric import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
 
-__all__ = sorted({name for module in (activations, conv, io, loss, math, metric, nn, norm,
-                                tensor)
+__all__ = sorted({name for module in (activations, conv, io, loss, lr, math, metric, nn,
+                                norm, tensor)
                   for name in module.__all__})

@@ -1,0 +1,1 @@
+"""Learning-rate schedules (role LRSched): ops computing the rate from a step counter."""
