@@ -53,9 +53,9 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
         if to_device is not None:
             lines.append(f"    a{i} = to_device(a{i})")
     total = n_feeds
-    for reader, count in reads:
-        names = [f"a{total + k}" for k in range(count)]
-        total += count
+    for reader, slots in reads:
+        names = [f"a{total + k}" for k in range(slots)]
+        total += slots
         # An EOFException here ends the call before anything ran.
         lines.append(f"    {', '.join(names)}, = S[{reader!r}].next()")
         if to_device is not None:

@@ -1,0 +1,223 @@
+"""`ConvGeometry`: im2col, the per-group GEMM and col2im for one convolution relation
+(the primitives `conv.py` builds conv2d and conv2d_transpose from)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from .window import strided_view, zeros
+
+
+class ConvGeometry:
+    """Shapes, scratch buffers and column layout of one convolution relation (see the
+    module doc).
+
+    Columns are ordered (n, oh, ow) ("batch outer") or (oh, ow, n) ("batch inner"). The
+    im2col copy and the col2im adds run over contiguous stretches of the column order: a
+    whole output row (OW values) batch-outer, OW * N values batch-inner. Batch-inner costs
+    two transposing copies (the image and the response side to and from [..., N]), so it
+    pays off for short output rows, like LeNet's second conv (8-wide rows: its im2col is
+    ~10x faster batch-inner) but not its first (24-wide rows, a response side 10x larger).
+    `_prefers_batch_inner` weighs the two with costs measured on NumPy.
+    """
+
+    def __init__(self, xp: Any, dtype: str, image: Sequence[int], response: Sequence[int],
+                 kernel: Sequence[int], strides: tuple[int, int],
+                 pads: tuple[int, int, int, int], dilations: tuple[int, int], groups: int,
+                 batch_inner: Optional[bool] = None):
+        self.xp, self.dtype = xp, dtype
+        self.n, self.c, self.h, self.w = image
+        _, self.o, self.oh, self.ow = response
+        self.kh, self.kw = kernel
+        self.sh, self.sw = strides
+        self.pt, self.pb, self.pl, self.pr = pads
+        self.dh, self.dw = dilations
+        self.g = groups
+        self.l = self.oh * self.ow                  # output positions per image
+        self.nl = self.n * self.l
+        self.ckk = self.c * self.kh * self.kw
+        self.cg_kk = self.ckk // groups
+        self.og = self.o // groups
+        # The padded image must hold every window; it may be larger than the windows need.
+        self.hp = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh
+                      + self.dh * (self.kh - 1) + 1)
+        self.wp = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw
+                      + self.dw * (self.kw - 1) + 1)
+        self.padded = (self.hp, self.wp) != (self.h, self.w)
+        self.batch_inner = self._prefers_batch_inner() if batch_inner is None else (
+            batch_inner and self.n > 1)
+        self._cols: Optional[Any] = None
+        self._image: Optional[tuple[Any, Any, Any]] = None
+        self._yt: Optional[Any] = None
+
+    def _prefers_batch_inner(self) -> bool:
+        if self.n == 1:
+            return False
+        # Per image: batch-outer copies C*kh*kw*OH rows of OW values, ~8 ns of overhead
+        # each; batch-inner transposes the image and the response, ~1.5 ns a value.
+        rows = self.c * self.kh * self.kw * self.oh
+        transposed = self.c * self.h * self.w + self.o * self.l
+        return 8 * rows > 1.5 * transposed
+
+    # --- scratch -------------------------------------------------------------------------
+
+    def cols(self) -> Any:
+        if self._cols is None:
+            self._cols = self.xp.empty((self.ckk, self.nl), self.dtype)
+        return self._cols
+
+    def yt(self) -> Any:
+        """Scratch for the response side in column order, [O, N*L]."""
+        if self._yt is None:
+            self._yt = self.xp.empty((self.o, self.nl), self.dtype)
+        return self._yt
+
+    def _cols6(self, cols: Any) -> Any:
+        if self.batch_inner:
+            return cols.reshape(self.c, self.kh, self.kw, self.oh, self.ow, self.n)
+        return cols.reshape(self.c, self.kh, self.kw, self.n, self.oh, self.ow)
+
+    def _windows_of(self, a: Any) -> Any:
+        """The windows of a padded image ([N, C, Hp, Wp] batch-outer, [C, Hp, Wp, N]
+        batch-inner) as a view in the layout of `_cols6`."""
+        if self.batch_inner:
+            sc, sh_, sw_, sn = a.strides
+            shape = (self.c, self.kh, self.kw, self.oh, self.ow, self.n)
+            strides = (sc, sh_ * self.dh, sw_ * self.dw, sh_ * self.sh, sw_ * self.sw, sn)
+        else:
+            sn, sc, sh_, sw_ = a.strides
+            shape = (self.c, self.kh, self.kw, self.n, self.oh, self.ow)
+            strides = (sc, sh_ * self.dh, sw_ * self.dw, sn, sh_ * self.sh, sw_ * self.sw)
+        return strided_view(self.xp, a, shape, strides)
+
+    def _image_scratch(self) -> tuple[Any, Any, Any]:
+        """(zeroed padded image, its interior as an [N, C, H, W] view, its windows): the
+        padding stays zero because only the interior is ever written."""
+        if self._image is None:
+            if self.batch_inner:
+                img = zeros(self.xp, (self.c, self.hp, self.wp, self.n), self.dtype)
+                inner = img[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
+                inner = inner.transpose(3, 0, 1, 2)
+            else:
+                img = zeros(self.xp, (self.n, self.c, self.hp, self.wp), self.dtype)
+                inner = img[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
+            self._image = (img, inner, self._windows_of(img))
+        return self._image
+
+    # --- the three primitives -----------------------------------------------------------
+
+    def im2col(self, x: Any) -> Any:
+        """cols [C*kh*kw, N*L] of image ``x`` [N, C, H, W] (a scratch buffer)."""
+        xp, cols = self.xp, self.cols()
+        if self.padded or self.batch_inner:
+            _, inner, windows = self._image_scratch()
+            xp.copyto(inner, x)
+        else:
+            windows = self._windows_of(x)
+        xp.copyto(self._cols6(cols), windows)
+        return cols
+
+    def make_col2im(self, out: Optional[Any]) -> Callable[[Any], Any]:
+        """fn(dcols [C*kh*kw, N*L]) -> image [N, C, H, W], the adjoint of im2col: kh*kw
+        strided adds into a zeroed image; it writes into ``out`` when given."""
+        xp = self.xp
+        shape = (self.n, self.c, self.h, self.w)
+        scratch = self.padded or self.batch_inner
+        if scratch:   # accumulate in a private padded image, then copy its interior out
+            acc = self.xp.empty((self.c, self.hp, self.wp, self.n) if self.batch_inner else
+                                (self.n, self.c, self.hp, self.wp), self.dtype)
+            if self.batch_inner:
+                inner = acc[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
+                inner = inner.transpose(3, 0, 1, 2)
+            else:
+                inner = acc[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
+        hs, ws = (self.oh - 1) * self.sh + 1, (self.ow - 1) * self.sw + 1
+        offsets = [(i, j, i * self.dh, j * self.dw) for i in range(self.kh)
+                   for j in range(self.kw)]
+
+        def targets(image: Any) -> list[tuple[Any, int, int]]:
+            if self.batch_inner:
+                return [(image[:, h0:h0 + hs:self.sh, w0:w0 + ws:self.sw, :], i, j)
+                        for i, j, h0, w0 in offsets]
+            return [(image[:, :, h0:h0 + hs:self.sh, w0:w0 + ws:self.sw], i, j)
+                    for i, j, h0, w0 in offsets]
+
+        fixed = targets(acc) if scratch else (targets(out) if out is not None else None)
+        batch_inner = self.batch_inner
+
+        def col2im(dcols: Any) -> Any:
+            d6 = self._cols6(dcols)
+            image = acc if scratch else (out if out is not None else xp.empty(shape,
+                                                                              self.dtype))
+            image.fill(0)
+            for view, i, j in (fixed if fixed is not None else targets(image)):
+                src = d6[:, i, j] if batch_inner else d6[:, i, j].transpose(1, 0, 2, 3)
+                xp.add(view, src, out=view)
+            if not scratch:
+                return image
+            if out is None:
+                return inner.copy()
+            xp.copyto(out, inner)
+            return out
+        return col2im
+
+    # --- response side layout ------------------------------------------------------------
+
+    def to_columns(self, y: Any) -> Any:
+        """Response [N, O, OH, OW] in column order [O, N*L] (a view when N == 1, else a
+        scratch copy)."""
+        if self.n == 1:
+            return y.reshape(self.o, self.l)
+        yt = self.yt()
+        y3 = y.reshape(self.n, self.o, self.l)
+        if self.batch_inner:
+            self.xp.copyto(yt.reshape(self.o, self.l, self.n), y3.transpose(1, 2, 0))
+        else:
+            self.xp.copyto(yt.reshape(self.o, self.n, self.l), y3.transpose(1, 0, 2))
+        return yt
+
+    def make_from_columns(self, out: Optional[Any]) -> Callable[[Any], Any]:
+        """fn(yt [O, N*L]) -> response [N, O, OH, OW] (into ``out`` when given)."""
+        xp, n, o, l = self.xp, self.n, self.o, self.l
+        shape = (n, o, self.oh, self.ow)
+        batch_inner = self.batch_inner
+
+        def from_columns(yt: Any) -> Any:
+            dst = out if out is not None else xp.empty(shape, self.dtype)
+            src = (yt.reshape(o, l, n).transpose(2, 0, 1) if batch_inner
+                   else yt.reshape(o, n, l).transpose(1, 0, 2))
+            xp.copyto(dst.reshape(n, o, l), src)
+            return dst
+        return from_columns
+
+    # --- GEMMs (one per group) ----------------------------------------------------------
+
+    def forward_gemm(self, k: Any, cols: Any, out: Any) -> Any:
+        """out [O, N*L] = K [O, C/G*kh*kw] @ cols, per group."""
+        if self.g == 1:
+            return self.xp.matmul(k.reshape(self.o, self.ckk), cols, out=out)
+        self.xp.matmul(k.reshape(self.g, self.og, self.cg_kk),
+                       cols.reshape(self.g, self.cg_kk, self.nl),
+                       out=out.reshape(self.g, self.og, self.nl))
+        return out
+
+    def data_gemm(self, k: Any, yt: Any, out: Any) -> Any:
+        """out (dcols) [C*kh*kw, N*L] = K^T @ yt, per group."""
+        if self.g == 1:
+            return self.xp.matmul(k.reshape(self.o, self.ckk).T, yt, out=out)
+        self.xp.matmul(k.reshape(self.g, self.og, self.cg_kk).transpose(0, 2, 1),
+                       yt.reshape(self.g, self.og, self.nl),
+                       out=out.reshape(self.g, self.cg_kk, self.nl))
+        return out
+
+    def filter_gemm(self, yt: Any, cols: Any, out: Optional[Any]) -> Any:
+        """dK [O, C/G, kh, kw] = yt @ cols^T, per group."""
+        xp = self.xp
+        shape = (self.o, self.c // self.g, self.kh, self.kw)
+        dst = out if out is not None else xp.empty(shape, self.dtype)
+        if self.g == 1:
+            xp.matmul(yt, cols.T, out=dst.reshape(self.o, self.ckk))
+        else:
+            xp.matmul(yt.reshape(self.g, self.og, self.nl),
+                      cols.reshape(self.g, self.cg_kk, self.nl).transpose(0, 2, 1),
+                      out=dst.reshape(self.g, self.og, self.cg_kk))
+        return dst

@@ -1,0 +1,285 @@
+"""pool2d on NCHW tensors: max or average over windows, with Paddle's ``ksize``,
+``strides``, ``paddings``, ``global_pooling``, ``ceil_mode`` and ``exclusive``."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .registry import register
+from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, \
+    infer_like, slots
+from .window import check_float, check_rank4, fmt, pair, paddings
+
+
+# --- pool2d ------------------------------------------------------------------------------------
+
+_POOL_ATTRS = {"pooling_type": "max", "ksize": [], "strides": [1, 1], "paddings": [0, 0],
+               "global_pooling": False, "ceil_mode": False, "exclusive": True,
+               "use_cudnn": True}
+
+
+def _pool_params(ctx: Any, h: int, w: int) -> tuple:
+    """(type, (kh, kw), (sh, sw), (pt, pb, pl, pr), (oh, ow)); unknown sizes give -1."""
+    ptype = ctx.attrs["pooling_type"]
+    if ptype not in ("max", "avg"):
+        ctx.fail(f"pooling_type must be 'max' or 'avg', got {ptype!r}")
+    if ctx.attrs["global_pooling"]:
+        return ptype, (h, w), (1, 1), (0, 0, 0, 0), (1 if h >= 0 else -1, 1 if w >= 0 else -1)
+    if not ctx.attrs["ksize"]:
+        ctx.fail("ksize (the pooling window [kh, kw]) is required unless global_pooling")
+    k = pair(ctx, "ksize", ctx.attrs["ksize"], 1)
+    s = pair(ctx, "strides", ctx.attrs["strides"], 1)
+    p = paddings(ctx, ctx.attrs["paddings"])
+    if max(p[0], p[1]) >= k[0] or max(p[2], p[3]) >= k[1]:
+        ctx.fail(f"paddings {list(p)} must be smaller than the pooling window {list(k)}")
+    outs = []
+    for size, kk, ss, p0, p1 in ((h, k[0], s[0], p[0], p[1]), (w, k[1], s[1], p[2], p[3])):
+        if size < 0:
+            outs.append(-1)
+            continue
+        span = size + p0 + p1 - kk
+        if ctx.attrs["ceil_mode"]:
+            o = -(-span // ss) + 1
+            if (o - 1) * ss >= size + p0:   # a last window holding padding only is dropped
+                o -= 1
+        else:
+            o = span // ss + 1
+        outs.append(o)
+    return ptype, k, s, p, tuple(outs)
+
+
+def _pool_infer(ctx: InferContext) -> None:
+    check_rank4(ctx, "X", "NCHW image batch")
+    check_float(ctx, "X")
+    x = ctx.input("X")
+    n, c, h, w = x.shape
+    _, k, _, p, (oh, ow) = _pool_params(ctx, h, w)
+    if not ctx.attrs["global_pooling"]:
+        for size, kk, p0, p1, what in ((h, k[0], p[0], p[1], "height"),
+                                       (w, k[1], p[2], p[3], "width")):
+            if size >= 0 and size + p0 + p1 < kk:
+                ctx.fail(f"the pooling window {list(k)} is larger than X {fmt(x.shape)} "
+                         f"padded by {[p0, p1]} in {what}")
+    ctx.set_output("Out", (n, c, oh, ow), x.dtype)
+
+
+class _PoolGeometry:
+    """Window views of a pooling, over X itself or over a padded scratch copy of it."""
+
+    def __init__(self, ctx: KernelContext):
+        xp = ctx.xp
+        x = ctx.input("X")
+        self.xp, self.dtype = xp, x.dtype
+        self.n, self.c, self.h, self.w = x.shape
+        self.type, (self.kh, self.kw), (self.sh, self.sw), pads, (self.oh, self.ow) = \
+            _pool_params(ctx, self.h, self.w)
+        self.pt, self.pb, self.pl, self.pr = pads
+        self.is_global = bool(ctx.attrs["global_pooling"])
+        self.hp = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh + self.kh)
+        self.wp = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw + self.kw)
+        self.padded = (self.pt, self.pl, self.hp, self.wp) != (0, 0, self.h, self.w)
+        self.overlap = self.sh < self.kh or self.sw < self.kw
+        self.positions = [(i, j) for i in range(self.kh) for j in range(self.kw)]
+        self._pad: Optional[Any] = None
+
+    def windows(self, image: Any) -> list[Any]:
+        """The kh*kw strided [N, C, OH, OW] views, window offset (i, j) in row-major order."""
+        hs, ws = (self.oh - 1) * self.sh + 1, (self.ow - 1) * self.sw + 1
+        return [image[:, :, i:i + hs:self.sh, j:j + ws:self.sw] for i, j in self.positions]
+
+    def padded_image(self, fill: float) -> tuple[Any, Any]:
+        """(scratch [N, C, Hp, Wp] whose border holds ``fill``, its interior view)."""
+        if self._pad is None:
+            self._pad = self.xp.full((self.n, self.c, self.hp, self.wp), fill, self.dtype)
+        return self._pad, self._pad[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
+
+    def reciprocal_counts(self) -> Any:
+        """1 / (number of non-padding elements) of each window, [OH, OW]."""
+        xp = self.xp
+
+        def valid(o: int, s: int, k: int, p: int, size: int) -> Any:
+            start = xp.arange(o) * s - p
+            return xp.minimum(start + k, size) - xp.maximum(start, 0)
+        counts = (valid(self.oh, self.sh, self.kh, self.pt, self.h)[:, None]
+                  * valid(self.ow, self.sw, self.kw, self.pl, self.w)[None, :])
+        return (1.0 / counts).astype(self.dtype)
+
+    def divisor(self, exclusive: bool) -> Any:
+        """What an avg pool's window sums are multiplied by: a scalar or an [OH, OW] array."""
+        if exclusive and self.padded:
+            r = self.reciprocal_counts()
+            if bool((r == r[0, 0]).all()):
+                return float(r[0, 0])
+            return r
+        return 1.0 / (self.kh * self.kw)
+
+
+def _pool_kernel(ctx: KernelContext):
+    geo = _PoolGeometry(ctx)
+    xp, out = ctx.xp, ctx.buffer("Out")
+    n, c, oh, ow = geo.n, geo.c, geo.oh, geo.ow
+    is_max = geo.type == "max"
+    if geo.is_global:
+        hw = geo.h * geo.w
+        if is_max:
+            def global_max(a):
+                dst = out if out is not None else xp.empty((n, c, 1, 1), geo.dtype)
+                return xp.max(a.reshape(n, c, hw), axis=2, out=dst.reshape(n, c))
+            return lambda a: global_max(a).reshape(n, c, 1, 1)
+        weights = xp.full((hw,), 1.0 / hw, geo.dtype)
+
+        def global_avg(a):
+            dst = out.reshape(n, c) if out is not None else None
+            return xp.matmul(a.reshape(n, c, hw), weights, out=dst).reshape(n, c, 1, 1)
+        return global_avg
+    combine = xp.maximum if is_max else xp.add
+    scale = None if is_max else geo.divisor(bool(ctx.attrs["exclusive"]))
+    if geo.padded:   # windows over a scratch copy of X whose border never wins
+        padded, inner = geo.padded_image(-xp.inf if is_max else 0.0)
+        fixed = geo.windows(padded)
+    else:
+        fixed = None
+
+    def pool(a):
+        if fixed is not None:
+            xp.copyto(inner, a)
+            views = fixed
+        else:
+            views = geo.windows(a)
+        dst = out if out is not None else xp.empty((n, c, oh, ow), geo.dtype)
+        if len(views) == 1:
+            xp.copyto(dst, views[0])
+        else:
+            combine(views[0], views[1], out=dst)
+            for v in views[2:]:
+                combine(dst, v, out=dst)
+        if scale is not None:
+            xp.multiply(dst, scale, out=dst)
+        return dst
+    return pool
+
+
+def _pool_grad_kernel(ctx: KernelContext):
+    geo = _PoolGeometry(ctx)
+    xp, dx_buf = ctx.xp, ctx.buffer("X@GRAD")
+    n, c, h, w, oh, ow = geo.n, geo.c, geo.h, geo.w, geo.oh, geo.ow
+    is_max = geo.type == "max"
+    shape = (n, c, h, w)
+
+    if geo.is_global:
+        hw = h * w
+        if not is_max:
+            def global_avg_grad(a, y, g):
+                dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+                xp.multiply(g.reshape(n, c, 1), 1.0 / hw, out=dst.reshape(n, c, hw))
+                return dst
+            return global_avg_grad
+        rows = xp.arange(n * c)
+
+        def global_max_grad(a, y, g):
+            dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+            idx = xp.argmax(a.reshape(n * c, hw), axis=1)   # the first maximum
+            flat = dst.reshape(n * c, hw)
+            flat.fill(0)
+            flat[rows, idx] = g.reshape(n * c)
+            return dst
+        return global_max_grad
+
+    # Where the windows write: a zeroed padded scratch (cropped at the end), or dX itself.
+    if geo.padded:
+        acc, acc_inner = geo.padded_image(0.0)
+        acc_views = geo.windows(acc)
+        if is_max:
+            xpad = xp.full((n, c, geo.hp, geo.wp), -xp.inf, geo.dtype)
+            x_inner = xpad[:, :, geo.pt:geo.pt + h, geo.pl:geo.pl + w]
+            x_views = geo.windows(xpad)
+    covered_h = (oh - 1) * geo.sh + geo.kh
+    covered_w = (ow - 1) * geo.sw + geo.kw
+    # Non-overlapping windows write disjoint parts: plain stores, no zeroing except any
+    # rows/columns that no window reaches.
+    stores = not geo.overlap
+    tmp = xp.empty((n, c, oh, ow), geo.dtype)
+    scale = None if is_max else geo.divisor(bool(ctx.attrs["exclusive"]))
+
+    def targets(dst: Any) -> list[Any]:
+        if geo.padded:
+            return acc_views
+        return geo.windows(dst)
+
+    def start(dst: Any) -> None:
+        if geo.padded:
+            acc.fill(0)
+        elif not stores:
+            dst.fill(0)
+        else:
+            if covered_h < h:
+                dst[:, :, covered_h:, :] = 0
+            if covered_w < w:
+                dst[:, :, :, covered_w:] = 0
+
+    def finish(dst: Any) -> Any:
+        if geo.padded:
+            xp.copyto(dst, acc_inner)
+        return dst
+
+    def put(view: Any, value: Any) -> None:
+        if stores and not geo.padded:
+            xp.copyto(view, value)
+        else:
+            xp.add(view, value, out=view)
+
+    if not is_max:
+        def avg_grad(a, y, g):
+            dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+            share = xp.multiply(g, scale, out=tmp)
+            start(dst)
+            for view in targets(dst):
+                put(view, share)
+            return finish(dst)
+        return avg_grad
+
+    eq = xp.empty((n, c, oh, ow), bool)
+    free = xp.empty((n, c, oh, ow), bool)
+    last = len(geo.positions) - 1
+    direct = stores and not geo.padded
+
+    def max_grad(a, y, g):
+        # Each window's gradient goes to its first maximum in row-major order, as in
+        # Paddle's and PyTorch's kernels; `free` marks the windows whose maximum is not
+        # found yet. (Bool masks: cheaper than carrying the unserved gradient along.)
+        dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+        if geo.padded:
+            xp.copyto(x_inner, a)
+            xs = x_views
+        else:
+            xs = geo.windows(a)
+        start(dst)
+        for k, (xv, view) in enumerate(zip(xs, targets(dst))):
+            xp.equal(xv, y, out=eq)
+            if k == 0:
+                if last:
+                    xp.logical_not(eq, out=free)
+            else:
+                xp.logical_and(eq, free, out=eq)
+                if k < last:
+                    xp.logical_xor(free, eq, out=free)
+            if direct:
+                xp.multiply(g, eq, out=view)
+            else:
+                xp.add(view, xp.multiply(g, eq, out=tmp), out=view)
+        return finish(dst)
+    return max_grad
+
+
+def _pool_grad(g: GradContext) -> None:
+    emit_default_grad(g, ("X", "Out"), "pool2d_grad", ("X",))
+
+
+register(OpSpec("pool2d", slots("X"), slots("Out"), _pool_infer, _pool_kernel, _pool_grad,
+                attrs=_POOL_ATTRS,
+                doc="Max or average pooling of NCHW X over ksize windows. Out [N, C, (H + "
+                    "pads - kh) / stride + 1, ...] (rounded up with ceil_mode, a last window "
+                    "of padding only dropped); global_pooling pools each whole plane. Avg "
+                    "divides by the window's non-padding count when exclusive, else by "
+                    "kh*kw. The max gradient goes to each window's first maximum."))
+register(OpSpec("pool2d_grad", slots("X", "Out", "Out@GRAD"), slots("X@GRAD"),
+                infer_like({"X@GRAD": "X"}), _pool_grad_kernel, attrs=_POOL_ATTRS))
