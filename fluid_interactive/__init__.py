@@ -18,8 +18,8 @@ from .frontend.parameters import parameters
 from .frontend.program import Input, Program, network
 from .frontend.reader import Reader, batch_reader
 from .frontend.variable import Variable
-from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, program_from_json,
-                 program_to_json)
+from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, format_program,
+                 program_from_json, program_to_json)
 from .passes.verify import check_program
 from .runtime.checkpoint import load
 from .runtime.compiled import CompiledMethod, CompiledProgram
@@ -34,7 +34,7 @@ __all__ = [
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
     "distributed", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
-    "program_to_json", "program_from_json",
+    "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "KernelError", "VerifyError",
     "CheckpointError", "EOFException", "RecordIOError", "ReaderError", "recordio",

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Optional, Sequence
 
 from fluid_interactive.ir import ProgramDesc, format_program
+from fluid_interactive.passes.transpiler import TranspilePlan
 from fluid_interactive.render import DotError, block_to_dot, dot_to_svg, has_dot, program_to_dot
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
@@ -106,8 +107,8 @@ def _op_count(program: ProgramDesc, block_idxs: Iterable[int]) -> int:
 def graph(obj: Any, methods: Any = None, *, forward_only: bool = False,
           collapse_grads: Optional[bool] = None, show_global: bool = True,
           legend: bool = True) -> Graph:
-    """Draw a compiled program, one of its methods (``prog.train_step``), or a
-    `ProgramDesc`.
+    """Draw a compiled program, one of its methods (``prog.train_step``), a
+    `ProgramDesc`, or a transpile plan (trainers and pservers side by side).
 
     ``methods`` picks method blocks of a program by name; ``forward_only`` leaves out the
     backward and optimizer ops; ``collapse_grads`` folds them into one node per block
@@ -122,13 +123,15 @@ def graph(obj: Any, methods: Any = None, *, forward_only: bool = False,
                            collapse_grads=collapse_grads, show_global=show_global,
                            legend=legend)
         return Graph(dot, f"{program.name}.{block.name}", obj.text)
+    if isinstance(obj, TranspilePlan):
+        return Graph(obj.to_dot(), "distributed plan", obj.text())
     if isinstance(obj, CompiledProgram):
         program = obj.program
     elif isinstance(obj, ProgramDesc):
         program = obj
     else:
-        raise TypeError(f"fluid.graph draws a compiled program, a compiled method or a "
-                        f"ProgramDesc; got {type(obj).__name__}")
+        raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
+                        f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
     if collapse_grads is None:
         if methods is None:
             idxs = range(len(program.blocks))

@@ -94,3 +94,22 @@ def test_table_text_and_html():
     assert text[3].endswith(" 1") and text[4].endswith("22")
     assert "a&lt;b" in t._repr_html_()
     assert "(none)" in repr(display.Table(["a"], []))
+
+
+def test_graph_draws_a_transpile_plan():
+    import fluid
+
+    class Line(fluid.Program):
+        @fluid.network("x", "y")
+        def train_step(self, x, y):
+            x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(
+                fluid.layers.fc(input=x, size=1), y))
+            fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+            return loss
+
+    plan = fluid.transpile(Line().Compile(seed=0), main="train_step", trainers=2, pservers=2)
+    g = fluid.graph(plan)
+    assert "send" in g.dot and "recv" in g.dot and "cluster" in g.dot
+    assert "send" in repr(g) or "send" in plan.text()
