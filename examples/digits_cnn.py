@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"), os.path.dirname(__file__)]
 
 import fluid  # noqa: E402
-from digits_data import write_recordio  # noqa: E402
+from digits_data import run_epochs, write_recordio  # noqa: E402
 
 SHAPES, DTYPES = [[1, 8, 8], [1]], ["float32", "int64"]
 
@@ -87,22 +87,6 @@ class DigitsCNN(fluid.Program):
     def infer(self, image):
         image = fluid.layers.data(name="image", shape=[1, 8, 8], dtype="float32")
         return fluid.layers.argmax(self.classifier(image), axis=1)
-
-
-def run_epochs(prog, epochs: int) -> float:
-    accuracy = 0.0
-    for epoch in range(epochs):
-        losses = []
-        while True:
-            try:
-                losses.append(prog.train())
-            except fluid.EOFException:
-                break
-        accuracy = prog.evaluate()
-        prog.reset_readers()
-        print(f"epoch {epoch + 1:2d}  loss {sum(losses) / len(losses):.4f}  "
-              f"test accuracy {accuracy:.4f}", flush=True)
-    return accuracy
 
 
 def main(epochs: int = 20, seed: int = 0) -> float:

@@ -33,3 +33,21 @@ def write_recordio(folder: str, seed: int = 0) -> tuple[str, str]:
     fluid.recordio.write_arrays(paths[0], (x_train, y_train))
     fluid.recordio.write_arrays(paths[1], (x_test, y_test))
     return paths
+
+
+def run_epochs(prog, epochs: int) -> float:
+    """Train on every batch of the train file, then evaluate, once per epoch; print and
+    return the last test accuracy. ``train`` raises EOFException at the end of its data."""
+    accuracy = 0.0
+    for epoch in range(epochs):
+        losses = []
+        while True:
+            try:
+                losses.append(prog.train())
+            except fluid.EOFException:
+                break
+        accuracy = prog.evaluate()
+        prog.reset_readers()
+        print(f"epoch {epoch + 1:2d}  loss {sum(losses) / len(losses):.4f}  "
+              f"test accuracy {accuracy:.4f}", flush=True)
+    return accuracy
