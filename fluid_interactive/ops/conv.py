@@ -134,10 +134,10 @@ def _conv_grad_kernel(ctx: KernelContext):
     dfilter = ctx.buffer("Filter@GRAD")
 
     def grad(a, k, g):
+        if want_f and not want_x:   # the filter gradient alone may skip the transposing copy of g
+            return geo.filter_from_response(g, geo.im2col(a), dfilter)
         gt = geo.to_columns(g)
-        res = []
-        if want_x:
-            res.append(col2im(geo.data_gemm(k, gt, dcols)))
+        res = [col2im(geo.data_gemm(k, gt, dcols))]
         if want_f:
             res.append(geo.filter_gemm(gt, geo.im2col(a), dfilter))
         return res[0] if len(res) == 1 else tuple(res)
@@ -236,7 +236,7 @@ def _conv_t_grad_kernel(ctx: KernelContext):
                 geo.forward_gemm(k, cols, dst.reshape(geo.o, geo.l))
                 res.append(dst)
         if want_f:
-            res.append(geo.filter_gemm(geo.to_columns(a), cols, df_buf))
+            res.append(geo.filter_from_response(a, cols, df_buf))
         return res[0] if len(res) == 1 else tuple(res)
     return grad
 
