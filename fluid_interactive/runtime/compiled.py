@@ -216,9 +216,10 @@ class CompiledProgram:
         arr = np.asarray(value)
         if tuple(arr.shape) != var.shape:
             raise FeedError(f"{name!r} has shape {list(var.shape)}; got {list(arr.shape)}")
-        if arr.dtype.kind not in ("f" if dtype_kind(var.dtype) == "f" else "iub") or (
-                dtype_kind(var.dtype) != "f" and arr.dtype.kind == "f"):
-            raise FeedError(f"{name!r} is {var.dtype}; got {arr.dtype}")
+        allowed = "f" if dtype_kind(var.dtype) == "f" else "iub"  # cast within a kind only
+        if arr.dtype.kind not in allowed:
+            raise FeedError(f"{name!r} is {var.dtype}; got {arr.dtype}. Convert the value "
+                            f"explicitly, e.g. np.asarray(value).astype('{var.dtype}')")
         return to_device(np.array(arr, dtype=var.dtype), self._xp)
 
     def set_var(self, name: str, value: Any) -> None:
