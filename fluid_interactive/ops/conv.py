@@ -66,19 +66,28 @@ def _conv_out_dim(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
     return (size + p0 + p1 - (d * (k - 1) + 1)) // s + 1
 
 
-def _conv_infer(ctx: InferContext) -> None:
+def _operands(ctx: InferContext, filter_layout: str) -> tuple:
+    """The checks conv2d and conv2d_transpose share: 4-D float Input and Filter of one
+    dtype, valid attrs, groups dividing the input channels. Returns (x, f, params)."""
     check_rank4(ctx, "Input", "NCHW image batch")
-    check_rank4(ctx, "Filter", "filter [out_c, in_c/groups, kh, kw]")
+    check_rank4(ctx, "Filter", f"filter {filter_layout}")
     check_float(ctx, "Input")
     x, f = ctx.input("Input"), ctx.input("Filter")
     if x.dtype != f.dtype:
         ctx.fail_dtype(f"Input is {x.dtype} but Filter is {f.dtype}")
-    (sh, sw), (pt, pb, pl, pr), (dh, dw), g = _conv_params(ctx)
-    n, c, h, w = x.shape
-    o, cg, kh, kw = f.shape
+    params = _conv_params(ctx)
+    c, g = x.shape[1], params[3]
     if c >= 0 and c % g:
         ctx.fail(f"groups={g} does not divide the {c} channels of Input {fmt(x.shape)} "
                  f"(Filter {fmt(f.shape)})")
+    return x, f, params
+
+
+def _conv_infer(ctx: InferContext) -> None:
+    x, f, params = _operands(ctx, "[out_c, in_c/groups, kh, kw]")
+    (sh, sw), (pt, pb, pl, pr), (dh, dw), g = params
+    n, c, h, w = x.shape
+    o, cg, kh, kw = f.shape
     if o >= 0 and o % g:
         ctx.fail(f"groups={g} does not divide the {o} output channels of Filter "
                  f"{fmt(f.shape)} (Input {fmt(x.shape)})")
@@ -169,18 +178,10 @@ def _transpose_out_dim(size: int, k: int, s: int, p0: int, p1: int, d: int) -> i
 
 
 def _conv_t_infer(ctx: InferContext) -> None:
-    check_rank4(ctx, "Input", "NCHW image batch")
-    check_rank4(ctx, "Filter", "filter [in_c, out_c/groups, kh, kw]")
-    check_float(ctx, "Input")
-    x, f = ctx.input("Input"), ctx.input("Filter")
-    if x.dtype != f.dtype:
-        ctx.fail_dtype(f"Input is {x.dtype} but Filter is {f.dtype}")
-    (sh, sw), (pt, pb, pl, pr), (dh, dw), g = _conv_params(ctx)
+    x, f, params = _operands(ctx, "[in_c, out_c/groups, kh, kw]")
+    (sh, sw), (pt, pb, pl, pr), (dh, dw), g = params
     n, c, h, w = x.shape
     ci, og, kh, kw = f.shape
-    if c >= 0 and c % g:
-        ctx.fail(f"groups={g} does not divide the {c} channels of Input {fmt(x.shape)} "
-                 f"(Filter {fmt(f.shape)})")
     if c >= 0 and ci >= 0 and ci != c:
         ctx.fail(f"Input {fmt(x.shape)} has {c} channels but Filter {fmt(f.shape)} "
                  f"(layout [in_c, out_c/groups, kh, kw]) expects {ci}")
