@@ -117,11 +117,7 @@ def _dropout_kernel(ctx: KernelContext):
 
 
 def _dropout_grad(g: GradContext) -> None:
-    dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("X"):
-        return
-    g.emit("dropout_grad", {"Mask": g.output("Mask"), "Out@GRAD": dout},
-           {"X@GRAD": g.in_grad("X")}, g.attrs)
+    emit_default_grad(g, uses=("Mask",), grad_type="dropout_grad", in_slots=("X",))
 
 
 def _dropout_grad_kernel(ctx: KernelContext):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from .registry import register
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, TensorType,
-                   dims_compatible, infer_like, slots)
+                   dims_compatible, emit_default_grad, infer_like, slots)
 
 _FLOATS = ("float16", "float32", "float64")
 _INTS = ("int8", "uint8", "int16", "int32", "int64")
@@ -176,11 +176,7 @@ def _softmax_kernel(ctx: KernelContext):
 
 
 def _softmax_grad(g: GradContext) -> None:
-    dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("X"):
-        return
-    g.emit("softmax_grad", {"Out": g.output("Out"), "Out@GRAD": dout},
-           {"X@GRAD": g.in_grad("X")}, g.attrs)
+    emit_default_grad(g, uses=("Out",), grad_type="softmax_grad", in_slots=("X",))
 
 
 def _softmax_grad_kernel(ctx: KernelContext):
