@@ -108,17 +108,22 @@ def reshape_target(ctx: Any, in_shape: Sequence[int], spec: Sequence[int]) -> tu
     return tuple(out)
 
 
-def _reshape_infer(ctx: InferContext) -> None:
-    x = ctx.input("X")
-    ctx.set_output("Out", reshape_target(ctx, x.shape, ctx.attrs["shape"]), x.dtype)
+def _define_view(name: str, target: Callable, attr: str, doc: str) -> None:
+    """An op whose output is X re-indexed to ``target(ctx, X.shape, attrs[attr])``: a
+    view, with the gradient the inverse re-indexing."""
+    def infer(ctx: InferContext) -> None:
+        x = ctx.input("X")
+        ctx.set_output("Out", target(ctx, x.shape, ctx.attrs[attr]), x.dtype)
+
+    attrs = {attr: []}
+    register(OpSpec(name, slots("X"), slots("Out"), infer, _view_kernel, _grad_of_view(name),
+                    attrs=attrs, aliases=True, doc=doc))
+    _view_grad_specs(name, attrs)
 
 
-_RESHAPE = {"shape": []}
-register(OpSpec("reshape", slots("X"), slots("Out"), _reshape_infer, _view_kernel,
-                _grad_of_view("reshape"), attrs=_RESHAPE, aliases=True,
-                doc="Out = X with a new shape; 0 copies X's dim at that index, one -1 is "
-                    "inferred. A view when X is contiguous."))
-_view_grad_specs("reshape", _RESHAPE)
+_define_view("reshape", reshape_target, "shape",
+             "Out = X with a new shape; 0 copies X's dim at that index, one -1 is inferred. "
+             "A view when X is contiguous.")
 
 
 # --- squeeze / unsqueeze ---------------------------------------------------------------------
@@ -156,26 +161,11 @@ def unsqueezed_shape(ctx: Any, shape: Sequence[int], axes: Sequence[int]) -> tup
     return tuple(out)
 
 
-def _squeeze_infer(ctx: InferContext) -> None:
-    x = ctx.input("X")
-    ctx.set_output("Out", squeezed_shape(ctx, x.shape, ctx.attrs["axes"]), x.dtype)
-
-
-def _unsqueeze_infer(ctx: InferContext) -> None:
-    x = ctx.input("X")
-    ctx.set_output("Out", unsqueezed_shape(ctx, x.shape, ctx.attrs["axes"]), x.dtype)
-
-
-_AXES = {"axes": []}
-register(OpSpec("squeeze", slots("X"), slots("Out"), _squeeze_infer, _view_kernel,
-                _grad_of_view("squeeze"), attrs=_AXES, aliases=True,
-                doc="Out = X without the size-1 dims listed in axes (all of them when axes "
-                    "is empty). A view."))
-_view_grad_specs("squeeze", _AXES)
-register(OpSpec("unsqueeze", slots("X"), slots("Out"), _unsqueeze_infer, _view_kernel,
-                _grad_of_view("unsqueeze"), attrs=_AXES, aliases=True,
-                doc="Out = X with size-1 dims inserted at axes, in order. A view."))
-_view_grad_specs("unsqueeze", _AXES)
+_define_view("squeeze", squeezed_shape, "axes",
+             "Out = X without the size-1 dims listed in axes (all of them when axes is "
+             "empty). A view.")
+_define_view("unsqueeze", unsqueezed_shape, "axes",
+             "Out = X with size-1 dims inserted at axes, in order. A view.")
 
 
 # --- transpose -----------------------------------------------------------------------------
