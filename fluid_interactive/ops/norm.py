@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from ..ir.records import FLOAT_DTYPES
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
 
 
 def _fmt(shape) -> str:
@@ -158,14 +158,9 @@ _BN_ATTRS = {"momentum": 0.9, "epsilon": 1e-5, "is_test": None, "data_layout": "
 
 
 def _bn_grad(g: GradContext) -> None:
-    dy = g.out_grad("Y")
-    if not dy or dy[0] is None or not any(g.wants(s) for s in ("X", "Scale", "Bias")):
-        return
-    g.emit("batch_norm_grad",
-           {"X": g.input("X"), "Scale": g.input("Scale"), "SavedMean": g.output("SavedMean"),
-            "SavedVariance": g.output("SavedVariance"), "Y@GRAD": dy},
-           {f"{s}@GRAD": [n for n in g.in_grad(s) if n] for s in ("X", "Scale", "Bias")},
-           g.attrs)
+    emit_default_grad(g, uses=("X", "Scale", "SavedMean", "SavedVariance"),
+                      grad_type="batch_norm_grad", in_slots=("X", "Scale", "Bias"),
+                      out_slots=("Y",))
 
 
 def _bn_grad_infer(ctx: InferContext) -> None:
@@ -302,14 +297,9 @@ def _ln_kernel(ctx: KernelContext):
 
 
 def _ln_grad(g: GradContext) -> None:
-    dy = g.out_grad("Y")
-    if not dy or dy[0] is None or not any(g.wants(s) for s in ("X", "Scale", "Bias")):
-        return
-    g.emit("layer_norm_grad",
-           {"X": g.input("X"), "Scale": g.input("Scale"), "Mean": g.output("Mean"),
-            "Variance": g.output("Variance"), "Y@GRAD": dy},
-           {f"{s}@GRAD": [n for n in g.in_grad(s) if n] for s in ("X", "Scale", "Bias")},
-           g.attrs)
+    emit_default_grad(g, uses=("X", "Scale", "Mean", "Variance"),
+                      grad_type="layer_norm_grad", in_slots=("X", "Scale", "Bias"),
+                      out_slots=("Y",))
 
 
 def _ln_grad_infer(ctx: InferContext) -> None:
