@@ -1,12 +1,13 @@
 """The reader inside the program: DESIGN §1's train_step as written, reading RecordIO."""
 import gc
-import os
 import threading
 
 import numpy as np
 import pytest
 
 import fluid
+
+from ..leaks import open_fds, settles
 
 FEATURES = 13
 
@@ -179,13 +180,9 @@ def test_bad_reader_arguments_are_clear_errors(recordio_file):
         Bad().Compile()
 
 
-def _fds():
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_no_thread_or_file_leaks_after_many_compile_close_cycles(recordio_file):
     path, _, _ = recordio_file
-    threads, fds = threading.active_count(), _fds()
+    threads, fds = threading.active_count(), open_fds()
     for i in range(100):
         prog = FitALine(DEFAULT_READER_FILE_PATH=path, batch_size=100).Compile(seed=i)
         prog.train_step()
@@ -193,9 +190,8 @@ def test_no_thread_or_file_leaks_after_many_compile_close_cycles(recordio_file):
             prog.close()
         del prog
         gc.collect()
-    gc.collect()
-    assert threading.active_count() <= threads
-    assert _fds() <= fds
+    got_threads, got_fds = settles(threads, fds)
+    assert got_threads <= threads and got_fds <= fds
 
 
 def test_a_sample_of_the_wrong_shape_is_a_clear_error(recordio_file):

@@ -12,6 +12,8 @@ from fluid_interactive.errors import EOFException, ReaderError, RecordIOError
 from fluid_interactive.io import recordio
 from fluid_interactive.io.reader import ArraySource, BatchReader, Block, FileSource
 
+from ..leaks import open_fds, settles
+
 SHAPES, DTYPES = [[13], [1]], ["float32", "float32"]
 
 
@@ -361,10 +363,6 @@ def test_the_thread_reads_ahead(file_of):
     assert time.perf_counter() - t0 < 2 and not pipe.thread.is_alive()
 
 
-def open_fds():
-    return len(os.listdir("/proc/self/fd"))
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_no_thread_or_file_leaks(file_of):
     path = file_of(data(500), max_num_records=50)
@@ -377,17 +375,16 @@ def test_no_thread_or_file_leaks(file_of):
         if i % 3 == 0:
             drain(r)
         r.close()
-    assert threading.active_count() == threads and open_fds() == fds
+    assert (threading.active_count(), open_fds()) == (threads, fds)
     for i in range(100):  # create, use, abandon
         r = BatchReader(FileSource(path), 32, SHAPES, DTYPES, prefetch=1 + i % 3)
         r.next()
         del r
         gc.collect()
-    assert threading.active_count() == threads and open_fds() == fds
+    assert settles(threads, fds) == (threads, fds)
     for _ in range(20):  # abandoned inside a reference cycle
         r = BatchReader(FileSource(path), 32, SHAPES, DTYPES)
         r.next()
         r.cycle = r
         del r
-    gc.collect()
-    assert threading.active_count() == threads and open_fds() == fds
+    assert settles(threads, fds) == (threads, fds)
