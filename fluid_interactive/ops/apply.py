@@ -36,11 +36,12 @@ def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
 
 def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
                    buffers: Optional[Mapping[str, list[Any]]] = None, rng: Any = None,
-                   is_test: bool = False, constants: Optional[Mapping[str, Any]] = None
-                   ) -> Callable:
+                   is_test: bool = False, constants: Optional[Mapping[str, Any]] = None,
+                   plan_state: Optional[dict] = None) -> Callable:
     """The kernel of ``op`` specialised for the concrete types ``type_of`` gives.
     ``constants`` (var name -> value) tells the kernel which inputs are plan-time constants,
-    so it may specialise on their values."""
+    so it may specialise on their values; ``plan_state`` is the dict behind
+    `KernelContext.shared`, one per plan."""
     spec = get_spec(op.type)
     attrs = spec.full_attrs(op.attrs)
     in_slots = input_types(spec, op, type_of)
@@ -49,7 +50,7 @@ def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
     if constants:
         known = {slot: [constants.get(n) for n in names] for slot, names in op.inputs.items()}
     ctx = KernelContext(spec, attrs, xp, in_slots, out_slots, buffers or {}, rng, is_test,
-                        known)
+                        known, op.inputs, plan_state)
     factory = spec.cupy_kernel if (spec.cupy_kernel is not None and
                                    xp.__name__ == "cupy") else spec.kernel
     if factory is None:

@@ -115,9 +115,18 @@ def _conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[
                          strides, pads, dils, g, batch_inner=BATCH_INNER)
 
 
+def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],
+                          filt: Sequence[int]) -> _ConvGeometry:
+    """One geometry for conv2d and its gradient op over the same Input and Filter vars, so
+    the gradient reads the columns the forward op left (`ConvGeometry.columns_of`)."""
+    key = ("conv2d", ctx.input_name("Input"), ctx.input_name("Filter"), tuple(image),
+           tuple(response), tuple(filt), _conv_params(ctx), BATCH_INNER)
+    return ctx.shared(key, lambda: _conv_geometry(ctx, image, response, filt))
+
+
 def _conv_kernel(ctx: KernelContext):
     x, f, y = ctx.input("Input"), ctx.input("Filter"), ctx.output("Output")
-    geo = _conv_geometry(ctx, x.shape, y.shape, f.shape)
+    geo = _shared_conv_geometry(ctx, x.shape, y.shape, f.shape)
     out = ctx.buffer("Output")
     if geo.n == 1:   # [O, 1*L] is already the NCHW layout: the GEMM writes Output
         def conv_one(a, k):
@@ -136,7 +145,7 @@ def _conv_kernel(ctx: KernelContext):
 def _conv_grad_kernel(ctx: KernelContext):
     x, f = ctx.input("Input"), ctx.input("Filter")
     dy = ctx.input("Output@GRAD")
-    geo = _conv_geometry(ctx, x.shape, dy.shape, f.shape)
+    geo = _shared_conv_geometry(ctx, x.shape, dy.shape, f.shape)
     want_x, want_f = ctx.has_output("Input@GRAD"), ctx.has_output("Filter@GRAD")
     col2im = geo.make_col2im(ctx.buffer("Input@GRAD")) if want_x else None
     dcols = geo.xp.empty((geo.ckk, geo.nl), geo.dtype) if want_x else None
@@ -144,11 +153,11 @@ def _conv_grad_kernel(ctx: KernelContext):
 
     def grad(a, k, g):
         if want_f and not want_x:   # the filter gradient alone may skip the transposing copy of g
-            return geo.filter_from_response(g, geo.im2col(a), dfilter)
+            return geo.filter_from_response(g, geo.columns_of(a), dfilter)
         gt = geo.to_columns(g)
         res = [col2im(geo.data_gemm(k, gt, dcols))]
         if want_f:
-            res.append(geo.filter_gemm(gt, geo.im2col(a), dfilter))
+            res.append(geo.filter_gemm(gt, geo.columns_of(a), dfilter))
         return res[0] if len(res) == 1 else tuple(res)
     return grad
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc
@@ -164,19 +164,36 @@ class KernelContext:
     """What a kernel factory sees when a block is planned for concrete shapes."""
 
     __slots__ = ("spec", "attrs", "xp", "in_types", "out_types", "in_slots", "out_slots",
-                 "buffers", "rng", "is_test", "_constants")
+                 "buffers", "rng", "is_test", "_constants", "_in_names", "_plan_state")
 
     def __init__(self, spec: OpSpec, attrs: Mapping[str, Any], xp: Any,
                  in_slots: Mapping[str, list[TensorType]],
                  out_slots: Mapping[str, list[TensorType]],
                  buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False,
-                 constants: Optional[Mapping[str, list[Any]]] = None):
+                 constants: Optional[Mapping[str, list[Any]]] = None,
+                 in_names: Optional[Mapping[str, list[str]]] = None,
+                 plan_state: Optional[dict] = None):
         self.spec, self.attrs, self.xp = spec, attrs, xp
         self.in_slots, self.out_slots = in_slots, out_slots
         self.in_types = [t for s in spec.inputs for t in in_slots.get(s.name, ())]
         self.out_types = [t for s in spec.outputs for t in out_slots.get(s.name, ())]
         self.buffers, self.rng, self.is_test = buffers, rng, is_test
         self._constants = constants or {}
+        self._in_names = in_names or {}
+        self._plan_state = {} if plan_state is None else plan_state
+
+    def input_name(self, slot: str, i: int = 0) -> str:
+        """The var name bound to an input slot (kernels use it to key `shared` state)."""
+        return self._in_names[slot][i]
+
+    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """State shared by the kernels of one plan under ``key``, made on first request:
+        e.g. a convolution's column buffer, filled by the forward op and read back by its
+        gradient op instead of being recomputed. Outside a plan (the reference
+        interpreter) every kernel gets its own."""
+        if key not in self._plan_state:
+            self._plan_state[key] = make()
+        return self._plan_state[key]
 
     def constant(self, slot: str, i: int = 0) -> Any:
         """The value of an input known when the plan is built (or None): kernels may

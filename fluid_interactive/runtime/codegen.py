@@ -117,12 +117,14 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
         return local if var in owned and var not in analysis.persistables else f"{local}.copy()"
 
     writes: dict[str, str] = {}
+    plan_state: dict = {}   # what kernels of this plan share (see KernelContext.shared)
     for step in analysis.steps:
         for name in step.inputs:
             if name not in em.local:
                 em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
         kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
-                                rng_for(step.index), is_test, analysis.constants)
+                                rng_for(step.index), is_test, analysis.constants,
+                                plan_state)
         comment = format_op(step.op, lambda n: _typed(analysis, n))
         if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
             source_local = em.local[step.inputs[kernel.input_index]]

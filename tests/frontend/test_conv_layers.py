@@ -384,3 +384,40 @@ def test_saved_program_keeps_the_moving_statistics(trained, tmp_path):
         np.testing.assert_array_equal(loaded.get_var(P + f"batch_norm_0.{k}"),
                                       prog.get_var(P + f"batch_norm_0.{k}"))
     np.testing.assert_allclose(loaded.infer(x), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("act,pool_padding", [("relu", 0), (None, 1)])
+def test_simple_img_conv_pool_pools_before_bias_and_relu_with_the_same_results(rng, act,
+                                                                               pool_padding):
+    def make(fused):
+        class Block(fluid.Program):
+            @fluid.network("x", "y")
+            def train(self, x, y):
+                x = fluid.layers.data(name="x", shape=[2, 10, 10])
+                y = fluid.layers.data(name="y", shape=[1], dtype="int64")
+                kw = dict(pool_size=2, pool_stride=2, pool_padding=pool_padding)
+                if fused:
+                    h = fluid.layers.simple_img_conv_pool(x, num_filters=4, filter_size=3,
+                                                          act=act, **kw)
+                else:
+                    h = fluid.layers.pool2d(fluid.layers.conv2d(x, 4, 3, act=act),
+                                            pool_type="max", **kw)
+                logits = fluid.layers.fc(h, size=3)
+                loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+                fluid.optimizer.SGD(learning_rate=0.2).minimize(loss)
+                return loss
+        return Block().Compile(seed=4)
+
+    fused, plain = make(True), make(False)
+    ops = [op.type for op in fused.program.block("train").ops[:4]]
+    assert ops[:3] == ["conv2d", "pool2d", "elementwise_add"]
+    assert set(fused.parameters()) == set(plain.parameters())
+    plain.set_parameters({k: v + 0.3 * (k.endswith("b_0") and "conv" in k)   # biases matter
+                          for k, v in fused.parameters().items()})
+    fused.set_parameters(plain.parameters())
+    for _ in range(5):
+        x = rng.standard_normal((8, 2, 10, 10)).astype(np.float32)
+        y = rng.integers(0, 3, (8, 1))
+        assert fused.train(x, y) == pytest.approx(plain.train(x, y), rel=1e-6)
+    for name, value in fused.parameters().items():
+        np.testing.assert_allclose(value, plain.parameters()[name], rtol=1e-5, atol=1e-6)
