@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +28,33 @@ from fluid_interactive.io import recordio  # noqa: E402
 from fluid_interactive.io.reader import BatchReader, FileSource  # noqa: E402
 
 SHAPES, DTYPES = [[13], [1]], ["float32", "float32"]
+
+
+def steady_interleaved_us(reader_step, memory_step, calls: int, rounds: int = 7,
+                          settle: int = 0, idle_s: float = 0.2) -> dict[str, float]:
+    """Median us per call of each step, alternating blocks (as `_timing.interleaved_us`),
+    with the reading thread kept out of the other block's way both ways: each timed block
+    of ``reader_step`` follows ``settle`` untimed calls of it, which use up what the thread
+    read ahead meanwhile (whole pieces of the file, past ``prefetch`` batches: at most about
+    1,750 fit_a_line batches, which would otherwise come free), and each memory block
+    follows a pause of ``idle_s`` in which the thread finishes reading ahead (else it would
+    compete for the GIL with the memory block). Timed blocks then measure the reader in
+    its steady state, as in a training loop that only trains."""
+    samples: dict[str, list[float]] = {"reader": [], "memory": []}
+    for fn in (reader_step, memory_step):  # warm up
+        for _ in range(max(10, calls // 10)):
+            fn()
+    for _ in range(rounds):
+        for _ in range(settle):
+            reader_step()
+        for name, fn in (("reader", reader_step), ("memory", memory_step)):
+            if name == "memory":
+                time.sleep(idle_s)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def best_seconds(fn, repeats: int) -> float:
@@ -90,7 +118,7 @@ def main() -> None:
             ("recordio.read_chunks (columns per chunk)", lambda: chunk_columns(path), n),
             ("BatchReader batch 128, prefetch thread", lambda: batches(path, 128, 4), n),
             ("BatchReader batch 1024, prefetch thread", lambda: batches(path, 1024, 4), n),
-            ("BatchReader batch 128, no thread", lambda: batches(path, 128, 0), n),
+            ("BatchReader batch 128, prefetch=0", lambda: batches(path, 128, 0), n),
         ]
         limit = min(n, 100_000)
         rows.append((f"recordio.read (one tuple per record, {limit:,})",
@@ -117,9 +145,8 @@ def main() -> None:
 def training_through_reader(path: str, x: np.ndarray, y: np.ndarray, steps: int = 3000,
                             batch: int = 256) -> None:
     """fit_a_line steps/s reading its batches in the program vs fed the same batches from
-    memory (pre-sliced arrays), alternating blocks of steps."""
+    memory (pre-sliced arrays), alternating blocks of steps (see `steady_interleaved_us`)."""
     import fluid
-    from _timing import interleaved_us
     from fit_a_line import FitALine
 
     class Fed(fluid.Program):
@@ -145,7 +172,7 @@ def training_through_reader(path: str, x: np.ndarray, y: np.ndarray, steps: int 
         i = k[0] = (k[0] + 1) % n
         return fed.train_step(xs[i], ys[i])
 
-    us = interleaved_us({"reader": reading.train_step, "memory": fed_step}, calls=steps)
+    us = steady_interleaved_us(reading.train_step, fed_step, calls=steps, settle=2000)
     reading.close()
     print(f"\nfit_a_line training, batch {batch}: through the reader "
           f"{1e6 / us['reader']:,.0f} steps/s ({us['reader']:.1f} us/step), fed from memory "
@@ -157,7 +184,6 @@ def mlp_through_reader(tmp: str, steps: int = 60, batch: int = 128) -> None:
     """The same comparison for an MLP 784-512-512-10 (softmax cross-entropy, SGD), whose
     step takes milliseconds."""
     import fluid
-    from _timing import interleaved_us
     rng = np.random.default_rng(1)
     n = batch * 80
     x = rng.standard_normal((n, 784)).astype(np.float32)
@@ -196,7 +222,7 @@ def mlp_through_reader(tmp: str, steps: int = 60, batch: int = 128) -> None:
         i = k[0] = (k[0] + 1) % len(xs)
         return fed.train(xs[i], ys[i])
 
-    us = interleaved_us({"reader": reading.train, "memory": fed_step}, calls=steps, rounds=5)
+    us = steady_interleaved_us(reading.train, fed_step, calls=steps, rounds=5, settle=150)
     reading.close()
     print(f"MLP 784-512-512-10 training, batch {batch}: through the reader "
           f"{us['reader'] / 1e3:.2f} ms/step, fed from memory {us['memory'] / 1e3:.2f} "

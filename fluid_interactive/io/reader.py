@@ -9,8 +9,9 @@ bounded queue so that reading overlaps compute::
     x, y = reader.next()        # EOFException at the end of the data; reset() restarts
 
 Sources yield *blocks*: a run of samples as columns (one array per slot, leading sample
-dim). `FileSource` yields one block per uniform run of a RecordIO chunk (usually the whole
-chunk), so no per-sample Python work happens between the file and the batch.
+dim). `FileSource` yields one block per run of `bulk_read.read_columns` (usually all the
+chunks of a piece of up to 16 MB, copied once into fresh arrays), so no per-sample Python
+work happens between the file and the batch, and the batches of a block are views of it.
 
 Shuffling (Paddle's ``create_shuffle_reader``): fill a buffer of ``shuffle_buffer``
 samples, permute it, emit it, refill. ``shuffle_buffer=None`` (or at least the dataset
@@ -20,7 +21,6 @@ for the same seed, and `reset` replays it from epoch 0.
 """
 from __future__ import annotations
 
-import collections
 import glob
 import os
 import queue
@@ -31,11 +31,12 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from ..errors import EOFException, ReaderError
-from . import recordio
+from .bulk_read import read_columns
 
 __all__ = ["BatchReader", "FileSource", "ArraySource", "Block"]
 
-_GROUP = 16  # batches per hand-off between the reading thread and the caller
+_GROUP = 64  # batches gathered before a hand-off between the reading thread and caller
+_COPIES = 16  # batches copied at once from a block the reader does not own
 _POLL_S = 0.05      # how often a blocked producer or consumer re-checks for a stop
 _JOIN_S = 30.0      # how long close() waits for the thread to finish its current block
 
@@ -116,9 +117,8 @@ class FileSource:
 
     def blocks(self) -> Iterator[Block]:
         for path in self.paths:
-            for chunk in recordio.read_chunks(path):
-                for run in chunk.runs:
-                    yield Block(path, run.first_record, run.columns, False)
+            for run in read_columns(path):
+                yield Block(path, run.first_record, run.columns, True)
 
     def __repr__(self) -> str:
         return f"FileSource({self.patterns!r})"
@@ -214,9 +214,10 @@ def _conformed(source: Any, cfg: _Config) -> Iterator[Block]:
     for block in source.blocks():
         block = _conform(block, cfg.slots)
         n = len(block.columns[0])
-        if count > 1:
+        if count > 1:  # strided views: batches of them must be copied
             first = (index - seen) % count
-            block = block._replace(columns=tuple(c[first::count] for c in block.columns))
+            block = block._replace(columns=tuple(c[first::count] for c in block.columns),
+                                   owned=False)
         seen += n
         if len(block.columns[0]):
             yield block
@@ -231,28 +232,50 @@ def _concat(pieces: list[tuple[np.ndarray, ...]], origin: str) -> tuple[np.ndarr
 
 
 def _batched(blocks: Iterator[Block], batch_size: int, drop_last: bool
-             ) -> Iterator[tuple[np.ndarray, ...]]:
+             ) -> Iterator[list[tuple[np.ndarray, ...]]]:
+    """Lists of consecutive batches, one per block: the batch that spans into the block
+    from earlier ones, then the whole batches inside it (in lists of at most `_COPIES` when
+    they must be copied)."""
     pending: list[tuple[np.ndarray, ...]] = []
     count, origin = 0, ""
     for block in blocks:
         cols, origin = block.columns, block.origin
-        n, start = len(cols[0]), 0
+        n, start, out = len(cols[0]), 0, []
         if count:
             take = min(batch_size - count, n)
             pending.append(tuple(c[:take] for c in cols))
             count, start = count + take, take
             if count == batch_size:
-                yield _concat(pending, origin)
+                out.append(_concat(pending, origin))
                 pending, count = [], 0
+        most = n if block.owned else batch_size * _COPIES
         while n - start >= batch_size:
-            piece = tuple(c[start:start + batch_size] for c in cols)
-            yield piece if block.owned else tuple(np.array(c) for c in piece)
-            start += batch_size
+            stop = start + min(n - start, most) // batch_size * batch_size
+            out += _split(cols, start, stop, batch_size, block.owned)
+            start = stop
+            if len(out) >= _COPIES and not block.owned:
+                yield out
+                out = []
         if start < n:
             pending.append(tuple(c[start:] for c in cols))
             count += n - start
+        if out:
+            yield out
     if count and not drop_last:
-        yield _concat(pending, origin)
+        yield [_concat(pending, origin)]
+
+
+def _split(cols: tuple[np.ndarray, ...], start: int, stop: int, batch_size: int, owned: bool
+           ) -> list[tuple[np.ndarray, ...]]:
+    """The batches of rows [start, stop) (a whole number of them) as views of one
+    C-contiguous array per slot: the block's own when it is owned, else a copy. One reshape
+    per slot makes them all, so a batch costs no NumPy call of its own."""
+    per_slot = []
+    for c in cols:
+        part = np.ascontiguousarray(c[start:stop]) if owned else np.array(c[start:stop])
+        per_slot.append(list(part.reshape(((stop - start) // batch_size, batch_size)
+                                          + c.shape[1:])))
+    return list(zip(*per_slot))
 
 
 def _gather(cols: tuple[np.ndarray, ...], order: np.ndarray, origin: str, step: int
@@ -289,8 +312,8 @@ def _shuffled(blocks: Iterator[Block], buffer: int | None, rng: np.random.Genera
         yield from _gather(cols, rng.permutation(count), origin, step)
 
 
-def _pipeline(cfg: _Config) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
-    """(epoch, batch) for every batch of every epoch."""
+def _pipeline(cfg: _Config) -> Iterator[tuple[int, list[tuple[np.ndarray, ...]]]]:
+    """(epoch, batches) for every batch of every epoch, in lists (see `_batched`)."""
     source = cfg.source.resolved()
     keep: list[_Whole] = []
     epoch = 0
@@ -305,29 +328,31 @@ def _pipeline(cfg: _Config) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
             else:
                 blocks = _shuffled(blocks, cfg.shuffle_buffer, rng, cfg.batch_size, keep)
         emitted = False
-        for batch in _batched(blocks, cfg.batch_size, cfg.drop_last):
+        for batches in _batched(blocks, cfg.batch_size, cfg.drop_last):
             emitted = True
-            yield epoch, batch
+            yield epoch, batches
         if not emitted:  # no data (or less than one batch with drop_last): never spin
             return
         epoch += 1
 
 
 class _Sync:
-    """Runs the pipeline in the caller's thread (``prefetch=0``)."""
+    """Runs the pipeline in the caller's thread (``prefetch=0``). `get` gives ("items",
+    epoch, batches), ("end", None, None) or ("error", exception, None)."""
 
     def __init__(self, cfg: _Config):
         self._gen: Iterator | None = _pipeline(cfg)
 
-    def get(self) -> tuple[str, Any]:
+    def get(self) -> tuple[str, Any, Any]:
         if self._gen is None:
-            return "end", None
+            return "end", None, None
         try:
-            return "item", next(self._gen)
+            epoch, batches = next(self._gen)
+            return "items", epoch, batches
         except StopIteration:
-            return "end", None
+            return "end", None, None
         except Exception as exc:
-            return "error", exc
+            return "error", exc, None
 
     def stop(self) -> None:
         gen, self._gen = self._gen, None
@@ -336,76 +361,95 @@ class _Sync:
 
 
 class _Threaded:
-    """Runs the pipeline in a daemon thread that fills a bounded queue. Holds no reference
-    to the `BatchReader`, so a reader that is dropped gets collected and its finalizer
-    stops this.
+    """Runs the pipeline in a daemon thread that hands batches over through a queue; `get`
+    as `_Sync`'s. Holds no reference to the `BatchReader`, so a reader that is dropped gets
+    collected and its finalizer stops this.
 
-    Batches cross the thread boundary in groups: one queue hand-off costs several
-    microseconds of locking and thread switching, more than a small training step, so the
-    consumer pops from a local deque and touches the queue once per group."""
+    Batches cross the thread boundary in lists of one epoch: at least `_GROUP` batches (or
+    ``prefetch``, if fewer), gathered from what the pipeline makes (for a file, all the
+    batches of a piece of up to 16 MB). Every hand-off costs locking and waking the other
+    thread, which must then win the GIL back from a caller busy training, so the caller
+    takes a whole list at once and `BatchReader.next` hands its batches out without
+    touching the queue.
+
+    The thread waits for room before a hand-off (until fewer than ``prefetch`` batches
+    wait), not after it: a thread that is behind finds the caller has already taken what
+    it was waiting for, and goes straight on to the next piece. It reads ahead at most
+    ``prefetch`` batches, one list, and the piece it is decoding (and, for a file, the
+    bytes of the next piece, see `bulk_read.read_columns`)."""
 
     def __init__(self, cfg: _Config, prefetch: int):
+        self.limit = max(1, prefetch)
         self.group = max(1, min(_GROUP, prefetch))
-        self.queue: queue.Queue = queue.Queue(maxsize=max(1, prefetch // self.group))
-        self.ready: collections.deque = collections.deque()
+        self.queue: queue.Queue = queue.Queue()  # unbounded: `waiting` bounds it
+        self.room = threading.Condition()
+        self.waiting = 0  # batches in the queue
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(cfg,), daemon=True,
                                        name="fluid-batch-reader")
         self.thread.start()
 
-    def _put(self, item: list) -> bool:
-        try:
-            self.queue.put_nowait(item)
-            return True
-        except queue.Full:
-            pass
-        while not self.stopping.is_set():
-            try:
-                self.queue.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def _hand(self, item: tuple) -> bool:
+        """Queue ``item`` once fewer than ``prefetch`` batches wait; False once stopping.
+        Waiting before the hand-off, not after it, lets a thread that is behind go straight
+        on to the next piece: by then the caller has taken what it was waiting for."""
+        with self.room:
+            while self.waiting >= self.limit and not self.stopping.is_set():
+                self.room.wait(_POLL_S)
+            if self.stopping.is_set():
+                return False
+            if item[0] == "items":
+                self.waiting += len(item[2])
+            self.queue.put(item)
+        return True
 
     def _run(self, cfg: _Config) -> None:
-        group: list = []
+        group: list = []  # batches of `epoch` not handed over yet
+        epoch = 0
         try:
             gen = _pipeline(cfg)
             try:
-                for item in gen:
-                    group.append(("item", item))
+                for e, batches in gen:
+                    if e != epoch:  # a hand-off holds batches of one epoch
+                        if group and not self._hand(("items", epoch, group)):
+                            return
+                        group, epoch = [], e
+                    group += batches
                     if len(group) >= self.group:
-                        if not self._put(group):
+                        if not self._hand(("items", epoch, group)):
                             return
                         group = []
             finally:
                 gen.close()  # closes the open file now, in this thread
-            group.append(("end", None))
-            self._put(group)
+            if group and not self._hand(("items", epoch, group)):
+                return
+            self._hand(("end", None, None))
         except BaseException as exc:  # everything reaches the consumer; nothing is lost
-            group.append(("error", exc))
-            self._put(group)
+            if not group or self._hand(("items", epoch, group)):
+                self._hand(("error", exc, None))
 
-    def get(self) -> tuple[str, Any]:
-        ready = self.ready
-        if ready:
-            return ready.popleft()
+    def get(self) -> tuple[str, Any, Any]:
+        item = self._take()
+        if item[0] == "items":
+            with self.room:
+                self.waiting -= len(item[2])
+                self.room.notify()
+        return item
+
+    def _take(self) -> tuple[str, Any, Any]:
         try:
-            ready.extend(self.queue.get_nowait())
-            return ready.popleft()
+            return self.queue.get_nowait()
         except queue.Empty:
             pass
         while True:
             try:
-                ready.extend(self.queue.get(timeout=_POLL_S))
-                return ready.popleft()
+                return self.queue.get(timeout=_POLL_S)
             except queue.Empty:
                 if not self.thread.is_alive() and self.queue.empty():
                     return "error", ReaderError("the background reading thread ended "
-                                                "without a result")
+                                                "without a result"), None
 
     def _drain(self) -> None:
-        self.ready.clear()
         try:
             while True:
                 self.queue.get_nowait()
@@ -414,7 +458,8 @@ class _Threaded:
 
     def stop(self) -> None:
         self.stopping.set()
-        self._drain()  # wakes a producer blocked on a full queue
+        with self.room:
+            self.room.notify_all()  # wakes a thread waiting for room
         if self.thread is not threading.current_thread():
             self.thread.join(_JOIN_S)
         self._drain()
@@ -468,13 +513,25 @@ class BatchReader:
     # -- state
     def _rewind(self) -> None:
         self._done: BaseException | None = None  # EOFException or the ReaderError to repeat
+        # batches and samples of the epoch returned before the current group
         self._epoch, self._batch, self._samples = 0, 0, 0
+        self._group: list = []  # batches handed over by the pipeline; `next` walks them
+        self._pos = self._have = 0
+
+    def _forget_group(self) -> None:
+        """Count the batches taken from the current group, and drop the rest."""
+        taken = self._group[:self._pos]
+        self._batch += len(taken)
+        self._samples += sum(len(b[0]) for b in taken)
+        self._group, self._pos, self._have = [], 0, 0
 
     def state(self) -> dict[str, int]:
         """Where the reader stands: the epoch of the last batch returned, how many batches
         of that epoch were returned, and the samples returned since the last `reset`.
         After the end of the data, ``epoch`` is the number of epochs read."""
-        return {"epoch": self._epoch, "batch": self._batch, "samples": self._samples}
+        taken = self._group[:self._pos]
+        return {"epoch": self._epoch, "batch": self._batch + len(taken),
+                "samples": self._samples + sum(len(b[0]) for b in taken)}
 
     @property
     def batch_size(self) -> int:
@@ -485,6 +542,13 @@ class BatchReader:
         """The next batch: one array per slot, shaped ``(batch, *shape)``. Raises
         `EOFException` at the end of the data, `ReaderError` for bad data or a failure in
         the reading thread (the cause chained)."""
+        pos = self._pos
+        if pos < self._have:  # the usual case: called once per training step, keep it short
+            self._pos = pos + 1
+            return self._group[pos]
+        return self._next_group()
+
+    def _next_group(self) -> tuple[np.ndarray, ...]:
         if self._closed:
             raise ReaderError("this reader is closed; create a new one or call reset()")
         if self._done is not None:
@@ -492,14 +556,13 @@ class BatchReader:
         if self._pipe is None:
             self._start()
         assert self._pipe is not None
-        kind, value = self._pipe.get()
-        if kind == "item":
-            epoch, batch = value
-            if epoch != self._epoch:
-                self._epoch, self._batch = epoch, 0
-            self._batch += 1
-            self._samples += len(batch[0])
-            return batch
+        kind, value, batches = self._pipe.get()
+        self._forget_group()
+        if kind == "items":
+            if value != self._epoch:
+                self._epoch, self._batch = value, 0
+            self._group, self._have, self._pos = batches, len(batches), 1
+            return batches[0]
         self._stop()
         if kind == "end":
             self._epoch, self._batch = self._epoch + 1, 0
@@ -530,6 +593,7 @@ class BatchReader:
         self._finalizer = weakref.finalize(self, pipe.stop)
 
     def _stop(self) -> None:
+        self._forget_group()  # so that `next` takes the slow path, which checks the state
         if self._finalizer is not None:
             self._finalizer()  # runs pipe.stop once, then detaches
         self._pipe = self._finalizer = None
@@ -555,7 +619,7 @@ class BatchReader:
     def __repr__(self) -> str:
         slots = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self._cfg.slots)
         return (f"BatchReader({self.source!r}, batch_size={self._cfg.batch_size}, "
-                f"slots=[{slots}], epoch={self._epoch}, batch={self._batch})")
+                f"slots=[{slots}], epoch={self._epoch}, batch={self.state()['batch']})")
 
 
 def _again(exc: BaseException) -> BaseException:

@@ -12,12 +12,14 @@ holds one sample: ``uint32 tensor count`` + LoDTensor serialisations (`tensor_co
 
 Writing: `write` (any iterable of samples), `write_arrays` (columns with a leading sample
 dim), `Writer` (incremental), `write_records` (raw record bytes). Reading: `read`
-(samples), `read_chunks` (whole chunks as NumPy columns; the fast path), `read_records`
-(raw bytes), `chunk_index` (headers only). Every malformed byte raises `RecordIOError`
-naming the file and the byte offset. See docs/recordio.md.
+(samples), `read_chunks` (whole chunks as NumPy views), `read_records` (raw bytes),
+`chunk_index` (headers only); `bulk_read.read_columns` gives runs of many chunks as fresh
+NumPy columns (the fastest, what `BatchReader` uses). Every malformed byte raises
+`RecordIOError` naming the file and the byte offset. See docs/recordio.md.
 """
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import zlib
@@ -365,10 +367,20 @@ def _error(text: str, path: str, offset: int, payload_offset: int | None = None
 
 
 def _read_header(f: BinaryIO, path: str, offset: int, size: int) -> ChunkInfo:
+    _check_room(path, offset, size)
+    return _parse_header(f.read(HEADER.size), path, offset, size)
+
+
+def _check_room(path: str, offset: int, size: int) -> None:
     if size - offset < HEADER.size:
         raise _error(f"{path}: byte {offset}: truncated chunk header ({size - offset} of "
                      f"{HEADER.size} bytes before end of file)", path, offset)
-    magic, count, checksum, compressor, stored = HEADER.unpack(f.read(HEADER.size))
+
+
+def _parse_header(raw, path: str, offset: int, size: int) -> ChunkInfo:
+    """The chunk header in the first 20 bytes of ``raw``, read from byte ``offset`` of a
+    file of ``size`` bytes; every field checked (but the CRC, which needs the payload)."""
+    magic, count, checksum, compressor, stored = HEADER.unpack_from(raw)
     if magic != MAGIC:
         raise _error(f"{path}: byte {offset}: bad chunk magic 0x{magic:08x} (expected "
                      f"0x{MAGIC:08x}); not a RecordIO file, or corrupt", path, offset)
@@ -392,16 +404,21 @@ def _chunks(f: BinaryIO, path: str) -> Iterator[tuple[ChunkInfo, bytes]]:
     f.seek(0)
     while offset < size:
         info = _read_header(f, path, offset, size)
-        stored = f.read(info.stored_size)
-        if len(stored) != info.stored_size:  # the file shrank under us
-            raise _error(f"{path}: byte {offset + HEADER.size}: chunk payload truncated",
-                         path, offset + HEADER.size)
-        if zlib.crc32(stored) != info.checksum:
-            raise _error(f"{path}: byte {offset + 8}: CRC-32 mismatch for the chunk at byte "
-                         f"{offset} (stored 0x{info.checksum:08x}, computed "
-                         f"0x{zlib.crc32(stored):08x})", path, offset + 8)
-        yield info, _decompress(stored, info, path)
+        yield info, _payload(f.read(info.stored_size), info, path)
         offset = info.end
+
+
+def _payload(stored: bytes, info: ChunkInfo, path: str) -> bytes:
+    """The decompressed payload of the chunk ``info`` from its stored bytes."""
+    offset = info.offset
+    if len(stored) != info.stored_size:  # the file shrank under us
+        raise _error(f"{path}: byte {offset + HEADER.size}: chunk payload truncated",
+                     path, offset + HEADER.size)
+    if zlib.crc32(stored) != info.checksum:
+        raise _error(f"{path}: byte {offset + 8}: CRC-32 mismatch for the chunk at byte "
+                     f"{offset} (stored 0x{info.checksum:08x}, computed "
+                     f"0x{zlib.crc32(stored):08x})", path, offset + 8)
+    return _decompress(stored, info, path)
 
 
 def _decompress(stored: bytes, info: ChunkInfo, path: str) -> bytes:
@@ -489,6 +506,51 @@ def _columns_of(payload: bytes, first_row: int, rows: int, layout: RecordLayout
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _header_spans(layout: RecordLayout) -> tuple[tuple[int, int], ...]:
+    """The byte ranges of a row (length prefix + record) that are not tensor data: equal
+    in every row of one layout, since parsing a record reads only them."""
+    spans, cut = [], 0
+    for spec in layout.tensors:
+        start = 4 + spec.data_offset
+        if start > cut:
+            spans.append((cut, start))
+        cut = start + spec.nbytes
+    if 4 + layout.length > cut:
+        spans.append((cut, 4 + layout.length))
+    return tuple(spans)
+
+
+def _words(rows: np.ndarray) -> np.ndarray | None:
+    """``rows`` (blocks x records x row bytes) as aligned uint32 words, when they allow."""
+    if rows.shape[2] % 4 or rows.strides[0] % 4 or rows.strides[1] % 4:
+        return None
+    words = rows.view(np.uint32)
+    return words if words.flags.aligned else None
+
+
+def _matching(rows: np.ndarray, layout: RecordLayout) -> np.ndarray:
+    """For each block of ``rows`` (blocks x records x row bytes): whether every row's
+    non-data bytes equal those of the first row of the first block. Whole uint32 words
+    are compared where the rows allow (a quarter of the elements), single bytes at the
+    ragged ends of a span."""
+    ok = np.ones(len(rows), dtype=bool)
+    words = _words(rows)
+    for a, b in _header_spans(layout):
+        lo, hi = -(-a // 4), b // 4
+        parts = [(rows, a, b)] if words is None or lo >= hi else [
+            (rows, a, 4 * lo), (words, lo, hi), (rows, 4 * hi, b)]
+        for part, start, stop in parts:
+            if start < stop:
+                # Records innermost (order C of the transposed view): NumPy then runs long
+                # inner loops, not one short loop of a few words per record.
+                cells = part[:, :, start:stop].transpose(0, 2, 1)
+                same = np.equal(cells, part[0, 0, start:stop, None], order="C")
+                if not same.all():  # rare: find which blocks differ
+                    ok &= same.all(axis=(1, 2))
+    return ok
+
+
 def _uniform(payload: bytes, count: int, layout: RecordLayout) -> bool:
     """Whether every record of the chunk has the first record's length and header bytes
     (then all share its layout: parsing reads only those bytes)."""
@@ -497,15 +559,23 @@ def _uniform(payload: bytes, count: int, layout: RecordLayout) -> bool:
         return False
     if count == 1:
         return True
-    table = np.frombuffer(payload, dtype=np.uint8).reshape(count, stride)
-    cut = 0
-    for spec in layout.tensors + (None,):
-        stop = 4 + spec.data_offset if spec is not None else stride
-        if stop > cut and not (table[1:, cut:stop] == table[0, cut:stop]).all():
-            return False
-        if spec is not None:
-            cut = stop + spec.nbytes
-    return True
+    table = np.frombuffer(payload, dtype=np.uint8).reshape(1, count, stride)
+    return bool(_matching(table, layout)[0])
+
+
+def _copy_columns(rows: np.ndarray, layout: RecordLayout) -> tuple[np.ndarray, ...]:
+    """Fresh C-contiguous columns in native byte order of every row of ``rows`` (blocks x
+    records x row bytes): one copy per tensor, straight from the rows."""
+    blocks, count = rows.shape[:2]
+    out = []
+    for spec in layout.tensors:
+        col = np.empty((blocks * count,) + spec.shape, dtype=spec.dtype.newbyteorder("="))
+        if spec.nbytes:
+            start = 4 + spec.data_offset
+            cells = rows[:, :, start:start + spec.nbytes].view(spec.dtype)
+            col.reshape(blocks, count, -1)[...] = cells
+        out.append(col)
+    return tuple(out)
 
 
 def _runs(payload: bytes, info: ChunkInfo, where: _Where, first_record: int

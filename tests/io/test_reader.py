@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fluid_interactive.errors import EOFException, ReaderError, RecordIOError
-from fluid_interactive.io import recordio
+from fluid_interactive.io import bulk_read, recordio
 from fluid_interactive.io.reader import ArraySource, BatchReader, Block, FileSource
 
 from ..leaks import open_fds, settles
@@ -66,6 +66,23 @@ def test_file_batches_match_numpy(file_of, batch_size, drop_last):
     with BatchReader(FileSource(path), batch_size, SHAPES, DTYPES, drop_last=drop_last) as r:
         got = drain(r)
     assert_batches_equal(got, reference(arrays, batch_size, drop_last))
+    for batch in got:
+        assert all(a.flags.c_contiguous and a.flags.writeable for a in batch)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2, 64])
+@pytest.mark.parametrize("batch_size", [1, 13, 256])
+def test_file_batches_match_numpy_across_pieces(file_of, monkeypatch, prefetch, batch_size):
+    """Files read a few KB at a time: batches span pieces, runs and chunks."""
+    monkeypatch.setattr(bulk_read, "_FIRST_PIECE", 2000)
+    monkeypatch.setattr(bulk_read, "_PIECE", 9000)
+    arrays = data(1234)
+    path = file_of(arrays, max_num_records=37)
+    with BatchReader(FileSource(path), batch_size, SHAPES, DTYPES, prefetch=prefetch,
+                     epochs=2) as r:
+        got = drain(r)
+        assert r.state() == {"epoch": 2, "batch": 0, "samples": 2 * 1234}
+    assert_batches_equal(got, reference(arrays, batch_size) * 2)
     for batch in got:
         assert all(a.flags.c_contiguous and a.flags.writeable for a in batch)
 
@@ -179,6 +196,7 @@ def test_shards_partition_the_samples(file_of):
         with BatchReader(FileSource(path), 100, SHAPES, DTYPES, shard=(i, 3)) as r:
             (x, y), = drain(r)
         np.testing.assert_array_equal(x, arrays[0][i::3])
+        assert x.flags.c_contiguous and y.flags.c_contiguous
         labels += y[:, 0].tolist()
     assert sorted(labels) == list(range(23))
 
@@ -346,18 +364,21 @@ def test_a_corrupt_file_is_a_reader_error_with_the_recordio_error_chained(file_o
     assert isinstance(info.value.__cause__, RecordIOError)
 
 
-def test_the_thread_reads_ahead(file_of):
+def test_the_thread_reads_ahead(file_of, monkeypatch):
     path = file_of(data(1000), max_num_records=10)
+    monkeypatch.setattr(bulk_read, "_PIECE", 4 * (20 + 10 * 112))  # pieces of 4 chunks
     r = BatchReader(FileSource(path), 10, SHAPES, DTYPES, prefetch=4)
     r.next()
     pipe = r._pipe
     deadline = time.time() + 5
-    ahead = lambda: sum(len(g) for g in list(pipe.queue.queue)) + len(pipe.ready)  # noqa: E731
+    ahead = lambda: sum(len(item[2]) for item in list(pipe.queue.queue)  # noqa: E731
+                        if item[0] == "items") + r._have - r._pos
     while ahead() < 4 and time.time() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
-    # bounded: about `prefetch` batches wait (in whole hand-off groups), no further
-    assert 4 <= ahead() <= 4 + pipe.group and pipe.thread.is_alive()
+    # bounded: the thread stops once `prefetch` batches wait; they come in whole hand-offs
+    # (here a piece of the file: 4 batches), and the caller holds the rest of one
+    assert 4 <= ahead() <= 4 + 4 and pipe.thread.is_alive()
     t0 = time.perf_counter()
     r.close()
     assert time.perf_counter() - t0 < 2 and not pipe.thread.is_alive()

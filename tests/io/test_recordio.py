@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fluid_interactive.errors import DTypeError, RecordIOError
-from fluid_interactive.io import recordio, snappy_stream, tensor_codec
+from fluid_interactive.io import bulk_read, recordio, snappy_stream, tensor_codec
 from fluid_interactive.io.reader import BatchReader, FileSource
 
 
@@ -344,7 +344,141 @@ def bad(path, data):
     with pytest.raises(RecordIOError) as info:
         list(recordio.read(path))
     assert path in str(info.value) and info.value.path == path
+    assert same_error(outcome(bulk_read.read_columns, path), info.value)
     return info.value
+
+
+def outcome(reader, path):
+    """The records a reader gives (chunks or runs flattened to per-slot columns), or the
+    RecordIOError it raises."""
+    try:
+        runs = [r for c in recordio.read_chunks(path) for r in c.runs] if reader is None \
+            else list(reader(path))
+    except RecordIOError as exc:
+        return exc
+    slots = {len(r.columns) for r in runs}
+    return [(r.first_record, r.num_records,
+             tuple((c.dtype.newbyteorder("="), c.shape, c.tobytes()) for c in r.columns))
+            for r in runs], slots
+
+
+def same_error(a, b) -> bool:
+    return (isinstance(a, RecordIOError) and str(a) == str(b) and a.offset == b.offset
+            and a.payload_offset == b.payload_offset)
+
+
+def records_of(result):
+    """Per-record bytes of each slot, whatever the runs: runs of read_columns span chunks."""
+    runs, _ = result
+    out = []
+    for _, n, cols in runs:
+        for i in range(n):
+            out.append(tuple((dt, shape[1:], raw[i * len(raw) // n:(i + 1) * len(raw) // n])
+                             for dt, shape, raw in cols))
+    return out
+
+
+def assert_same_outcome(path):
+    """read_columns gives exactly the records, or exactly the error, of read_chunks."""
+    want, got = outcome(None, path), outcome(bulk_read.read_columns, path)
+    if isinstance(want, RecordIOError):
+        assert same_error(got, want), (got, want)
+    else:
+        assert not isinstance(got, RecordIOError), got
+        assert records_of(got) == records_of(want)
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Read files a few KB at a time (chunks cross the ends of pieces), every CRC on the
+    helper thread."""
+    monkeypatch.setattr(bulk_read, "_FIRST_PIECE", 3000)
+    monkeypatch.setattr(bulk_read, "_PIECE", 7000)
+    monkeypatch.setattr(bulk_read, "_HELP_BYTES", 0)
+
+
+def test_crc_skip_combines_like_zlib():
+    rng = np.random.default_rng(5)
+    for n in [0, 1, 3, 20, 1000, 112000]:
+        t0, t1, t2, t3 = bulk_read._crc_skip(n)
+        for _ in range(5):
+            a, b = rng.bytes(int(rng.integers(0, 300))), rng.bytes(n)
+            c = zlib.crc32(a)
+            skipped = t0[c & 255] ^ t1[c >> 8 & 255] ^ t2[c >> 16 & 255] ^ t3[c >> 24]
+            assert zlib.crc32(a + b) == skipped ^ zlib.crc32(b)
+
+
+def test_read_columns_gives_fresh_runs_across_chunks(path):
+    x, y = fit_a_line(2500)
+    recordio.write_arrays(path, (x, y))
+    runs = list(bulk_read.read_columns(path))
+    assert [(r.first_record, r.num_records) for r in runs] == [(0, 2000), (2000, 500)]
+    for r in runs:
+        assert all(c.flags.c_contiguous and c.flags.writeable and c.flags.owndata
+                   for c in r.columns)
+    np.testing.assert_array_equal(np.concatenate([r.columns[0] for r in runs]), x)
+    np.testing.assert_array_equal(np.concatenate([r.columns[1] for r in runs]), y)
+    recordio.write_arrays(path, (x, y), max_num_records=100)  # CRCs checked together
+    assert [(r.first_record, r.num_records) for r in bulk_read.read_columns(path)] == [
+        (0, 2500)]
+
+
+@pytest.mark.parametrize("per_chunk", [1, 3, 10, 64])
+def test_read_columns_matches_read_chunks(tmp_path, small_pieces, per_chunk):
+    path = str(tmp_path / "many.recordio")
+    x, y = fit_a_line(700)
+    recordio.write_arrays(path, (x, y), max_num_records=per_chunk)
+    assert_same_outcome(path)
+    # layouts that change between chunks and inside them, and compressed chunks
+    with recordio.Writer(path, max_num_records=per_chunk) as w:
+        for i in range(300):
+            w.append((x[i],) if i % 97 < 50 else (x[i, :5].astype(np.float64), y[i]))
+    assert_same_outcome(path)
+    recordio.write_arrays(path, (x, y), compressor="gzip", max_num_records=per_chunk)
+    assert_same_outcome(path)
+
+
+@pytest.mark.parametrize("per_chunk", [4, 1000])
+def test_layouts_of_one_length_are_told_apart(tmp_path, small_pieces, per_chunk):
+    """float32 and int32 records of one shape differ in one header byte (the dtype code):
+    any such byte, in any record of a run, splits the run."""
+    path = str(tmp_path / "same-length.recordio")
+    x, _ = fit_a_line(60)
+    kinds = [np.int32 if i in (1, 17, 18, 40, 59) else np.float32 for i in range(60)]
+    recordio.write(path, [(x[i].view(k),) for i, k in enumerate(kinds)],
+                   max_num_records=per_chunk)
+    assert [s[0].dtype for s in recordio.read(path)] == [np.dtype(k) for k in kinds]
+    got = [c.dtype for r in bulk_read.read_columns(path) for c in r.columns
+           for _ in range(len(c))]
+    assert got == [np.dtype(k) for k in kinds]
+    assert_same_outcome(path)
+
+
+def test_read_columns_matches_read_chunks_on_damaged_files(tmp_path, small_pieces):
+    """Random flips, cuts, insertions and deletions: the same records or the same error
+    (message and byte offset) as the chunk-by-chunk reader, with runs of many chunks (their
+    CRCs checked together) and of few."""
+    path = str(tmp_path / "damaged.recordio")
+    rng = np.random.default_rng(11)
+    x, y = fit_a_line(400)
+    for case in range(300):
+        n, per_chunk = 200 + case % 200, int(rng.choice([1, 2, 5, 40]))
+        recordio.write_arrays(path, (x[:n], y[:n]), max_num_records=per_chunk)
+        data = bytearray(contents(path))
+        kind = case % 4
+        if kind == 0:  # flip up to three bytes
+            for _ in range(int(rng.integers(1, 4))):
+                data[int(rng.integers(len(data)))] ^= int(rng.integers(1, 256))
+        elif kind == 1:
+            data = data[:int(rng.integers(len(data)))]
+        elif kind == 2:
+            at = int(rng.integers(len(data) + 1))
+            data[at:at] = rng.bytes(int(rng.integers(1, 40)))
+        else:
+            at = int(rng.integers(len(data)))
+            del data[at:at + int(rng.integers(1, 200))]
+        write_bytes(path, bytes(data))
+        assert_same_outcome(path)
 
 
 def test_truncated_header(path):
