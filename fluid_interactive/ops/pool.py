@@ -113,6 +113,47 @@ class _PoolGeometry:
         return 1.0 / (self.kh * self.kw)
 
 
+class _SplitWindows:
+    """The window positions of a max pooling with disjoint, unpadded windows, copied apart
+    into one contiguous [kh*kw, N, C, OH, OW] buffer, shared by pool2d and its gradient op
+    over the same X (`KernelContext.shared`). In NCHW the positions of a window lie a
+    stride apart, so every pass over one of them walks memory in short strided runs; with
+    the positions split once, the forward's maxima and the gradient's first-maximum search
+    run over contiguous arrays and only the gradient's final stores stay strided. The
+    forward op splits only when a gradient op in its plan asked for it (``wanted``)."""
+
+    def __init__(self) -> None:
+        self.wanted = False
+        self.buffer: Optional[Any] = None
+        self.source: Optional[Any] = None   # the array the buffer was split from
+
+    def split(self, xp: Any, a: Any, views: list[Any]) -> list[Any]:
+        if self.buffer is None:
+            self.buffer = xp.empty((len(views),) + views[0].shape, a.dtype)
+        for part, view in zip(self.buffer, views):
+            xp.copyto(part, view)
+        self.source = a
+        return list(self.buffer)
+
+    def parts_of(self, xp: Any, a: Any, views: list[Any]) -> list[Any]:
+        """`split` of ``a``, reusing the buffer when it was split from this very array: the
+        gradient op runs after its forward op in the same call, and X's array stays as it
+        was in between (see `ConvGeometry.columns_of`)."""
+        if a is self.source and self.buffer is not None:
+            return list(self.buffer)
+        return self.split(xp, a, views)
+
+
+def _split_windows(ctx: KernelContext, geo: "_PoolGeometry") -> Optional[_SplitWindows]:
+    """The state a max pool2d shares with its gradient op, or None where windows overlap,
+    are padded or cover whole planes (the strided loops are then kept)."""
+    if geo.type != "max" or geo.is_global or geo.padded or geo.overlap:
+        return None
+    key = ("pool2d", ctx.input_name("X"), (geo.n, geo.c, geo.h, geo.w),
+           repr(sorted(ctx.attrs.items())))
+    return ctx.shared(key, _SplitWindows)
+
+
 def _pool_kernel(ctx: KernelContext):
     geo = _PoolGeometry(ctx)
     xp, out = ctx.xp, ctx.buffer("Out")
@@ -138,11 +179,14 @@ def _pool_kernel(ctx: KernelContext):
         fixed = geo.windows(padded)
     else:
         fixed = None
+    split = _split_windows(ctx, geo)
 
     def pool(a):
         if fixed is not None:
             xp.copyto(inner, a)
             views = fixed
+        elif split is not None and split.wanted:
+            views = split.split(xp, a, geo.windows(a))
         else:
             views = geo.windows(a)
         dst = out if out is not None else xp.empty((n, c, oh, ow), geo.dtype)
@@ -241,6 +285,9 @@ def _pool_grad_kernel(ctx: KernelContext):
     free = xp.empty((n, c, oh, ow), bool)
     last = len(geo.positions) - 1
     direct = stores and not geo.padded
+    split = _split_windows(ctx, geo)
+    if split is not None:
+        split.wanted = True
 
     def max_grad(a, y, g):
         # Each window's gradient goes to its first maximum in row-major order, as in
@@ -250,6 +297,8 @@ def _pool_grad_kernel(ctx: KernelContext):
         if geo.padded:
             xp.copyto(x_inner, a)
             xs = x_views
+        elif split is not None:
+            xs = split.parts_of(xp, a, geo.windows(a))
         else:
             xs = geo.windows(a)
         start(dst)

@@ -1,12 +1,14 @@
 """Kernels of one plan share state through `KernelContext.shared`: a conv2d gradient op
-reads the columns its forward op built in the same call instead of rebuilding them, and
-the results stay those of the reference interpreter, call after call."""
+reads the columns its forward op built in the same call instead of rebuilding them, a max
+pool2d gradient op the window positions its forward op split apart, and the results stay
+those of the reference interpreter, call after call."""
 import numpy as np
 import pytest
 
 import fluid
 from fluid_interactive.ops.im2col import ConvGeometry
 from fluid_interactive.ops.interpret import run_ops
+from fluid_interactive.ops.pool import _SplitWindows
 
 
 class TwoConvs(fluid.Program):
@@ -15,9 +17,15 @@ class TwoConvs(fluid.Program):
         x = fluid.layers.data(name="x", shape=[2, 9, 9], dtype="float32")
         h = fluid.layers.conv2d(x, num_filters=3, filter_size=3, act="tanh")
         h = fluid.layers.conv2d(h, num_filters=4, filter_size=3, padding=1)   # input grad too
+        h = fluid.layers.pool2d(h, pool_size=2, pool_stride=2)   # 7x7: a last row unpooled
         loss = fluid.layers.mean(h * h)
         fluid.optimizer.SGD(learning_rate=0.05).minimize(loss)
         return loss
+
+    @fluid.network("x")
+    def infer(self, x):
+        x = fluid.layers.data(name="x", shape=[2, 9, 9], dtype="float32")
+        return fluid.layers.pool2d(x, pool_size=3, pool_stride=3)
 
 
 @pytest.fixture
@@ -58,3 +66,48 @@ def test_reused_columns_give_the_reference_results_on_fresh_data(rng):
         assert loss == pytest.approx(float(env[block.returns]), rel=1e-5)
     for name, value in prog.parameters().items():
         np.testing.assert_allclose(value, ref.parameters()[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def splits(monkeypatch):
+    calls = []
+    real = _SplitWindows.split
+
+    def counting(self, xp, a, views):
+        calls.append(self)
+        return real(self, xp, a, views)
+    monkeypatch.setattr(_SplitWindows, "split", counting)
+    return calls
+
+
+def test_max_pool_splits_its_windows_once_per_step_and_only_for_a_gradient(rng, splits):
+    prog = TwoConvs().Compile(seed=0)
+    data = [rng.standard_normal((4, 2, 9, 9)).astype(np.float32) for _ in range(4)]
+    prog.train(data[0])
+    prog.infer(data[0])
+    splits.clear()
+    for x in data[1:]:
+        prog.train(x)
+    assert len(splits) == 3     # the forward op splits; its gradient op reuses the parts
+    splits.clear()
+    out = prog.infer(data[1])   # no gradient op in this plan: the strided loops, no copy
+    assert splits == []
+    np.testing.assert_array_equal(out, data[1].reshape(4, 2, 3, 3, 3, 3).max(axis=(3, 5)))
+
+
+def test_split_windows_keep_the_first_maximum_rule_with_ties(splits):
+    class Pool(fluid.Program):
+        @fluid.network("x")
+        def train(self, x):
+            x = fluid.layers.data(name="x", shape=[1, 4, 4], dtype="float32")
+            h = fluid.layers.pool2d(x, pool_size=2, pool_stride=2)
+            grads = fluid.gradients(fluid.layers.reduce_sum(h), [x])
+            return grads[0]
+    prog = Pool().Compile()
+    x = np.zeros((1, 1, 4, 4), np.float32)     # all ties: row-major first position wins
+    x[0, 0, 2:, 2:] = [[1, 3], [3, 2]]          # a tie for the max at (0, 1) and (1, 0)
+    got = prog.train(x)
+    assert splits   # the split path ran
+    want = np.zeros((1, 1, 4, 4), np.float32)
+    want[0, 0, 0, 0] = want[0, 0, 0, 2] = want[0, 0, 2, 0] = want[0, 0, 2, 3] = 1
+    np.testing.assert_array_equal(got, want)
