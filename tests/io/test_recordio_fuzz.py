@@ -1,5 +1,6 @@
 """Property tests: random samples round-trip, and a randomly corrupted file either raises
-RecordIOError or reads back exactly what was written.
+RecordIOError or reads back exactly what was written, through `recordio.read` and through
+`bulk_read.read_columns` (what `BatchReader` reads files with).
 
 RecordIO has no file header or footer, so one corruption cannot be detected by design:
 cutting the file exactly at chunk boundaries (truncating at one, or deleting whole
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fluid_interactive.errors import RecordIOError
-from fluid_interactive.io import recordio
+from fluid_interactive.io import bulk_read, recordio
 
 # Hypothesis imports this module (and libcst, which warns DeprecationWarning about
 # mypy_extensions) only while reporting a failure; under filterwarnings=error that turns a
@@ -78,6 +79,12 @@ def write(path, dataset):
 def read(path):
     with mock.patch.object(recordio, "_snappy_module", lambda: ZlibAsBlockCodec):
         return list(recordio.read(path))
+
+
+def read_bulk(path):
+    with mock.patch.object(recordio, "_snappy_module", lambda: ZlibAsBlockCodec):
+        return [tuple(c[i] for c in run.columns) for run in bulk_read.read_columns(path)
+                for i in range(run.num_records)]
 
 
 def same(got, want) -> bool:
@@ -171,10 +178,12 @@ def test_corrupted_files_raise_or_read_exactly(workdir, dataset, data):
     expected = as_whole_chunks(corrupted, chunks)
     with open(path, "wb") as f:
         f.write(corrupted)
-    try:
-        got = read(path)
-    except RecordIOError as exc:
-        assert path in str(exc)
-        return
-    assert same(got, dataset[0]) or (expected is not None and same(got, expected)), (
-        f"{kind} {arg} read back {len(got)} records that differ from those written")
+    for reader in (read, read_bulk):
+        try:
+            got = reader(path)
+        except RecordIOError as exc:
+            assert path in str(exc)
+            continue
+        assert same(got, dataset[0]) or (expected is not None and same(got, expected)), (
+            f"{reader.__name__}: {kind} {arg} read back {len(got)} records that differ from "
+            f"those written")
