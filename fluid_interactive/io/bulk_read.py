@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 import numpy as np
 
 from .recordio import (HEADER, ChunkInfo, Run, _U32, _Where, _check_room, _copy_columns,
-                       _matching, _parse_header, _payload, _runs)
+                       _matching, _parse_header, _payload, _runs, _native_copies)
 from .tensor_codec import RecordLayout, TensorFormatError, parse_record
 
 __all__ = ["read_columns"]
@@ -316,5 +316,4 @@ def _careful_runs(win: _Window, info: ChunkInfo, path: str, first: int) -> Itera
     win.read_ahead()
     payload = _payload(stored, info, path)
     for run in _runs(payload, info, _Where(path, info), first):
-        yield Run(run.first_record, run.num_records,
-                  tuple(np.array(c, dtype=c.dtype.newbyteorder("=")) for c in run.columns))
+        yield Run(run.first_record, run.num_records, _native_copies(run.columns))

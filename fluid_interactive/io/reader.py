@@ -518,20 +518,24 @@ class BatchReader:
         self._group: list = []  # batches handed over by the pipeline; `next` walks them
         self._pos = self._have = 0
 
+    def _taken_from_group(self) -> tuple[int, int]:
+        """(batches, samples) returned from the current group so far."""
+        taken = self._group[:self._pos]
+        return len(taken), sum(len(b[0]) for b in taken)
+
     def _forget_group(self) -> None:
         """Count the batches taken from the current group, and drop the rest."""
-        taken = self._group[:self._pos]
-        self._batch += len(taken)
-        self._samples += sum(len(b[0]) for b in taken)
+        batches, samples = self._taken_from_group()
+        self._batch, self._samples = self._batch + batches, self._samples + samples
         self._group, self._pos, self._have = [], 0, 0
 
     def state(self) -> dict[str, int]:
         """Where the reader stands: the epoch of the last batch returned, how many batches
         of that epoch were returned, and the samples returned since the last `reset`.
         After the end of the data, ``epoch`` is the number of epochs read."""
-        taken = self._group[:self._pos]
-        return {"epoch": self._epoch, "batch": self._batch + len(taken),
-                "samples": self._samples + sum(len(b[0]) for b in taken)}
+        batches, samples = self._taken_from_group()
+        return {"epoch": self._epoch, "batch": self._batch + batches,
+                "samples": self._samples + samples}
 
     @property
     def batch_size(self) -> int:

@@ -563,6 +563,12 @@ def _uniform(payload: bytes, count: int, layout: RecordLayout) -> bool:
     return bool(_matching(table, layout)[0])
 
 
+def _native_copies(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """Fresh, writable copies of a run's columns (views over a payload, stored
+    little-endian) in native byte order."""
+    return tuple(np.array(c, dtype=c.dtype.newbyteorder("=")) for c in columns)
+
+
 def _copy_columns(rows: np.ndarray, layout: RecordLayout) -> tuple[np.ndarray, ...]:
     """Fresh C-contiguous columns in native byte order of every row of ``rows`` (blocks x
     records x row bytes): one copy per tensor, straight from the rows."""
@@ -622,7 +628,7 @@ def read(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, ...]]:
     file's leading batch dim of 1 is kept; `BatchReader` strips it)."""
     for chunk in read_chunks(path):
         for run in chunk.runs:
-            columns = [np.array(c, dtype=c.dtype.newbyteorder("=")) for c in run.columns]
+            columns = _native_copies(run.columns)
             for i in range(run.num_records):
                 yield tuple(c[i, ...] for c in columns)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+from .spec import KeptFrom
 from .window import strided_view, zeros
 
 
@@ -46,7 +47,7 @@ class ConvGeometry:
         self.batch_inner = self._prefers_batch_inner() if batch_inner is None else (
             batch_inner and self.n > 1)
         self._cols: Optional[Any] = None
-        self._cols_source: Optional[Any] = None   # the array the columns were taken from
+        self._kept = KeptFrom()   # the columns, with the image they were taken from
         self._image: Optional[tuple[Any, Any, Any]] = None
         self._yt: Optional[Any] = None
         self._dk_scratch: Optional[tuple[int, Any]] = None
@@ -117,18 +118,13 @@ class ConvGeometry:
         else:
             windows = self._windows_of(x)
         xp.copyto(self._cols6(cols), windows)
-        self._cols_source = x
-        return cols
+        return self._kept.keep(x, cols)
 
     def columns_of(self, x: Any) -> Any:
-        """`im2col` of ``x``, reusing the buffer when the last im2col was of this very array.
-        Only a gradient op may call it, in a plan where its forward op ran `im2col` on the
-        same var earlier in the same call: the var's array cannot change in between (it
-        stays live up to the gradient op, so no other op writes its buffer), and the forward
-        op always recomputes, so a new call's data never meets stale columns."""
-        if x is self._cols_source:
-            return self._cols
-        return self.im2col(x)
+        """`im2col` of ``x``, reusing the columns when the last im2col was of this very
+        array; for gradient ops only (see `KeptFrom`)."""
+        cols = self._kept.get(x)
+        return cols if cols is not None else self.im2col(x)
 
     def make_col2im(self, out: Optional[Any]) -> Callable[[Any], Any]:
         """fn(dcols [C*kh*kw, N*L]) -> image [N, C, H, W], the adjoint of im2col: kh*kw

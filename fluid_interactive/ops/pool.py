@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, \
-    infer_like, slots
+from .spec import GradContext, InferContext, KernelContext, KeptFrom, OpSpec, \
+    emit_default_grad, infer_like, slots
 from .window import check_float, check_rank4, fmt, pair, paddings
 
 
@@ -125,23 +125,20 @@ class _SplitWindows:
     def __init__(self) -> None:
         self.wanted = False
         self.buffer: Optional[Any] = None
-        self.source: Optional[Any] = None   # the array the buffer was split from
+        self._kept = KeptFrom()   # the parts, with the array they were split from
 
     def split(self, xp: Any, a: Any, views: list[Any]) -> list[Any]:
         if self.buffer is None:
             self.buffer = xp.empty((len(views),) + views[0].shape, a.dtype)
         for part, view in zip(self.buffer, views):
             xp.copyto(part, view)
-        self.source = a
-        return list(self.buffer)
+        return self._kept.keep(a, list(self.buffer))
 
     def parts_of(self, xp: Any, a: Any, views: list[Any]) -> list[Any]:
-        """`split` of ``a``, reusing the buffer when it was split from this very array: the
-        gradient op runs after its forward op in the same call, and X's array stays as it
-        was in between (see `ConvGeometry.columns_of`)."""
-        if a is self.source and self.buffer is not None:
-            return list(self.buffer)
-        return self.split(xp, a, views)
+        """`split` of ``a``, reusing the parts when they were split from this very array;
+        for the gradient op only (see `KeptFrom`)."""
+        parts = self._kept.get(a)
+        return parts if parts is not None else self.split(xp, a, views)
 
 
 def _split_windows(ctx: KernelContext, geo: "_PoolGeometry") -> Optional[_SplitWindows]:

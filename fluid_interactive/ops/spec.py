@@ -235,6 +235,32 @@ class KernelContext:
         return buf.materialize() if isinstance(buf, BufferSlot) else buf
 
 
+class KeptFrom:
+    """A value a kernel derived from one input array, kept with that array in
+    `KernelContext.shared` state so that a gradient op can take it back instead of deriving
+    it again (a convolution's im2col columns, a max pooling's split windows).
+
+    A forward op always derives afresh and `keep`s (its input may hold new data since the
+    last call, in the same array). A gradient op asks `get` with the array it received and
+    gets the value only when it is that very array: then the forward op derived it earlier
+    in the same call, and a var's array stays unchanged while the var is live (no other op
+    writes a live var's buffer), so the value still matches."""
+
+    __slots__ = ("_source", "_value")
+
+    def __init__(self) -> None:
+        self._source: Any = None
+        self._value: Any = None
+
+    def keep(self, source: Any, value: Any) -> Any:
+        self._source, self._value = source, value
+        return value
+
+    def get(self, source: Any) -> Any:
+        """The value kept from ``source`` itself, else None."""
+        return self._value if source is self._source else None
+
+
 class GradContext:
     """What a gradient maker sees: the forward op, its vars' gradient names, and `emit`."""
 
