@@ -1,0 +1,294 @@
+"""The peer suite: W1-W3 (train and infer) in fluid_interactive, hand-written NumPy, and
+PyTorch eager and JAX jit when they import (the optional ``bench`` extra).
+
+Each framework runs in its own process, with the same data and the same initial
+parameters (benchmarks/peers/workloads.py). First one process per framework checks that
+the losses agree at fixed steps (and inference outputs match); only then are the timings
+taken, in rounds: each round starts one fresh process per framework, in an order rotated
+from round to round, and each process times every workload. A ratio is fluid's time over
+a peer's time in the same round; the table gives its median [min-max] over the rounds.
+
+    python benchmarks/bench_peers.py                    # every workload, 5 rounds
+    python benchmarks/bench_peers.py --rounds 3 --workloads W1,W2-adam
+    python benchmarks/bench_peers.py --frameworks fluid,numpy
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
+
+from peers.workloads import CHECK_AT, CHECK_STEPS, POOL, WORKLOADS, Workload, \
+    initial_parameters  # noqa: E402
+
+FRAMEWORKS = {"fluid": ("peers.fluid_impl", "fluid"), "numpy": ("peers.numpy_impl", "numpy"),
+              "torch": ("peers.torch_impl", "torch"), "jax": ("peers.jax_impl", "jax")}
+LABELS = {"fluid": "fluid_interactive", "numpy": "hand NumPy", "torch": "PyTorch eager",
+          "jax": "JAX jit"}
+SETTLE_S = 0.3   # idle BLAS / OpenMP threads of the previous workload spin for a while
+MEMORY_WORKLOADS = ("W2-sgd", "W2-adam", "W3", "W3-scp")
+LOSS_RTOL, LOSS_ATOL = 2e-3, 1e-5
+
+
+def applies(framework: str, w: Workload) -> bool:
+    """W3-scp is fluid's second way to write W3; the GEMM floor is NumPy's."""
+    if w.kind == "floor":
+        return framework == "numpy"
+    return framework == "fluid" or w.name != "W3-scp"
+
+
+# --- the worker: one framework, in its own process --------------------------------------------
+
+def _module(framework: str):
+    return importlib.import_module(FRAMEWORKS[framework][0])
+
+
+def _check(framework: str, names: list[str]) -> dict:
+    impl, out = _module(framework), {}
+    for name in names:
+        w = WORKLOADS[name]
+        c = impl.make(w, initial_parameters(w.model))
+        if w.kind == "train":
+            losses = [float(c.call(i)) for i in range(CHECK_STEPS)]
+            out[name] = [losses[i] for i in CHECK_AT]
+        elif w.kind == "infer":
+            out[name] = np.asarray(c.call(0), np.float64).ravel()[:64].tolist()
+    return out
+
+
+def _time(framework: str, names: list[str], blocks: int) -> dict:
+    impl, out = _module(framework), {}
+    for name in names:
+        w = WORKLOADS[name]
+        c = impl.make(w, initial_parameters(w.model))
+        t0 = time.perf_counter()
+        c.call(0)
+        first_ms = (time.perf_counter() - t0) * 1e3
+        for i in range(1, w.warmup):
+            c.call(i)
+        samples = []
+        for _ in range(blocks):
+            time.sleep(SETTLE_S)
+            c.call(0)
+            t0 = time.perf_counter()
+            for i in range(w.steps):
+                c.call(i)
+            samples.append((time.perf_counter() - t0) / w.steps * 1e6)
+        out[name] = {"us": statistics.median(samples), "compile_ms": c.compile_ms,
+                     "first_ms": first_ms}
+    return out
+
+
+def _memory(framework: str, names: list[str]) -> dict:
+    """Peak bytes NumPy allocated (tracemalloc) from building the model through 5 steps."""
+    impl, out = _module(framework), {}
+    for name in names:
+        w = WORKLOADS[name]
+        params = initial_parameters(w.model)
+        tracemalloc.start()
+        c = impl.make(w, params)
+        for i in range(5):
+            c.call(i)
+        out[name] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        del c
+    return out
+
+
+def worker(args: argparse.Namespace) -> None:
+    names = args.workloads.split(",")
+    if args.mode == "check":
+        result = _check(args.worker, names)
+    elif args.mode == "time":
+        result = _time(args.worker, names, args.blocks)
+    else:
+        result = _memory(args.worker, names)
+    print("RESULT " + json.dumps(result))
+
+
+# --- the driver -----------------------------------------------------------------------------
+
+def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3) -> dict:
+    names = [n for n in names if applies(framework, WORKLOADS[n])]
+    if not names:
+        return {}
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--mode", mode,
+           "--workloads", ",".join(names), "--blocks", str(blocks)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise SystemExit(f"{framework} {mode} failed (exit {proc.returncode}):\n"
+                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def available(framework: str) -> bool:
+    package = FRAMEWORKS[framework][1]
+    return package in ("fluid", "numpy") or importlib.util.find_spec(package) is not None
+
+
+def check_agreement(frameworks: list[str], names: list[str]) -> None:
+    """Losses at fixed steps (and inference outputs) must agree with hand NumPy's."""
+    got = {f: run_worker(f, "check", names) for f in frameworks}
+    print(f"## Same data, same initial parameters: loss at steps {list(CHECK_AT)}\n")
+    print("| workload | " + " | ".join(LABELS[f] for f in frameworks) + " |")
+    print("|---|" + "---|" * len(frameworks))
+    bad = []
+    for name in names:
+        ref = got["numpy"].get(name)
+        if ref is None:
+            continue
+        cells = []
+        for f in frameworks:
+            v = got[f].get(name)
+            if v is None:
+                cells.append("")
+                continue
+            ok = np.allclose(v, ref, rtol=LOSS_RTOL, atol=LOSS_ATOL)
+            if not ok:
+                bad.append(f"{f} {name}: {np.round(v[:6], 5)} vs numpy {np.round(ref[:6], 5)}")
+            shown = " ".join(f"{x:.5f}" for x in v) if WORKLOADS[name].kind == "train" \
+                else f"max |diff| {np.max(np.abs(np.subtract(v, ref))):.1e}"
+            cells.append(shown + ("" if ok else " **MISMATCH**"))
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    if bad:
+        raise SystemExit("results disagree; no timings taken:\n  " + "\n  ".join(bad))
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    versions = [f"Python {platform.python_version()}", f"NumPy {np.__version__}"]
+    for f in ("torch", "jax"):
+        if available(f):
+            try:
+                versions.append(importlib.import_module(FRAMEWORKS[f][0]).version())
+            except Exception as e:  # an installed but broken peer shows up in the table
+                versions.append(f"{f}: {type(e).__name__}")
+    try:
+        from threadpoolctl import threadpool_info
+        versions += [f"{d['internal_api']} {d.get('version')} {d['num_threads']} threads"
+                     for d in threadpool_info() if d.get("user_api") == "blas"]
+    except ImportError:
+        pass
+    return f"{os.cpu_count()} CPUs ({cpu}); " + ", ".join(versions)
+
+
+def report(frameworks: list[str], names: list[str], rounds: int, blocks: int) -> None:
+    times: dict[str, dict[str, list[dict]]] = {f: {} for f in frameworks}
+    for r in range(rounds):
+        order = frameworks[r % len(frameworks):] + frameworks[:r % len(frameworks)]
+        for f in order:
+            for name, v in run_worker(f, "time", names, blocks).items():
+                times[f].setdefault(name, []).append(v)
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    peers = [f for f in ("numpy", "jax", "torch") if f in frameworks]
+    print(f"## Step time: fluid / peer, median [min-max] over {rounds} rounds\n")
+    print("| workload | fluid µs (median) | " + " | ".join(f"÷ {LABELS[p]}" for p in peers)
+          + " |")
+    print("|---|---|" + "---|" * len(peers))
+    fluid = times.get("fluid", {})
+    for name in names:
+        w = WORKLOADS[name]
+        if name not in fluid:
+            continue
+        mine = [v["us"] for v in fluid[name]]
+        cells = []
+        for p in peers:
+            base = "W3" if name == "W3-scp" else name
+            theirs = [v["us"] for v in times[p].get(base, [])]
+            cells.append(spread([a / b for a, b in zip(mine, theirs)]) if theirs else "")
+        print(f"| {w.what} | {statistics.median(mine):,.1f} | " + " | ".join(cells) + " |")
+    floor = times.get("numpy", {}).get("W2-gemm")
+    if floor and "W2-sgd" in fluid:
+        ratios = [a["us"] / b["us"] for a, b in zip(fluid["W2-sgd"], floor)]
+        print(f"\nW2 SGD ÷ its GEMM floor (the 8 GEMMs alone, NumPy, "
+              f"{statistics.median([b['us'] for b in floor]):,.0f} µs): {spread(ratios)}")
+    print("\n## Absolute medians, µs per call\n")
+    print("| workload | " + " | ".join(LABELS[f] for f in frameworks) + " |")
+    print("|---|" + "---|" * len(frameworks))
+    for name in names:
+        cells = [f"{statistics.median([v['us'] for v in times[f][name]]):,.1f}"
+                 if name in times[f] else "" for f in frameworks]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    if fluid:
+        print("\n## fluid: compile and first call, ms (median over rounds)\n")
+        print("| workload | compile | first call (plan + run) | compile + first |")
+        print("|---|---|---|---|")
+        for name in names:
+            if name in fluid:
+                c = statistics.median(v["compile_ms"] for v in fluid[name])
+                f1 = statistics.median(v["first_ms"] for v in fluid[name])
+                print(f"| {name} | {c:.1f} | {f1:.1f} | {c + f1:.1f} |")
+
+
+def memory_report(frameworks: list[str], names: list[str]) -> None:
+    names = [n for n in names if n in MEMORY_WORKLOADS]
+    if not names or "fluid" not in frameworks or "numpy" not in frameworks:
+        return
+    fl, npy = run_worker("fluid", "memory", names), run_worker("numpy", "memory", names)
+    print("\n## Peak memory NumPy allocated (model + 5 steps, tracemalloc), MB\n")
+    print("| workload | fluid | hand NumPy | ratio |")
+    print("|---|---|---|---|")
+    for name in names:
+        base = "W3" if name == "W3-scp" else name
+        print(f"| {name} | {fl[name] / 1e6:.1f} | {npy[base] / 1e6:.1f} | "
+              f"{fl[name] / npy[base]:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--blocks", type=int, default=3, help="timed blocks per process")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--frameworks", default="fluid,numpy,torch,jax")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="time", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    names = args.workloads.split(",")
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
+    wanted = args.frameworks.split(",")
+    frameworks = [f for f in wanted if available(f)]
+    missing = [f for f in wanted if f not in frameworks]
+    if "numpy" not in frameworks:
+        frameworks.append("numpy")   # the reference every check compares with
+    print(f"# Peer suite\n\nMachine: {machine()}; {POOL} batches cycled; default threads.")
+    if missing:
+        print(f"Not installed (no column): {', '.join(missing)} "
+              f"(`pip install -e .[bench]`).")
+    print()
+    check_agreement(frameworks, names)
+    report(frameworks, names, args.rounds, args.blocks)
+    memory_report(frameworks, names)
+
+
+if __name__ == "__main__":
+    main()
