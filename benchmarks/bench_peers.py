@@ -11,6 +11,7 @@ a peer's time in the same round; the table gives its median [min-max] over the r
     python benchmarks/bench_peers.py                    # every workload, 5 rounds
     python benchmarks/bench_peers.py --rounds 3 --workloads W1,W2-adam
     python benchmarks/bench_peers.py --frameworks fluid,numpy
+    python benchmarks/bench_peers.py --device gpu --frameworks fluid,torch   # CuPy vs CUDA
 """
 from __future__ import annotations
 
@@ -57,11 +58,11 @@ def _module(framework: str):
     return importlib.import_module(FRAMEWORKS[framework][0])
 
 
-def _check(framework: str, names: list[str]) -> dict:
+def _check(framework: str, names: list[str], device: str) -> dict:
     impl, out = _module(framework), {}
     for name in names:
         w = WORKLOADS[name]
-        c = impl.make(w, initial_parameters(w.model))
+        c = impl.make(w, initial_parameters(w.model), device)
         if w.kind == "train":
             losses = [float(c.call(i)) for i in range(CHECK_STEPS)]
             out[name] = [losses[i] for i in CHECK_AT]
@@ -70,11 +71,11 @@ def _check(framework: str, names: list[str]) -> dict:
     return out
 
 
-def _time(framework: str, names: list[str], blocks: int) -> dict:
+def _time(framework: str, names: list[str], blocks: int, device: str) -> dict:
     impl, out = _module(framework), {}
     for name in names:
         w = WORKLOADS[name]
-        c = impl.make(w, initial_parameters(w.model))
+        c = impl.make(w, initial_parameters(w.model), device)
         t0 = time.perf_counter()
         c.call(0)
         first_ms = (time.perf_counter() - t0) * 1e3
@@ -111,10 +112,11 @@ def _memory(framework: str, names: list[str]) -> dict:
 
 def worker(args: argparse.Namespace) -> None:
     names = args.workloads.split(",")
+    device = "cpu" if args.worker == "numpy" else args.device
     if args.mode == "check":
-        result = _check(args.worker, names)
+        result = _check(args.worker, names, device)
     elif args.mode == "time":
-        result = _time(args.worker, names, args.blocks)
+        result = _time(args.worker, names, args.blocks, device)
     else:
         result = _memory(args.worker, names)
     print("RESULT " + json.dumps(result))
@@ -122,12 +124,13 @@ def worker(args: argparse.Namespace) -> None:
 
 # --- the driver -----------------------------------------------------------------------------
 
-def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3) -> dict:
+def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3,
+               device: str = "cpu") -> dict:
     names = [n for n in names if applies(framework, WORKLOADS[n])]
     if not names:
         return {}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--mode", mode,
-           "--workloads", ",".join(names), "--blocks", str(blocks)]
+           "--workloads", ",".join(names), "--blocks", str(blocks), "--device", device]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -141,9 +144,9 @@ def available(framework: str) -> bool:
     return package in ("fluid", "numpy") or importlib.util.find_spec(package) is not None
 
 
-def check_agreement(frameworks: list[str], names: list[str]) -> None:
+def check_agreement(frameworks: list[str], names: list[str], device: str) -> None:
     """Losses at fixed steps (and inference outputs) must agree with hand NumPy's."""
-    got = {f: run_worker(f, "check", names) for f in frameworks}
+    got = {f: run_worker(f, "check", names, device=device) for f in frameworks}
     print(f"## Same data, same initial parameters: loss at steps {list(CHECK_AT)}\n")
     print("| workload | " + " | ".join(LABELS[f] for f in frameworks) + " |")
     print("|---|" + "---|" * len(frameworks))
@@ -197,12 +200,13 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}); " + ", ".join(versions)
 
 
-def report(frameworks: list[str], names: list[str], rounds: int, blocks: int) -> None:
+def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
+           device: str) -> None:
     times: dict[str, dict[str, list[dict]]] = {f: {} for f in frameworks}
     for r in range(rounds):
         order = frameworks[r % len(frameworks):] + frameworks[:r % len(frameworks)]
         for f in order:
-            for name, v in run_worker(f, "time", names, blocks).items():
+            for name, v in run_worker(f, "time", names, blocks, device).items():
                 times[f].setdefault(name, []).append(v)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     peers = [f for f in ("numpy", "jax", "torch") if f in frameworks]
@@ -265,6 +269,9 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=3, help="timed blocks per process")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--frameworks", default="fluid,numpy,torch,jax")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"),
+                    help="gpu: fluid on CuPy, PyTorch on CUDA (hand NumPy stays the "
+                         "reference on the CPU)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -280,14 +287,16 @@ def main() -> None:
     missing = [f for f in wanted if f not in frameworks]
     if "numpy" not in frameworks:
         frameworks.append("numpy")   # the reference every check compares with
-    print(f"# Peer suite\n\nMachine: {machine()}; {POOL} batches cycled; default threads.")
+    print(f"# Peer suite ({args.device})\n\nMachine: {machine()}; {POOL} batches cycled; "
+          f"default threads.")
     if missing:
         print(f"Not installed (no column): {', '.join(missing)} "
               f"(`pip install -e .[bench]`).")
     print()
-    check_agreement(frameworks, names)
-    report(frameworks, names, args.rounds, args.blocks)
-    memory_report(frameworks, names)
+    check_agreement(frameworks, names, args.device)
+    report(frameworks, names, args.rounds, args.blocks, args.device)
+    if args.device == "cpu":
+        memory_report(frameworks, names)
 
 
 if __name__ == "__main__":

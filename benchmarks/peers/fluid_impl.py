@@ -82,16 +82,17 @@ def program_class(w: Workload) -> type:
     return Net
 
 
-def compiled(w: Workload, params: dict[str, np.ndarray]):
+def compiled(w: Workload, params: dict[str, np.ndarray], device: str = "cpu"):
     t0 = time.perf_counter()
-    prog = program_class(w)().Compile(seed=0)
+    prog = program_class(w)().Compile(seed=0, device=device)
     compile_ms = (time.perf_counter() - t0) * 1e3
     prog.set_parameters({"net/" + k: params[v] for k, v in NAMES[w.model].items()})
     return prog, compile_ms
 
 
-def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
-    prog, compile_ms = compiled(w, params)
+def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
+    """On 'gpu' the batches are NumPy arrays fed every call, as a user's would be."""
+    prog, compile_ms = compiled(w, params, device)
     if w.kind == "train":
         xs, ys = batches(w.model, w.batch)
         step = prog.train_step

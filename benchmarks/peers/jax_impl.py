@@ -72,7 +72,8 @@ def _train_step(w: Workload):
     return jax.jit(sgd, donate_argnums=(0,))
 
 
-def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
+def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
+    """JAX runs where its default backend is (the suite compares it on the CPU)."""
     p = {k: jnp.asarray(v) for k, v in params.items()}
     if w.kind == "infer":
         forward = jax.jit(_forward(w.model))

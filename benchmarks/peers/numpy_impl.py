@@ -145,7 +145,7 @@ class W2:
         return 0.0
 
 
-def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
+def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
     if w.kind == "infer":
         return Contender(_infer(w, params))
     xs, ys = batches(w.model, w.batch)

@@ -38,8 +38,11 @@ def model(name: str, p: dict[str, np.ndarray]) -> nn.Module:
                          _linear(p["fc2_w"], p["fc2_b"]))
 
 
-def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
-    net = model(w.model, params)
+def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
+    """On 'gpu' the model lives on CUDA and each batch is copied there from NumPy every
+    call (as fluid's feeds are)."""
+    dev = torch.device("cuda" if device == "gpu" else "cpu")
+    net = model(w.model, params).to(dev)
     if w.kind == "infer":
         inputs = infer_inputs(w)
 
@@ -52,11 +55,12 @@ def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
             else:
                 t = torch.from_numpy(x)
             with torch.no_grad():
-                return net(t).numpy()
+                return net(t.to(dev)).cpu().numpy()
         return Contender(infer)
     xs, ys = batches(w.model, w.batch)
-    tx = [torch.from_numpy(x) for x in xs]
-    ty = [torch.from_numpy(y if w.model == "W1" else y.reshape(-1)) for y in ys]
+    ys = [y if w.model == "W1" else y.reshape(-1) for y in ys]
+    if dev.type == "cpu":   # zero-copy views of the NumPy batches
+        xs, ys = [torch.from_numpy(x) for x in xs], [torch.from_numpy(y) for y in ys]
     opt = (torch.optim.Adam(net.parameters(), lr=w.lr, eps=1e-8) if w.optimizer == "adam"
            else torch.optim.SGD(net.parameters(), lr=w.lr))
     loss_fn = F.mse_loss if w.model == "W1" else F.cross_entropy
@@ -64,7 +68,10 @@ def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
     def step(i: int) -> float:
         k = i % POOL
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(tx[k]), ty[k])
+        x, y = xs[k], ys[k]
+        if dev.type != "cpu":
+            x, y = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+        loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -72,4 +79,5 @@ def make(w: Workload, params: dict[str, np.ndarray]) -> Contender:
 
 
 def version() -> str:
-    return f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return f"torch {torch.__version__} ({torch.get_num_threads()} threads{gpu})"

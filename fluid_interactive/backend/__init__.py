@@ -26,29 +26,30 @@ def _cupy_with_gpu() -> ModuleType | None:
     return None
 
 
-def set_device(device: str) -> str:
-    """Choose where kernels run; returns the device actually chosen ('cpu' or 'gpu')."""
+def resolve_device(device: str) -> str:
+    """'cpu' or 'gpu' for a device name: 'auto' takes the GPU when CuPy sees one, otherwise
+    the CPU with a one-time notice; 'gpu' without CuPy and a GPU is an error."""
     if device not in _DEVICES:
         raise ValueError(f"device must be one of {_DEVICES}, got {device!r}")
     if device == "cpu":
-        _state.update(device="cpu", xp=np)
-    elif device == "gpu":
-        cupy = _cupy_with_gpu()
-        if cupy is None:
-            raise RuntimeError("set_device('gpu'): CuPy is not installed or sees no GPU; "
-                               "install the 'gpu' extra on a machine with CUDA, or use 'cpu'")
-        _state.update(device="gpu", xp=cupy)
-    else:
-        cupy = _cupy_with_gpu()
-        if cupy is None:
-            if not _state["notified"]:
-                warnings.warn("fluid: no usable GPU (CuPy missing or no device); running on "
-                              "NumPy", RuntimeWarning, stacklevel=2)
-                _state["notified"] = True
-            _state.update(device="cpu", xp=np)
-        else:
-            _state.update(device="gpu", xp=cupy)
-    return _state["device"]
+        return "cpu"
+    if _cupy_with_gpu() is not None:
+        return "gpu"
+    if device == "gpu":
+        raise RuntimeError("set_device('gpu'): CuPy is not installed or sees no GPU; "
+                           "install the 'gpu' extra on a machine with CUDA, or use 'cpu'")
+    if not _state["notified"]:
+        warnings.warn("fluid: no usable GPU (CuPy missing or no device); running on NumPy",
+                      RuntimeWarning, stacklevel=3)
+        _state["notified"] = True
+    return "cpu"
+
+
+def set_device(device: str) -> str:
+    """Choose where kernels run; returns the device actually chosen ('cpu' or 'gpu')."""
+    chosen = resolve_device(device)
+    _state.update(device=chosen, xp=array_module_for(chosen))
+    return chosen
 
 
 def get_device() -> str:
@@ -65,12 +66,10 @@ def array_module() -> ModuleType:
 
 
 def array_module_for(device: str) -> ModuleType:
-    if device == "cpu":
+    """The array module of a device ('cpu', 'gpu' or 'auto')."""
+    if resolve_device(device) == "cpu":
         return np
-    cupy = _cupy_with_gpu()
-    if cupy is None:
-        raise RuntimeError("CuPy with a GPU is not available on this machine")
-    return cupy
+    return _cupy_with_gpu()
 
 
 def to_host(array: Any) -> np.ndarray:
@@ -85,5 +84,5 @@ def to_device(array: Any, xp: ModuleType) -> Any:
     return array if xp is np else xp.asarray(array)
 
 
-__all__ = ["set_device", "get_device", "array_module", "array_module_for", "to_host",
-           "to_device"]
+__all__ = ["set_device", "get_device", "resolve_device", "array_module", "array_module_for",
+           "to_host", "to_device"]

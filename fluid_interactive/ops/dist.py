@@ -66,6 +66,7 @@ def _send_kernel(ctx: KernelContext):
 register(OpSpec(
     "send", slots("Comm", "X*"), slots("CommOut"), _send_infer, _send_kernel,
     attrs={"epmap": [], "send_varnames": [], "trainer_id": 0, "sync_mode": True},
+    host_access="io",
     doc="Send each X[i] to the parameter server epmap[i] under the name send_varnames[i]. "
         "With sync_mode the communicator may hold the values until send_barrier."))
 
@@ -91,12 +92,12 @@ def _barrier_kernel(method: str):
 _BARRIER = {"endpoints": [], "trainer_id": 0}
 register(OpSpec(
     "send_barrier", slots("Comm"), slots("CommOut"), _barrier_infer,
-    _barrier_kernel("send_barrier"), attrs=_BARRIER,
+    _barrier_kernel("send_barrier"), attrs=_BARRIER, host_access="io",
     doc="Tell every listed parameter server that this trainer has sent all of this step's "
         "gradients (sync mode: the servers update once every trainer has)."))
 register(OpSpec(
     "fetch_barrier", slots("Comm"), slots("CommOut"), _barrier_infer,
-    _barrier_kernel("fetch_barrier"), attrs=_BARRIER,
+    _barrier_kernel("fetch_barrier"), attrs=_BARRIER, host_access="io",
     doc="Tell every listed parameter server that this trainer has fetched this step's "
         "parameters."))
 
@@ -137,5 +138,6 @@ def _recv_kernel(ctx: KernelContext):
 register(OpSpec(
     "recv", slots("Comm"), slots("CommOut", "Out*"), _recv_infer, _recv_kernel,
     attrs={"epmap": [], "recv_varnames": [], "shapes": [], "dtypes": [], "trainer_id": 0},
+    host_access="io",
     doc="Out[i] = the value of recv_varnames[i] on the parameter server epmap[i] (sync "
         "mode: after that server has applied this step's update)."))

@@ -65,13 +65,13 @@ def _truncated_gaussian(rng, shape, attrs):
 _RANDOM = {"shape": [1], "dtype": "float32", "seed": 0}
 register(OpSpec("uniform_random", (), slots("Out"), _shape_dtype_infer,
                 _random_kernel(_uniform), attrs={**_RANDOM, "min": -1.0, "max": 1.0},
-                random=True, doc="Uniform values in [min, max)."))
+                random=True, host_access="draws", doc="Uniform values in [min, max)."))
 register(OpSpec("gaussian_random", (), slots("Out"), _shape_dtype_infer,
                 _random_kernel(_gaussian), attrs={**_RANDOM, "mean": 0.0, "std": 1.0},
-                random=True, doc="Normal values."))
+                random=True, host_access="draws", doc="Normal values."))
 register(OpSpec("truncated_gaussian_random", (), slots("Out"), _shape_dtype_infer,
                 _random_kernel(_truncated_gaussian),
-                attrs={**_RANDOM, "mean": 0.0, "std": 1.0}, random=True,
+                attrs={**_RANDOM, "mean": 0.0, "std": 1.0}, random=True, host_access="draws",
                 doc="Normal values, redrawn until within two standard deviations of the mean."))
 
 

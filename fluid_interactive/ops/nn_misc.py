@@ -99,13 +99,20 @@ def _dropout_kernel(ctx: KernelContext):
         return infer
 
     rng = np.random.default_rng(int(ctx.attrs["seed"])) if ctx.attrs["fix_seed"] else ctx.rng
-    on_host = xp is np
     scale = (1.0 / (1.0 - p)) if (upscale and p < 1.0) else 1.0
-    draws = np.empty(x.shape, np.float32)
+    if xp is np:
+        draws = np.empty(x.shape, np.float32)
+
+        def draw():
+            return rng.random(out=draws, dtype=np.float32)
+    else:   # draw on the device, from a generator the host generator seeds once
+        device_rng = xp.random.default_rng(int(rng.integers(2 ** 63)))
+
+        def draw():
+            return device_rng.random(x.shape, dtype=xp.float32)
 
     def train(a):
-        rng.random(out=draws, dtype=np.float32)
-        keep = draws >= p if on_host else xp.asarray(draws >= p)
+        keep = draw() >= p
         mask = mask_buf if mask_buf is not None else xp.empty(x.shape, "uint8")
         xp.copyto(mask, keep)
         out = out_buf if out_buf is not None else xp.empty(x.shape, x.dtype)

@@ -57,7 +57,7 @@ def _create_kernel(ctx: KernelContext):
 
 
 register(OpSpec("create_batch_reader", slots("Data*?"), slots("Out"), _reader_infer,
-                _create_kernel, attrs=READER_ATTRS,
+                _create_kernel, attrs=READER_ATTRS, host_access="io",
                 doc="Out = a batch reader over `files` (RecordIO) or the arrays in Data; "
                     "it opens lazily, on the first read"))
 
@@ -79,6 +79,6 @@ def _read_kernel(ctx: KernelContext):
 
 
 register(OpSpec("read", slots("Reader"), slots("Out*"), _read_infer, _read_kernel,
-                attrs={"shapes": [], "dtypes": []}, random=True,
+                attrs={"shapes": [], "dtypes": []}, random=True, host_access="io",
                 doc="Out = the next batch of Reader, one var per slot; raises "
                     "fluid.EOFException at the end of the data"))

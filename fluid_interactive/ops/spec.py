@@ -79,6 +79,19 @@ def slots(*specs: str) -> tuple[Slot, ...]:
     return tuple(out)
 
 
+#: The values of `OpSpec.host_access`.
+HOST_ACCESS = {
+    "": "every array stays on the device",
+    "reads": "reads a few device values back as Python numbers every call (a bounds check "
+             "of integer inputs, so that a bad label is a clear error)",
+    "draws": "draws random values on the host and copies them to the device, so that a "
+             "seed gives the same values on every backend: initialisers, which run once "
+             "when a program compiles",
+    "io": "exchanges data with files or other processes (readers, send/recv): its values "
+          "pass through the host by nature",
+}
+
+
 @dataclass(frozen=True)
 class OpSpec:
     type: str
@@ -92,10 +105,16 @@ class OpSpec:
     random: bool = False      # draws random numbers: never constant-folded
     aliases: bool = False     # the kernel may return an input, or a view of one
     shape_only: tuple[str, ...] = ()  # input slots read for their type alone, never values
+    # What the kernel does on the host when arrays live on a device (CuPy); "" for kernels
+    # that keep every array on the device (most ops). See HOST_ACCESS.
+    host_access: str = ""
     doc: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+        if self.host_access not in HOST_ACCESS:
+            raise ValueError(f"op {self.type!r}: host_access must be one of "
+                             f"{sorted(HOST_ACCESS)}, got {self.host_access!r}")
 
     def input_slot(self, name: str) -> Slot:
         for s in self.inputs:

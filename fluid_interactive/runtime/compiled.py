@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from ..backend import array_module_for, get_device, to_device, to_host
+from ..backend import array_module_for, get_device, resolve_device, to_device, to_host
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, ProgramDesc, VarDesc, dtype_kind
 from ..ir.text import format_block, format_program
@@ -120,7 +120,7 @@ class CompiledProgram:
                  initial_values: Optional[Mapping[str, Any]] = None):
         self.program = program
         self.seed = seed
-        self.device = device or get_device()
+        self.device = resolve_device(device or get_device())   # 'auto' -> 'cpu' or 'gpu'
         self._xp = array_module_for(self.device)
         self._values: dict[str, Any] = {}
         self.methods: dict[str, CompiledMethod] = {}

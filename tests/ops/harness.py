@@ -1,6 +1,8 @@
 """The op-test harness: every op's forward against a NumPy reference, its shape rule
 against what the kernel produced, and every gradient against central finite differences
-in float64.
+in float64. Every op the harness runs also runs on a device array module (`device.py`:
+the CuPy stand-in, or CuPy itself with ``FLUID_TEST_DEVICE=cupy``) and must give the same
+results there without moving data between host and device.
 
     check_op("mul", {"X": x, "Y": y}, {"x_num_col_dims": 1}, reference=lambda X, Y, **a: X @ Y)
     check_grad("mul", {"X": x, "Y": y}, {}, wrt=["X", "Y"])
@@ -15,6 +17,8 @@ from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op
 from fluid_interactive.ops.interpret import run_ops
 from fluid_interactive.ops.spec import GradContext, TensorType
+
+from .device import run_on_device
 
 Arrays = Mapping[str, Any]  # slot -> array, or list of arrays for duplicable slots
 
@@ -49,7 +53,9 @@ def run_forward(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
                 output_counts: Optional[Mapping[str, int]] = None, rng=None
                 ) -> dict[str, list[np.ndarray]]:
     op, env = build_op(op_type, inputs, attrs, output_counts)
+    host_inputs = dict(env)
     run_ops([op], env, rng=rng)
+    run_on_device([op], host_inputs, env)
     return {slot: [env[n] for n in names] for slot, names in op.outputs.items()}
 
 
@@ -93,7 +99,9 @@ def check_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
     an array (for the first output slot) or a dict slot -> array(s). ``batch_unknown=False``
     skips the trace-time shape check for ops whose leading dim is not a batch dim."""
     op, env = build_op(op_type, inputs, attrs, output_counts)
+    host_inputs = dict(env)
     run_ops([op], env, rng=rng)
+    run_on_device([op], host_inputs, env)
     check_shape_rule(op, env, batch_unknown)
     got = {slot: [env[n] for n in names] for slot, names in op.outputs.items()}
     if reference is not None:
@@ -130,7 +138,9 @@ def analytic_grads(op: OpDesc, env: dict[str, np.ndarray], cotangents: Mapping[s
 
     spec.grad(GradContext(op, spec.full_attrs(op.attrs), out_grads, in_grads, emit,
                           lambda hint: f"{hint}@tmp{next(counter)}"))
+    before = dict(env)
     run_ops(emitted, env)
+    run_on_device(emitted, before, env)
     for e in emitted:
         check_shape_rule(e, env)
     return {slot: [env.get(n) if n else None for n in names] for slot, names in in_grads.items()}

@@ -149,6 +149,18 @@ def test_fill_constant_and_assign(rng):
     check_grad("assign", {"X": x})
 
 
+def test_value_makers(rng):
+    x = r(rng, 2, 3)
+    check_op("fill_zeros_like", {"X": x}, reference=lambda X, **a: np.zeros_like(X))
+    check_op("fill_ones_like", {"X": x}, reference=lambda X, **a: np.ones_like(X))
+    check_op("assign_value", {}, {"shape": [2, 2], "dtype": "float32",
+                                  "values": [1.0, -2.0, 3.5, 0.0]},
+             reference=lambda **a: np.array([[1.0, -2.0], [3.5, 0.0]], np.float32),
+             batch_unknown=False)
+    check_op("sign", {"X": np.array([-2.0, 0.0, 3.0], f32)},
+             reference=lambda X, **a: np.sign(X))
+
+
 def test_random_initialisers_respect_bounds():
     rng = np.random.default_rng(0)
     u = check_op("uniform_random", {}, {"shape": [1000], "min": -0.25, "max": 0.5}, rng=rng)

@@ -1,0 +1,20 @@
+"""Every op with a kernel ran on the device array module (tests/ops/device.py) during this
+session's op tests: named last so that pytest runs it after them."""
+import os
+
+import pytest
+
+from fluid_interactive.ops.registry import get_spec, registered_ops
+from ops.device import COVERED
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_every_kernel_ran_on_the_device(request):
+    ran = {os.path.basename(str(item.path)) for item in request.session.items}
+    suites = {f for f in os.listdir(HERE) if f.startswith("test_") and f.endswith(".py")}
+    if not suites <= ran:
+        pytest.skip("runs with the whole tests/ops folder (the op tests fill the record)")
+    missing = sorted(t for t in registered_ops() if get_spec(t).kernel is not None
+                     and get_spec(t).host_access != "io" and t not in COVERED)
+    assert not missing, f"ops whose kernels never ran on the device: {missing}"
