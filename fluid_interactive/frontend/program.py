@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec
-from ..ir.verify import check_program
+from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
 from .tracing import TraceContext

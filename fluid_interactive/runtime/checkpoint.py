@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
 
 import numpy as np
 
-from ..backend import to_device, to_host
+from ..backend import array_module_for, to_device, to_host
 from ..errors import CheckpointError, FluidError
 from ..ir.records import DTYPES, ProgramDesc, VarDesc
 from ..ir.serialize import program_from_json, program_to_json
@@ -197,11 +197,12 @@ def _save_in_progress(target: str) -> bool:
 def _snapshot(compiled: "CompiledProgram") -> tuple[list[tuple[VarDesc, np.ndarray]],
                                                      list[str]]:
     saved, missing = [], []
+    values = compiled.scope.snapshot()  # one moment, even while another thread trains
     for var in _tensor_persistables(compiled.program):
-        if var.name not in compiled._values:
+        if var.name not in values:
             missing.append(var.name)
             continue
-        array = np.asarray(to_host(compiled._values[var.name]))
+        array = np.asarray(to_host(values[var.name]))
         if not _allowed_dtype(array.dtype) or array.dtype.name != var.dtype:
             raise CheckpointError(f"cannot save var {var.name!r}: it is declared "
                                   f"{var.dtype} but holds {array.dtype}")
@@ -551,7 +552,7 @@ def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
     against the program); any problem raises `CheckpointError` naming the file and what is
     wrong. ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
     """
-    from ..ir.verify import check_program
+    from ..passes.verify import check_program
     from .compiled import CompiledProgram
 
     target = os.path.abspath(os.fspath(path))
@@ -574,6 +575,6 @@ def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
     except FluidError as e:  # e.g. a method named like the compiled program's own API
         raise CheckpointError(f"checkpoint {target}: {PROGRAM}: cannot be compiled "
                               f"({type(e).__name__}: {e})") from None
-    # Methods hold a reference to this very dict: fill it in place.
-    compiled._values.update({n: to_device(a, compiled._xp) for n, a in values.items()})
+    xp = array_module_for(compiled.device)
+    compiled.scope.set({n: to_device(a, xp) for n, a in values.items()})
     return compiled

@@ -56,7 +56,7 @@ def train(prog, data):
 
 
 def state(prog):
-    return {n: prog.get_var(n) for n in prog.var_names() if n in prog._values}
+    return {n: prog.get_var(n) for n in prog.var_names() if n in prog.scope}
 
 
 def assert_same_state(a, b):
@@ -192,13 +192,13 @@ def test_optimizer_accumulators_are_saved(tmp_path, optimizer, kwargs):
 
 
 def test_save_does_not_change_the_program(tmp_path, prog):
-    before_objects = dict(prog._values)
+    before_objects = prog.scope.snapshot()
     before = state(prog)
     program_json = fluid.program_to_json(prog.program)
     prog.save(str(tmp_path / "a"))
     prog.save(str(tmp_path / "a"))
-    assert prog._values.keys() == before_objects.keys()
-    assert all(prog._values[k] is v for k, v in before_objects.items())
+    assert prog.scope.snapshot().keys() == before_objects.keys()
+    assert all(prog.scope[k] is v for k, v in before_objects.items())
     assert_same_state(state(prog), before)
     assert fluid.program_to_json(prog.program) == program_json
 
@@ -240,12 +240,12 @@ def test_every_persistable_dtype_and_uninitialized_state(tmp_path):
     prog = fluid.CompiledProgram(program, seed=1)
     prog.set_var("step", np.array([123456789012], "int64"))
     prog.set_var("flags", np.array([[True, False], [False, True]]))
-    assert "never_set" not in prog._values
+    assert "never_set" not in prog.scope
 
     prog.save(str(tmp_path / "ck"))
     assert read_manifest(tmp_path / "ck")["uninitialized"] == ["never_set"]
     loaded = fluid.load(tmp_path / "ck", device="cpu")  # a pathlib.Path works too
-    assert "never_set" not in loaded._values
+    assert "never_set" not in loaded.scope
     assert_same_state(state(loaded), state(prog))
     assert loaded.get_var("step").dtype == np.int64
     assert loaded.get_var("step")[0] == 123456789012
@@ -645,7 +645,7 @@ def test_checkpoint_module_never_uses_pickle():
 
 
 def test_save_refuses_state_that_does_not_match_the_program(tmp_path, prog):
-    prog._values[W] = np.zeros((2, 2), "float32")  # only a bug elsewhere could do this
+    prog.scope.values[W] = np.zeros((2, 2), "float32")  # only a bug elsewhere could do this
     with pytest.raises(fluid.CheckpointError, match="declared"):
         prog.save(str(tmp_path / "ck"))
     assert not (tmp_path / "ck").exists() and leftovers(tmp_path) == []
