@@ -253,12 +253,19 @@ def test_every_persistable_dtype_and_uninitialized_state(tmp_path):
 
 
 def test_overwrite_replaces_the_checkpoint_completely(ckpt, prog, tmp_path):
-    (ckpt / "var-00099.npy").write_bytes(b"stale file from an older checkpoint")
+    before = sorted(p.name for p in ckpt.iterdir())
     train(prog, batches(2, seed=5))
     prog.save(str(ckpt))
-    assert not (ckpt / "var-00099.npy").exists()
+    assert sorted(p.name for p in ckpt.iterdir()) == before
     assert_same_state(state(fluid.load(str(ckpt))), state(prog))
     assert leftovers(tmp_path) == []
+
+
+def test_refuses_to_overwrite_a_checkpoint_holding_a_file_it_did_not_write(ckpt, prog):
+    (ckpt / "var-00099.npy").write_bytes(b"someone else's file")
+    with pytest.raises(fluid.CheckpointError, match="does not list.*var-00099.npy"):
+        prog.save(str(ckpt))
+    assert (ckpt / "var-00099.npy").read_bytes() == b"someone else's file"
 
 
 def test_refuses_to_overwrite_what_is_not_a_checkpoint(tmp_path, prog):
@@ -270,7 +277,7 @@ def test_refuses_to_overwrite_what_is_not_a_checkpoint(tmp_path, prog):
     assert (other / "thesis.tex").read_text() == "precious"
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    with pytest.raises(fluid.CheckpointError, match="not a checkpoint"):
+    with pytest.raises(fluid.CheckpointError, match="not a directory"):
         prog.save(str(a_file))
     empty = tmp_path / "empty"
     empty.mkdir()
