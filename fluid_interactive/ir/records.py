@@ -8,7 +8,6 @@ These names are deliberately distinct from the user's `fluid.Program` base class
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -197,4 +196,37 @@ class ProgramDesc:
         return None
 
     def clone(self) -> "ProgramDesc":
-        return copy.deepcopy(self)
+        """A deep copy, made record by record (``copy.deepcopy`` of a program of thousands
+        of ops costs seconds; this, linear time at a few µs per op)."""
+        return ProgramDesc([_clone_block(b) for b in self.blocks], self.name, self.version)
+
+
+def _copy_value(value: Any) -> Any:
+    """Attr values and return specs: lists and dicts are copied, the rest is immutable."""
+    if isinstance(value, list):
+        return [_copy_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_copy_value(v) for v in value)
+    return value
+
+
+def clone_op(op: OpDesc) -> OpDesc:
+    """A copy of ``op`` that shares nothing mutable with it."""
+    return OpDesc(op.type, {k: list(v) for k, v in op.inputs.items()},
+                  {k: list(v) for k, v in op.outputs.items()},
+                  {k: _copy_value(v) for k, v in op.attrs.items()}, op.role, op.role_var,
+                  op.loc)
+
+
+def clone_var(v: VarDesc) -> VarDesc:
+    return VarDesc(v.name, v.shape, v.dtype, v.persistable, v.stop_gradient, v.is_data,
+                   v.is_parameter, v.trainable, v.kind)
+
+
+def _clone_block(b: BlockDesc) -> BlockDesc:
+    return BlockDesc(b.idx, b.parent_idx, b.name,
+                     {k: clone_var(v) for k, v in b.vars.items()},
+                     [clone_op(op) for op in b.ops], list(b.feeds), _copy_value(b.returns),
+                     b.is_test)

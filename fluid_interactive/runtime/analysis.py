@@ -10,7 +10,9 @@
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any, Callable, Optional
 
 from ..errors import ShapeError
@@ -136,13 +138,14 @@ def _assign_buffers(steps: list[Step], types: dict[str, TensorType], xp: Any,
                     no_buffer: set[str]) -> None:
     last = _last_uses(steps)
     free: dict[tuple, list[Any]] = {}
-    owner_expiry: list[tuple[int, tuple, Any]] = []
+    # (last step that reads the owner, order of assignment, key, buffer): a heap, so a
+    # step frees what expired in time logarithmic in the live buffers, not linear.
+    owner_expiry: list[tuple[int, int, tuple, Any]] = []
+    order = count()
     for i, step in enumerate(steps):
-        still = []
-        for expiry, key, buf in owner_expiry:
-            (free.setdefault(key, []).append(buf) if expiry < i else still.append(
-                (expiry, key, buf)))
-        owner_expiry = still
+        while owner_expiry and owner_expiry[0][0] < i:
+            _, _, key, buf = heapq.heappop(owner_expiry)
+            free.setdefault(key, []).append(buf)
         for slot in step.spec.outputs:
             bufs = []
             for name in step.op.outputs.get(slot.name, ()):
@@ -153,7 +156,7 @@ def _assign_buffers(steps: list[Step], types: dict[str, TensorType], xp: Any,
                 key = (t.shape, t.dtype)
                 pool = free.get(key)
                 buf = pool.pop() if pool else BufferSlot(t.shape, t.dtype, xp)
-                owner_expiry.append((last.get(name, i), key, buf))
+                heapq.heappush(owner_expiry, (last.get(name, i), next(order), key, buf))
                 bufs.append(buf)
             if bufs:
                 step.buffers[slot.name] = bufs

@@ -63,7 +63,7 @@ def test_set_device_gpu_compiles_onto_the_device(gpu, rng):
     assert fluid.set_device("gpu") == "gpu"
     prog = FitALine().Compile(seed=0)
     assert prog.device == "gpu"
-    assert all(isinstance(v, DeviceArray) for k, v in prog._values.items())
+    assert all(isinstance(v, DeviceArray) for k, v in prog.scope.values.items())
     x, y = _fit_data(rng)
     assert isinstance(prog.train(x, y), float)
     assert isinstance(prog.parameters()["p/fc_0.w_0"], np.ndarray)   # fetched to the host

@@ -22,11 +22,10 @@ accumulators, which every block of a split parameter carries its own copy of).
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from ...errors import ProgramDefinitionError
-from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, clone_op, clone_var
 from ...ops.apply import infer_op
 from ...ops.spec import TensorType
 from .layout import Layout, PairLayout
@@ -60,7 +59,7 @@ class PServerInfo:
 
 
 def _copy_var(var: VarDesc, **changes) -> VarDesc:
-    v = copy.deepcopy(var)
+    v = clone_var(var)
     for k, value in changes.items():
         setattr(v, k, value)
     return v
@@ -109,7 +108,7 @@ def build_pserver_program(layout: Layout, endpoint: str) -> tuple[ProgramDesc, P
         source = layout.program.blocks[roles.block_idx]
         if roles.lr_ops:
             lr = BlockDesc(len(program.blocks), 0, _unique_block(f"lr_schedule:{method}", names))
-            lr.ops = [copy.deepcopy(source.ops[i]) for i in roles.lr_ops]
+            lr.ops = [clone_op(source.ops[i]) for i in roles.lr_ops]
             program.blocks.append(lr)
             info.lr_blocks[method] = lr.idx
         for pair in layout.pairs_of(method):
@@ -155,7 +154,7 @@ def _optimize_block(program: ProgramDesc, layout: Layout, pair: PairLayout, i: i
                                   {"scale": 1.0 / layout.trainers},
                                   role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
     for j in pair.group.ops:
-        op = copy.deepcopy(source.ops[j])
+        op = clone_op(source.ops[j])
         op.inputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.inputs.items()}
         op.outputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.outputs.items()}
         op.role_var = rv
@@ -190,15 +189,14 @@ def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> P
     block0 = BlockDesc(0, -1)
     program.blocks.append(block0)
     for var in main.global_block().vars.values():
-        block0.vars[var.name] = copy.deepcopy(var)
+        block0.vars[var.name] = clone_var(var)
 
     # name on this server -> (original var, rows start, rows, 'whole' | 'slice' | 'copy')
     cuts: list[tuple[str, str, int, int, str]] = []
-    needed: list[str] = []
+    needed: dict[str, None] = {}   # insertion-ordered set
 
     def need(name: str) -> None:
-        if name not in needed:
-            needed.append(name)
+        needed[name] = None
 
     for pair, i in layout.pairs_on(endpoint):
         pb = pair.param.blocks[i]
@@ -234,7 +232,7 @@ def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> P
                 f"transpile: {n!r} has no initialiser in block 0, so parameter server "
                 f"{endpoint} cannot create it")
     for k in chosen:
-        op = copy.deepcopy(og0.ops[k])
+        op = clone_op(og0.ops[k])
         block0.ops.append(op)
         for n in op.input_names() + op.output_names():
             if n not in block0.vars:

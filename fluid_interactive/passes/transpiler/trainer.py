@@ -70,14 +70,17 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
                 f"those move to the parameter servers, so the trainer cannot return it")
 
     pairs = layout.pairs_of(roles.method)
+    last_writer: dict[str, int] = {}   # var -> the last op that stays and writes it
+    for i, op in enumerate(old):
+        if i not in moved:
+            last_writer.update(dict.fromkeys(op.output_names(), i))
     after: dict[int, list[PairLayout]] = {}
     for pair in pairs:
         # After the gradient and any side value it sends along are computed (fed values
         # are there from the start).
         sent = {pair.group.grad, *pair.group.side}
-        writers = [i for i, op in enumerate(old)
-                   if i not in moved and sent & set(op.output_names())]
-        after.setdefault(writers[-1], []).append(pair)
+        writer = max(last_writer[n] for n in sent if n in last_writer)
+        after.setdefault(writer, []).append(pair)
 
     ops: list[OpDesc] = []
     for i, op in enumerate(old):
