@@ -122,8 +122,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
     for step in analysis.steps:
         kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
-                                rng_for(step.index), is_test, analysis.constants,
-                                plan_state)
+                                rng_for(step.index) if step.spec.random else None, is_test,
+                                analysis.constants, plan_state)
         comment = _comment(format_op(step.op, lambda n: _typed(analysis, n)))
         if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
             source_local = em.local[step.inputs[kernel.input_index]]
@@ -155,11 +155,12 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     """The scope's values the plan reads: inputs no earlier step (nor a feed or a
     constant) provides, and returned vars nothing computes."""
-    have, reads = set(known), []
+    have, reads = set(known), {}   # reads: an insertion-ordered set
     for step in analysis.steps:
-        reads += [n for n in step.inputs if n not in have and n not in reads]
+        reads.update((n, None) for n in step.inputs if n not in have)
         have.update(step.outputs)
-    return reads + [n for n in analysis.returned if n not in have and n not in reads]
+    reads.update((n, None) for n in analysis.returned if n not in have)
+    return list(reads)
 
 
 def _emit_scope_reads(em: _Emitter, names: list[str]) -> None:

@@ -221,8 +221,8 @@ class CompiledProgram:
                 return np.random.default_rng()
             return np.random.default_rng([self.seed, salt])
 
-        BlockRunner(self.program, block0, self._xp, self.seed, rng_for).run(
-            self.scope.values, [])
+        BlockRunner(self.program, block0, self._xp, self.seed, rng_for).run_once(
+            self.scope.values)
 
     def _persistable(self, name: str) -> VarDesc:
         var = self.program.global_block().vars.get(name)

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..errors import FluidError, KernelError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
-from ..ops.spec import TensorType
+from ..ops.apply import prepare_kernel
+from ..ops.spec import Forward, TensorType
 from .analysis import analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
@@ -69,8 +70,35 @@ class BlockRunner:
         except Exception as e:
             raise self.kernel_error(e, code) from e
 
+    def run_once(self, scope_values: dict) -> None:
+        """Run a block that takes no feeds and runs once (block 0's initialisers) without
+        generating code for it: each kernel is prepared and called in turn, and the
+        persistable values are committed together at the end, as a plan would."""
+        analysis = analyse_block(self.program, self.block, {}, self.xp, self._rng_for)
+        env = dict(analysis.constants)
+        plan_state: dict = {}
+        for step in analysis.steps:
+            try:
+                kernel = prepare_kernel(step.op, analysis.types.__getitem__, self.xp,
+                                        step.buffers, self._rng_for(step.index)
+                                        if step.spec.random else None, self.is_test,
+                                        analysis.constants, plan_state)
+                args = [env[n] if n in env else scope_values[n] for n in step.inputs]
+                result = args[kernel.input_index] if isinstance(kernel, Forward) \
+                    else kernel(*args)
+            except FluidError:
+                raise
+            except Exception as e:
+                raise self.op_error(e, step.index) from e
+            env.update(zip(step.outputs, (result,) if len(step.outputs) == 1 else result))
+        scope_values.update({n: v for n, v in env.items() if n in analysis.persistables})
+
     def kernel_error(self, error: Exception, code: Optional[GeneratedCode]) -> KernelError:
         index = None if code is None else _failing_op(error.__traceback__, code)
+        return self.op_error(error, index)
+
+    def op_error(self, error: Exception, index: Optional[int]) -> KernelError:
+        """The error of op ``index`` of the block (None: no op known) failing."""
         if index is None:
             return KernelError(f"{self.block.name or 'block'} failed: "
                                f"{type(error).__name__}: {error}")
