@@ -49,20 +49,24 @@ def _sgd_infer(ctx: InferContext) -> None:
     ctx.set_output("ParamOut", p.shape, p.dtype)
 
 
+def sgd_update(xp, param, grad, lr, p_out, scratch):
+    """ParamOut = Param - lr * Grad into ``p_out`` (None: a new array); one place for the
+    per-parameter and the fused kernels, so both compute bit-identical values."""
+    xp.multiply(grad, lr, out=scratch)
+    return xp.subtract(param, scratch, out=p_out)
+
+
 def _sgd_kernel(ctx: KernelContext):
     xp = ctx.xp
     p = ctx.input("Param")
     step = xp.empty(p.shape, p.dtype)
     p_out = ctx.buffer("ParamOut")
-
-    def fn(param, grad, lr):
-        xp.multiply(grad, lr, out=step)
-        return xp.subtract(param, step, out=p_out)
-    return fn
+    return lambda param, grad, lr: sgd_update(xp, param, grad, lr, p_out, step)
 
 
 register(OpSpec("sgd", slots("Param", "Grad", "LearningRate"), slots("ParamOut"), _sgd_infer,
-                _sgd_kernel, doc="ParamOut = Param - LearningRate * Grad"))
+                _sgd_kernel, fused="fused_sgd", fused_shared=("LearningRate",),
+                doc="ParamOut = Param - LearningRate * Grad"))
 
 
 # --- momentum ---------------------------------------------------------------------------------
@@ -74,34 +78,35 @@ def _momentum_infer(ctx: InferContext) -> None:
     _set_like(ctx, {"ParamOut": "Param", "VelocityOut": "Velocity"})
 
 
+def momentum_update(xp, mu: float, nesterov: bool, param, grad, velocity, lr, p_out, v_out,
+                    scratch):
+    """(ParamOut, VelocityOut) of one momentum step, written into ``p_out``, ``v_out``."""
+    v = xp.multiply(velocity, mu, out=v_out)
+    xp.add(v, grad, out=v)                    # v = mu * v + g
+    if nesterov:
+        xp.multiply(v, mu, out=scratch)
+        xp.add(scratch, grad, out=scratch)
+        xp.multiply(scratch, lr, out=scratch)  # lr * (g + mu * v)
+    else:
+        xp.multiply(v, lr, out=scratch)
+    return xp.subtract(param, scratch, out=p_out), v
+
+
 def _momentum_kernel(ctx: KernelContext):
     xp = ctx.xp
     p = ctx.input("Param")
-    mu = float(ctx.attrs["mu"])
+    mu, nesterov = float(ctx.attrs["mu"]), bool(ctx.attrs["use_nesterov"])
     p_out, v_out = ctx.buffer("ParamOut"), ctx.buffer("VelocityOut")
     step = xp.empty(p.shape, p.dtype)
-
-    if ctx.attrs["use_nesterov"]:
-        def fn(param, grad, velocity, lr):
-            v = xp.multiply(velocity, mu, out=v_out)
-            xp.add(v, grad, out=v)                    # v = mu * v + g
-            xp.multiply(v, mu, out=step)
-            xp.add(step, grad, out=step)
-            xp.multiply(step, lr, out=step)           # lr * (g + mu * v)
-            return xp.subtract(param, step, out=p_out), v
-    else:
-        def fn(param, grad, velocity, lr):
-            v = xp.multiply(velocity, mu, out=v_out)
-            xp.add(v, grad, out=v)                    # v = mu * v + g
-            xp.multiply(v, lr, out=step)
-            return xp.subtract(param, step, out=p_out), v
-    return fn
+    return lambda param, grad, velocity, lr: momentum_update(
+        xp, mu, nesterov, param, grad, velocity, lr, p_out, v_out, step)
 
 
 register(OpSpec(
     "momentum", slots("Param", "Grad", "Velocity", "LearningRate"),
     slots("ParamOut", "VelocityOut"), _momentum_infer, _momentum_kernel,
-    attrs={"mu": 0.9, "use_nesterov": False},
+    attrs={"mu": 0.9, "use_nesterov": False}, fused="fused_momentum",
+    fused_shared=("LearningRate",),
     doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - LearningRate * VelocityOut, "
         "or with use_nesterov Param - LearningRate * (Grad + mu * VelocityOut)"))
 
@@ -122,6 +127,48 @@ def _adam_infer(ctx: InferContext) -> None:
                     "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow"})
 
 
+def adam_rate(xp, dtype: str):
+    """``rate(lr, beta1_pow, beta2_pow)``: the corrected rate lr_t = lr * sqrt(1 - beta2_pow)
+    / (1 - beta1_pow), one number. On the host it is plain Python arithmetic; on a device
+    it stays there (reading it back would synchronise every step), as a 0-d view that
+    broadcasts onto any shape."""
+    if xp.__name__ == "numpy":
+        def corrected_rate(lr, b1p, b2p):
+            return lr.item() * (1.0 - b2p.item()) ** 0.5 / (1.0 - b1p.item())
+        return corrected_rate
+    lr_t, denom = xp.empty((1,), dtype), xp.empty((1,), dtype)
+    lr_t_scalar = lr_t.reshape(())
+
+    def corrected_rate(lr, b1p, b2p):
+        xp.subtract(1.0, b2p, out=lr_t)
+        xp.sqrt(lr_t, out=lr_t)
+        xp.subtract(1.0, b1p, out=denom)
+        xp.divide(lr_t, denom, out=lr_t)
+        xp.multiply(lr_t, lr, out=lr_t)
+        return lr_t_scalar
+    return corrected_rate
+
+
+def adam_update(xp, b1: float, b2: float, eps: float, param, grad, m1, m2, rate, p_out,
+                m1_out, m2_out, scratch):
+    """(ParamOut, Moment1Out, Moment2Out) of one Adam step with the corrected rate."""
+    # m1 = b1 * m1 + (1 - b1) * g
+    m1n = xp.multiply(m1, b1, out=m1_out)
+    xp.multiply(grad, 1.0 - b1, out=scratch)
+    xp.add(m1n, scratch, out=m1n)
+    # m2 = b2 * m2 + (1 - b2) * g * g
+    m2n = xp.multiply(m2, b2, out=m2_out)
+    xp.multiply(grad, grad, out=scratch)
+    xp.multiply(scratch, 1.0 - b2, out=scratch)
+    xp.add(m2n, scratch, out=m2n)
+    # p = p - lr_t * m1 / (sqrt(m2) + eps)
+    xp.sqrt(m2n, out=scratch)
+    xp.add(scratch, eps, out=scratch)
+    xp.divide(m1n, scratch, out=scratch)
+    xp.multiply(scratch, rate, out=scratch)
+    return xp.subtract(param, scratch, out=p_out), m1n, m2n
+
+
 def _adam_kernel(ctx: KernelContext):
     xp = ctx.xp
     p = ctx.input("Param")
@@ -130,42 +177,13 @@ def _adam_kernel(ctx: KernelContext):
                                    "Beta2PowOut")]
     p_out, m1_out, m2_out, b1p_out, b2p_out = out
     scratch = xp.empty(p.shape, p.dtype)
-    # The corrected rate lr_t = lr * sqrt(1 - beta2_pow) / (1 - beta1_pow) is one number.
-    # On the host it is plain Python arithmetic; on a device it stays there (reading it
-    # back would synchronise every step), as a 0-d view that broadcasts onto any shape.
-    if xp.__name__ == "numpy":
-        def corrected_rate(lr, b1p, b2p):
-            return lr.item() * (1.0 - b2p.item()) ** 0.5 / (1.0 - b1p.item())
-    else:
-        lr_t, denom = xp.empty((1,), p.dtype), xp.empty((1,), p.dtype)
-        lr_t_scalar = lr_t.reshape(())
-
-        def corrected_rate(lr, b1p, b2p):
-            xp.subtract(1.0, b2p, out=lr_t)
-            xp.sqrt(lr_t, out=lr_t)
-            xp.subtract(1.0, b1p, out=denom)
-            xp.divide(lr_t, denom, out=lr_t)
-            xp.multiply(lr_t, lr, out=lr_t)
-            return lr_t_scalar
+    corrected_rate = adam_rate(xp, p.dtype)
 
     def fn(param, grad, lr, m1, m2, b1p, b2p):
         rate = corrected_rate(lr, b1p, b2p)
-        # m1 = b1 * m1 + (1 - b1) * g
-        m1n = xp.multiply(m1, b1, out=m1_out)
-        xp.multiply(grad, 1.0 - b1, out=scratch)
-        xp.add(m1n, scratch, out=m1n)
-        # m2 = b2 * m2 + (1 - b2) * g * g
-        m2n = xp.multiply(m2, b2, out=m2_out)
-        xp.multiply(grad, grad, out=scratch)
-        xp.multiply(scratch, 1.0 - b2, out=scratch)
-        xp.add(m2n, scratch, out=m2n)
-        # p = p - lr_t * m1 / (sqrt(m2) + eps)
-        xp.sqrt(m2n, out=scratch)
-        xp.add(scratch, eps, out=scratch)
-        xp.divide(m1n, scratch, out=scratch)
-        xp.multiply(scratch, rate, out=scratch)
-        return (xp.subtract(param, scratch, out=p_out), m1n, m2n,
-                xp.multiply(b1p, b1, out=b1p_out), xp.multiply(b2p, b2, out=b2p_out))
+        return adam_update(xp, b1, b2, eps, param, grad, m1, m2, rate, p_out, m1_out,
+                           m2_out, scratch) + (xp.multiply(b1p, b1, out=b1p_out),
+                                               xp.multiply(b2p, b2, out=b2p_out))
     return fn
 
 
@@ -174,6 +192,7 @@ register(OpSpec(
     slots("Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
     slots("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"),
     _adam_infer, _adam_kernel, attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
+    fused="fused_adam", fused_shared=("LearningRate",),
     doc="Moment1Out = beta1 * Moment1 + (1 - beta1) * Grad; Moment2Out = beta2 * Moment2 + "
         "(1 - beta2) * Grad^2; ParamOut = Param - lr_t * Moment1Out / (sqrt(Moment2Out) + "
         "epsilon) with lr_t = LearningRate * sqrt(1 - Beta2Pow) / (1 - Beta1Pow); "

@@ -110,6 +110,15 @@ class OpSpec:
     # What the kernel does on the host when arrays live on a device (CuPy); "" for kernels
     # that keep every array on the device (most ops). See HOST_ACCESS.
     host_access: str = ""
+    # Several ops of this type (one per parameter) may run as one op of type `fused`
+    # (see passes/fuse.py): its slots are this spec's with an "s" appended and duplicable,
+    # except the `fused_shared` input slots, which all the ops read from one var.
+    fused: str = ""
+    fused_shared: tuple[str, ...] = ()
+    # (output slot, input slot) pairs: the kernel may write that output into the array of
+    # that input (an elementwise ufunc with ``out=``); the planner does so when the input
+    # has the output's shape and dtype, is a temporary, and this op is its last reader.
+    inplace: tuple[tuple[str, str], ...] = ()
     doc: str = ""
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import FluidError, KernelError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ops.apply import prepare_kernel
+from ..passes.pipeline import plan_passes
 from ..ops.spec import Forward, TensorType
 from .analysis import analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
@@ -24,7 +25,9 @@ class BlockRunner:
     def __init__(self, program: ProgramDesc, block: BlockDesc, xp: Any,
                  seed: Optional[int], rng_for: Optional[Callable[[int], Any]] = None,
                  is_test: Optional[bool] = None):
-        self.program, self.block, self.xp, self.seed = program, block, xp, seed
+        # The block as plans run it: after the plan passes (fusion; passes/pipeline.py).
+        self.program, self.block, self.xp, self.seed = program, plan_passes(program, block), \
+            xp, seed
         self.feed_names = list(block.feeds)
         self._rng_for = rng_for or (lambda i: op_rng(seed, block.idx, i, np))
         self.is_test = is_test if is_test is not None else not _optimizes(block)

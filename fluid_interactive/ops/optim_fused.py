@@ -1,0 +1,189 @@
+"""Fused optimizer updates: one op updates every parameter of one optimizer (same kind,
+same learning-rate var, same attrs, same dtype) with a few vectorised calls over flat
+arrays, instead of a few calls per parameter.
+
+Each fused spec is derived from its per-parameter spec (slots with an "s" appended and
+duplicable, the shared learning rate kept single; the shape rule is the per-parameter
+rule run for each parameter), and its kernel runs the same update function
+(`optim.sgd_update`, `momentum_update`, `adam_update`) on flat arrays, so the values are
+bit-identical to the unfused ops'. The flat state is double-buffered (ops/flat_state.py):
+a step writes only into arrays nobody references and returns views of them.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Callable, Sequence
+
+from .flat_state import DoubleBuffer, FlatInput
+from .optim import adam_rate, adam_update, momentum_update, sgd_update
+from .registry import get_spec, register
+from .spec import InferContext, KernelContext, OpSpec, Slot
+
+
+def fused_slot(spec: OpSpec, slot: str) -> str:
+    """The fused op's slot standing for ``slot`` of the per-parameter op."""
+    return slot if slot in spec.fused_shared else slot + "s"
+
+
+def _fused_infer(base: OpSpec) -> Callable[[InferContext], None]:
+    def infer(ctx: InferContext) -> None:
+        per_param = [s.name for s in base.inputs if s.name not in base.fused_shared]
+        n = len(ctx.inputs(fused_slot(base, per_param[0])))
+        for slot in per_param:
+            if len(ctx.inputs(fused_slot(base, slot))) != n:
+                ctx.fail(f"{fused_slot(base, slot)} lists "
+                         f"{len(ctx.inputs(fused_slot(base, slot)))} vars for {n} parameters")
+        outs: dict[str, list] = {fused_slot(base, s.name): [] for s in base.outputs}
+        for i in range(n):
+            inputs = {s.name: [ctx.inputs(fused_slot(base, s.name))[
+                0 if s.name in base.fused_shared else i]] for s in base.inputs}
+            one = InferContext(base, inputs, ctx.attrs, {s.name: 1 for s in base.outputs})
+            base.infer(one)
+            for s in base.outputs:
+                outs[fused_slot(base, s.name)] += one.outputs[s.name]
+        for slot, types in outs.items():
+            ctx.set_outputs(slot, types)
+    return infer
+
+
+def _split(ctx: KernelContext, base: OpSpec) -> Callable[[tuple], list]:
+    """args (flat, in slot order) -> one list per input slot of the fused op."""
+    counts = [len(ctx.inputs(fused_slot(base, s.name))) for s in base.inputs]
+
+    def split(args: tuple) -> list:
+        out, at = [], 0
+        for c in counts:
+            out.append(args[at:at + c])
+            at += c
+        return out
+    return split
+
+
+def _returned(arrays: list) -> Any:
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+class _FlatUpdate:
+    """What every fused kernel does around its update: find or copy the input state
+    (kinds: the per-parameter state slots, parameters first), gather the gradients."""
+
+    def __init__(self, ctx: KernelContext, state_slots: Sequence[str]):
+        xp = self.xp = ctx.xp
+        params = ctx.inputs("Params")
+        self.shapes = [t.shape for t in params]
+        self.dtype = params[0].dtype
+        layouts = [[t.shape for t in ctx.inputs(s)] for s in state_slots]
+        self.buffers = DoubleBuffer(xp, layouts, [self.dtype] * len(layouts))
+        self.grads = FlatInput(xp, self.shapes, self.dtype)
+        self.scratch = xp.empty(sum(prod(s) for s in self.shapes), self.dtype)
+        self.segments = []
+        at = 0
+        for s in self.shapes:
+            self.segments.append(slice(at, at + prod(s)))
+            at += prod(s)
+
+    def begin(self, state: Sequence[Sequence[Any]]):
+        """(inputs' flat arrays, the generation to write): the inputs are the last step's
+        outputs, or (set from outside) a copy of them in the generation itself."""
+        src = self.buffers.holding(0, state[0])
+        if src is not None and not all(src.holds(k, arrays) for k, arrays in
+                                       enumerate(state)):
+            src = None
+        gen = self.buffers.acquire(src)
+        if src is None:
+            for views, arrays in zip(gen.views, state):
+                for v, a in zip(views, arrays):
+                    self.xp.copyto(v, a)
+            src = gen
+        return src, gen
+
+    @staticmethod
+    def outputs(gen) -> Any:
+        return _returned([v for views in gen.views for v in views])
+
+
+def _sgd_kernel(ctx: KernelContext):
+    base, xp = get_spec("sgd"), ctx.xp
+    split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params"])
+
+    def fn(*args):
+        params, grads, (lr,) = split(args)
+        src, gen = flat.begin([params])
+        sgd_update(xp, src.flats[0], flat.grads(grads), lr, gen.flats[0], flat.scratch)
+        return flat.outputs(gen)
+    return fn
+
+
+def _momentum_kernel(ctx: KernelContext):
+    base, xp = get_spec("momentum"), ctx.xp
+    mu, nesterov = float(ctx.attrs["mu"]), bool(ctx.attrs["use_nesterov"])
+    split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params", "Velocitys"])
+
+    def fn(*args):
+        params, grads, velocities, (lr,) = split(args)
+        src, gen = flat.begin([params, velocities])
+        momentum_update(xp, mu, nesterov, src.flats[0], flat.grads(grads), src.flats[1], lr,
+                        gen.flats[0], gen.flats[1], flat.scratch)
+        return flat.outputs(gen)
+    return fn
+
+
+def _adam_kernel(ctx: KernelContext):
+    base, xp = get_spec("adam"), ctx.xp
+    b1, b2, eps = (float(ctx.attrs[k]) for k in ("beta1", "beta2", "epsilon"))
+    split = _split(ctx, base)
+    flat = _FlatUpdate(ctx, ["Params", "Moment1s", "Moment2s", "Beta1Pows", "Beta2Pows"])
+    on_host = xp.__name__ == "numpy"
+    corrected_rate = adam_rate(xp, flat.dtype)
+    n = len(flat.shapes)
+    if not on_host:   # per-parameter rates, computed on the device and spread per element
+        sizes = xp.asarray([prod(s) for s in flat.shapes])
+        one, r1 = xp.empty(n, flat.dtype), xp.empty(n, flat.dtype)
+
+        def device_rates(lr, b1p, b2p):
+            xp.subtract(1.0, b2p, out=r1)
+            xp.sqrt(r1, out=r1)
+            xp.subtract(1.0, b1p, out=one)
+            xp.divide(r1, one, out=r1)
+            xp.multiply(r1, lr, out=r1)
+            return r1.reshape(()) if n == 1 else xp.repeat(r1, sizes)
+
+    def update(src, gen, g, rate, seg=slice(None)):
+        adam_update(xp, b1, b2, eps, src.flats[0][seg], g[seg], src.flats[1][seg],
+                    src.flats[2][seg], rate, gen.flats[0][seg], gen.flats[1][seg],
+                    gen.flats[2][seg], flat.scratch[seg])
+
+    def fn(*args):
+        params, grads, (lr,), m1, m2, b1p, b2p = split(args)
+        src, gen = flat.begin([params, m1, m2, b1p, b2p])
+        g = flat.grads(grads)
+        if not on_host:
+            update(src, gen, g, device_rates(lr, src.flats[3], src.flats[4]))
+        else:
+            rates = [corrected_rate(lr, p1, p2) for p1, p2 in zip(src.views[3], src.views[4])]
+            if all(r == rates[0] for r in rates):
+                update(src, gen, g, rates[0])
+            else:   # parameters whose step counts differ (state set from outside)
+                for seg, rate in zip(flat.segments, rates):
+                    update(src, gen, g, rate, seg)
+        xp.multiply(src.flats[3], b1, out=gen.flats[3])
+        xp.multiply(src.flats[4], b2, out=gen.flats[4])
+        return flat.outputs(gen)
+    return fn
+
+
+def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable]) -> None:
+    base = get_spec(base_type)
+
+    def plural(slot_list: tuple[Slot, ...]) -> tuple[Slot, ...]:
+        return tuple(s if s.name in base.fused_shared else Slot(s.name + "s", duplicable=True)
+                     for s in slot_list)
+    register(OpSpec(base.fused, plural(base.inputs), plural(base.outputs),
+                    _fused_infer(base), kernel, attrs=dict(base.attrs),
+                    doc=f"`{base_type}` of many parameters at once, over flat arrays "
+                        f"(made by the fusion pass; values bit-identical)"))
+
+
+_register_fused("sgd", _sgd_kernel)
+_register_fused("momentum", _momentum_kernel)
+_register_fused("adam", _adam_kernel)
