@@ -77,7 +77,8 @@ def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False
             doc: str = "", identity_x: bool = False) -> None:
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=_binary_kernel(ufunc),
-                    grad=_grad_maker(name + "_grad", uses_out), doc=doc))
+                    grad=_grad_maker(name + "_grad", uses_out), doc=doc,
+                    inplace=(("Out", "X"), ("Out", "Y"))))
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,

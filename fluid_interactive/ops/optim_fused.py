@@ -180,6 +180,7 @@ def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable])
                      for s in slot_list)
     register(OpSpec(base.fused, plural(base.inputs), plural(base.outputs),
                     _fused_infer(base), kernel, attrs=dict(base.attrs),
+                    contiguous=(fused_slot(base, "Grad"),),
                     doc=f"`{base_type}` of many parameters at once, over flat arrays "
                         f"(made by the fusion pass; values bit-identical)"))
 

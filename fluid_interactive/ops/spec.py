@@ -119,6 +119,9 @@ class OpSpec:
     # that input (an elementwise ufunc with ``out=``); the planner does so when the input
     # has the output's shape and dtype, is a temporary, and this op is its last reader.
     inplace: tuple[tuple[str, str], ...] = ()
+    # Input slots whose vars the planner lays out one after another in one flat array
+    # (runtime/buffers.py), so that the kernel reads them as one (a fused update's grads).
+    contiguous: tuple[str, ...] = ()
     doc: str = ""
 
     def __post_init__(self) -> None:

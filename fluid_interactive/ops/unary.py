@@ -20,8 +20,10 @@ def _float_infer(ctx: InferContext) -> None:
 
 def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequence[str],
             attrs: Optional[Mapping[str, Any]] = None, doc: str = "",
-            linear_grad: Optional[Callable[[KernelContext], Optional[Callable]]] = None
-            ) -> None:
+            linear_grad: Optional[Callable[[KernelContext], Optional[Callable]]] = None,
+            inplace: bool = True) -> None:
+    """``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
+    may hand it X's own buffer (and likewise the gradient dOut's)."""
     attrs = dict(attrs or {})
 
     def kernel(ctx: KernelContext):
@@ -52,12 +54,14 @@ def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequen
         return lambda g: grad(xp, None, None, g, out, a)
 
     register(OpSpec(name, slots("X"), slots("Out"), _float_infer, kernel,
-                    maker if grad is not None else None, attrs=attrs, doc=doc))
+                    maker if grad is not None else None, attrs=attrs, doc=doc,
+                    inplace=(("Out", "X"),) if inplace else ()))
     if grad is not None:
         grad_in = [s for s in ("X", "Out") if s in uses] + ["Out@GRAD"]
         like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
         register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
-                        infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs))
+                        infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs,
+                        inplace=(("X@GRAD", "Out@GRAD"),)))
 
 
 def _square_grad_of_uniform(ctx: KernelContext) -> Optional[Callable]:
@@ -79,7 +83,7 @@ _define("leaky_relu",
         lambda xp, x, o, a: xp.where(x > 0, x, x * a["alpha"]),
         lambda xp, x, y, g, o, a: xp.multiply(
             g, xp.where(x > 0, 1.0, a["alpha"]).astype(g.dtype), out=o), ("X",),
-        attrs={"alpha": 0.02}, doc="Out = X if X > 0 else alpha * X")
+        attrs={"alpha": 0.02}, doc="Out = X if X > 0 else alpha * X", inplace=False)
 _define("sigmoid",
         lambda xp, x, o, a: xp.reciprocal(1 + xp.exp(-x), out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g * y, 1 - y, out=o), ("Out",),

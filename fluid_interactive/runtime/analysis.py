@@ -4,15 +4,12 @@
 2. `_live_ops`: drop ops whose results nobody needs;
 3. `_fold_constants`: evaluate once, at plan time, ops that depend on no feed, parameter or
    random draw (the loss-gradient seed and what follows from it alone);
-4. `_assign_buffers`: give each temporary a preallocated buffer, reusing a buffer once the
-   last reader of its previous owner has run (an op that may return a view of an input keeps
-   that input alive as long as its own output).
+4. `buffers.assign_buffers`: give each temporary a preallocated buffer, reusing a buffer
+   once the last reader of its previous owner has run, in place where an op allows it.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
-from itertools import count
 from typing import Any, Callable, Optional
 
 from ..errors import ShapeError
@@ -20,7 +17,8 @@ from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from ..ops.registry import get_spec
-from ..ops.spec import BufferSlot, Forward, OpSpec, TensorType
+from ..ops.spec import Forward, OpSpec, TensorType
+from .buffers import assign_buffers
 
 
 @dataclass
@@ -118,50 +116,6 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
     return kept, constants
 
 
-def _last_uses(steps: list[Step]) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for i, step in enumerate(steps):
-        for n in step.outputs:
-            last.setdefault(n, i)
-        for n in step.inputs:
-            last[n] = i
-    for i in range(len(steps) - 1, -1, -1):
-        step = steps[i]
-        if step.spec.aliases:
-            keep = max(last.get(n, i) for n in step.outputs)
-            for n in step.inputs:
-                last[n] = max(last.get(n, i), keep)
-    return last
-
-
-def _assign_buffers(steps: list[Step], types: dict[str, TensorType], xp: Any,
-                    no_buffer: set[str]) -> None:
-    last = _last_uses(steps)
-    free: dict[tuple, list[Any]] = {}
-    # (last step that reads the owner, order of assignment, key, buffer): a heap, so a
-    # step frees what expired in time logarithmic in the live buffers, not linear.
-    owner_expiry: list[tuple[int, int, tuple, Any]] = []
-    order = count()
-    for i, step in enumerate(steps):
-        while owner_expiry and owner_expiry[0][0] < i:
-            _, _, key, buf = heapq.heappop(owner_expiry)
-            free.setdefault(key, []).append(buf)
-        for slot in step.spec.outputs:
-            bufs = []
-            for name in step.op.outputs.get(slot.name, ()):
-                if name in no_buffer:
-                    bufs.append(None)
-                    continue
-                t = types[name]
-                key = (t.shape, t.dtype)
-                pool = free.get(key)
-                buf = pool.pop() if pool else BufferSlot(t.shape, t.dtype, xp)
-                heapq.heappush(owner_expiry, (last.get(name, i), next(order), key, buf))
-                bufs.append(buf)
-            if bufs:
-                step.buffers[slot.name] = bufs
-
-
 def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
                   xp: Any, rng_for: Callable[[int], Any]) -> BlockAnalysis:
     """Everything code generation needs to know about ``block`` for these feed types."""
@@ -178,7 +132,7 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
         steps.append(Step(index_of[id(op)], op, spec, flat_inputs(spec, op),
                           flat_outputs(spec, op)))
     no_buffer = persistables | returned | set(feed_types)
-    _assign_buffers(steps, types, xp, no_buffer)
+    assign_buffers(steps, types, xp, no_buffer)
     return BlockAnalysis(types, steps, constants, persistables, returned)
 
 

@@ -1,0 +1,148 @@
+"""Planning the buffers of a block's temporaries, so that a step allocates nothing.
+
+Each temporary gets a preallocated buffer (a `BufferSlot`, allocated on first use), and a
+buffer is reused by a later temporary of the same shape and dtype once every reader of
+its previous owner has run. Two refinements:
+
+* **in place**: an op whose spec lists ``(output, input)`` in ``inplace`` writes that
+  output into the input's own buffer when this op is the input's last reader and the two
+  have one shape and dtype (``relu`` of a matmul's result, the gradient of an activation
+  into the incoming gradient), which saves memory and keeps data in cache;
+* **contiguous**: the vars an op reads through a slot its spec lists in ``contiguous``
+  (a fused optimizer's gradients) get consecutive views of one flat array, so the op
+  reads them as one array without gathering them.
+
+An op that may return a view of an input (``spec.aliases``) keeps that input alive as
+long as its own output. Feeds, constants, persistable and returned vars get no buffer.
+"""
+from __future__ import annotations
+
+import heapq
+from itertools import count
+from math import prod
+from typing import Any, Optional
+
+from ..ops.spec import BufferSlot, TensorType
+
+
+class ArenaSlot(BufferSlot):
+    """A buffer that is a view of one flat array shared by several vars (an arena)."""
+
+    __slots__ = ("arena", "offset")
+
+    def __init__(self, arena: BufferSlot, offset: int, shape: tuple[int, ...], dtype: str):
+        super().__init__(shape, dtype, arena.xp)
+        self.arena, self.offset = arena, offset
+
+    def materialize(self) -> Any:
+        if self.array is None:
+            flat = self.arena.materialize()
+            self.array = flat[self.offset:self.offset + prod(self.shape)].reshape(self.shape)
+        return self.array
+
+
+def last_uses(steps: list) -> dict[str, int]:
+    """var -> index of the last step that reads it (or writes it, if nothing reads it)."""
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for n in step.outputs:
+            last.setdefault(n, i)
+        for n in step.inputs:
+            last[n] = i
+    for i in range(len(steps) - 1, -1, -1):
+        step = steps[i]
+        if step.spec.aliases:
+            keep = max(last.get(n, i) for n in step.outputs)
+            for n in step.inputs:
+                last[n] = max(last.get(n, i), keep)
+    return last
+
+
+def _arenas(steps: list, types: dict[str, TensorType], xp: Any,
+            no_buffer: set[str]) -> dict[str, ArenaSlot]:
+    produced = {n for step in steps for n in step.outputs}
+    fixed: dict[str, ArenaSlot] = {}
+    for step in steps:
+        for slot in step.spec.contiguous:
+            names = step.op.inputs.get(slot, [])
+            dtypes = {types[n].dtype for n in names}
+            if not names or len(dtypes) != 1 or len(set(names)) != len(names) or any(
+                    n in no_buffer or n not in produced or n in fixed for n in names):
+                continue
+            dtype = dtypes.pop()
+            arena = BufferSlot((sum(prod(types[n].shape) for n in names),), dtype, xp)
+            offset = 0
+            for n in names:
+                fixed[n] = ArenaSlot(arena, offset, types[n].shape, dtype)
+                offset += prod(types[n].shape)
+    return fixed
+
+
+class _Planner:
+    def __init__(self, steps: list, types: dict[str, TensorType], xp: Any,
+                 no_buffer: set[str]):
+        self.types, self.xp, self.no_buffer = types, xp, no_buffer
+        self.last = last_uses(steps)
+        self.fixed = _arenas(steps, types, xp, no_buffer)
+        self.free: dict[tuple, list[BufferSlot]] = {}
+        # (last step reading the owner, order of assignment, key, buffer, owner): a heap,
+        # so a step frees what expired in time logarithmic in the live buffers
+        self.expiry: list[tuple[int, int, tuple, BufferSlot, str]] = []
+        self.order = count()
+        self.buffer_of: dict[str, BufferSlot] = {}
+        self.owner: dict[int, str] = {}     # id(buffer) -> the var that holds it now
+
+    def release_expired(self, i: int) -> None:
+        while self.expiry and self.expiry[0][0] < i:
+            _, _, key, buf, name = heapq.heappop(self.expiry)
+            if self.owner.get(id(buf)) == name:   # not handed on in place meanwhile
+                del self.owner[id(buf)]
+                self.free.setdefault(key, []).append(buf)
+
+    def _in_place(self, step, i: int, out_slot: str, name: str, taken: set) -> Optional[Any]:
+        t = self.types[name]
+        for o_slot, in_slot in step.spec.inplace:
+            if o_slot != out_slot:
+                continue
+            for source in step.op.inputs.get(in_slot, ())[:1]:
+                buf = self.buffer_of.get(source)
+                if (buf is not None and self.last.get(source) == i and source not in taken
+                        and self.owner.get(id(buf)) == source
+                        and not isinstance(buf, ArenaSlot) and self.types[source] == t):
+                    taken.add(source)
+                    return buf
+        return None
+
+    def assign(self, step, i: int) -> None:
+        taken: set[str] = set()
+        for slot in step.spec.outputs:
+            bufs = []
+            for name in step.op.outputs.get(slot.name, ()):
+                if name in self.no_buffer:
+                    bufs.append(None)
+                    continue
+                if name in self.fixed:
+                    bufs.append(self.fixed[name])
+                    continue
+                t = self.types[name]
+                key = (t.shape, t.dtype)
+                buf = self._in_place(step, i, slot.name, name, taken)
+                if buf is None:
+                    pool = self.free.get(key)
+                    buf = pool.pop() if pool else BufferSlot(t.shape, t.dtype, self.xp)
+                self.buffer_of[name] = buf
+                self.owner[id(buf)] = name
+                heapq.heappush(self.expiry, (self.last.get(name, i), next(self.order), key,
+                                             buf, name))
+                bufs.append(buf)
+            if bufs:
+                step.buffers[slot.name] = bufs
+
+
+def assign_buffers(steps: list, types: dict[str, TensorType], xp: Any,
+                   no_buffer: set[str]) -> None:
+    """Fill each step's ``buffers`` (output slot -> one buffer or None per var)."""
+    planner = _Planner(steps, types, xp, no_buffer)
+    for i, step in enumerate(steps):
+        planner.release_expired(i)
+        planner.assign(step, i)
