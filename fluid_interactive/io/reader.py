@@ -475,12 +475,15 @@ class BatchReader:
     short unless ``drop_last``. ``prefetch`` batches are read ahead by a background thread
     (``prefetch=0``: no thread, read on demand). ``shard=(i, n)`` keeps samples ``i, i+n,
     ...`` of the source (one trainer of ``n``). The thread starts on the first `next`.
+    Files whose decoded data fit ``cache_bytes`` (default 256 MB; 0: never) are decoded
+    once and later epochs served from memory (io/cache.py).
     """
 
     def __init__(self, source: Any, batch_size: int, shapes: Sequence[Sequence[int]],
                  dtypes: Sequence[Any], shuffle: bool = False, shuffle_buffer: int | None = None,
                  seed: int | None = None, epochs: int | None = 1, drop_last: bool = False,
-                 prefetch: int = 4, shard: tuple[int, int] = (0, 1)):
+                 prefetch: int = 4, shard: tuple[int, int] = (0, 1),
+                 cache_bytes: int | None = None):
         if not hasattr(source, "blocks"):
             raise ReaderError(f"source must be a FileSource or an ArraySource, got "
                               f"{type(source).__name__}")
@@ -500,7 +503,8 @@ class BatchReader:
             raise ReaderError(f"shard must be (index, count) with 0 <= index < count, got "
                               f"{shard!r}")
         self.source = source
-        self._cfg = _Config(source, _slots(shapes, dtypes), int(batch_size), bool(shuffle),
+        self._cfg = _Config(_cached(source, cache_bytes), _slots(shapes, dtypes),
+                            int(batch_size), bool(shuffle),
                             None if shuffle_buffer is None else int(shuffle_buffer), int(seed),
                             None if epochs is None else int(epochs), bool(drop_last),
                             (int(index), int(count)))
@@ -633,6 +637,17 @@ class BatchReader:
         slots = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self._cfg.slots)
         return (f"BatchReader({self.source!r}, batch_size={self._cfg.batch_size}, "
                 f"slots=[{slots}], epoch={self._epoch}, batch={self.state()['batch']})")
+
+
+def _cached(source: Any, budget: int | None) -> Any:
+    """A file source that keeps its first pass in memory (io/cache.py) when it fits."""
+    from .cache import DEFAULT_BUDGET, CachedSource
+    if budget is None:
+        budget = DEFAULT_BUDGET
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 0:
+        raise ReaderError(f"cache_bytes must be an int >= 0 or None, got {budget!r}")
+    return CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
+        else source
 
 
 def _again(exc: BaseException) -> BaseException:

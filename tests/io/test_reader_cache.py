@@ -1,0 +1,101 @@
+"""A file that fits the cache budget is decoded once: later epochs (and passes after a
+reset) come from memory, with the same batches; files that change are read again; data
+over the budget is never kept; a caller writing into a batch never changes the cache."""
+import os
+
+import numpy as np
+import pytest
+
+from fluid_interactive.errors import ReaderError
+from fluid_interactive.io import reader as reader_module
+from fluid_interactive.io import recordio
+from fluid_interactive.io.reader import BatchReader, FileSource
+
+from .test_reader import DTYPES, SHAPES, assert_batches_equal, data, drain, reference
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """How many passes over a file were decoded."""
+    count = [0]
+    real = reader_module.read_columns
+
+    def counting(path, *a, **k):
+        count[0] += 1
+        return real(path, *a, **k)
+    monkeypatch.setattr(reader_module, "read_columns", counting)
+    return count
+
+
+def _file(tmp_path, arrays, name="d.recordio"):
+    path = str(tmp_path / name)
+    recordio.write_arrays(path, arrays, max_num_records=50)
+    return path
+
+
+@pytest.mark.parametrize("prefetch", [0, 8])
+def test_later_epochs_come_from_memory(tmp_path, reads, prefetch):
+    arrays = data(1000)
+    path = _file(tmp_path, arrays)
+    with BatchReader(FileSource(path), 64, SHAPES, DTYPES, epochs=3, prefetch=prefetch) as r:
+        got = drain(r)
+    assert_batches_equal(got, reference(arrays, 64) * 3)
+    assert reads[0] == 1
+
+
+def test_reset_keeps_the_cache_until_the_file_changes(tmp_path, reads):
+    arrays = data(500)
+    path = _file(tmp_path, arrays)
+    r = BatchReader(FileSource(path), 100, SHAPES, DTYPES, epochs=1, prefetch=0)
+    drain(r)
+    r.reset()
+    assert_batches_equal(drain(r), reference(arrays, 100))
+    assert reads[0] == 1
+    new = data(300, seed=5)
+    recordio.write_arrays(path, new)
+    os.utime(path, ns=(1, 1))          # a different modification time, whatever the clock
+    r.reset()
+    assert_batches_equal(drain(r), reference(new, 100))
+    assert reads[0] == 2
+    r.close()
+
+
+def test_data_over_the_budget_is_read_every_epoch(tmp_path, reads):
+    arrays = data(1000)
+    path = _file(tmp_path, arrays)
+    with BatchReader(FileSource(path), 64, SHAPES, DTYPES, epochs=3, prefetch=0,
+                     cache_bytes=10_000) as r:
+        assert_batches_equal(drain(r), reference(arrays, 64) * 3)
+    assert reads[0] == 3
+    with BatchReader(FileSource(path), 64, SHAPES, DTYPES, epochs=2, prefetch=0,
+                     cache_bytes=0) as r:
+        drain(r)
+    assert reads[0] == 5
+
+
+def test_writing_into_a_batch_leaves_later_epochs_alone(tmp_path):
+    arrays = data(200)
+    path = _file(tmp_path, arrays)
+    with BatchReader(FileSource(path), 50, SHAPES, DTYPES, epochs=3, prefetch=0) as r:
+        got = []
+        for batch in r:
+            got.append(tuple(a.copy() for a in batch))
+            batch[0][...] = -1
+    assert_batches_equal(got, reference(arrays, 50) * 3)
+
+
+def test_shuffled_epochs_are_the_same_with_and_without_the_cache(tmp_path):
+    arrays = data(700)
+    path = _file(tmp_path, arrays)
+
+    def run(budget):
+        with BatchReader(FileSource(path), 32, SHAPES, DTYPES, epochs=3, shuffle=True,
+                         shuffle_buffer=200, seed=7, prefetch=0, cache_bytes=budget) as r:
+            return drain(r)
+    assert_batches_equal(run(None), run(0))
+
+
+def test_bad_budget_is_a_clear_error(tmp_path):
+    path = _file(tmp_path, data(10))
+    with pytest.raises(ReaderError, match="cache_bytes"):
+        BatchReader(FileSource(path), 4, SHAPES, DTYPES, cache_bytes=-1)
