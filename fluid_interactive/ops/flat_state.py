@@ -80,7 +80,8 @@ class DoubleBuffer:
         return None
 
     def acquire(self, busy: Optional[Generation]) -> Generation:
-        """A generation nobody references, other than ``busy`` (the inputs' own)."""
+        """A generation nobody references, other than ``busy`` (the inputs' own).
+        The oldest such one: with two in turn, a step never waits on allocation."""
         for gen in self.generations:
             if gen is not busy and gen.unreferenced():
                 self.generations.remove(gen)

@@ -7,12 +7,14 @@ duplicable, the shared learning rate kept single; the shape rule is the per-para
 rule run for each parameter), and its kernel runs the same update function
 (`optim.sgd_update`, `momentum_update`, `adam_update`) on flat arrays, so the values are
 bit-identical to the unfused ops'. The flat state is double-buffered (ops/flat_state.py):
-a step writes only into arrays nobody references and returns views of them.
+a step writes only into arrays nobody references and returns views of them; the new
+parameters' array serves as the update's scratch until they are written, so a fused
+update needs no memory beyond its two generations and the flat gradients.
 """
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .flat_state import DoubleBuffer, FlatInput
 from .optim import adam_rate, adam_update, momentum_update, sgd_update
@@ -75,7 +77,6 @@ class _FlatUpdate:
         layouts = [[t.shape for t in ctx.inputs(s)] for s in state_slots]
         self.buffers = DoubleBuffer(xp, layouts, [self.dtype] * len(layouts))
         self.grads = FlatInput(xp, self.shapes, self.dtype)
-        self.scratch = xp.empty(sum(prod(s) for s in self.shapes), self.dtype)
         self.segments = []
         at = 0
         for s in self.shapes:
@@ -83,19 +84,28 @@ class _FlatUpdate:
             at += prod(s)
 
     def begin(self, state: Sequence[Sequence[Any]]):
-        """(inputs' flat arrays, the generation to write): the inputs are the last step's
-        outputs, or (set from outside) a copy of them in the generation itself."""
+        """(the generation holding the inputs, or None, and the generation to write). The
+        inputs are the last step's outputs; or (values set from outside, a first step)
+        they are read where they are, parameter by parameter (see `parts`). The generation
+        written is never the inputs', so an update may use its parameter array as scratch
+        before the new parameters land in it."""
         src = self.buffers.holding(0, state[0])
         if src is not None and not all(src.holds(k, arrays) for k, arrays in
                                        enumerate(state)):
             src = None
-        gen = self.buffers.acquire(src)
-        if src is None:
-            for views, arrays in zip(gen.views, state):
-                for v, a in zip(views, arrays):
-                    self.xp.copyto(v, a)
-            src = gen
-        return src, gen
+        return src, self.buffers.acquire(src)
+
+    def parts(self, src, state: Sequence[Sequence[Any]], gen, g: Any,
+              per_parameter: bool = False) -> Iterator[tuple[list, Any, list]]:
+        """(inputs per kind, gradient, outputs per kind) to update: the flat arrays at once,
+        or one parameter at a time when the inputs are not one generation's (or when the
+        caller asks, e.g. for different rates)."""
+        if src is not None and not per_parameter:
+            yield list(src.flats), g, list(gen.flats)
+            return
+        for i, (shape, seg) in enumerate(zip(self.shapes, self.segments)):
+            ins = [(src.views[k] if src is not None else state[k])[i] for k in range(len(state))]
+            yield ins, g[seg].reshape(shape), [views[i] for views in gen.views]
 
     @staticmethod
     def outputs(gen) -> Any:
@@ -109,7 +119,8 @@ def _sgd_kernel(ctx: KernelContext):
     def fn(*args):
         params, grads, (lr,) = split(args)
         src, gen = flat.begin([params])
-        sgd_update(xp, src.flats[0], flat.grads(grads), lr, gen.flats[0], flat.scratch)
+        for (p,), g, (p_out,) in flat.parts(src, [params], gen, flat.grads(grads)):
+            sgd_update(xp, p, g, lr, p_out, p_out)   # scratch: the new parameters
         return flat.outputs(gen)
     return fn
 
@@ -121,9 +132,10 @@ def _momentum_kernel(ctx: KernelContext):
 
     def fn(*args):
         params, grads, velocities, (lr,) = split(args)
-        src, gen = flat.begin([params, velocities])
-        momentum_update(xp, mu, nesterov, src.flats[0], flat.grads(grads), src.flats[1], lr,
-                        gen.flats[0], gen.flats[1], flat.scratch)
+        state = [params, velocities]
+        src, gen = flat.begin(state)
+        for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, flat.grads(grads)):
+            momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
         return flat.outputs(gen)
     return fn
 
@@ -148,26 +160,28 @@ def _adam_kernel(ctx: KernelContext):
             xp.multiply(r1, lr, out=r1)
             return r1.reshape(()) if n == 1 else xp.repeat(r1, sizes)
 
-    def update(src, gen, g, rate, seg=slice(None)):
-        adam_update(xp, b1, b2, eps, src.flats[0][seg], g[seg], src.flats[1][seg],
-                    src.flats[2][seg], rate, gen.flats[0][seg], gen.flats[1][seg],
-                    gen.flats[2][seg], flat.scratch[seg])
-
     def fn(*args):
         params, grads, (lr,), m1, m2, b1p, b2p = split(args)
-        src, gen = flat.begin([params, m1, m2, b1p, b2p])
+        state = [params, m1, m2, b1p, b2p]
+        src, gen = flat.begin(state)
         g = flat.grads(grads)
-        if not on_host:
-            update(src, gen, g, device_rates(lr, src.flats[3], src.flats[4]))
-        else:
-            rates = [corrected_rate(lr, p1, p2) for p1, p2 in zip(src.views[3], src.views[4])]
-            if all(r == rates[0] for r in rates):
-                update(src, gen, g, rates[0])
-            else:   # parameters whose step counts differ (state set from outside)
-                for seg, rate in zip(flat.segments, rates):
-                    update(src, gen, g, rate, seg)
-        xp.multiply(src.flats[3], b1, out=gen.flats[3])
-        xp.multiply(src.flats[4], b2, out=gen.flats[4])
+        per_parameter = False
+        if on_host:   # Python floats: one rate for all (the usual case) runs flat
+            pows = src.views[3:5] if src is not None else state[3:5]
+            rates = [corrected_rate(lr, p1, p2) for p1, p2 in zip(*pows)]
+            per_parameter = any(r != rates[0] for r in rates)
+        for i, ((p, m1_in, m2_in, p1, p2), g_i, (p_out, m1_out, m2_out, p1_out, p2_out)) in \
+                enumerate(flat.parts(src, state, gen, g, per_parameter)):
+            if on_host:
+                rate = rates[i]
+            elif src is not None:    # the flat arrays: rates per parameter, per element
+                rate = device_rates(lr, p1, p2)
+            else:                    # one parameter: its rate, used before the next one
+                rate = corrected_rate(lr, p1, p2)
+            adam_update(xp, b1, b2, eps, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out,
+                        p_out)   # scratch: the new parameters
+            xp.multiply(p1, b1, out=p1_out)
+            xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
     return fn
 

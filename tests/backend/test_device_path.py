@@ -98,14 +98,30 @@ def test_a_step_crosses_only_at_feeds_and_fetches(gpu, rng):
     assert isinstance(out, np.ndarray) and out.shape == (32, 1)
 
 
-def test_same_training_on_the_device_as_on_the_host(gpu, rng):
-    cpu, dev = FitALine().Compile(seed=0, device="cpu"), FitALine().Compile(seed=0,
-                                                                              device="gpu")
+class FitALineAdam(fluid.Program):
+    @fluid.network("x", "y")
+    def train(self, x, y):
+        x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        with fluid.var_scope("p"):
+            pred = fluid.layers.fc(input=fluid.layers.fc(input=x, size=4), size=1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
+        fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+        return loss
+
+
+@pytest.mark.parametrize("cls", [FitALine, FitALineAdam])
+def test_same_training_on_the_device_as_on_the_host(gpu, rng, cls):
+    cpu, dev = cls().Compile(seed=0, device="cpu"), cls().Compile(seed=0, device="gpu")
     x, y = _fit_data(rng)
-    for _ in range(5):
-        assert dev.train(x, y) == pytest.approx(cpu.train(x, y), rel=1e-6)
+    for step in range(6):
+        assert dev.train(x, y) == pytest.approx(cpu.train(x, y), rel=1e-5)
+        if step == 2:   # values set from outside: the device reads them where they are
+            halved = {k: v * 0.5 for k, v in cpu.parameters().items()}
+            cpu.set_parameters(halved)
+            dev.set_parameters(halved)
     for name, value in cpu.parameters().items():
-        np.testing.assert_allclose(dev.parameters()[name], value, rtol=1e-6)
+        np.testing.assert_allclose(dev.parameters()[name], value, rtol=1e-5, atol=1e-7)
 
 
 def test_conv_net_with_adam_stays_on_the_device(gpu, rng):
