@@ -10,26 +10,8 @@ import pathlib
 
 import numpy as np
 
-import fluid
+from distributed.nets import FitALine  # noqa: F401  (the tests' shared fit_a_line)
 from fluid_interactive.runtime import checkpoint
-
-
-class FitALine(fluid.Program):
-    @fluid.network("x", "y")
-    def train_step(self, x, y):
-        x = fluid.layers.data(name='x', shape=[13], dtype='float32')
-        y = fluid.layers.data(name='y', shape=[1], dtype='float32')
-        with fluid.var_scope('prediction'):
-            y_predict = fluid.layers.fc(input=x, size=1, act=None)
-        avg_cost = fluid.layers.mean(fluid.layers.square_error_cost(input=y_predict, label=y))
-        fluid.optimizer.SGD(learning_rate=0.01).minimize(avg_cost)
-        return avg_cost
-
-    @fluid.network("x")
-    def infer(self, x):
-        x = fluid.layers.data(name='x', shape=[13], dtype='float32')
-        with fluid.var_scope('prediction'):
-            return fluid.layers.fc(input=x, size=1, act=None)
 
 
 W = "prediction/fc_0.w_0"

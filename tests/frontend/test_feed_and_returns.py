@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import fluid
+from distributed.nets import FitALine
 
 
 class Echo(fluid.Program):
@@ -215,29 +216,9 @@ def test_returning_another_methods_var_is_an_error():
 
 # --- messages that say what happened --------------------------------------------------------
 
-class Pair(fluid.Program):
-    batch_size = 8
-
-    @fluid.network("x", "y")
-    def train_step(self, x, y):
-        x = fluid.layers.data(name='x', shape=[13], dtype='float32')
-        y = fluid.layers.data(name='y', shape=[1], dtype='float32')
-        with fluid.var_scope('prediction'):
-            y_predict = fluid.layers.fc(input=x, size=1, act=None)
-        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=y_predict, label=y))
-        fluid.optimizer.SGD(learning_rate=0.01).minimize(cost)
-        return cost
-
-    @fluid.network("x")
-    def infer(self, x):
-        x = fluid.layers.data(name='x', shape=[13], dtype='float32')
-        with fluid.var_scope('prediction'):
-            return fluid.layers.fc(input=x, size=1, act=None)
-
-
 @pytest.fixture
 def pair():
-    return Pair().Compile(seed=0)
+    return FitALine().Compile(seed=0)
 
 
 def _xy(rows=8):
@@ -275,15 +256,16 @@ def test_an_empty_batch_is_a_feed_error(pair):
 
 
 def test_an_option_passed_to_a_method_says_where_options_go(pair):
-    with pytest.raises(TypeError, match=r"option of Pair.*Pair\(batch_size=\.\.\.\)\.Compile"):
-        pair.train_step(batch_size=256)
+    with pytest.raises(TypeError, match=r"option of FitALine.*FitALine\(learning_rate=\.\.\.\)"
+                                        r"\.Compile"):
+        pair.train_step(learning_rate=0.1)
 
 
 def test_calling_a_method_of_an_uncompiled_program_says_to_compile_it():
     with pytest.raises(fluid.NotCompiledError) as info:
-        Pair().infer([3, 4, 6, 3, 5, 7, 8, 6, 5, 4, 1, 5, 8])
-    assert "pair = Pair().Compile()" in str(info.value)
-    assert "pair.infer(" in str(info.value)
+        FitALine().infer([3, 4, 6, 3, 5, 7, 8, 6, 5, 4, 1, 5, 8])
+    assert "fit_a_line = FitALine().Compile()" in str(info.value)
+    assert "fit_a_line.infer(" in str(info.value)
 
 
 def test_set_parameters_converts_within_a_kind_and_refuses_what_does_not_fit(pair):
