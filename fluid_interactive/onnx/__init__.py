@@ -8,5 +8,9 @@ methods. This package sits above the runtime and the frontend; nothing in the en
 imports it, and the `onnx` package itself is imported only when a function here runs.
 """
 from .export import export_onnx
+from .export_registry import EXPORT_RULES, export_rule
+from .import_program import OnnxProgram, import_onnx, onnx_program
+from .import_registry import IMPORT_RULES, import_rule
 
-__all__ = ["export_onnx"]
+__all__ = ["export_onnx", "import_onnx", "onnx_program", "OnnxProgram", "EXPORT_RULES",
+           "IMPORT_RULES", "export_rule", "import_rule"]
