@@ -108,33 +108,39 @@ def _pool2d(e: OpExport) -> None:
         e.node("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], [out])
         return
     k, s = _pair(e.attrs["ksize"]), _pair(e.attrs["strides"])
-    pads = _onnx_pads(e)
-    ceil = bool(e.attrs["ceil_mode"])
+    exclusive = is_max or bool(e.attrs["exclusive"])
+    pads, ceil = _pool_pads(e, x, out, k, s, bool(e.attrs["ceil_mode"]), exclusive)
     if is_max:
         e.node("MaxPool", [x], [out], kernel_shape=k, strides=s, pads=pads,
                ceil_mode=int(ceil) or None)
-        return
-    exclusive = bool(e.attrs["exclusive"])
-    if ceil and not exclusive:
-        # Paddle divides every window by kh*kw, also a last window that reaches past the
-        # padded input; ONNX runtimes clip that window. Padding the end so the last window
-        # fits, with ceil_mode off, gives Paddle's result exactly.
-        pads = _pads_for_ceil(e, x, out, k, s, pads)
-        ceil = False
-    e.node("AveragePool", [x], [out], kernel_shape=k, strides=s, pads=pads,
-           ceil_mode=int(ceil) or None, count_include_pad=0 if exclusive else 1)
+    else:
+        e.node("AveragePool", [x], [out], kernel_shape=k, strides=s, pads=pads,
+               ceil_mode=int(ceil) or None, count_include_pad=0 if exclusive else 1)
 
 
-def _pads_for_ceil(e: OpExport, x: str, out: str, k: list[int], s: list[int],
-                   pads: list[int]) -> list[int]:
+def _pool_pads(e: OpExport, x: str, out: str, k: list[int], s: list[int], ceil: bool,
+               exclusive: bool) -> tuple[list[int], bool]:
+    """ONNX pads and ceil_mode giving pool2d's windows. ceil_mode differs in two places:
+    pool2d drops a last window that starts in the padding, and divides every window of a
+    non-exclusive average by kh*kw where ONNX runtimes clip a window that reaches past the
+    padded input. Then the windows are spelled out: ceil_mode off, end padding that makes
+    exactly pool2d's last window fit (padding that max ignores, that an exclusive average
+    does not count, and that counts as zeros otherwise, as in pool2d)."""
+    pads = _onnx_pads(e)
+    if not ceil:
+        return pads, False
     (h, w), (oh, ow) = e.shape(x)[2:], e.shape(out)[2:]
     if min(h, w, oh, ow) < 0:
-        e.fail("averages with ceil_mode and exclusive=False over unknown spatial dims")
+        e.fail("pools with ceil_mode over unknown spatial dims")
+    sizes, outs = (h, w), (oh, ow)
+    onnx_outs = [-(-(size + pads[i] + pads[2 + i] - k[i]) // s[i]) + 1
+                 for i, size in enumerate(sizes)]
+    if exclusive and tuple(onnx_outs) == outs:
+        return pads, True
     pads = list(pads)
-    for i, (size, o) in enumerate(((h, oh), (w, ow))):
-        reach = (o - 1) * s[i] + k[i]
-        pads[2 + i] += max(0, reach - (size + pads[i] + pads[2 + i]))
-    return pads
+    for i, (size, o) in enumerate(zip(sizes, outs)):
+        pads[2 + i] = max(pads[2 + i], (o - 1) * s[i] + k[i] - size - pads[i])
+    return pads, False
 
 
 @export_rule("batch_norm")

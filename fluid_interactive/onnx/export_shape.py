@@ -81,7 +81,9 @@ _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max":
 @export_rule(*_REDUCE)
 def _reduce(e: OpExport) -> None:
     x = e.input("X")
-    axes = list(reduced_axes(e, e.shape(x), e.attrs))
+    axes = list(reduced_axes(e, e.shape(x), e.attrs))   # checks them
+    if len(axes) < len(e.shape(x)) and not e.attrs["reduce_all"]:
+        axes = [int(d) for d in e.attrs["dim"]]   # as the layer recorded them
     keep = int(bool(e.attrs["keep_dim"]))
     node = _REDUCE[e.op.type]
     if node == "ReduceSum" or e.opset >= 18:   # axes became an input (ReduceSum in 13)

@@ -51,6 +51,10 @@ def _binary(n: NodeImport) -> None:
     if node.op_type == "Mul" and a == b:
         n.op("square", {"X": n.var(0)}, {})
         return
+    if node.op_type == "Mul" and _row_mask(n) is not None:
+        n.bind(Pending("elementwise_mul", n.var(0), {"axis": -1}, {"row_mask": _row_mask(n)},
+                       {"Y": b}))
+        return
     for x, c in ((0, _scalar(n, 1)), (1, _scalar(n, 0))):
         if c is None:
             continue
@@ -63,6 +67,21 @@ def _binary(n: NodeImport) -> None:
             return
     x, y, axis = _operands(n)
     n.op(_BINARY[node.op_type], {"X": x, "Y": y}, {"axis": axis})
+
+
+def _row_mask(n: NodeImport) -> Optional[int]:
+    """The one zero row of a constant [V, 1] 0/1 mask multiplying a [V, D] table (how an
+    embedding's padding_idx is exported), or None."""
+    mask = n.constant(1)
+    if mask is None or mask.ndim != 2 or mask.shape[1] != 1:
+        return None
+    zeros = np.flatnonzero(mask[:, 0] == 0)
+    if len(zeros) != 1 or not np.all((mask == 0) | (mask == 1)):
+        return None
+    table = n.replay.graph.initializers.get(n.input_name(0))
+    if table is None or table.ndim != 2 or table.shape[0] != mask.shape[0]:
+        return None
+    return int(zeros[0])
 
 
 def _operands(n: NodeImport) -> tuple[str, str, int]:

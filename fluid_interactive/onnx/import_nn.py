@@ -260,7 +260,12 @@ def _gather(n: NodeImport) -> None:
     """Rows of a 2-D table: an embedding lookup (ids get lookup_table's trailing 1 dim)."""
     if int(n.attr("axis", 0)) != 0:
         n.fail("gathers along an axis other than 0; only row lookups are supported")
-    table = n.var(0)
+    masked = n.pending(0, "elementwise_mul")
+    padding = -1
+    if masked is not None and "row_mask" in masked.info:   # padding_idx, as exported
+        table, padding = masked.base, masked.info["row_mask"]
+    else:
+        table = n.var(0)
     if len(n.shape(table)) != 2:
         n.fail(f"gathers from a {list(n.shape(table))} tensor; only 2-D tables are supported")
     squeezed = n.pending(1, "squeeze")
@@ -270,7 +275,7 @@ def _gather(n: NodeImport) -> None:
         ids = n.var(1)
         ids = n.op("unsqueeze", {"X": ids}, {"axes": [len(n.shape(ids))]},
                    name=f"{n.node.outputs[0]}.ids")
-    n.op("lookup_table", {"W": table, "Ids": ids}, {"padding_idx": -1})
+    n.op("lookup_table", {"W": table, "Ids": ids}, {"padding_idx": padding})
 
 
 def _drops_last(n: NodeImport, base: str, axes: list[int]) -> bool:

@@ -49,6 +49,9 @@ class Pending:
     base: str
     attrs: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)   # other slots: ONNX value names
+    position: int = -1   # where in the block the op goes: where the node stood
+    order: int = -1
 
 
 Value = Union[str, Pending]
@@ -60,6 +63,7 @@ class Replay:
     def __init__(self, graph: OnnxGraph, trace: TraceContext):
         self.graph, self.trace = graph, trace
         self.values: dict[str, Value] = {}
+        self.pendings: list[Pending] = []
 
     def run(self, inputs: Sequence[str], wanted: Sequence[str]) -> list[str]:
         """Bind the graph inputs to the vars ``inputs``, replay the nodes ``wanted`` needs,
@@ -93,8 +97,11 @@ class Replay:
         and constants become state the first time."""
         value = self.values.get(name)
         if isinstance(value, Pending):
+            inputs = {"X": [value.base]}
+            inputs.update({slot: [self.var(n, what)] for slot, n in value.inputs.items()})
             out = self.new_name(name)
-            self.append(value.op_type, {"X": [value.base]}, {"Out": [out]}, value.attrs)
+            self.append(value.op_type, inputs, {"Out": [out]}, value.attrs)
+            self._move_last_op(value)
             self.values[name] = out
             return out
         if value is not None:
@@ -105,6 +112,20 @@ class Replay:
         if name in self.graph.constants:
             return self.declare_state(name, self.graph.constants[name], parameter=False)
         raise OnnxError(f"{self.graph.path}: {what} {name!r} is not available in this replay")
+
+    def defer(self, value: Pending) -> None:
+        """Note where ``value`` stands among the ops, so that if it becomes an op, the op
+        takes the node's place and the block reads in the graph's order."""
+        value.position, value.order = len(self.trace.block.ops), len(self.pendings)
+        self.pendings.append(value)
+
+    def _move_last_op(self, value: Pending) -> None:
+        ops = self.trace.block.ops
+        ops.insert(value.position, ops.pop())
+        for other in self.pendings:
+            if other is not value and (other.position > value.position or (
+                    other.position == value.position and other.order > value.order)):
+                other.position += 1
 
     def declare_state(self, name: str, array: np.ndarray, parameter: bool) -> str:
         """``name`` as a var of block 0 starting at ``array``: a trainable parameter, or
@@ -251,6 +272,8 @@ class NodeImport:
 
     def bind(self, value: Value, out: int = 0) -> None:
         """Node output ``out`` is ``value`` (a var or a pending op)."""
+        if isinstance(value, Pending):
+            self.replay.defer(value)
         self.replay.values[self.node.outputs[out]] = value
 
     def unused(self, *outs: int) -> None:

@@ -121,9 +121,9 @@ def _reduce(n: NodeImport) -> None:
     if not axes and n.attr("noop_with_empty_axes", 0):
         n.bind(x)
         return
-    dims = sorted(_axis(n, a, rank, "axis") for a in axes)
-    n.op(_REDUCE[n.node.op_type], {"X": x}, {"dim": dims or list(range(rank)),
-                                             "keep_dim": keep, "reduce_all": not dims})
+    every = sorted(_axis(n, a, rank, "axis") for a in axes) in ([], list(range(rank)))
+    n.op(_REDUCE[n.node.op_type], {"X": x}, {"dim": [] if every else list(axes),
+                                             "keep_dim": keep, "reduce_all": every})
 
 
 @import_rule("ArgMax")
