@@ -64,10 +64,20 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
     if not simple:
         return slow
 
+    fits = {k for k in "fiub" if _kind_fits("i" if k == "u" else k, var.dtype)}
+    one = (1,) + tuple(tail)
+
     def convert(value: Any) -> np.ndarray:
         if type(value) is ndarray and value.dtype == dtype and value.shape[1:] == tail \
                 and value.ndim == len(declared):
             return value
+        if type(value) is list:   # one sample as a list (infer([...])): a short path
+            try:
+                arr = np.array(value)
+            except Exception:
+                return slow(value)
+            if arr.dtype.kind in fits and arr.shape == tail:
+                return arr.astype(dtype, copy=False).reshape(one)
         return slow(value)
     return convert
 
