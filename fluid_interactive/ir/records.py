@@ -146,6 +146,16 @@ class OpDesc:
 ReturnSpec = Union[None, str, tuple, dict]
 
 
+def return_names(returns: ReturnSpec) -> list[str]:
+    """Every var name in a return structure, in order."""
+    if returns is None:
+        return []
+    if isinstance(returns, str):
+        return [returns]
+    values = returns if isinstance(returns, tuple) else returns.values()
+    return [n for r in values for n in return_names(r)]
+
+
 @dataclass(slots=True)
 class BlockDesc:
     """A lexical block: declarations and a straight-line op list.

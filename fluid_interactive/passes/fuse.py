@@ -1,4 +1,5 @@
-"""Fusion passes run when a block is planned (pure: a new block, the input untouched).
+"""Fusion passes run when a block is planned (pure: a new block, the input untouched;
+ops they leave alone stay the same objects).
 
 `fuse_optimizer_updates` replaces the per-parameter update ops of one optimizer (ops of
 role Optimize whose spec names a ``fused`` type, with the same attrs, the same shared
@@ -6,6 +7,10 @@ inputs such as the learning-rate var, and parameters of one dtype) by one fused 
 the place of the last of them. It fuses only where that changes no value: no other op
 between an update and that place may read what the update writes, or write what it reads.
 The fused op's kernels compute bit-identical values (ops/optim_fused.py).
+
+`fuse_elementwise_chains` replaces a run of consecutive elementwise ops, each reading the
+previous one's result (which nothing else reads), by one ``fused_elementwise`` op that
+runs them in place in one array (ops/chain.py): ``fc``'s bias add and activation, say.
 """
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from bisect import bisect_right
 from collections import defaultdict
 from typing import Any
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, return_names
+from ..ops.chain import chainable
 from ..ops.optim_fused import fused_slot
 from ..ops.registry import get_spec
 
@@ -96,4 +102,64 @@ def fuse_optimizer_updates(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
         return block
     new_ops = [fused_at[i] if i in fused_at else op for i, op in enumerate(ops)
                if i not in removed or i in fused_at]
+    return dataclasses.replace(block, ops=new_ops)
+
+
+def _protected(program: ProgramDesc, block: BlockDesc) -> set[str]:
+    """Vars whose values outlive the ops that use them: fed, returned, persistable."""
+    names = set(block.feeds) | set(return_names(block.returns))
+    names |= {n for op in block.ops for n in op.output_names()
+              if program.find_var(block, n).persistable}
+    return names
+
+
+def _extends(program: ProgramDesc, block: BlockDesc, chain: list[OpDesc], op: OpDesc,
+             reads: dict[str, int], protected: set[str]) -> bool:
+    """``op`` may join ``chain``: it reads the chain's result as X (and nowhere else),
+    nothing else reads that result, and its own result has the same declared type."""
+    last = chain[-1]
+    result = last.outputs["Out"][0]
+    if not chainable(op.type) or op.inputs.get("X") != [result] or \
+            result in op.inputs.get("Y", ()) or reads.get(result) != 1 or \
+            result in protected or op.role != last.role or op.role_var:
+        return False
+    a, b = program.find_var(block, result), program.find_var(block, op.outputs["Out"][0])
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _chain_op(chain: list[OpDesc]) -> OpDesc:
+    return OpDesc("fused_elementwise",
+                  {"X": list(chain[0].inputs["X"]),
+                   "Ys": [op.inputs["Y"][0] for op in chain if op.inputs.get("Y")]},
+                  {"Out": list(chain[-1].outputs["Out"])},
+                  {"ops": [[op.type, dict(op.attrs), bool(op.inputs.get("Y"))]
+                           for op in chain]},
+                  chain[0].role, (), chain[-1].loc)
+
+
+def fuse_elementwise_chains(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
+    reads: dict[str, int] = defaultdict(int)
+    for op in block.ops:
+        for n in op.input_names():
+            reads[n] += 1
+    protected = _protected(program, block)
+    new_ops: list[OpDesc] = []
+    chain: list[OpDesc] = []
+
+    def flush() -> None:
+        new_ops.extend(chain if len(chain) < 2 else [_chain_op(chain)])
+        chain.clear()
+
+    for op in block.ops:
+        if chain and _extends(program, block, chain, op, reads, protected):
+            chain.append(op)
+            continue
+        flush()
+        if chainable(op.type) and not op.role_var:
+            chain.append(op)
+        else:
+            new_ops.append(op)
+    flush()
+    if len(new_ops) == len(block.ops):
+        return block
     return dataclasses.replace(block, ops=new_ops)

@@ -11,12 +11,13 @@ import os
 from typing import Callable
 
 from ..ir.records import BlockDesc, ProgramDesc
-from .fuse import fuse_optimizer_updates
+from .fuse import fuse_elementwise_chains, fuse_optimizer_updates
 
 Pass = Callable[[ProgramDesc, BlockDesc], BlockDesc]
 
 PLAN_PASSES: dict[str, Pass] = {
     "fuse_optimizer_updates": fuse_optimizer_updates,
+    "fuse_elementwise_chains": fuse_elementwise_chains,
 }
 
 

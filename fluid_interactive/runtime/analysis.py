@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import ShapeError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.records import return_names as returned_names
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from ..ops.registry import get_spec
@@ -38,15 +39,6 @@ class BlockAnalysis:
     constants: dict[str, Any]
     persistables: set[str]
     returned: set[str]
-
-
-def returned_names(returns) -> list[str]:
-    if returns is None:
-        return []
-    if isinstance(returns, str):
-        return [returns]
-    values = returns if isinstance(returns, tuple) else returns.values()
-    return [n for r in values for n in returned_names(r)]
 
 
 def describe_op(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:

@@ -5,8 +5,8 @@ buffer is reused by a later temporary of the same shape and dtype once every rea
 its previous owner has run. Two refinements:
 
 * **in place**: an op whose spec lists ``(output, input)`` in ``inplace`` writes that
-  output into the input's own buffer when this op is the input's last reader and the two
-  have one shape and dtype (``relu`` of a matmul's result, the gradient of an activation
+  output into the input's own buffer when this op is the input's last reader, reads it
+  through that slot only, and the two have one shape and dtype (``relu`` of a matmul's result, the gradient of an activation
   into the incoming gradient), which saves memory and keeps data in cache;
 * **contiguous**: the vars an op reads through a slot its spec lists in ``contiguous``
   (a fused optimizer's gradients) get consecutive views of one flat array, so the op
@@ -106,7 +106,10 @@ class _Planner:
                 continue
             for source in step.op.inputs.get(in_slot, ())[:1]:
                 buf = self.buffer_of.get(source)
+                # the op must read the input once: a kernel of several steps (a chain) may
+                # read another use of it after its first step wrote the output
                 if (buf is not None and self.last.get(source) == i and source not in taken
+                        and step.inputs.count(source) == 1
                         and self.owner.get(id(buf)) == source
                         and not isinstance(buf, ArenaSlot) and self.types[source] == t):
                     taken.add(source)

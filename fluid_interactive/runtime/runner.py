@@ -29,7 +29,12 @@ class BlockRunner:
         self.program, self.block, self.xp, self.seed = program, plan_passes(program, block), \
             xp, seed
         self.feed_names = list(block.feeds)
-        self._rng_for = rng_for or (lambda i: op_rng(seed, block.idx, i, np))
+        base_rng = rng_for or (lambda i: op_rng(seed, block.idx, i, np))
+        # Random draws stay keyed by an op's index in the block as written, so that fusing
+        # the ops around a random op never changes what it draws.
+        origin = {id(op): i for i, op in enumerate(block.ops)}
+        at = [origin.get(id(op), i) for i, op in enumerate(self.block.ops)]
+        self._rng_for = lambda i: base_rng(at[i] if i >= 0 else i)
         self.is_test = is_test if is_test is not None else not _optimizes(block)
         # One plan per feed signature (the first one built, for callers that take turns).
         self.plans: dict[SignatureKey, GeneratedCode] = {}

@@ -146,3 +146,59 @@ def test_an_interrupted_fused_update_changes_nothing(monkeypatch, rng):
     for k in prog.var_names():
         reference.set_var(k, prog.get_var(k))
     assert prog.train(x, y) == reference.train(x, y)   # and it goes on from there
+
+
+# --- elementwise chains ----------------------------------------------------------------------
+
+class Infer(fluid.Program):
+    @fluid.network("x")
+    def infer(self, x):
+        x = fluid.layers.data(name="x", shape=[6], dtype="float32")
+        h = fluid.layers.fc(x, size=8, act="relu")
+        h = fluid.layers.dropout(h, dropout_prob=0.3)     # random: never fused
+        h = fluid.layers.scale(fluid.layers.tanh(h), scale=2.0, bias=1.0)
+        both = fluid.layers.sigmoid(h) + h
+        return fluid.layers.fc(both, size=2, act="tanh")
+
+
+def test_chain_pass_is_pure_verified_and_leaves_shared_values_alone():
+    prog = Infer().Compile(seed=0)
+    block = prog.program.block("infer")
+    before = format_block(prog.program, block)
+    from fluid_interactive.passes.fuse import fuse_elementwise_chains
+    fused = fuse_elementwise_chains(prog.program, block)
+    assert format_block(prog.program, block) == before
+    check_program(dataclasses.replace(prog.program, blocks=[
+        fused if b is block else b for b in prog.program.blocks]))
+    chains = [[m[0] for m in op.attrs["ops"]] for op in fused.ops
+              if op.type == "fused_elementwise"]
+    # h (scale's result) is read by sigmoid and by the add: it ends one chain, and the add
+    # takes it as its side input in the next
+    assert chains == [["elementwise_add", "relu"], ["tanh", "scale"],
+                      ["sigmoid", "elementwise_add"], ["elementwise_add", "tanh"]]
+    assert any(op.type == "dropout" for op in fused.ops)
+
+
+def test_chains_change_no_value_nor_any_random_draw(monkeypatch, rng):
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+
+    class Train(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[6], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="int64")
+            h = fluid.layers.fc(x, size=8, act="relu")
+            h = fluid.layers.dropout(h, dropout_prob=0.3)
+            logits = fluid.layers.fc(fluid.layers.scale(h, scale=0.5), size=3, act="tanh")
+            loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+            fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+            return loss
+
+    y = rng.integers(0, 3, (5, 1))
+    for cls, method, args in ((Infer, "infer", (x,)), (Train, "train", (x, y))):
+        plain, fused = _compiled(monkeypatch, cls, False), _compiled(monkeypatch, cls, True)
+        for _ in range(3):   # dropout draws the same masks: its index is kept
+            np.testing.assert_array_equal(getattr(fused, method)(*args),
+                                          getattr(plain, method)(*args))
+        assert "fused_elementwise" in getattr(fused, method).source
+        assert "fused_elementwise" not in getattr(plain, method).source

@@ -1,0 +1,82 @@
+"""Where a fluid step's time goes: every kernel of a workload's generated plan wrapped in a
+timer, medians over blocks of steps; what is left of the step time is the framework's own
+overhead between kernels. The hand-written NumPy step of the same workload is timed in
+the same process, interleaved, for scale.
+
+    python benchmarks/profile_kernels.py W2-sgd [--steps 30] [--blocks 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
+
+from peers import fluid_impl, numpy_impl  # noqa: E402
+from peers.workloads import POOL, WORKLOADS, batches, initial_parameters  # noqa: E402
+
+
+def timed_plan(prog, method: str, args) -> dict[str, list[float]]:
+    """Run the method once (to plan it), then wrap its kernels; returns the timer table."""
+    getattr(prog, method)(*args)
+    code = next(iter(getattr(prog, method)._runner.plans.values()))
+    ns = code.fn.__globals__
+    table: dict[str, list[float]] = defaultdict(list)
+    for name in [k for k in ns if k.startswith("k") and callable(ns[k])]:
+        kernel = ns[name]
+
+        def wrapped(*a, _k=kernel, _n=name):
+            t0 = time.perf_counter()
+            try:
+                return _k(*a)
+            finally:
+                table[_n].append(time.perf_counter() - t0)
+        ns[name] = wrapped
+    return table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workload", choices=[w for w in WORKLOADS
+                                         if WORKLOADS[w].kind == "train"])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--blocks", type=int, default=5)
+    args = ap.parse_args()
+    w = WORKLOADS[args.workload]
+    params = initial_parameters(w.model)
+    prog, _ = fluid_impl.compiled(w, params)
+    hand = numpy_impl.make(w, params)
+    xs, ys = batches(w.model, w.batch)
+    table = timed_plan(prog, "train_step", (xs[0], ys[0]))
+    totals, hand_totals = [], []
+    for _ in range(args.blocks):
+        for t in table.values():
+            t.clear()
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            prog.train_step(xs[i % POOL], ys[i % POOL])
+        totals.append((time.perf_counter() - t0) / args.steps)
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            hand.call(i)
+        hand_totals.append((time.perf_counter() - t0) / args.steps)
+    step = statistics.median(totals) * 1e3
+    rows = sorted(((sum(t) / args.steps * 1e3, name) for name, t in table.items()),
+                  reverse=True)
+    print(f"{args.workload}: fluid {step:.3f} ms/step (timers included), hand NumPy "
+          f"{statistics.median(hand_totals) * 1e3:.3f} ms/step; last block's kernels:")
+    for ms, name in rows:
+        print(f"  {ms:8.3f} ms  {100 * ms / step:5.1f}%  {name}")
+    print(f"  {step - sum(ms for ms, _ in rows):8.3f} ms  overhead between kernels")
+
+
+if __name__ == "__main__":
+    main()
