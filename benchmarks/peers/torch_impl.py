@@ -80,4 +80,4 @@ def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Con
 
 def version() -> str:
     gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return f"torch {torch.__version__} ({torch.get_num_threads()} threads{gpu})"
+    return f"torch {torch.__version__}{gpu}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from math import prod
+from operator import is_
 from typing import Any, Optional, Sequence
 
 Shapes = Sequence[tuple[int, ...]]
@@ -36,30 +37,29 @@ def _views(flat: Any, shapes: Shapes) -> list[Any]:
 
 
 class Generation:
-    """One flat array per kind of state and its per-parameter views."""
+    """One flat array per kind of state and its per-parameter views; ``every`` holds all
+    the views in order (kind by kind), as the fused op returns them."""
 
-    __slots__ = ("flats", "views", "_baseline")
+    __slots__ = ("flats", "views", "every", "_objects", "_baseline")
 
     def __init__(self, xp: Any, layouts: Sequence[Shapes], dtypes: Sequence[str]):
         self.flats = [xp.empty(sum(prod(s) for s in shapes), dtype)
                       for shapes, dtype in zip(layouts, dtypes)]
         self.views = [_views(flat, shapes) for flat, shapes in zip(self.flats, layouts)]
+        self.every = tuple(v for views in self.views for v in views)
+        self._objects = self.flats + list(self.every)
         self._baseline = self._counts()
 
     def _counts(self) -> list[int]:
-        counts = [sys.getrefcount(f) for f in self.flats]
-        for views in self.views:
-            counts += [sys.getrefcount(v) for v in views]
-        return counts
+        return list(map(sys.getrefcount, self._objects))
 
     def unreferenced(self) -> bool:
         """Nothing outside holds a view of this generation (nor a view derived from one)."""
         return self._counts() == self._baseline
 
-    def holds(self, kind: int, arrays: Sequence[Any]) -> bool:
-        """``arrays`` are exactly this generation's views of state ``kind``, in order."""
-        views = self.views[kind]
-        return len(arrays) == len(views) and all(a is v for a, v in zip(arrays, views))
+    def holds(self, arrays: Sequence[Any]) -> bool:
+        """``arrays`` (every kind's, in order) are exactly this generation's views."""
+        return len(arrays) == len(self.every) and all(map(is_, arrays, self.every))
 
 
 class DoubleBuffer:
@@ -71,11 +71,12 @@ class DoubleBuffer:
         self.xp, self.layouts, self.dtypes, self.keep = xp, layouts, dtypes, keep
         self.generations: list[Generation] = []
 
-    def holding(self, kind: int, arrays: Sequence[Any]) -> Optional[Generation]:
-        """The generation whose views of ``kind`` are ``arrays`` (the last step's outputs,
-        read back from the scope), or None (values set from outside, or a first step)."""
-        for gen in self.generations:
-            if gen.holds(kind, arrays):
+    def holding(self, arrays: Sequence[Any]) -> Optional[Generation]:
+        """The generation whose views are ``arrays`` (the last step's outputs, read back
+        from the scope), or None (values set from outside, or a first step). The most
+        recently used generation is asked first."""
+        for gen in reversed(self.generations):
+            if gen.holds(arrays):
                 return gen
         return None
 

@@ -61,10 +61,6 @@ def _split(ctx: KernelContext, base: OpSpec) -> Callable[[tuple], list]:
     return split
 
 
-def _returned(arrays: list) -> Any:
-    return arrays[0] if len(arrays) == 1 else tuple(arrays)
-
-
 class _FlatUpdate:
     """What every fused kernel does around its update: find or copy the input state
     (kinds: the per-parameter state slots, parameters first), gather the gradients."""
@@ -89,10 +85,7 @@ class _FlatUpdate:
         they are read where they are, parameter by parameter (see `parts`). The generation
         written is never the inputs', so an update may use its parameter array as scratch
         before the new parameters land in it."""
-        src = self.buffers.holding(0, state[0])
-        if src is not None and not all(src.holds(k, arrays) for k, arrays in
-                                       enumerate(state)):
-            src = None
+        src = self.buffers.holding(tuple(a for arrays in state for a in arrays))
         return src, self.buffers.acquire(src)
 
     def parts(self, src, state: Sequence[Sequence[Any]], gen, g: Any,
@@ -101,7 +94,7 @@ class _FlatUpdate:
         or one parameter at a time when the inputs are not one generation's (or when the
         caller asks, e.g. for different rates)."""
         if src is not None and not per_parameter:
-            yield list(src.flats), g, list(gen.flats)
+            yield src.flats, g, gen.flats
             return
         for i, (shape, seg) in enumerate(zip(self.shapes, self.segments)):
             ins = [(src.views[k] if src is not None else state[k])[i] for k in range(len(state))]
@@ -109,7 +102,7 @@ class _FlatUpdate:
 
     @staticmethod
     def outputs(gen) -> Any:
-        return _returned([v for views in gen.views for v in views])
+        return gen.every[0] if len(gen.every) == 1 else gen.every
 
 
 def _sgd_kernel(ctx: KernelContext):

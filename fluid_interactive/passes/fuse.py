@@ -4,7 +4,7 @@ ops they leave alone stay the same objects).
 `fuse_optimizer_updates` replaces the per-parameter update ops of one optimizer (ops of
 role Optimize whose spec names a ``fused`` type, with the same attrs, the same shared
 inputs such as the learning-rate var, and parameters of one dtype) by one fused op, at
-the place of the last of them. It fuses only where that changes no value: no other op
+the place of the last of them (groups of one or two small parameters stay as they are). It fuses only where that changes no value: no other op
 between an update and that place may read what the update writes, or write what it reads.
 The fused op's kernels compute bit-identical values (ops/optim_fused.py).
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 from collections import defaultdict
+from math import prod
 from typing import Any
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, return_names
@@ -68,6 +69,21 @@ def _can_delay(ops: list[OpDesc], members: list[int]) -> bool:
     return True
 
 
+#: A group is fused when it has this many parameters, or this many values in all: below
+#: both, the per-parameter kernels' few calls cost less than the fused kernel's
+#: bookkeeping (fit_a_line's two parameters of 14 values: 2-3 µs a step).
+FUSE_MIN_PARAMS, FUSE_MIN_VALUES = 3, 4096
+
+
+def _worth_fusing(program: ProgramDesc, block: BlockDesc, members: list[OpDesc]) -> bool:
+    if len(members) >= FUSE_MIN_PARAMS:
+        return True
+    spec = get_spec(members[0].type)
+    first = spec.inputs[0].name
+    values = sum(prod(program.find_var(block, op.inputs[first][0]).shape) for op in members)
+    return values >= FUSE_MIN_VALUES
+
+
 def _fused_op(ops: list[OpDesc], members: list[int]) -> OpDesc:
     first = ops[members[0]]
     spec = get_spec(first.type)
@@ -95,7 +111,8 @@ def fuse_optimizer_updates(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
     fused_at: dict[int, OpDesc] = {}
     removed: set[int] = set()
     for members in groups.values():
-        if _can_delay(ops, members):
+        if _worth_fusing(program, block, [ops[i] for i in members]) and \
+                _can_delay(ops, members):
             fused_at[members[-1]] = _fused_op(ops, members)
             removed.update(members)
     if not fused_at:

@@ -75,7 +75,26 @@ def test_groups_split_by_learning_rate_var():
     prog = mlp(OPTIMIZERS["sgd"], slow_bias=True)().Compile(seed=0)
     fused = fuse_optimizer_updates(prog.program, prog.program.block("train"))
     sizes = sorted(len(op.inputs["Params"]) for op in fused.ops if op.type == "fused_sgd")
-    assert sizes == [1, 5]       # the bias with its own (scaled) learning rate goes alone
+    assert sizes == [5]
+    # the bias with its own (scaled) learning rate forms a group of one small parameter,
+    # which is not worth fusing
+    assert [op.type for op in fused.ops if op.role & OpRole.OPTIMIZE and "sgd" in op.type] \
+        == ["sgd", "fused_sgd"]
+
+
+def test_small_groups_stay_unfused():
+    class Line(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(
+                fluid.layers.fc(x, size=1), y))
+            fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
+            return loss
+    prog = Line().Compile(seed=0)
+    block = prog.program.block("train")
+    assert fuse_optimizer_updates(prog.program, block) is block
 
 
 def test_an_op_reading_an_updated_parameter_in_between_stops_fusion():
