@@ -4,7 +4,8 @@ Loading
   * puts ``fluid`` into the user namespace;
   * registers the ``%fluid`` line magic and the ``%%fluid`` cell magic (`fluid.magics`);
   * registers display formatters: a `CompiledProgram`, a `CompiledMethod` and a
-    `ProgramDesc` show as an SVG graph when graphviz's ``dot`` exists; their text/plain
+    `ProgramDesc` show as a graph when graphviz's ``dot`` exists (HTML: the drawing fitted
+    to the cell with zoom buttons; SVG for front ends without HTML); their text/plain
     form stays the canonical text (with a one-line hint when the graph cannot be drawn);
   * registers two cell hooks: ``pre_run_cell`` notes which `fluid.Program` subclasses the
     namespace holds, ``post_run_cell`` recompiles the live programs of any class the cell
@@ -98,6 +99,10 @@ def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
 
 # --- formatters ---------------------------------------------------------------------------------
 
+def _html_formatter(obj: Any) -> Optional[str]:
+    return display.html_for(obj)
+
+
 def _svg_formatter(obj: Any) -> Optional[str]:
     return display.svg_for(obj)
 
@@ -153,7 +158,8 @@ class FluidExtension:
         from .magics import FluidMagics
         self._magics = FluidMagics(shell, self)
         shell.register_magics(self._magics)
-        for mime, func in (("image/svg+xml", _svg_formatter), ("text/plain", _text_formatter)):
+        for mime, func in (("text/html", _html_formatter), ("image/svg+xml", _svg_formatter),
+                           ("text/plain", _text_formatter)):
             formatter = shell.display_formatter.formatters[mime]
             for typ in _DISPLAY_TYPES:
                 previous = formatter.type_printers.get(typ)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..errors import ProgramDefinitionError
-from ..ir.records import ProgramDesc, ReturnSpec
+from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
+from ..ir.source import format_location
 from ..ir.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
@@ -86,7 +87,9 @@ def _check_method_name(cls: type, name: str) -> None:
 
 def _def_site(fn: Callable) -> str:
     code = getattr(fn, "__code__", None)
-    return f"\n  at {code.co_filename}:{code.co_firstlineno}" if code else ""
+    if code is None:
+        return ""
+    return f"\n  at {format_location(SourceLoc(code.co_filename, code.co_firstlineno))}"
 
 
 class Program:
@@ -190,7 +193,7 @@ def _check_feeds(trace: TraceContext, where: str, feeds: list[str], fn: Callable
     for var in block.vars.values():
         if var.is_data and var.name not in feeds and var.name not in written:
             loc = trace.data_locs.get(var.name)
-            site = f"\n  at {loc.file}:{loc.line}" if loc else _def_site(fn)
+            site = f"\n  at {format_location(loc)}" if loc else _def_site(fn)
             raise ProgramDefinitionError(
                 f"{where} declares data var {var.name!r} but no argument feeds it; map it "
                 f"with @fluid.network({', '.join(repr(f) for f in feeds + [var.name])}) and "

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
-from ..ir.source import user_location
+from ..ir.source import format_location, user_location
 from ..ir.text import short_type
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
@@ -30,7 +30,7 @@ def current_trace(what: str = "this layer") -> "TraceContext":
 
 
 def where(loc: Optional[SourceLoc]) -> str:
-    return f"{loc.file}:{loc.line}" if loc else "<unknown location>"
+    return format_location(loc) or "<unknown location>"
 
 
 class _StateNames(UniqueNameGenerator):

@@ -8,10 +8,10 @@ One op per line, jaxpr-like, with short types and the user's ``file:line``::
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
+from .source import format_location
 
 
 def short_shape(shape: tuple[int, ...]) -> str:
@@ -38,9 +38,8 @@ def _format_attr(value) -> str:
 
 
 def format_loc(loc) -> str:
-    if loc is None:
-        return ""
-    return f"{os.path.basename(loc.file)}:{loc.line}"
+    """``fit.py:21``, or ``Cell In[3], line 7`` for a notebook cell (see `source`)."""
+    return format_location(loc, short=True)
 
 
 def format_op(op: OpDesc, lookup=None) -> str:

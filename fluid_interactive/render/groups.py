@@ -1,0 +1,121 @@
+"""Which ops are drawn together: one node per layer, per parameter's optimizer update, and
+one for the whole backward pass.
+
+A layer's vars carry its name: a layer helper names its outputs ``<scope>/<layer>_<n>.tmp_<k>``
+and its parameters ``<scope>/<layer>_<n>.w_<k>`` (``mlp/fc_0.tmp_2``, ``mlp/fc_0.w_0``), so the
+*layer* of a var is its name up to the first ``.`` after the last ``/`` (``mlp/fc_0``) and its
+*scope* is what comes before that ``/`` (``mlp``). Everything else is decided by op roles:
+
+* forward ops group by the layer of their first output; a layer whose ops run again later in
+  the block (a network called twice, a shared discriminator) is a second *call*, drawn as its
+  own node, so the drawing follows the data;
+* backward ops form one group (drawn folded unless asked for);
+* optimize ops group by the parameter in their ``op_role_var``: one group per parameter,
+  holding its update and its optimizer state;
+* learning-rate schedule ops form one group, RPC and distributed ops another, reader ops a
+  third.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from .style import is_reader_op
+
+__all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD"]
+
+# forward_only drops every op carrying one of these bits (LR schedule ops only feed the
+# optimizer, so they go with it).
+NOT_FORWARD = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED
+
+
+def layer_of(name: str) -> str:
+    """``mlp/fc_0.tmp_2`` -> ``mlp/fc_0``; ``avg_cost`` -> ``avg_cost``."""
+    head, sep, last = name.rpartition("/")
+    stem = last.split(".", 1)[0] or last
+    return head + sep + stem
+
+
+def scope_of(layer: str) -> str:
+    """``mlp/fc_0`` -> ``mlp``; ``fc_0`` -> ``''``."""
+    return layer.rpartition("/")[0]
+
+
+def layer_type(layer: str) -> str:
+    """``mlp/fc_0`` -> ``fc``: the layer function that made it."""
+    short = layer.rpartition("/")[2]
+    return re.sub(r"_\d+$", "", short) or short
+
+
+@dataclass
+class Group:
+    """Ops of one block drawn as one node (or, when expanded, as one cluster)."""
+    key: str                 # unique within the block: 'mlp/fc_0', 'mlp/fc_0#2', '@backward'
+    kind: str                # palette key: forward, backward, optimize, lrsched, rpc, reader
+    layer: str = ""          # forward: the layer; optimize: the parameter; else ''
+    ops: list[int] = field(default_factory=list)
+    call: int = 1            # forward: which use of the layer in this block
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.layer) if self.kind == "forward" else ""
+
+    @property
+    def short(self) -> str:
+        return self.layer.rpartition("/")[2] if self.layer else self.key
+
+
+def _first_name(op: OpDesc) -> Optional[str]:
+    for names in list(op.outputs.values()) + list(op.inputs.values()):
+        if names:
+            return names[0]
+    return None
+
+
+def _classify(op: OpDesc) -> tuple[str, str, str]:
+    """(kind, group key, layer) of one op; forward keys are made unique by the caller."""
+    role = op.role
+    # keys of non-forward groups start with '@', which no layer name does
+    if is_reader_op(op.type):
+        return "reader", "@reader", ""
+    if role & (OpRole.RPC | OpRole.DIST):
+        return "rpc", "@communication", ""
+    if role & OpRole.LRSCHED:
+        return "lrsched", "@lr", ""
+    if role & OpRole.OPTIMIZE:
+        param = op.role_var[0] if op.role_var else ""
+        return "optimize", "@optimize:" + param, param
+    if role & OpRole.BACKWARD:
+        return "backward", "@backward", ""
+    first = _first_name(op)
+    return "forward", "", layer_of(first) if first else op.type
+
+
+def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = False
+              ) -> list[Group]:
+    """The groups of ``block``'s ops, in the order their first op appears."""
+    groups: list[Group] = []
+    by_key: dict[str, Group] = {}
+    calls: dict[str, int] = {}
+    for i, op in enumerate(block.ops):
+        if forward_only and op.role & NOT_FORWARD:
+            continue
+        kind, key, layer = _classify(op)
+        if kind == "forward":
+            last = groups[-1] if groups else None
+            if last is not None and last.kind == "forward" and last.layer == layer:
+                last.ops.append(i)
+                continue
+            n = calls[layer] = calls.get(layer, 0) + 1
+            group = Group(layer if n == 1 else f"{layer}#{n}", kind, layer, [i], n)
+            groups.append(group)
+            by_key[group.key] = group
+            continue
+        group = by_key.get(key)
+        if group is None:
+            group = by_key[key] = Group(key, kind, layer)
+            groups.append(group)
+        group.ops.append(i)
+    return groups
