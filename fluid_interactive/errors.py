@@ -37,6 +37,12 @@ class ProgramDefinitionError(FluidError, TypeError):
     program's own API, a mapped argument is never declared, ...)."""
 
 
+class NotCompiledError(FluidError, TypeError):
+    """A ``@fluid.network`` method was called on a `fluid.Program` instance, which only
+    describes the program. Compile it and call the compiled method:
+    ``prog = MyProgram().Compile()``, then ``prog.infer(...)``."""
+
+
 class NameConflictError(FluidError, ValueError):
     """Two layers bind the same parameter name with different shapes or dtypes."""
 

@@ -226,7 +226,7 @@ class LocalTrainer(Trainer):
         self.compiled = CompiledProgram(self.program, seed=seed, device=device)
         self.comm = PServerCommunicator(trainer_id, pservers, array_module_for(device))
         # The communicator is an object, not an array: set_var would refuse it.
-        self.compiled._values[COMM_VAR] = self.comm
+        self.compiled.scope.set({COMM_VAR: self.comm})
         self._jobs: "queue.SimpleQueue[Optional[tuple[Future, Callable[[], Any]]]]" = \
             queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name=f"fluid-trainer-{trainer_id}",
