@@ -12,7 +12,10 @@ Loading
     defined anew (`fluid.live`);
   * wraps `Program.Compile` so every compiled program records its class and options;
   * installs a traceback filter: an error raised through fluid's own frames is shown
-    without them, ending at the user's line (``%fluid traceback full`` shows everything).
+    without them, ending at the user's line (``%fluid traceback full`` shows everything);
+  * names cells as IPython does wherever fluid prints a location (the text form, graph
+    tooltips, error messages): ``Cell In[14], line 12`` instead of the cell's temporary
+    file ``/tmp/ipykernel_4242/675052645.py:12``.
 
 Unloading undoes each of these, and loading twice does nothing the second time, so
 ``%reload_ext fluid`` always leaves exactly one set. The state lives on the shell object
@@ -28,7 +31,7 @@ from typing import Any, Optional
 
 from fluid_interactive.errors import FluidError
 from fluid_interactive.ir import ProgramDesc
-from fluid_interactive.ir.source import is_internal
+from fluid_interactive.ir.source import add_file_labeller, is_internal, remove_file_labeller
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
 from . import display, live
@@ -127,6 +130,14 @@ class FluidExtension:
         self._magics: Any = None
         self.reports: list[str] = []   # the last cell's recompile reports (tests read them)
 
+    # locations ----------------------------------------------------------------------------
+
+    def file_label(self, filename: str) -> Optional[str]:
+        """``'Cell In[14]'`` for the file IPython compiled cell 14 into; None for others."""
+        name = getattr(self.shell.compile, "format_code_name", None)
+        parts = name(filename) if name is not None else None
+        return " ".join(parts) if parts else None
+
     # cell hooks ---------------------------------------------------------------------------
 
     def pre_run_cell(self, info: Any = None) -> None:
@@ -173,6 +184,7 @@ class FluidExtension:
         if not shell.custom_exceptions:   # never take the slot from another extension
             shell.set_custom_exc((Exception,), _custom_exc)
         live.install_compile_hook()
+        add_file_labeller(self.file_label)
         self._classes_before = live.program_classes(shell.user_ns)
         shell.push({"fluid": sys.modules[__package__]})
 
@@ -202,6 +214,7 @@ class FluidExtension:
             if custom_tb is not None:
                 shell.CustomTB = custom_tb
         live.remove_compile_hook()
+        remove_file_labeller(self.file_label)
         if shell.user_ns.get("fluid") is sys.modules.get(__package__):
             shell.user_ns.pop("fluid", None)
 

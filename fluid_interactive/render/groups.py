@@ -1,10 +1,8 @@
 """Which ops are drawn together: one node per layer, per parameter's optimizer update, and
 one for the whole backward pass.
 
-A layer's vars carry its name: a layer helper names its outputs ``<scope>/<layer>_<n>.tmp_<k>``
-and its parameters ``<scope>/<layer>_<n>.w_<k>`` (``mlp/fc_0.tmp_2``, ``mlp/fc_0.w_0``), so the
-*layer* of a var is its name up to the first ``.`` after the last ``/`` (``mlp/fc_0``) and its
-*scope* is what comes before that ``/`` (``mlp``). Everything else is decided by op roles:
+A layer's vars carry its name (`ir.layers`: ``mlp/fc_0.tmp_2`` belongs to layer ``mlp/fc_0``
+in scope ``mlp``). Everything else is decided by op roles:
 
 * forward ops group by the layer of their first output; a layer whose ops run again later in
   the block (a network called twice, a shared discriminator) is a second *call*, drawn as its
@@ -17,10 +15,10 @@ and its parameters ``<scope>/<layer>_<n>.w_<k>`` (``mlp/fc_0.tmp_2``, ``mlp/fc_0
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..ir.layers import layer_of, layer_type, scope_of
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .style import is_reader_op
 
@@ -29,24 +27,6 @@ __all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORW
 # forward_only drops every op carrying one of these bits (LR schedule ops only feed the
 # optimizer, so they go with it).
 NOT_FORWARD = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED
-
-
-def layer_of(name: str) -> str:
-    """``mlp/fc_0.tmp_2`` -> ``mlp/fc_0``; ``avg_cost`` -> ``avg_cost``."""
-    head, sep, last = name.rpartition("/")
-    stem = last.split(".", 1)[0] or last
-    return head + sep + stem
-
-
-def scope_of(layer: str) -> str:
-    """``mlp/fc_0`` -> ``mlp``; ``fc_0`` -> ``''``."""
-    return layer.rpartition("/")[0]
-
-
-def layer_type(layer: str) -> str:
-    """``mlp/fc_0`` -> ``fc``: the layer function that made it."""
-    short = layer.rpartition("/")[2]
-    return re.sub(r"_\d+$", "", short) or short
 
 
 @dataclass
@@ -99,15 +79,23 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
     groups: list[Group] = []
     by_key: dict[str, Group] = {}
     calls: dict[str, int] = {}
+    run_state: set[str] = set()   # persistable vars the current forward run has read
     for i, op in enumerate(block.ops):
         if forward_only and op.role & NOT_FORWARD:
             continue
         kind, key, layer = _classify(op)
         if kind == "forward":
+            state = {n for n in op.input_names()
+                     if (v := program.find_var(block, n)) is not None and v.persistable}
             last = groups[-1] if groups else None
-            if last is not None and last.kind == "forward" and last.layer == layer:
+            # the same layer again right away is a second call once it reads its weights
+            # a second time
+            if last is not None and last.kind == "forward" and last.layer == layer \
+                    and not state & run_state:
                 last.ops.append(i)
+                run_state |= state
                 continue
+            run_state = set(state)
             n = calls[layer] = calls.get(layer, 0) + 1
             group = Group(layer if n == 1 else f"{layer}#{n}", kind, layer, [i], n)
             groups.append(group)

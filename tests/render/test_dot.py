@@ -111,7 +111,7 @@ def nodes(dot: str) -> dict:
     out = {}
     for line in dot.splitlines():
         m = _NODE.match(line)
-        if not m or " -> " in line:
+        if not m or _EDGE.match(line):
             continue
         rest = m.group(2)
         table = _HTML_LABEL.search(rest)
@@ -158,7 +158,7 @@ def clusters(dot: str) -> dict:
             stack.pop()
             continue
         n = _NODE.match(line)
-        if n and " -> " not in line:
+        if n and not _EDGE.match(line):
             for c in stack:
                 out[c].append(_unq(n.group(1)))
     return out
