@@ -37,9 +37,10 @@ NO_DOT_HINT = ("(install graphviz to see this as a graph: `apt install graphviz`
 AUTO_COLLAPSE_OPS = 60
 
 #: A drawing whose methods side by side are wider than this (in CSS pixels at 100%) is
-#: drawn with its methods one under the other instead: fitted to a notebook cell
-#: (about 1100 px at a 1280 px window), its 10 pt labels then stay at least 9 px tall.
-WIDTH_BUDGET_PX = 1400
+#: drawn with its methods one under the other instead, when that is narrower. Fitted to
+#: JupyterLab's output area at a 1280 px window (about 850 px with the file browser open),
+#: a drawing this wide keeps its 13 px labels at least 10 px tall.
+WIDTH_BUDGET_PX = 1100
 
 _SVG_CACHE: "OrderedDict[str, Optional[str]]" = OrderedDict()
 _SVG_CACHE_SIZE = 32
@@ -79,8 +80,8 @@ class Graph:
     ``dot`` is the DOT text; ``svg`` lays it out with graphviz (None without ``dot``).
     ``title`` heads the drawing in a notebook; ``text`` (the canonical text form) is
     shown when there is no graphviz. ``narrow`` is a second DOT text with the methods
-    stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` (``dot``
-    then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings of single layers,
+    stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
+    narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings of single layers,
     shown under the drawing to expand them. ``timeout`` limits each run of ``dot``.
     """
 
@@ -101,11 +102,11 @@ class Graph:
         """The SVG drawing (None without graphviz); raises `DotError` when dot fails."""
         svg = _svg(self.dot, self.timeout)
         if svg is not None and self.narrow is not None and self.narrow != self.dot:
+            narrow, self.narrow = self.narrow, None
             if svg_size(svg)[0] > WIDTH_BUDGET_PX:
-                self.dot, self.narrow = self.narrow, None
-                svg = _svg(self.dot, self.timeout)
-            else:
-                self.narrow = None
+                stacked = _svg(narrow, self.timeout)
+                if stacked is not None and svg_size(stacked)[0] < svg_size(svg)[0]:
+                    self.dot, svg = narrow, stacked
         return svg
 
     def layer_svgs(self) -> list[tuple[str, str, str]]:

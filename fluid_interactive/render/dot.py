@@ -463,14 +463,14 @@ def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *
                  show_global: bool = True, legend: bool = True, title: str = "",
                  detail: str = "layers", stack: bool = True,
                  expand: Union[None, str, Iterable[str]] = None,
-                 stack_methods: bool = False) -> str:
+                 stack_methods: bool = True) -> str:
     """Several programs, each a cluster (with its blocks as clusters inside), and labelled
     edges between them.
 
     ``programs`` maps a display name to a program (in the order given). ``stack`` (the
     default) draws them one under the other, so a trainer and its servers grow downwards;
     ``stack=False`` puts them side by side (``stack_methods``: the same for the method
-    blocks inside each program, with ``detail='layers'``). Each edge is ``(from_program, var, to_program,
+    blocks inside each program, with ``detail='layers'``; also on by default). Each edge is ``(from_program, var, to_program,
     var)`` with an optional fifth element, the label (default: the var name, or ``a -> b``
     when the names differ), e.g. a trainer's ``send`` of ``w@GRAD`` to a pserver's
     ``w@GRAD``.
