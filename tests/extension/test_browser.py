@@ -32,7 +32,7 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("ipywidgets")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from tests.extension.conftest import NOTEBOOKS, kernel_pythonpath  # noqa: E402
+from tests.extension.conftest import NOTEBOOKS, ROOT, kernel_pythonpath  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts")
@@ -52,55 +52,7 @@ pytestmark = [
 
 # --- notebooks made by the test ----------------------------------------------------------------
 
-MODELS = '''%load_ext fluid
-import fluid
-
-class MLP3(fluid.Program):
-    """A three-layer MLP trained with Adam."""
-    @fluid.network("x", "y")
-    def train_step(self, x, y):
-        x = fluid.layers.data(name="x", shape=[64], dtype="float32")
-        y = fluid.layers.data(name="y", shape=[1], dtype="int64")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            logits = fluid.layers.fc(input=h, size=10)
-        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
-        fluid.optimizer.Adam(learning_rate=0.001).minimize(loss)
-        return loss
-
-    @fluid.network("x")
-    def infer(self, x):
-        x = fluid.layers.data(name="x", shape=[64], dtype="float32")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            return fluid.layers.fc(input=h, size=10)
-
-
-class DigitsMLP(fluid.Program):
-    """The digits MLP of notebooks/04_distributed.ipynb."""
-    def classifier(self, image):
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=image, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            return fluid.layers.fc(input=h, size=10)
-
-    @fluid.network("image", "label")
-    def train(self, image, label):
-        image = fluid.layers.data(name="image", shape=[1, 8, 8], dtype="float32")
-        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
-            self.classifier(image), label))
-        fluid.optimizer.Adam(learning_rate=0.002).minimize(loss)
-        return loss
-
-    @fluid.network("image", "label")
-    def evaluate(self, image, label):
-        image = fluid.layers.data(name="image", shape=[1, 8, 8], dtype="float32")
-        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        return fluid.layers.accuracy(self.classifier(image), label)
-'''
+MODELS = "%load_ext fluid\n" + open(os.path.join(ROOT, "tests", "render", "models.py")).read()
 
 GRAPH_CELLS = [
     MODELS,

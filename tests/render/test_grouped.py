@@ -12,31 +12,10 @@ from fluid_interactive.render import (block_to_dot, dot_to_svg, dots_to_svgs, ha
                                       layer_drawings, program_to_dot, split_to_dot)
 from fluid_interactive.render.groups import group_ops
 from fluid_interactive.render.grouped import _strip_prefix
+from tests.render.models import DigitsMLP, MLP3
 from tests.render.test_dot import clusters, edges, nodes
 
 needs_dot = pytest.mark.skipif(not has_dot(), reason="graphviz `dot` is not installed")
-
-
-class MLP3(fluid.Program):
-    @fluid.network("x", "y")
-    def train_step(self, x, y):
-        x = fluid.layers.data(name="x", shape=[64], dtype="float32")
-        y = fluid.layers.data(name="y", shape=[1], dtype="int64")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            logits = fluid.layers.fc(input=h, size=10)
-        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
-        fluid.optimizer.Adam(learning_rate=0.001).minimize(loss)
-        return loss
-
-    @fluid.network("x")
-    def infer(self, x):
-        x = fluid.layers.data(name="x", shape=[64], dtype="float32")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            return fluid.layers.fc(input=h, size=10)
 
 
 class Shared(fluid.Program):
@@ -60,7 +39,7 @@ def mlp():
 
 @pytest.fixture(scope="module")
 def plan():
-    return fluid.transpile(MLP3().Compile(seed=0), main="train_step", trainers=2, pservers=2,
+    return fluid.transpile(DigitsMLP().Compile(seed=0), main="train", trainers=2, pservers=2,
                            min_block_size=1024)
 
 
