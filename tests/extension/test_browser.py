@@ -52,7 +52,8 @@ pytestmark = [
 
 # --- notebooks made by the test ----------------------------------------------------------------
 
-MODELS = "%load_ext fluid\n" + open(os.path.join(ROOT, "tests", "render", "models.py")).read()
+with open(os.path.join(ROOT, "tests", "render", "models.py"), encoding="utf-8") as _fh:
+    MODELS = "%load_ext fluid\n" + _fh.read()
 
 GRAPH_CELLS = [
     MODELS,
