@@ -2,7 +2,8 @@
 
 ``import fluid`` gives the whole public API of the engine, plus a few notebook helpers that
 work in a plain script too: `fluid.train` (a training loop with a progress display),
-`fluid.graph` (draw a program), `fluid.explore` (the variable explorer) and
+`fluid.graph` (draw a program), `fluid.explore` (the variable explorer), `fluid.inspect`
+(the activations and gradients a watched call kept, layer by layer) and
 `fluid.live_reload` (recompile live programs when their class is redefined).
 
 In IPython or Jupyter, ``%load_ext fluid`` also puts ``fluid`` into the namespace,
@@ -31,6 +32,7 @@ from fluid_interactive import __all__ as _engine_all
 from fluid_interactive.ir.source import exclude_path as _exclude_path
 
 from .display import Graph, graph
+from .inspection import inspect
 from .live import live_reload
 from .training import History, train
 from .widgets import explore
@@ -51,5 +53,6 @@ def unload_ipython_extension(ipython) -> None:
     unload(ipython)
 
 
-__all__ = list(_engine_all) + ["train", "History", "graph", "Graph", "explore", "live_reload",
+__all__ = list(_engine_all) + ["train", "History", "graph", "Graph", "explore", "inspect",
+                               "live_reload",
                                "load_ipython_extension", "unload_ipython_extension"]

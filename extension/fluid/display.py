@@ -13,7 +13,6 @@ The helpers at the bottom are what the extension registers as IPython formatters
 """
 from __future__ import annotations
 
-import html
 from collections import OrderedDict
 from typing import Any, Iterable, Optional, Sequence, Union
 
@@ -22,6 +21,7 @@ from fluid_interactive.passes.transpiler import TranspilePlan
 from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
                                       layer_drawings, program_to_dot, split_to_dot)
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.table import Table
 
 from .graph_html import error_html, graph_html, svg_size
 
@@ -272,69 +272,3 @@ def text_for(obj: Any) -> str:
     if not has_dot():
         text += "\n" + NO_DOT_HINT
     return text
-
-
-# --- tables --------------------------------------------------------------------------------
-
-class Table:
-    """Rows under a header; prints as aligned text and displays as an HTML table."""
-
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "",
-                 align: str = ""):
-        self.columns = list(columns)
-        self.rows = [["" if v is None else str(v) for v in row] for row in rows]
-        self.title = title
-        # one letter per column: 'l' or 'r' (default: left for the first, right for numbers)
-        self.align = align or "".join(
-            "l" if i == 0 or not all(_numeric(r[i]) for r in self.rows if r[i]) else "r"
-            for i in range(len(self.columns)))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def column(self, name: str) -> list[str]:
-        i = self.columns.index(name)
-        return [r[i] for r in self.rows]
-
-    def __repr__(self) -> str:
-        widths = [max([len(c)] + [len(r[i]) for r in self.rows])
-                  for i, c in enumerate(self.columns)]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
-                             for c, w, a in zip(cells, widths, self.align)).rstrip()
-
-        out = [self.title] if self.title else []
-        out.append(line(self.columns))
-        out.append("  ".join("-" * w for w in widths))
-        out += [line(r) for r in self.rows]
-        if not self.rows:
-            out.append("(none)")
-        return "\n".join(out)
-
-    def _repr_html_(self) -> str:
-        style = "text-align:{};padding:2px 8px;font-family:monospace"
-        head = "".join(f'<th style="{style.format("left" if a == "l" else "right")}">'
-                       f"{html.escape(c)}</th>" for c, a in zip(self.columns, self.align))
-        body = "".join(
-            "<tr>" + "".join(f'<td style="{style.format("left" if a == "l" else "right")}">'
-                             f"{html.escape(v)}</td>" for v, a in zip(r, self.align)) + "</tr>"
-            for r in self.rows)
-        caption = (f'<caption style="text-align:left;font-weight:bold">'
-                   f"{html.escape(self.title)}</caption>") if self.title else ""
-        empty = "" if self.rows else f'<tr><td colspan="{len(self.columns)}">(none)</td></tr>'
-        return (f'<table class="fluid-table">{caption}<thead><tr>{head}</tr></thead>'
-                f"<tbody>{body}{empty}</tbody></table>")
-
-
-def _numeric(text: str) -> bool:
-    text = text.replace(",", "").replace(" ", "")
-    for unit in ("KiB", "MiB", "GiB", "B"):
-        if text.endswith(unit):
-            text = text[:-len(unit)]
-            break
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return text in ("-", "nan", "inf", "-inf")
