@@ -52,9 +52,10 @@ _ZLIB_OR_GZIP = 32 + 15  # wbits for zlib.decompressobj: accept an RFC 1950 or 1
 _DEFLATE_MAX_RATIO = 1032  # deflate's largest possible expansion of stored bytes
 
 #: The largest decompressed payload one chunk may have (bytes). The format declares no
-#: decompressed size, so this bounds the memory a hostile file can make a reader take;
-#: `Writer` keeps its chunks far below it. Raise it to read files with larger chunks.
-MAX_CHUNK_PAYLOAD = 1 << 30
+#: decompressed size, so this bounds the memory a hostile file can make a reader take
+#: (about twice this while inflating); `Writer` keeps its chunks at a quarter of it.
+#: Raise it to read files with larger compressed chunks.
+MAX_CHUNK_PAYLOAD = 256 << 20
 _CHUNK_BYTES = 64 << 20  # `Writer` starts a new chunk before its payload passes this
 
 

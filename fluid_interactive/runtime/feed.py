@@ -52,12 +52,13 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
             raise fail(f"has dtype {arr.dtype} ({_KIND_NAMES.get(kind, 'not numeric')})",
                        f"Values are cast within a kind only; convert explicitly, e.g. "
                        f"np.asarray(value).astype('{var.dtype}'), if that is what you mean.")
+        if batched and arr.size == 0 and prod(d for d in declared[1:] if d >= 0):
+            raise fail(f"is an empty batch (shape {list(given.shape)}, 0 samples)",
+                       "Pass at least one sample.")
         arr = _add_batch_dim(arr, declared) if batched else arr
         if arr.ndim != len(declared) or any(d >= 0 and d != a
                                             for d, a in zip(declared, arr.shape)):
             raise fail(f"has shape {list(given.shape)}", _shape_fix(given.shape, declared))
-        if batched and arr.shape[0] == 0:
-            raise fail("is an empty batch (0 rows)", "Pass at least one sample.")
         return arr.astype(dtype, copy=False)
 
     if not simple:
