@@ -113,8 +113,44 @@ def _def_site(fn: Callable) -> str:
 
 
 class Program:
-    """Base class of user programs. Class attributes are options that keyword arguments
-    override: ``FitALine(batch_size=256)``."""
+    """Base class of user programs: subclass it, mark methods with ``@fluid.network``, and
+    ``Compile()`` an instance into a live program whose methods share one scope.
+
+    Each ``@fluid.network`` method is traced once, when the program compiles, into a block
+    of ops; ``@fluid.network("x", "y")`` maps the call's arguments to the data vars the
+    method declares. Class attributes are options that keyword arguments override
+    (``FitALine(batch_size=256)``); layers inside the same ``fluid.var_scope`` share their
+    parameters across methods. Example::
+
+        import numpy as np
+        import fluid
+
+        class FitALine(fluid.Program):
+            learning_rate = 0.01
+
+            @fluid.network("x", "y")
+            def train_step(self, x, y):
+                x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+                y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+                with fluid.var_scope("prediction"):
+                    y_predict = fluid.layers.fc(input=x, size=1)
+                loss = fluid.layers.mean(fluid.layers.square_error_cost(y_predict, y))
+                fluid.optimizer.SGD(learning_rate=self.learning_rate).minimize(loss)
+                return loss
+
+            @fluid.network("x")
+            def infer(self, x):
+                x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+                with fluid.var_scope("prediction"):
+                    return fluid.layers.fc(input=x, size=1)
+
+        prog = FitALine(learning_rate=0.05).Compile(seed=0)
+        x = np.random.rand(64, 13).astype("float32")
+        loss = prog.train_step(x, x.sum(axis=1, keepdims=True))   # a float
+        y = prog.infer(x[:4])                                      # an array [4, 1]
+        prog.summary()        # the layers; prog.watch("prediction") keeps their values
+
+    See docs/getting-started.md and, in a notebook, docs/notebook.md."""
 
     _networks: tuple[str, ...] = ()
 
