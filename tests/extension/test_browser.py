@@ -313,6 +313,8 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
         assert extra["zoom"]["fit"] <= split["area"] + 0.5, extra
     if name == "01_fit_a_line.ipynb":
         assert extra["progress"] == 2 and extra["curves"] == 2, extra
+        assert extra["lines"] == 4, extra          # raw and smoothed loss in each curve
+        assert all(shown for _, shown in extra["titles"]), extra    # titles are not cut
         assert extra["widths"][0] == "100%", extra
         assert extra["status"][0].startswith("600/600"), extra
         assert "end of data" in extra["status"][1], extra
@@ -338,7 +340,10 @@ def _notebook_checks(page, name):
                                timeout=60_000)
         found = page.evaluate("""() => ({
             progress: document.querySelectorAll('.fluid-train .widget-hprogress').length,
-            curves: document.querySelectorAll('.fluid-train svg polyline').length,
+            curves: document.querySelectorAll('.fluid-train svg.fluid-loss-curve').length,
+            lines: document.querySelectorAll('.fluid-train svg polyline').length,
+            titles: [...document.querySelectorAll('.fluid-train .fluid-train-title')]
+                .map(e => [e.textContent, e.scrollWidth <= e.clientWidth + 1]),
             bars: document.querySelectorAll('.fluid-explorer svg rect.bar').length,
             tables: document.querySelectorAll('table.fluid-table').length,
             widths: [...document.querySelectorAll('.fluid-train .progress-bar')]
