@@ -19,6 +19,12 @@ def short_shape(shape: tuple[int, ...]) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
+def format_shape(shape) -> str:
+    """A shape as messages spell it: ``[?, 13]``, '?' for a dim unknown while tracing (the
+    batch dimension), as in the text form's ``f32[?,13]``."""
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
 def short_type(var: Optional[VarDesc]) -> str:
     """'f32[?,13]' for a float32 var with a batch dimension; '?' when undeclared."""
     if var is None:
