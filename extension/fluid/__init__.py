@@ -4,7 +4,8 @@
 work in a plain script too: `fluid.train` (a training loop with a progress display),
 `fluid.graph` (draw a program), `fluid.explore` (the variable explorer), `fluid.inspect`
 (the activations and gradients a watched call kept, layer by layer) and
-`fluid.live_reload` (recompile live programs when their class is redefined).
+`fluid.live_reload` (recompile live programs when their class is redefined), and ONNX in
+and out: `fluid.export_onnx`, `fluid.import_onnx`, `fluid.onnx_program` (docs/export.md).
 
 In IPython or Jupyter, ``%load_ext fluid`` also puts ``fluid`` into the namespace,
 registers the ``%fluid`` / ``%%fluid`` magics, graph display of programs, the cell hooks
@@ -30,6 +31,7 @@ import os as _os
 from fluid_interactive import *  # noqa: F401,F403
 from fluid_interactive import __all__ as _engine_all
 from fluid_interactive.ir.source import exclude_path as _exclude_path
+from fluid_interactive.onnx import OnnxProgram, export_onnx, import_onnx, onnx_program
 
 from .display import Graph, graph
 from .inspection import inspect
@@ -54,5 +56,6 @@ def unload_ipython_extension(ipython) -> None:
 
 
 __all__ = list(_engine_all) + ["train", "History", "graph", "Graph", "explore", "inspect",
-                               "live_reload",
+                               "live_reload", "export_onnx", "import_onnx", "onnx_program",
+                               "OnnxProgram",
                                "load_ipython_extension", "unload_ipython_extension"]
