@@ -10,7 +10,7 @@
     %fluid live [on|off]              recompile live programs when their class is redefined
     %fluid traceback [user|full]      hide (default) or show fluid's own frames in errors
 
-    %%fluid [--as NAME] [--seed N] [--forward-only] [--collapse-grads] [--no-graph]
+    %%fluid [--as NAME] [--seed N] [--forward-only] [--ops] [--collapse-grads] [--no-graph]
     class Net(fluid.Program): ...     runs the cell, compiles each Program subclass it
                                       defines and shows its graph
 
@@ -193,8 +193,9 @@ class FluidMagics(Magics):
               help="bind the compiled program to this name (one class in the cell)")
     @argument("--seed", type=int, default=None, help="seed for Compile()")
     @argument("--forward-only", action="store_true", help="draw forward ops only")
+    @argument("--ops", action="store_true", help="draw one node per op, not per layer")
     @argument("--collapse-grads", action="store_true",
-              help="draw backward and optimizer ops as one node each")
+              help="draw op by op, with backward and optimizer ops as one node each")
     @argument("--no-graph", action="store_true", help="compile only, draw nothing")
     @cell_magic("fluid")
     def fluid_cell(self, line: str, cell: str) -> None:
@@ -223,5 +224,7 @@ class FluidMagics(Magics):
             if args.name is not None:
                 shell.user_ns[args.name] = compiled
             if not args.no_graph:
-                display(fdisplay.graph(compiled, forward_only=args.forward_only,
-                                       collapse_grads=True if args.collapse_grads else None))
+                display(fdisplay.graph(
+                    compiled, forward_only=args.forward_only,
+                    detail="ops" if args.ops or args.collapse_grads else "layers",
+                    collapse_grads=True if args.collapse_grads else None))
