@@ -1,15 +1,13 @@
-"""Launch settings: ``plan.launch()`` for this process, and the environment and command
-line the multi-process engine (planned) reads.
+"""Starting a plan (`launch`, engine lookup) and the settings of the role processes.
 
-The planned style, one script for every role::
+One script for every role, as Paddle's scripts did::
 
     TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:6174,10.0.0.2:6174 \\
         PADDLE_CURRENT_ENDPOINT=10.0.0.1:6174 PADDLE_TRAINERS_NUM=2 \\
         fluid run main.py --distributed main=train_step
     TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0 ... python main.py --distributed main=train_step
 
-`role_from_env` and `parse_distributed_arg` read those settings today, so the settings can
-be checked and turned into `transpile` arguments; only the in-process engine runs them yet.
+`role_from_env` and `parse_distributed_arg` read those settings; `roles` acts on them.
 """
 from __future__ import annotations
 
@@ -129,6 +127,32 @@ def parse_distributed_arg(argv: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+ENGINES = ("local", "ray")
+
+
+def engine_named(name: str) -> Any:
+    """The engine called ``name``: ``'local'`` (this process: servers as objects, trainers
+    on threads) or ``'ray'`` (servers and trainers as Ray actors)."""
+    if name == "local":
+        from .local import LocalEngine
+        return LocalEngine()
+    if name == "ray":
+        from .ray_engine import RayEngine
+        return RayEngine()
+    raise OpArgumentError(f"no distributed engine named {name!r}; engines: "
+                          f"{', '.join(ENGINES)} (or pass an object with launch(plan, ...))")
+
+
 def launch(plan: Any, engine: Any = None, **options: Any) -> Any:
-    """``plan.launch(engine, **options)``."""
-    return plan.launch(engine, **options)
+    """Start the trainers and parameter servers of ``plan``; returns a
+    `DistributedProgram` with the compiled program's methods, ``parameters()``,
+    ``save(dir)`` and ``close()`` (also a context manager).
+
+    ``engine``: ``'local'`` (default), ``'ray'``, or an object with
+    ``launch(plan, **options)``. Options of both engines: ``seed`` (default: the compiled
+    program's), ``timeout`` (seconds a sync step waits for a missing trainer; it bounds
+    every call); the Ray engine takes more (see `RayEngine.launch`).
+    """
+    if engine is None or isinstance(engine, str):
+        engine = engine_named(engine or "local")
+    return engine.launch(plan, **options)

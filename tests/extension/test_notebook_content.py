@@ -143,7 +143,7 @@ def test_distributed_story(tmp_path, kernel_env):
     added = stdout_of(nb, "for op in mlp_plan.trainer_program(0)")
     assert "= split(" in added and "= concat(" in added
     if HAS_DOT:
-        for cell in ("fluid.Graph(plan.to_dot()", "fluid.Graph(mlp_plan.to_dot("):
+        for cell in ("fluid.graph(plan)", "fluid.graph(mlp_plan,"):
             (svg,) = svgs_of(nb, cell)
             for name in ("trainer 0", "pserver 127.0.0.1:6174", "pserver 127.0.0.1:6175"):
                 assert name in svg, (cell, name)
