@@ -177,11 +177,11 @@ class DistributedProgram:
                                  return_when=FIRST_COMPLETED)
             if not done:
                 break
-            if any(f.result().error is not None for f in done):
+            if any(_outcome(f).error is not None for f in done):
                 # Give the others a moment to report (they fail fast once the servers
                 # hear about the step), but no longer than the grace.
                 deadline = min(deadline, time.monotonic() + grace)
-        results = [f.result() if f.done() else None for f in futures]
+        results = [_outcome(f) if f.done() else None for f in futures]
         if all(r is not None and r.error is None for r in results):
             return [r.value for r in results]
         self._settle_failed_step(step, results)
@@ -387,6 +387,13 @@ def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
         ps.close()
     for close in closers:
         close()
+
+
+def _outcome(future: Future) -> CallResult:
+    """A finished call's result; an engine-level failure (a trainer process that died)
+    becomes the call's error."""
+    error = future.exception()
+    return CallResult(error=error) if error is not None else future.result()
 
 
 def _applied(results: Sequence[Optional[CallResult]]) -> bool:
