@@ -18,6 +18,8 @@ from typing import Any, Mapping, Optional, Sequence
 from ..errors import OpArgumentError
 
 ROLES = ("TRAINER", "PSERVER", "LOCAL")
+#: The environment's spelling of ``--distributed``.
+DISTRIBUTED_VAR = "FLUID_DISTRIBUTED"
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,12 @@ class RoleConfig:
     pservers: tuple[str, ...] = ()
     current_endpoint: Optional[str] = None
     options: dict[str, Any] = field(default_factory=dict)   # from --distributed
+    pserver_id: Optional[int] = None                        # PADDLE_PSERVER_ID
+
+    @property
+    def distributed(self) -> bool:
+        """Whether ``--distributed`` (or ``FLUID_DISTRIBUTED``) asked for a split."""
+        return bool(self.options)
 
     def transpile_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `transpile` (``main`` and friends from the command line,
@@ -54,8 +62,9 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
                   argv: Optional[Sequence[str]] = None) -> RoleConfig:
     """Read ``TRAINING_ROLE`` (TRAINER, PSERVER; LOCAL when unset), ``PADDLE_TRAINER_ID``,
     ``PADDLE_TRAINERS_NUM``, ``PADDLE_PSERVERS_IP_PORT_LIST`` and
-    ``PADDLE_CURRENT_ENDPOINT`` (or ``POD_IP`` + ``PADDLE_PORT``), plus ``--distributed``
-    from ``argv``."""
+    ``PADDLE_CURRENT_ENDPOINT`` (or ``POD_IP`` + ``PADDLE_PORT``, or ``PADDLE_PSERVER_ID``
+    as an index), plus ``--distributed`` from ``argv`` (or, without it, the environment
+    variable ``FLUID_DISTRIBUTED`` with the same value)."""
     env = os.environ if environ is None else environ
     role = (env.get("TRAINING_ROLE") or env.get("PADDLE_TRAINING_ROLE") or "LOCAL").upper()
     if role not in ROLES:
@@ -72,15 +81,17 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
     if role == "TRAINER" and not 0 <= trainer_id < trainers:
         raise OpArgumentError(f"PADDLE_TRAINER_ID={trainer_id} is out of range for "
                               f"PADDLE_TRAINERS_NUM={trainers}")
-    if role == "PSERVER":
-        if not pservers:
-            raise OpArgumentError("TRAINING_ROLE=PSERVER needs PADDLE_PSERVERS_IP_PORT_LIST")
+    pserver_id = _int(env, "PADDLE_PSERVER_ID", -1)
+    if role == "PSERVER" and pservers and (current or pserver_id < 0):
         if current not in pservers:
             raise OpArgumentError(f"this pserver's endpoint {current!r} "
                                   f"(PADDLE_CURRENT_ENDPOINT, or POD_IP:PADDLE_PORT) is not in "
                                   f"PADDLE_PSERVERS_IP_PORT_LIST ({', '.join(pservers)})")
     options = parse_distributed_arg(argv if argv is not None else [])
-    return RoleConfig(role, trainer_id, trainers, pservers, current, options)
+    if not options and env.get(DISTRIBUTED_VAR):
+        options = parse_distributed_arg(["--distributed", env[DISTRIBUTED_VAR]])
+    return RoleConfig(role, trainer_id, trainers, pservers, current, options,
+                      None if pserver_id < 0 else pserver_id)
 
 
 _INT_OPTIONS = ("trainers", "min_block_size")

@@ -117,6 +117,7 @@ class ParameterServer(PServer):
         self._aborted: dict[int, str] = {}
         self._finished: dict[int, Optional[str]] = {}
         self._last_seen: dict[int, float] = {}
+        self._started = time.monotonic()
         self._closed = False
         self.updates = 0                    # optimize-block runs
         self.restored = False
@@ -231,15 +232,17 @@ class ParameterServer(PServer):
         with self._cond:
             now = time.monotonic()
             r = self._round
+            failed = r is not None and r.error is not None
+            absent = [t for t in range(self.trainers) if r is not None and t not in r.pending]
             return {
                 "endpoint": self.endpoint, "step": self.step, "updates": self.updates,
                 "finished": dict(self._finished), "restored": self.restored,
-                "idle_s": {t: now - s for t, s in self._last_seen.items()},
-                "waiting_for": ([t for t in range(self.trainers) if t not in r.pending]
-                                if r is not None and r.staged is None and r.error is None
-                                and r.pending else []),
-                "failed": (f"{type(r.error).__name__}: {r.error}"
-                           if r is not None and r.error is not None else None),
+                "idle_s": {t: now - self._last_seen.get(t, self._started)
+                           for t in range(self.trainers)},
+                "waiting_for": absent if r is not None and r.pending and not failed and
+                r.staged is None else [],
+                "failed": f"{type(r.error).__name__}: {r.error}" if failed else None,
+                "failed_missing": absent if failed else [],
             }
 
     def close(self) -> None:

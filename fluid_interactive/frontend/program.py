@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 from ..errors import ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec
 from ..ir.verify import check_program
+from ..distributed.roles import distribute_if_requested
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
 from .tracing import TraceContext
@@ -133,6 +134,12 @@ class Program:
 
         ``seed`` makes parameter initialisation (and any random op) reproducible;
         ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
+
+        When the script runs with ``--distributed main=train_step`` (or the environment
+        variable ``FLUID_DISTRIBUTED``), the program is transpiled and what comes back
+        depends on ``TRAINING_ROLE`` (docs/distributed.md): a program whose ``main``
+        method runs as a trainer against parameter servers, or, for a parameter server,
+        nothing: it serves until the trainers are done and ends the script.
         """
         trace = trace_methods(self)
         compiled = CompiledProgram(trace.program, seed=seed, device=device,
@@ -143,7 +150,7 @@ class Program:
         compiled.source_class = type(self)
         compiled.options = {k: v for k, v in vars(self).items() if k in self.option_names()}
         compiled.compile_args = {"seed": seed, "device": device}
-        return compiled
+        return distribute_if_requested(compiled)
 
     compile = Compile
 

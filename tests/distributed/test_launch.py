@@ -70,7 +70,7 @@ def _imports(path):
 @pytest.mark.parametrize("package,forbidden", [
     ("fluid_interactive/passes/transpiler", ("runtime", "frontend", "distributed", "backend",
                                              "render")),
-    ("fluid_interactive/distributed", ("frontend",)),
+    ("fluid_interactive/distributed", ("frontend", "render", "extension", "fluid")),
 ])
 def test_layering(package, forbidden):
     """passes import ir and ops only (drawing a plan is fluid.graph's business); distributed
