@@ -117,6 +117,7 @@ class ParameterServer(PServer):
         self._aborted: dict[int, str] = {}
         self._finished: dict[int, Optional[str]] = {}
         self._last_seen: dict[int, float] = {}
+        self._missing: dict[int, str] = {}       # trainers a sync step timed out waiting for
         self._started = time.monotonic()
         self._closed = False
         self.updates = 0                    # optimize-block runs
@@ -170,6 +171,7 @@ class ParameterServer(PServer):
         with self._cond:
             self._check_trainer(trainer_id)
             self._last_seen[trainer_id] = time.monotonic()
+            self._missing.pop(trainer_id, None)
             if committed is not None:
                 self._commit_upto(committed)
             if not self.sync:
@@ -242,7 +244,7 @@ class ParameterServer(PServer):
                 "waiting_for": absent if r is not None and r.pending and not failed and
                 r.staged is None else [],
                 "failed": f"{type(r.error).__name__}: {r.error}" if failed else None,
-                "failed_missing": absent if failed else [],
+                "missing": dict(self._missing),
             }
 
     def close(self) -> None:
@@ -318,6 +320,8 @@ class ParameterServer(PServer):
                     f"{self.role}: trainer {trainer_id} waited {self.timeout:g}s for "
                     f"step {r.step}; trainer(s) {', '.join(map(str, missing))} never sent "
                     f"their gradients")
+                for t in missing:
+                    self._missing[t] = f"step {r.step} waited {self.timeout:g}s for it"
                 self._cond.notify_all()
                 continue
             self._cond.wait(left)

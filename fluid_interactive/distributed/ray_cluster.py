@@ -63,6 +63,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _short_dir(root: Optional[str]) -> Optional[str]:
+    """Ray puts Unix sockets under its temporary directory, and their paths may not exceed
+    107 bytes: a long temporary root falls back to /tmp."""
+    root = root or tempfile.gettempdir()
+    if len(root) > 40 and os.path.isdir("/tmp"):
+        return "/tmp"
+    return root
+
+
 def _ray_executable() -> str:
     exe = os.path.join(os.path.dirname(sys.executable), "ray")
     return exe if os.path.exists(exe) else (shutil.which("ray") or "ray")
@@ -70,15 +79,19 @@ def _ray_executable() -> str:
 
 class RayHead:
     """A private single-machine Ray cluster: 127.0.0.1 only, its own temporary directory,
-    a bounded object store, token authentication, stopped by PID."""
+    a bounded object store, token authentication, stopped by PID.
+
+    Ray reads ``RAY_AUTH_MODE`` when it is imported: a process that joins the cluster
+    itself must have ``RAY_AUTH_MODE=token`` in its environment before ``import ray``
+    (pass ``token`` to use a token chosen before then)."""
 
     def __init__(self, *, num_cpus: Optional[int] = None,
                  object_store_bytes: int = DEFAULT_OBJECT_STORE,
-                 temp_root: Optional[str] = None):
+                 temp_root: Optional[str] = None, token: Optional[str] = None):
         self.num_cpus = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
         self.object_store_bytes = object_store_bytes
-        self.temp_dir = tempfile.mkdtemp(prefix="fluid-ray-", dir=temp_root)
-        self.token = secrets.token_hex(32)
+        self.temp_dir = tempfile.mkdtemp(prefix="fluid-ray-", dir=_short_dir(temp_root))
+        self.token = token or secrets.token_hex(32)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self._proc: Optional[subprocess.Popen] = None
@@ -100,6 +113,8 @@ class RayHead:
                 f"--temp-dir={self.temp_dir}"] + [f"{k}={v}" for k, v in ports.items()]
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS")
+        # Ray gives its raylet 10 s to register; a busy machine may need longer.
+        env.setdefault("RAY_raylet_start_wait_time_s", str(int(timeout)))
         log = open(os.path.join(self.temp_dir, "head.log"), "w+")
         self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
@@ -114,9 +129,10 @@ class RayHead:
                 return self
             if self._proc.poll() is not None:
                 log.close()
+                status = self._proc.returncode
                 self.stop()
-                raise DistributedError(f"ray start --head exited with status "
-                                       f"{self._proc.returncode}:\n{text[-2000:]}")
+                raise DistributedError(f"ray start --head exited with status {status}:\n"
+                                       f"{text[-2000:]}")
             time.sleep(0.1)
         log.close()
         self.stop()

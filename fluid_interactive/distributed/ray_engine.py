@@ -355,11 +355,16 @@ def ensure_connected(address: Optional[str], namespace: str) -> Any:
     if address or os.environ.get("RAY_ADDRESS"):
         return connect(address, namespace)
     prepare_env(local=True)
-    head = RayHead().start()
+    if ray_imported and os.environ.get("RAY_AUTH_MODE") != "token":
+        raise DistributedError(
+            "ray was imported before RAY_AUTH_MODE=token was set, so this process cannot "
+            "join the private cluster the Ray engine would start; set RAY_AUTH_MODE=token "
+            "before importing ray, or join a running cluster with RAY_ADDRESS")
+    head = RayHead(token=os.environ.get("RAY_AUTH_TOKEN")).start()
     _PRIVATE_HEAD.append(head)
     import atexit
     atexit.register(shutdown)
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = head.token
     return connect(head.address, namespace)
 

@@ -176,14 +176,13 @@ def supervise(ps: Any, trainers: int, sync: bool, timeout: float) -> tuple[int, 
     carries on without it."""
     finished: dict[int, Optional[str]] = {}
     lost: dict[int, str] = {}
-    last_step = -1
     while True:
         st = ps.status()
         finished.update(st["finished"])
-        if st["failed"] and sync and st["failed_missing"]:
-            for t in st["failed_missing"]:
+        if sync:
+            for t, why in st["missing"].items():
                 if t not in finished:
-                    lost.setdefault(t, st["failed"])
+                    lost.setdefault(t, why)
         if not sync:
             others_done = all(t in finished for t in range(trainers)
                               if st["idle_s"].get(t, 0.0) <= timeout)
@@ -191,8 +190,6 @@ def supervise(ps: Any, trainers: int, sync: bool, timeout: float) -> tuple[int, 
                 if t not in finished and st["idle_s"].get(t, 0.0) > timeout and others_done:
                     lost.setdefault(t, f"trainer {t} sent nothing for "
                                        f"{st['idle_s'][t]:.0f}s and never finished")
-        if st["step"] != last_step:
-            last_step = st["step"]
         if len(set(finished) | set(lost)) >= trainers:
             break
         time.sleep(POLL_S)
