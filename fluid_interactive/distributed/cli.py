@@ -145,8 +145,8 @@ class Launcher:
                 started = time.monotonic()
                 head = RayHead(temp_root=None).start()
                 env.update(head.env())
-                self.say(f"ray: private cluster at {head.address} (pid {head.pid}) started in "
-                         f"{time.monotonic() - started:.1f}s")
+                self.say(f"ray: private cluster at {head.address} (pid {head.pid}, "
+                         f"{head.temp_dir}) started in {time.monotonic() - started:.1f}s")
             else:
                 self.say(f"ray: joining {env['RAY_ADDRESS']}")
             endpoints = [f"127.0.0.1:{FIRST_PORT + j}" for j in range(self.pservers)]

@@ -27,6 +27,7 @@ each trainer's pushes are applied at most once (by step number).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -238,6 +239,7 @@ class ParameterServer(PServer):
             absent = [t for t in range(self.trainers) if r is not None and t not in r.pending]
             return {
                 "endpoint": self.endpoint, "step": self.step, "updates": self.updates,
+                "pid": os.getpid(),
                 "finished": dict(self._finished), "restored": self.restored,
                 "idle_s": {t: now - self._last_seen.get(t, self._started)
                            for t in range(self.trainers)},

@@ -24,7 +24,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..passes.transpiler import transpile
 from .errors import DistributedError, ServerUnreachable
@@ -161,7 +161,8 @@ def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
                        state_dir=state_root, who=f"pserver {j}")
     print(f"pserver {j} pid {ps.pid()} endpoint {ep}", flush=True)
     try:
-        status, message = supervise(ps, plan.trainers, plan.sync, timeout)
+        status, message = supervise(ps, plan.trainers, plan.sync, timeout,
+                                    say=lambda m: print(f"pserver {j}: {m}", flush=True))
     except ServerUnreachable as e:
         status, message = 1, str(e)
     print(f"pserver {j}: {message}", flush=True)
@@ -170,14 +171,19 @@ def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
     return status
 
 
-def supervise(ps: Any, trainers: int, sync: bool, timeout: float) -> tuple[int, str]:
+def supervise(ps: Any, trainers: int, sync: bool, timeout: float,
+              say: Callable[[str], None] = print) -> tuple[int, str]:
     """Poll a server until every trainer finished or is lost. A sync job that lost a
     trainer (a step timed out waiting for it) ends with status 1, naming it; an async job
     carries on without it."""
     finished: dict[int, Optional[str]] = {}
     lost: dict[int, str] = {}
+    pid = None
     while True:
         st = ps.status()
+        if pid is not None and st["pid"] != pid:
+            say(f"restarted (pid {st['pid']}) from its saved state at step {st['step']}")
+        pid = st["pid"]
         finished.update(st["finished"])
         if sync:
             for t, why in st["missing"].items():
