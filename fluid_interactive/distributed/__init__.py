@@ -15,10 +15,11 @@ from .launch import RoleConfig, engine_named, launch, parse_distributed_arg, rol
 from .local import LocalEngine, LocalTrainer
 from .program import DistributedMethod, DistributedProgram
 from .pserver import ParameterServer, PServerSpec, pserver_spec
+from .ray_engine import RayEngine, shutdown as stop_ray
 
 __all__ = ["transpile", "TranspilePlan", "launch", "engine_named", "DistributedProgram",
            "DistributedMethod", "PServer", "Pending", "Communicator", "Engine", "Trainer",
            "CallResult", "ParameterServer", "PServerSpec", "pserver_spec", "LocalEngine",
            "LocalTrainer", "RoleConfig", "role_from_env", "parse_distributed_arg",
            "DistributedError", "DistributedTimeout", "ServerUnreachable", "StepAborted",
-           "StepFailed"]
+           "StepFailed", "RayEngine", "stop_ray"]
