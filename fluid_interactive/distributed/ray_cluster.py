@@ -109,7 +109,8 @@ class RayHead:
         args = [_ray_executable(), "start", "--head", "--block", f"--port={self.port}",
                 "--node-ip-address=127.0.0.1", f"--num-cpus={self.num_cpus}",
                 f"--object-store-memory={self.object_store_bytes}",
-                "--include-dashboard=false", "--disable-usage-stats",
+                "--include-dashboard=false", "--include-log-monitor=false",
+                "--disable-usage-stats",
                 f"--temp-dir={self.temp_dir}"] + [f"{k}={v}" for k, v in ports.items()]
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS")
