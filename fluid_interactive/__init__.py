@@ -7,7 +7,8 @@ module (``%load_ext fluid`` or ``import fluid``), which re-exports this API.
 from . import ops as _ops  # noqa: F401  (registers every op)
 from .backend import get_device, set_device
 from .errors import (CheckpointError, DTypeError, EOFException, FeedError, FluidError,
-                     KernelError, NameConflictError, OpArgumentError, ProgramDefinitionError,
+                     KernelError, NameConflictError, NotCompiledError, OnnxError,
+                     OpArgumentError, ProgramDefinitionError,
                      ReaderError, RecordIOError, ShapeError, VerifyError)
 from .io import recordio
 from .frontend import backward, initializer, layers, optimizer, regularizer
@@ -36,7 +37,7 @@ __all__ = [
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
-    "ProgramDefinitionError", "NameConflictError", "KernelError", "VerifyError",
-    "CheckpointError", "EOFException", "RecordIOError", "ReaderError", "recordio",
+    "ProgramDefinitionError", "NameConflictError", "NotCompiledError", "KernelError", "VerifyError",
+    "CheckpointError", "OnnxError", "EOFException", "RecordIOError", "ReaderError", "recordio",
     "__version__",
 ]

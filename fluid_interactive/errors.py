@@ -37,6 +37,12 @@ class ProgramDefinitionError(FluidError, TypeError):
     program's own API, a mapped argument is never declared, ...)."""
 
 
+class NotCompiledError(FluidError, TypeError):
+    """A ``@fluid.network`` method was called on a `fluid.Program` instance, which only
+    describes the program. Compile it and call the compiled method:
+    ``prog = MyProgram().Compile()``, then ``prog.infer(...)``."""
+
+
 class NameConflictError(FluidError, ValueError):
     """Two layers bind the same parameter name with different shapes or dtypes."""
 
@@ -67,3 +73,10 @@ class RecordIOError(FluidError, ValueError):
 class ReaderError(FluidError, RuntimeError):
     """A batch reader failed: a sample of the wrong shape or dtype, an unreadable file, or an
     exception in the background reading thread (chained)."""
+
+
+class OnnxError(FluidError, ValueError):
+    """An ONNX export or import failed: an op of the exported method has no ONNX mapping
+    (the message names the op and the user's line that recorded it), a node type of the
+    imported file has no rule (all of them are listed with their counts), a name in the file
+    cannot be a var name, or the file is malformed. Nothing is written or created."""

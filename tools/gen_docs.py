@@ -63,8 +63,34 @@ def api_page() -> str:
         lines += ["", f"## `fluid.{mod_name}`", ""]
         lines += [_entry(f"fluid.{mod_name}.", n, getattr(module, n)) for n in _public(module)
                   if hasattr(module, n)]
-    lines += ["", "Errors: see [errors.md](errors.md).", ""]
+    lines += ["", CONCURRENCY, "", "Errors: see [errors.md](errors.md).", ""]
     return "\n".join(lines)
+
+
+CONCURRENCY = """## Concurrency
+
+One compiled program may be called from several threads, e.g. training in a background
+thread while the notebook calls `infer`:
+
+- A method that **changes state** (it writes a parameter or other persistable var, takes
+  batches from a reader, or draws random numbers) runs under its program's lock. N
+  concurrent calls give exactly the results of some sequential order of the same N calls,
+  and every reader sample goes to exactly one call. `prog.<method>.changes_state` says
+  which kind a method is.
+- A method that **changes nothing** (`infer`, `evaluate` without a reader) runs without a
+  lock: each concurrent call gets its own instance of the plan (buffers and kernel state),
+  and reads every parameter it needs in one step, so its results are identical to a
+  sequential call's and it never mixes parameters of two training steps.
+- `set_var`, `set_parameters`, `reset_readers`, `close` and `fluid.load`'s restore take the
+  lock too, so they land between steps; `parameters()` and `save` read one consistent
+  moment of the scope.
+- The cost: a state-changing call takes an uncontended lock (well under a microsecond);
+  a concurrent call of a read-only method builds one more plan instance the first time two
+  calls overlap.
+
+Arrays in the scope are never changed in place: a step puts new arrays in and commits them
+in one update, which is what makes the rules above hold. Programs are independent: calls to
+two compiled programs never wait for each other."""
 
 
 def errors_page() -> str:

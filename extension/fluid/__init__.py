@@ -3,7 +3,8 @@
 ``import fluid`` gives the whole public API of the engine, plus a few notebook helpers that
 work in a plain script too: `fluid.train` (a training loop with a progress display),
 `fluid.graph` (draw a program), `fluid.explore` (the variable explorer) and
-`fluid.live_reload` (recompile live programs when their class is redefined).
+`fluid.live_reload` (recompile live programs when their class is redefined), and ONNX in
+and out: `fluid.export_onnx`, `fluid.import_onnx`, `fluid.onnx_program` (docs/export.md).
 
 In IPython or Jupyter, ``%load_ext fluid`` also puts ``fluid`` into the namespace,
 registers the ``%fluid`` / ``%%fluid`` magics, graph display of programs, the cell hooks
@@ -29,6 +30,7 @@ import os as _os
 from fluid_interactive import *  # noqa: F401,F403
 from fluid_interactive import __all__ as _engine_all
 from fluid_interactive.ir.source import exclude_path as _exclude_path
+from fluid_interactive.onnx import OnnxProgram, export_onnx, import_onnx, onnx_program
 
 from .display import Graph, graph
 from .live import live_reload
@@ -52,4 +54,5 @@ def unload_ipython_extension(ipython) -> None:
 
 
 __all__ = list(_engine_all) + ["train", "History", "graph", "Graph", "explore", "live_reload",
+                               "export_onnx", "import_onnx", "onnx_program", "OnnxProgram",
                                "load_ipython_extension", "unload_ipython_extension"]

@@ -197,8 +197,8 @@ def _same_state(old: CompiledProgram, new: CompiledProgram, name: str) -> bool:
         if creator != _creator(old.program, name):
             return False
         if creator is None:   # a constant the trace supplied (in-memory reader data)
-            return _equal(old._values.get(name), new._values.get(name))
-    value = old._values.get(name)
+            return _equal(old.scope.get(name), new.scope.get(name))
+    value = old.scope.get(name)
     return value is not None and tuple(getattr(value, "shape", ())) == tuple(
         d for d in nv.shape)
 
@@ -283,16 +283,16 @@ def recompile(compiled: CompiledProgram, new_cls: type) -> Recompiled:
         if name not in old_vars:
             report.added.append(name)
         elif _same_state(compiled, new, name):
-            displaced = new._values.get(name)
-            new._values[name] = compiled._values[name]
-            if displaced is not None and displaced is not compiled._values[name]:
+            displaced = new.scope.get(name)
+            new.scope.values[name] = compiled.scope[name]
+            if displaced is not None and displaced is not compiled.scope[name]:
                 _close(displaced)
             moved.add(name)
             report.kept.append(name)
         else:
             report.reset.append(name)
     report.dropped = [n for n in old_vars if n not in new_vars]
-    for name, value in compiled._values.items():
+    for name, value in compiled.scope.snapshot().items():
         if name not in moved:
             _close(value)
     _adopt(compiled, new)

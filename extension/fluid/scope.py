@@ -69,7 +69,7 @@ def var_stats(compiled: CompiledProgram, name: str, keep_values: bool = False) -
         raise KeyError(f"{name!r} is not a persistable var of this program; it holds: "
                        f"{', '.join(compiled.var_names())}")
     kind = "param" if var.is_parameter else ("state" if var.kind == "tensor" else var.kind)
-    arr = _host_array(compiled._values.get(name))
+    arr = _host_array(compiled.scope.get(name))
     if arr is None:
         return VarStats(name, kind, tuple(var.shape), var.dtype, 0, compiled.device)
     stats = VarStats(name, kind, tuple(arr.shape), str(arr.dtype), int(arr.nbytes),
@@ -88,12 +88,12 @@ def var_stats(compiled: CompiledProgram, name: str, keep_values: bool = False) -
 
 
 def program_bytes(compiled: CompiledProgram) -> int:
-    return sum(int(getattr(v, "nbytes", 0)) for v in compiled._values.values())
+    return sum(int(getattr(v, "nbytes", 0)) for v in compiled.scope.snapshot().values())
 
 
 def parameter_count(compiled: CompiledProgram) -> int:
     block0 = compiled.program.global_block()
-    return sum(int(getattr(compiled._values.get(v.name), "size", 0))
+    return sum(int(getattr(compiled.scope.get(v.name), "size", 0))
                for v in block0.vars.values() if v.is_parameter)
 
 

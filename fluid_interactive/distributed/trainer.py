@@ -26,7 +26,7 @@ class TrainerRuntime:
         self.comm = StepCommunicator(trainer_id, pservers, array_module_for(device), received,
                                      timeout)
         # The communicator is an object, not an array: set_var would refuse it.
-        self.compiled._values[COMM_VAR] = self.comm
+        self.compiled.scope.set({COMM_VAR: self.comm})
 
     def call(self, method: str, args: Sequence[Any], step: Optional[int]) -> CallResult:
         fn = self.compiled.methods[method]

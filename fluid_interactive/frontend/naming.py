@@ -31,11 +31,12 @@ def var_scope(name: str) -> Iterator[str]:
     ...     y = fluid.layers.fc(input=x, size=1)     # params prediction/fc_0.w_0, .b_0
     """
     from ..errors import OpArgumentError
-    from .tracing import current_trace, error_at  # the trace owns the current generator
+    from .tracing import check_name, current_trace, error_at  # the trace owns the generator
     trace = current_trace("fluid.var_scope")
     if not isinstance(name, str) or not name or "/" in name:
         raise error_at(OpArgumentError, f"var_scope name must be a non-empty string without "
                                         f"'/', got {name!r}; nest var_scopes for a path")
+    check_name(name, "var_scope name")
     previous = trace.names
     trace.names = UniqueNameGenerator(previous.prefix + name + "/")
     try:

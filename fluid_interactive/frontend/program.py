@@ -6,17 +6,19 @@ program; the result owns one scope that all methods share.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..errors import ProgramDefinitionError
+from ..errors import NotCompiledError, ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec
-from ..ir.verify import check_program
 from ..distributed.roles import distribute_if_requested
+from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
-from .tracing import TraceContext
+from .tracing import TraceContext, is_tracing
 from .variable import Placeholder, Variable
 
 _MARK = "__fluid_network__"
@@ -47,9 +49,27 @@ def network(*feeds: Any, is_test: Optional[bool] = None) -> Callable:
         raise ProgramDefinitionError(f"@fluid.network{feeds!r} names a data var twice")
 
     def mark(fn: Callable) -> Callable:
-        setattr(fn, _MARK, NetworkSpec(tuple(feeds) if feeds else None, is_test))
-        return fn
+        method = _traced_only(fn)
+        setattr(method, _MARK, NetworkSpec(tuple(feeds) if feeds else None, is_test))
+        return method
     return mark
+
+
+def _traced_only(fn: Callable) -> Callable:
+    """``fn`` as a method that runs only while `Compile()` traces it: called on the plain
+    instance it explains that the program must be compiled first."""
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not is_tracing():
+            cls, name = type(self).__name__, fn.__name__
+            var = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", cls).lower()
+            var = var if var.isidentifier() and var != cls else "prog"
+            raise NotCompiledError(
+                f"{cls}.{name}() was called on a {cls} instance, which only describes the "
+                f"program; compile it first and call the compiled method:\n"
+                f"    {var} = {cls}().Compile()\n    {var}.{name}(...)")
+        return fn(self, *args, **kwargs)
+    return method
 
 
 def Input(*feeds: str) -> Callable:  # noqa: N802 (the proposal's spelling)
@@ -86,7 +106,7 @@ def _check_method_name(cls: type, name: str) -> None:
 
 
 def _def_site(fn: Callable) -> str:
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
     return f"\n  at {code.co_filename}:{code.co_firstlineno}" if code else ""
 
 

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
+from ..ir.names import name_problem
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.source import user_location
 from ..ir.text import short_type
@@ -27,6 +28,11 @@ def current_trace(what: str = "this layer") -> "TraceContext":
         raise FluidError(f"{what} can only be used inside a @fluid.network method while it is "
                          f"traced (that is, while Program.Compile() runs)")
     return trace
+
+
+def is_tracing() -> bool:
+    """Whether a `Compile()` is tracing a method in this context right now."""
+    return _CURRENT.get() is not None
 
 
 def where(loc: Optional[SourceLoc]) -> str:
@@ -106,6 +112,7 @@ class TraceContext:
     def declare(self, var: VarDesc, in_global: bool = False) -> VarDesc:
         """Add ``var`` to the current block (or block 0); a name already taken there is a
         `NameConflictError`, never a silent replacement."""
+        check_name(var.name)
         block = self.program.global_block() if in_global else self.block
         existing = block.vars.get(var.name)
         if existing is not None:
@@ -129,6 +136,8 @@ class TraceContext:
         op, the shapes and the user's line."""
         spec = get_spec(type)
         loc = loc or user_location()
+        for name in [n for names in outputs.values() for n in names]:
+            check_name(name)
         op = OpDesc(type, {k: list(v) for k, v in inputs.items() if v},
                     {k: list(v) for k, v in outputs.items() if v}, dict(attrs or {}), role,
                     tuple(role_var), loc=loc)
@@ -160,6 +169,14 @@ class TraceContext:
         for s in spec.inputs:
             if not s.optional and not op.inputs.get(s.name):
                 raise OpArgumentError(f"op {op.type!r} needs input {s.name!r} at {where(loc)}")
+
+
+def check_name(name: Any, what: str = "variable name") -> None:
+    """A name the program will hold must be printable text (see `ir.names`): an
+    `OpArgumentError` at the user's line otherwise."""
+    problem = name_problem(name, what)
+    if problem:
+        raise error_at(OpArgumentError, problem)
 
 
 def type_of_error(e: Exception) -> type:

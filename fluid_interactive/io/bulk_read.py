@@ -20,7 +20,8 @@ from typing import Any, BinaryIO, Callable, Iterator
 import numpy as np
 
 from .recordio import (HEADER, ChunkInfo, Run, _U32, _Where, _check_room, _copy_columns,
-                       _matching, _parse_header, _payload, _runs, _native_copies)
+                       _matching, _parse_header, _payload, _runs, _native_copies,
+                       open_regular)
 from .tensor_codec import RecordLayout, TensorFormatError, parse_record
 
 __all__ = ["read_columns"]
@@ -286,7 +287,7 @@ def read_columns(path: str | os.PathLike) -> Iterator[Run]:
     chunk. Checks and errors are those of `read_chunks`."""
     path = os.fspath(path)
     background = _Background()
-    with open(path, "rb", buffering=0) as f, contextlib.closing(background):
+    with open_regular(path, buffering=0) as f, contextlib.closing(background):
         size = os.fstat(f.fileno()).st_size
         win, checks = _Window(f, size, background), _Checks(background)
         offset = first = careful = 0  # careful: chunks left to decode one by one

@@ -552,6 +552,15 @@ class BatchReader:
             return self._group[pos]
         return self._next_group()
 
+    def unread(self) -> None:
+        """Give back the batch the last `next` returned, so that the next call returns it
+        again: a training step that fails after taking its batch calls this, so that no
+        sample is skipped. Only the most recent batch can be given back."""
+        if self._pos == 0:
+            raise ReaderError("unread() gives back the batch the last next() returned, "
+                              "and there is none to give back")
+        self._pos -= 1
+
     def _next_group(self) -> tuple[np.ndarray, ...]:
         if self._closed:
             raise ReaderError("this reader is closed; create a new one or call reset()")

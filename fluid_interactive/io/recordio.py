@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -35,8 +36,7 @@ from .tensor_codec import (RecordLayout, TensorFormatError, encode_record, littl
 
 __all__ = ["write", "write_arrays", "write_records", "Writer", "read", "read_chunks",
            "read_records", "chunk_index", "num_records", "Chunk", "Run", "ChunkInfo",
-           "COMPRESSORS",
-           "MAGIC"]
+           "COMPRESSORS", "MAGIC", "MAX_CHUNK_PAYLOAD"]
 
 MAGIC = 0x01020304
 HEADER = struct.Struct("<5I")
@@ -49,6 +49,14 @@ _ALIASES = {"zlib": "gzip", "nocompress": "none", "no_compress": "none"}
 _NAMES = {v: k for k, v in COMPRESSORS.items()}
 _ZLIB_LEVEL = 6
 _ZLIB_OR_GZIP = 32 + 15  # wbits for zlib.decompressobj: accept an RFC 1950 or 1952 header
+_DEFLATE_MAX_RATIO = 1032  # deflate's largest possible expansion of stored bytes
+
+#: The largest decompressed payload one chunk may have (bytes). The format declares no
+#: decompressed size, so this bounds the memory a hostile file can make a reader take
+#: (about twice this while inflating); `Writer` keeps its chunks at a quarter of it.
+#: Raise it to read files with larger compressed chunks.
+MAX_CHUNK_PAYLOAD = 256 << 20
+_CHUNK_BYTES = 64 << 20  # `Writer` starts a new chunk before its payload passes this
 
 
 def _compressor_id(compressor: Any) -> int:
@@ -63,6 +71,23 @@ def _compressor_id(compressor: Any) -> int:
             return COMPRESSORS[name]
     raise ValueError(f"unknown RecordIO compressor {compressor!r}; use one of "
                      f"{sorted(COMPRESSORS) + sorted(_ALIASES)} or an id {sorted(_NAMES)}")
+
+
+def open_regular(path: str, buffering: int = -1) -> BinaryIO:
+    """``path`` opened for reading, refusing anything but a regular file: a named pipe
+    would block the reader for ever waiting for a writer, a device could stream without
+    end. The open itself never blocks."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a named pipe" if stat.S_ISFIFO(mode) else (
+                "a directory" if stat.S_ISDIR(mode) else "not a regular file")
+            raise RecordIOError(f"{path} is {kind}; RecordIO is read from regular files only")
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _snappy_module():
@@ -118,7 +143,7 @@ class Writer:
         """Append one record's raw bytes."""
         if len(record) > _U32_MAX - 4:
             raise ValueError(f"a RecordIO record holds at most 4 GiB, got {len(record)} bytes")
-        if self._pending_bytes + 4 + len(record) > _U32_MAX:
+        if self._pending_bytes + 4 + len(record) > _CHUNK_BYTES:
             self._flush()
         self._pending += [_U32.pack(len(record)), record]
         self._pending_bytes += 4 + len(record)
@@ -140,7 +165,7 @@ class Writer:
                 self.append(tuple(c[i] for c in columns))
                 i += 1
         table = _RowTable(columns)
-        per_chunk = max(1, min(self.max_num_records, (_U32_MAX // table.row_bytes)))
+        per_chunk = max(1, min(self.max_num_records, _CHUNK_BYTES // table.row_bytes))
         for start in range(i, n, per_chunk):
             stop = min(n, start + per_chunk)
             if stop - start < self.max_num_records:  # a tail: leave the chunk open
@@ -421,24 +446,37 @@ def _payload(stored: bytes, info: ChunkInfo, path: str) -> bytes:
     return _decompress(stored, info, path)
 
 
+def _inflate_limit(info: ChunkInfo) -> int:
+    """The most bytes a chunk's compressed payload may inflate to: what deflate can
+    reach from its stored size at all (1032:1), and never more than
+    `MAX_CHUNK_PAYLOAD`."""
+    return min(MAX_CHUNK_PAYLOAD, info.stored_size * _DEFLATE_MAX_RATIO + 64)
+
+
 def _decompress(stored: bytes, info: ChunkInfo, path: str) -> bytes:
     if info.compressor == 0:
         return stored
     where = f"{path}: chunk at byte {info.offset}"
     if info.compressor == 2:
+        limit = _inflate_limit(info)
         d = zlib.decompressobj(_ZLIB_OR_GZIP)
         try:
-            payload = d.decompress(stored)
+            payload = d.decompress(stored, limit + 1)  # never more than limit + 1 bytes
         except zlib.error as exc:
             raise _error(f"{where}: gzip/zlib payload does not decompress: {exc}",
                          path, info.offset) from exc
+        if len(payload) > limit:
+            raise _error(f"{where}: gzip/zlib payload inflates beyond {limit} bytes "
+                         f"(a decompression bomb, or a chunk larger than "
+                         f"recordio.MAX_CHUNK_PAYLOAD allows: raise it to read such files)",
+                         path, info.offset)
         if not d.eof or d.unused_data:
             raise _error(f"{where}: gzip/zlib payload is "
                          f"{'truncated' if not d.eof else 'followed by extra bytes'}",
                          path, info.offset)
         return payload
     try:
-        return snappy_stream.decompress(stored, _snappy_module())
+        return snappy_stream.decompress(stored, _snappy_module(), _inflate_limit(info))
     except snappy_stream.CodecUnavailable as exc:
         raise _error(f"{where} is snappy-compressed; reading it needs python-snappy: "
                      f"{_SNAPPY_HINT}", path, info.offset) from exc
@@ -452,7 +490,7 @@ def chunk_index(path: str | os.PathLike) -> list[ChunkInfo]:
     read, so CRCs are not checked)."""
     path = os.fspath(path)
     out = []
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         offset = 0
         while offset < size:
@@ -615,7 +653,7 @@ def read_chunks(path: str | os.PathLike) -> Iterator[Chunk]:
     """Each chunk of the file, decoded to NumPy columns. A chunk whose records share one
     layout is parsed as a whole (one strided table, no per-record Python work)."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         first = 0
         for info, payload in _chunks(f, path):
             runs = _runs(payload, info, _Where(path, info), first)
@@ -636,7 +674,7 @@ def read(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, ...]]:
 def read_records(path: str | os.PathLike) -> Iterator[bytes]:
     """Each record's raw bytes (chunk framing, CRC and compression checked)."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for info, payload in _chunks(f, path):
             for start, end in _record_spans(payload, info.num_records, _Where(path, info)):
                 yield payload[start:end]

@@ -124,13 +124,14 @@ def compress(data: bytes, codec: BlockCodec) -> bytes:
     return b"".join(out)
 
 
-def decompress(stream: bytes, codec: BlockCodec | None) -> bytes:
+def decompress(stream: bytes, codec: BlockCodec | None, limit: int | None = None) -> bytes:
     """Undo `compress`. Checks the magic, every block's bounds and checksum; a compressed
-    block with ``codec=None`` raises `CodecUnavailable`."""
+    block with ``codec=None`` raises `CodecUnavailable`; more than ``limit`` bytes of
+    output raise `SnappyStreamError`."""
     if stream[:len(MAGIC)] != MAGIC:
         raise SnappyStreamError(f"snappy stream magic {stream[:7]!r} is not {MAGIC!r}", 0)
     out = []
-    pos = len(MAGIC)
+    pos, total = len(MAGIC), 0
     while pos < len(stream):
         if len(stream) - pos < _BLOCK.size:
             raise SnappyStreamError(
@@ -151,6 +152,9 @@ def decompress(stream: bytes, codec: BlockCodec | None) -> bytes:
                 data = codec.decompress(data)
             except Exception as exc:  # the codec's own error types vary by version
                 raise SnappyStreamError(f"snappy block does not decompress: {exc}", pos) from exc
+        total += len(data)
+        if limit is not None and total > limit:
+            raise SnappyStreamError(f"snappy stream inflates beyond {limit} bytes", pos)
         if masked_crc32c(data) != checksum:
             raise SnappyStreamError("snappy block checksum (masked CRC-32C) mismatch", pos + 3)
         out.append(data)

@@ -44,6 +44,9 @@ _PREFIX = struct.Struct("<IQIi")  # LoDTensor version, LoD levels, Tensor versio
 _MAX_DESC = 1 << 16  # a TensorDesc is a few dozen bytes; anything larger is corruption
 
 
+_MAX_ELEMENTS = 1 << 48
+
+
 class TensorFormatError(ValueError):
     """Malformed tensor bytes; ``offset`` is the position of the bad field in the buffer."""
 
@@ -205,9 +208,13 @@ def parse_tensor(buf, pos: int, end: int) -> tuple[TensorSpec, int]:
     if any(d < 0 for d in dims):
         raise TensorFormatError(f"tensor dims {dims} contain a negative size", desc_at)
     dtype = DTYPE_OF_CODE[code]
-    numel = 1
+    numel, extent = 1, 1
     for d in dims:
         numel *= d
+        extent *= max(d, 1)
+    if extent > _MAX_ELEMENTS:  # NumPy cannot even describe such an array, empty or not
+        raise TensorFormatError(f"tensor dims {dims} describe more than 2**48 elements",
+                                desc_at)
     nbytes = numel * dtype.itemsize
     data_at = desc_at + desc_size
     if nbytes > end - data_at:

@@ -1,6 +1,7 @@
 """Finding the user's line: the first frame of the live stack outside our own packages."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Optional
@@ -19,8 +20,14 @@ def exclude_path(path: str) -> None:
         _excluded.append(prefix)
 
 
+# The standard library's context-manager plumbing sits between a `with fluid.var_scope()`
+# line and our code: it is never the user's line either.
+_excluded_files = {os.path.abspath(contextlib.__file__)}
+
+
 def is_internal(filename: str) -> bool:
-    return any(filename.startswith(p) for p in _excluded) or filename.startswith("<frozen")
+    return (any(filename.startswith(p) for p in _excluded) or filename.startswith("<frozen")
+            or filename in _excluded_files)
 
 
 def user_location(skip: int = 1) -> Optional[SourceLoc]:

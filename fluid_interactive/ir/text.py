@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from .names import escape_unprintable
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
 
 
@@ -68,7 +69,8 @@ def format_op(op: OpDesc, lookup=None) -> str:
             tag += "; " + ", ".join(op.role_var)
         line += f" <{tag}>"
     loc = format_loc(op.loc)
-    return f"{line}   # {loc}" if loc else line
+    # Names and locations may come from a file: never let one break the line.
+    return escape_unprintable(f"{line}   # {loc}" if loc else line)
 
 
 def format_returns(returns: ReturnSpec) -> str:
@@ -93,6 +95,7 @@ def format_block(program: ProgramDesc, block: BlockDesc, indent: str = "  ") -> 
     else:
         args = ", ".join(f"{n}:{short_type(block.vars.get(n))}" for n in block.feeds)
         lines = [f"block {block.idx} {block.name}({args}) -> {format_returns(block.returns)}:"]
+    lines = [escape_unprintable(line) for line in lines]
     lines.extend(indent + format_op(op, lookup) for op in block.ops)
     return "\n".join(lines)
 

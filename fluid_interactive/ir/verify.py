@@ -1,13 +1,15 @@
-"""`check_program`: structural invariants of a program description.
+"""`check_structure`: structural invariants of a program description.
 
-Tests run it after every pass. Op-level checks (slots, attrs, shape inference) need the op
-registry, which lives above this layer; the registry hands in ``op_checker`` for those.
+Op-level checks (slots, attrs, shape inference) need the op registry, which lives above
+this layer: `fluid_interactive.passes.verify.check_program` runs this with an ``op_checker``
+for those, and is the one check every loaded or compiled program goes through.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 from ..errors import VerifyError
+from .names import name_problem, printable, unprintable
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .text import format_op
 
@@ -89,8 +91,71 @@ def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
     walk(block.returns)
 
 
-def check_program(program: ProgramDesc, op_checker: Optional[OpChecker] = None) -> None:
+def _check_name(name: object, what: str) -> None:
+    problem = name_problem(name, what)
+    if problem:
+        raise VerifyError(problem)
+
+
+def _check_attr_value(value: object, where: str) -> None:
+    if isinstance(value, str):
+        bad = unprintable(value)
+        if bad:
+            raise VerifyError(f"{where} holds the control character {bad}")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_attr_value(item, where)
+
+
+def _check_op_text(op: OpDesc, where: str) -> None:
+    _check_name(op.type, f"{where}: op type")
+    for kind, slots in (("input", op.inputs), ("output", op.outputs)):
+        for slot, names in slots.items():
+            _check_name(slot, f"{where}: {kind} slot")
+            for name in names:
+                _check_name(name, f"{where}: {kind} {slot}")
+    for key, value in op.attrs.items():
+        _check_name(key, f"{where}: attr key")
+        _check_attr_value(value, f"{where}: attr {key}")
+    for name in op.role_var:
+        _check_name(name, f"{where}: op_role_var")
+    if op.loc is not None:
+        for part, label in ((op.loc.file, "file"), (op.loc.function, "function")):
+            bad = unprintable(part) if isinstance(part, str) else "a non-string"
+            if bad:
+                raise VerifyError(f"{where}: its source location's {label} "
+                                  f"{printable(str(part))} holds {bad}")
+
+
+def _return_names(returns) -> list:
+    if returns is None or isinstance(returns, str):
+        return [returns] if returns is not None else []
+    if isinstance(returns, tuple):
+        return [n for r in returns for n in _return_names(r)]
+    return [n for k, r in returns.items() for n in [k, *_return_names(r)]]
+
+
+def check_text(program: ProgramDesc) -> None:
+    """Every name, attr key, string attr and source location of ``program`` is printable
+    text (see `ir.names`): they reach generated code, messages and drawings."""
+    if program.name:
+        _check_name(program.name, "program name")
+    for block in program.blocks:
+        where = f"block {block.idx}"
+        if block.name:
+            _check_name(block.name, f"{where}: method name")
+        for key, var in block.vars.items():
+            _check_name(key, f"{where}: var")
+            _check_name(var.name, f"{where}: var")
+        for name in [*block.feeds, *_return_names(block.returns)]:
+            _check_name(name, f"{where}: feed or return")
+        for index, op in enumerate(block.ops):
+            _check_op_text(op, f"{where}, op {index}")
+
+
+def check_structure(program: ProgramDesc, op_checker: Optional[OpChecker] = None) -> None:
     """Raise `VerifyError` naming the first violated invariant, with a window of ops."""
+    check_text(program)
     _check_block_links(program)
     for block in program.blocks:
         written: set[str] = set()

@@ -79,6 +79,6 @@ def _read_kernel(ctx: KernelContext):
 
 
 register(OpSpec("read", slots("Reader"), slots("Out*"), _read_infer, _read_kernel,
-                attrs={"shapes": [], "dtypes": []}, random=True,
+                attrs={"shapes": [], "dtypes": []}, random=True, entry=True,
                 doc="Out = the next batch of Reader, one var per slot; raises "
                     "fluid.EOFException at the end of the data"))

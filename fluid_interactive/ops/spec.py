@@ -90,6 +90,8 @@ class OpSpec:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     cupy_kernel: Optional[Callable[["KernelContext"], Callable]] = None
     random: bool = False      # draws random numbers: never constant-folded
+    random_in_test: bool = True  # still draws when its block runs in inference mode
+    entry: bool = False       # runs in a method's entry, before its plan (a reader's read)
     aliases: bool = False     # the kernel may return an input, or a view of one
     shape_only: tuple[str, ...] = ()  # input slots read for their type alone, never values
     doc: str = ""

@@ -6,7 +6,7 @@ from typing import Optional
 
 from ..errors import FluidError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
-from ..ir.verify import check_program as check_structure
+from ..ir.verify import check_structure
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
 from ..ops.spec import TensorType
@@ -45,5 +45,8 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Optional[
 
 
 def check_program(program: ProgramDesc) -> None:
-    """Raise `fluid.VerifyError` at the first broken invariant, showing the ops around it."""
+    """Raise `fluid.VerifyError` at the first broken invariant, showing the ops around it.
+
+    The one meaning of checking a program: `Compile()`, `fluid.load` and the transpiler's
+    tests all run this full check (text, structure, and every op against its spec)."""
     check_structure(program, _op_problem)

@@ -18,9 +18,11 @@ it builds anything.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
 
 import numpy as np
 
-from ..backend import to_device, to_host
+from ..backend import array_module_for, to_device, to_host
 from ..errors import CheckpointError, FluidError
 from ..ir.records import DTYPES, ProgramDesc, VarDesc
 from ..ir.serialize import program_from_json, program_to_json
@@ -45,7 +47,6 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
 
-_VAR_FILE = re.compile(r"var-\d{5,}\.npy")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _LEFTOVER = re.compile(r"(tmp|old)-(\d+)-([0-9a-f]{16})")
 _NPY_VERSIONS = ((1, 0), (2, 0))
@@ -94,6 +95,17 @@ def _write_file(directory: str, name: str, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
+def _is_count(value: Any, limit: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+
+
+def _shape_in_range(shape: Any) -> bool:
+    """A list of dims whose element count is one an array could have."""
+    if not all(_is_count(d, _ELEMENT_LIMIT) for d in shape):
+        return False
+    return math.prod(shape) <= _ELEMENT_LIMIT
+
+
 def _allowed_dtype(dtype: np.dtype) -> bool:
     return (dtype.kind in "biuf" and not dtype.hasobject and dtype.fields is None
             and dtype.subdtype is None and dtype.name in DTYPES)
@@ -121,14 +133,32 @@ def _tensor_persistables(program: ProgramDesc) -> list[VarDesc]:
 
 # --- saving ----------------------------------------------------------------------------------
 
-def _replaceable(path: str) -> bool:
-    """Whether ``path`` may be overwritten: absent, an empty directory, or a directory that
-    holds nothing but checkpoint files (a complete or damaged checkpoint)."""
+def _refusal(path: str) -> Optional[str]:
+    """Why ``path`` may not be overwritten, or None when it may: it is absent, an empty
+    directory, or a checkpoint that `save` wrote (its manifest is one of ours, checksum
+    intact, and the directory holds nothing the manifest does not list). Files that merely
+    have checkpoint-like names are somebody else's and are never deleted."""
     if not os.path.lexists(path):
-        return True
+        return None
     if not os.path.isdir(path):
-        return False
-    return all(n in (MANIFEST, PROGRAM) or _VAR_FILE.fullmatch(n) for n in os.listdir(path))
+        return "it is not a directory"
+    try:
+        names = os.listdir(path)
+    except OSError as e:
+        return f"it cannot be listed ({e})"
+    if not names:
+        return None
+    try:
+        with _Reader(path) as reader:
+            doc = reader.manifest()
+    except CheckpointError as e:
+        return f"it is not a checkpoint this library wrote ({e})"
+    listed = set(doc["files"]) | {MANIFEST}
+    extra = sorted(n for n in names if n not in listed)
+    if extra:
+        return (f"it holds files its checkpoint manifest does not list "
+                f"({', '.join(map(repr, extra[:5]))})")
+    return None
 
 
 def _remove(path: str) -> None:
@@ -197,11 +227,12 @@ def _save_in_progress(target: str) -> bool:
 def _snapshot(compiled: "CompiledProgram") -> tuple[list[tuple[VarDesc, np.ndarray]],
                                                      list[str]]:
     saved, missing = [], []
+    values = compiled.scope.snapshot()  # one moment, even while another thread trains
     for var in _tensor_persistables(compiled.program):
-        if var.name not in compiled._values:
+        if var.name not in values:
             missing.append(var.name)
             continue
-        array = np.asarray(to_host(compiled._values[var.name]))
+        array = np.asarray(to_host(values[var.name]))
         if not _allowed_dtype(array.dtype) or array.dtype.name != var.dtype:
             raise CheckpointError(f"cannot save var {var.name!r}: it is declared "
                                   f"{var.dtype} but holds {array.dtype}")
@@ -253,10 +284,10 @@ def save(compiled: "CompiledProgram", path: PathLike) -> None:
     parent, base = os.path.split(target)
     if not base:
         raise CheckpointError(f"checkpoint path {os.fspath(path)!r} names no directory")
-    if not _replaceable(target):
-        raise CheckpointError(
-            f"{target} exists and is not a checkpoint directory; refusing to overwrite it "
-            f"(remove it or choose another path)")
+    refusal = _refusal(target)
+    if refusal:
+        raise CheckpointError(f"refusing to overwrite {target}: {refusal}; remove it "
+                              f"yourself or choose another path")
     os.makedirs(parent, exist_ok=True)
     with _active_lock:
         lock = _path_locks.setdefault(target, threading.Lock())
@@ -288,9 +319,10 @@ def _swap_in(tmp: str, target: str, parent: str, base: str, token: str) -> None:
     first (a directory cannot be renamed over a non-empty one) and is removed after."""
     old = None
     if os.path.lexists(target):
-        if not _replaceable(target):  # something appeared while we were writing
-            raise CheckpointError(f"{target} is no longer a checkpoint directory; refusing "
-                                  f"to overwrite it")
+        refusal = _refusal(target)
+        if refusal:  # something appeared while we were writing
+            raise CheckpointError(f"refusing to overwrite {target}: {refusal} (it changed "
+                                  f"while the checkpoint was written)")
         old = _new_sibling(parent, base, "old", token)
         os.replace(target, old)
     try:
@@ -329,6 +361,31 @@ def _leftover_hint(target: str) -> str:
               "(fluid.load verifies it), or save again.")
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_SIZE_LIMIT = 1 << 48   # bytes: larger sizes in a manifest are not real files
+_ELEMENT_LIMIT = 1 << 46
+
+
+class _NotRegular(OSError):
+    """A checkpoint entry is a pipe, a device, a directory or a link."""
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _is_link_error(error: OSError) -> bool:
+    # O_NOFOLLOW on a symbolic link fails with ELOOP (Linux) or EMLINK/EFTYPE (BSDs).
+    return error.errno in {getattr(errno, n) for n in ("ELOOP", "EMLINK", "EFTYPE")
+                           if hasattr(errno, n)}
+
+
 class _Reader:
     """Reads the files of one checkpoint directory, checking each against the manifest.
 
@@ -365,7 +422,8 @@ class _Reader:
     def _open_dir(self) -> None:
         try:
             if os.open in os.supports_dir_fd:
-                self.fd = os.open(self.target, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                self.fd = os.open(self.target, os.O_RDONLY | _NONBLOCK
+                                  | getattr(os, "O_DIRECTORY", 0))
                 st = os.fstat(self.fd)
             else:
                 st = os.stat(self.target)
@@ -380,28 +438,35 @@ class _Reader:
         self.ident = (st.st_dev, st.st_ino)
 
     def _read_file(self, name: str, limit: int) -> tuple[int, bytes]:
-        """(size on disk, up to ``limit`` bytes) of the regular file ``name``."""
+        """(size on disk, up to ``limit`` bytes) of the regular file ``name``.
+
+        The file is opened without following a link and without blocking (a named pipe
+        would wait for a writer for ever), and anything but a regular file is refused."""
+        flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK
         if self.fd is not None:
-            fd = os.open(name, os.O_RDONLY, dir_fd=self.fd)
+            fd = os.open(name, flags, dir_fd=self.fd)
         else:
-            fd = os.open(os.path.join(self.target, name), os.O_RDONLY)
+            fd = os.open(os.path.join(self.target, name), flags)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
-                raise IsADirectoryError(name)
+                raise _NotRegular(f"{_file_kind(st.st_mode)}, not a regular file")
             if st.st_size > limit:
                 return st.st_size, b""
-            return st.st_size, f.read(limit + 1)
+            return st.st_size, f.read(min(limit, st.st_size) + 1)
 
     def manifest(self) -> dict:
         self._open_dir()
         try:
-            _, raw = self._read_file(MANIFEST, _MANIFEST_LIMIT)
+            size, raw = self._read_file(MANIFEST, _MANIFEST_LIMIT)
         except FileNotFoundError:
             self._raise_missing(f"{self.target} has no {MANIFEST}: it is not a checkpoint, "
                                 f"or the save that wrote it never finished")
         except OSError as e:
-            raise self.fail(MANIFEST, f"cannot be read ({e})") from None
+            raise self.fail(MANIFEST, _unreadable(e)) from None
+        if size > _MANIFEST_LIMIT:
+            raise self.fail(MANIFEST, f"{size} bytes; a manifest is never larger than "
+                                      f"{_MANIFEST_LIMIT}")
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
@@ -432,31 +497,31 @@ class _Reader:
         ok = (isinstance(files, dict) and isinstance(entries, list)
               and isinstance(missing, list) and all(isinstance(n, str) for n in missing)
               and doc.get("program") == PROGRAM and PROGRAM in files
-              and (seed is None or (isinstance(seed, int) and not isinstance(seed, bool))))
+              and (seed is None or _is_count(seed, 2 ** 63 - 1)))
         if ok:
             for name, entry in files.items():
                 ok = ok and (_SAFE_NAME.fullmatch(name) is not None and name != MANIFEST
                              and isinstance(entry, dict)
-                             and isinstance(entry.get("size"), int)
+                             and _is_count(entry.get("size"), _SIZE_LIMIT)
                              and isinstance(entry.get("sha256"), str))
             for e in entries:
                 ok = ok and (isinstance(e, dict) and isinstance(e.get("name"), str)
                              and e.get("file") in files and isinstance(e.get("dtype"), str)
                              and isinstance(e.get("shape"), list)
-                             and all(isinstance(d, int) for d in e["shape"]))
+                             and _shape_in_range(e["shape"]))
         if not ok:
-            raise self.fail(MANIFEST, "malformed (a required entry is missing or has the "
-                                      "wrong type)")
+            raise self.fail(MANIFEST, "malformed (a required entry is missing, has the "
+                                      "wrong type, or a size or shape out of range)")
 
     def read(self, name: str, entry: dict) -> bytes:
         """The bytes of ``name``, after checking its size and SHA-256 against ``entry``."""
         expected = entry["size"]
         try:
-            size, data = self._read_file(name, max(expected, 0))
+            size, data = self._read_file(name, expected)
         except FileNotFoundError:
             raise self.fail(name, "the file is missing") from None
         except OSError as e:
-            raise self.fail(name, f"cannot be read ({e})") from None
+            raise self.fail(name, _unreadable(e)) from None
         if size != expected:
             raise self.fail(name, f"size is {size} bytes; the manifest says {expected} "
                                   f"(truncated or altered)")
@@ -467,6 +532,15 @@ class _Reader:
             raise self.fail(name, f"SHA-256 is {digest}; the manifest says "
                                   f"{entry['sha256']} (corrupt or altered)")
         return data
+
+
+def _unreadable(error: OSError) -> str:
+    if isinstance(error, _NotRegular):
+        return f"is {error}; a checkpoint holds regular files only"
+    if _is_link_error(error):
+        return "is a symbolic link; a checkpoint holds regular files only (links are not " \
+               "followed)"
+    return f"cannot be read ({error})"
 
 
 def _parse_npy(reader: _Reader, file: str, data: bytes, var: VarDesc) -> np.ndarray:
@@ -487,11 +561,13 @@ def _parse_npy(reader: _Reader, file: str, data: bytes, var: VarDesc) -> np.ndar
                                 f"checkpoint may not hold (only {', '.join(DTYPES)}); "
                                 f"refusing to load it")
     shape = tuple(int(d) for d in shape)
+    if not _shape_in_range(list(shape)):
+        raise reader.fail(file, f"var {var.name!r}: shape {list(shape)} is out of range")
     if dtype.name != var.dtype or not _shape_fits(var.shape, shape):
         raise reader.fail(file, f"var {var.name!r}: the program declares "
                                 f"{_fmt(var.dtype, var.shape)}; the file holds "
                                 f"{_fmt(dtype.name, shape)}")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     body = data[f.tell():]
     if len(body) != count * dtype.itemsize:
         raise reader.fail(file, f"var {var.name!r}: {len(body)} data bytes for "
@@ -551,7 +627,7 @@ def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
     against the program); any problem raises `CheckpointError` naming the file and what is
     wrong. ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
     """
-    from ..ir.verify import check_program
+    from ..passes.verify import check_program
     from .compiled import CompiledProgram
 
     target = os.path.abspath(os.fspath(path))
@@ -574,6 +650,6 @@ def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
     except FluidError as e:  # e.g. a method named like the compiled program's own API
         raise CheckpointError(f"checkpoint {target}: {PROGRAM}: cannot be compiled "
                               f"({type(e).__name__}: {e})") from None
-    # Methods hold a reference to this very dict: fill it in place.
-    compiled._values.update({n: to_device(a, compiled._xp) for n, a in values.items()})
+    xp = array_module_for(compiled.device)
+    compiled.scope.set({n: to_device(a, xp) for n, a in values.items()})
     return compiled

@@ -4,7 +4,7 @@ One line per kernel call, values bound to locals, persistable updates committed 
 ``S.update`` at the end so a step that fails part way leaves the scope untouched::
 
     def train_step(S, x, y):
-        v0 = S['prediction/fc_0.w_0']
+        v0, v1 = load_scope(S)  # every scope value the step reads, in one step
         v2 = k0(x, v0)       # prediction/fc_0.tmp_0:f32[256,1] = mul(X=x, Y=...)  # fit.py:21
         ...
         S.update({'prediction/fc_0.w_0': v9, ...})
@@ -13,19 +13,18 @@ One line per kernel call, values bound to locals, persistable updates committed 
 from __future__ import annotations
 
 import keyword
-import linecache
 import re
+from operator import itemgetter
 from dataclasses import dataclass
-from itertools import count
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
+from ..ir.names import escape_unprintable
 from ..ir.records import BlockDesc, ProgramDesc, VarDesc
 from ..ir.text import format_op
 from ..ops.apply import prepare_kernel
 from ..ops.spec import Forward
 from .analysis import BlockAnalysis
-
-_counter = count()
+from .sources import compile_source, release_with, source_filename
 
 
 @dataclass
@@ -34,10 +33,12 @@ class GeneratedCode:
     source: str
     filename: str
     line_to_op: dict[int, int]   # generated line -> op index in the block
+    pool: Optional[list] = None  # where a concurrently used instance goes back to
 
 
 def _py_name(name: str, used: set[str]) -> str:
-    base = re.sub(r"\W", "_", name)
+    """A fresh ASCII identifier that recalls ``name`` (any text a program holds)."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
     if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
         base = "v_" + base
     candidate, k = base, 1
@@ -118,14 +119,12 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
 
     writes: dict[str, str] = {}
     plan_state: dict = {}   # what kernels of this plan share (see KernelContext.shared)
+    _emit_scope_reads(em, _scope_reads(analysis, em.local))
     for step in analysis.steps:
-        for name in step.inputs:
-            if name not in em.local:
-                em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
         kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
                                 rng_for(step.index), is_test, analysis.constants,
                                 plan_state)
-        comment = format_op(step.op, lambda n: _typed(analysis, n))
+        comment = _comment(format_op(step.op, lambda n: _typed(analysis, n)))
         if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
             source_local = em.local[step.inputs[kernel.input_index]]
             em.emit(f"{em.fresh_local(step.outputs[0])} = {source_local}  # {comment}",
@@ -141,20 +140,48 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
                 if step.spec.aliases:  # the scope must not keep a view into a temporary
                     em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
                 writes[name] = em.local[name]
-    for name in analysis.returned:
-        if name not in em.local:
-            em.emit(f"{em.fresh_local(name)} = S[{name!r}]")
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))
     fn_name = _py_name(block.name or f"block{block.idx}", set())
     source = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    filename = f"<fluid:{tag}:{next(_counter)}>"
-    # Registered with linecache so tracebacks and `inspect` show the generated lines.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(em.namespace)
-    exec(compile(source, filename, "exec"), namespace)
-    return GeneratedCode(namespace[fn_name], source, filename, em.line_to_op)
+    filename = source_filename(tag)
+    namespace = compile_source(source, filename, dict(em.namespace))
+    code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op)
+    release_with(code, filename)  # the text lives as long as the plan
+    return code
+
+
+def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
+    """The scope's values the plan reads: inputs no earlier step (nor a feed or a
+    constant) provides, and returned vars nothing computes."""
+    have, reads = set(known), []
+    for step in analysis.steps:
+        reads += [n for n in step.inputs if n not in have and n not in reads]
+        have.update(step.outputs)
+    return reads + [n for n in analysis.returned if n not in have and n not in reads]
+
+
+def _emit_scope_reads(em: _Emitter, names: list[str]) -> None:
+    """Read every value the plan needs from the scope in one step, at the top: a commit of
+    another thread's step (one ``S.update``) then lands wholly before or wholly after it,
+    so a call never mixes parameters of two steps."""
+    if not names:
+        return
+    locals_ = [em.fresh_local(n) for n in names]
+    if len(names) == 1:
+        em.emit(f"{locals_[0]} = S[{names[0]!r}]")
+        return
+    load = em.bind(itemgetter(*names), "load_scope")
+    em.emit(f"{', '.join(locals_)} = {load}(S)")
+
+
+def _comment(text: str) -> str:
+    """Text for a ``# ...`` comment of generated code. Names and locations in it may come
+    from a file: a line break in them would end the comment and run the rest, so every
+    non-printable character is escaped (`format_op` does so already; this is the one gate
+    all generated comments pass)."""
+    return escape_unprintable(text)
 
 
 def _typed(analysis: BlockAnalysis, name: str):

@@ -10,11 +10,13 @@ import numpy as np
 
 from ..backend import array_module_for, get_device, to_device, to_host
 from ..errors import FeedError, ProgramDefinitionError
-from ..ir.records import BlockDesc, ProgramDesc, VarDesc, dtype_kind
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
+from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
 from .entry import MISSING, make_entry
 from .feed import make_converter
 from .runner import BlockRunner
+from .scope import Scope
 
 #: Names a compiled program uses itself; a traced method may not take them.
 RESERVED_NAMES = frozenset({
@@ -24,14 +26,28 @@ RESERVED_NAMES = frozenset({
 })
 
 
-def _plan_view(block: BlockDesc, reads: list[tuple[str, list[str]]]) -> BlockDesc:
-    """The block as its plans see it: ``read`` ops run in the entry, before the plan is
-    chosen (a short last batch needs its own plan), so their outputs become feeds."""
+def _plan_view(block: BlockDesc, reads: list[OpDesc]) -> BlockDesc:
+    """The block as its plans see it: entry ops (a reader's ``read``) run in the entry,
+    before the plan is chosen (a short last batch needs its own plan), so their outputs
+    become feeds."""
     if not reads:
         return block
-    outputs = [n for _, outs in reads for n in outs]
-    return dataclasses.replace(block, ops=[op for op in block.ops if op.type != "read"],
+    outputs = [n for op in reads for n in op.output("Out")]
+    return dataclasses.replace(block, ops=[op for op in block.ops if op not in reads],
                                feeds=list(block.feeds) + outputs)
+
+
+def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool:
+    """Whether a call of ``block`` changes anything that outlives it: it writes a
+    persistable var, takes a reader's batch, or draws random numbers. Such calls run one
+    at a time; the others may run concurrently."""
+    for op in block.ops:
+        spec = get_spec(op.type)
+        if spec.entry or (spec.random and (spec.random_in_test or not is_test)):
+            return True
+        if any(program.find_var(block, n).persistable for n in op.output_names()):
+            return True
+    return False
 
 
 class CompiledMethod:
@@ -49,18 +65,19 @@ class CompiledMethod:
         self.__name__ = block.name
         self._feeds = list(block.feeds)
         self._n = len(self._feeds)
-        reads = [(op.input("Reader")[0], op.output("Out")) for op in block.ops
-                 if op.type == "read"]
+        reads = [op for op in block.ops if get_spec(op.type).entry]
         self._runner = BlockRunner(owner.program, _plan_view(block, reads), owner._xp,
                                    owner.seed, is_test=block.is_test)
+        self.changes_state = changes_state(owner.program, block, self._runner.is_test)
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
         type(self).__call__ = make_entry(
             self._n, [v.shape for v in feed_vars], [np.dtype(v.dtype) for v in feed_vars],
             [make_converter(block.name, v) for v in feed_vars], self._bind,
-            self._runner.plans, self._runner.plan, owner._values, self._runner.kernel_error,
+            self._runner, owner.scope.values, self._runner.kernel_error,
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
-            [(reader, len(outs)) for reader, outs in reads])
+            owner.scope.lock if self.changes_state else None,
+            [(op.input("Reader")[0], len(op.output("Out"))) for op in reads])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -75,7 +92,8 @@ class CompiledMethod:
         for key, value in kwargs.items():
             if key not in self._feeds:
                 raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; "
-                                f"it feeds: {', '.join(self._feeds) or 'nothing'}")
+                                f"it feeds: {', '.join(self._feeds) or 'nothing'}"
+                                f"{self._option_hint(key)}")
             if key in bound:
                 raise TypeError(f"{name}() got multiple values for argument {key!r}")
             bound[key] = value
@@ -83,6 +101,15 @@ class CompiledMethod:
         if missing:
             raise TypeError(f"{name}() is missing argument(s): {', '.join(missing)}")
         return tuple(bound[f] for f in self._feeds)
+
+    def _option_hint(self, key: str) -> str:
+        """Where an option goes, when a call passes one of the class's options."""
+        cls = self._owner.source_class
+        names = getattr(cls, "option_names", None)
+        if cls is None or names is None or key not in names():
+            return ""
+        return (f". {key!r} is an option of {cls.__name__}: options are fixed when the "
+                f"program compiles, e.g. {cls.__name__}({key}=...).Compile()")
 
     @property
     def owner(self) -> "CompiledProgram":
@@ -105,6 +132,38 @@ class CompiledMethod:
         return self.text
 
 
+def check_seed(seed: Any) -> Optional[int]:
+    """``seed`` as an int in [0, 2**63), or None; a clear error for anything else."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not (
+            0 <= int(seed) < 2 ** 63):
+        raise ProgramDefinitionError(f"seed must be None or an int in [0, 2**63), got "
+                                     f"{seed!r}")
+    return int(seed)
+
+
+def checked_value(var: VarDesc, value: Any) -> np.ndarray:
+    """``value`` as a host array for the persistable ``var``: the same shape, converted to
+    its dtype within a kind (floats to floats, integers and booleans to integers); an
+    integer out of the dtype's range is an error instead of wrapping around."""
+    arr = np.asarray(value)
+    name = var.name
+    if tuple(arr.shape) != var.shape:
+        raise FeedError(f"{name!r} has shape {list(var.shape)}; got {list(arr.shape)}")
+    allowed = "f" if dtype_kind(var.dtype) == "f" else "iub"  # cast within a kind only
+    if arr.dtype.kind not in allowed:
+        raise FeedError(f"{name!r} is {var.dtype}; got {arr.dtype}. Convert the value "
+                        f"explicitly, e.g. np.asarray(value).astype('{var.dtype}')")
+    if arr.dtype.kind in "iu" and arr.size and var.dtype != "bool":
+        info = np.iinfo(var.dtype)
+        low, high = int(arr.min()), int(arr.max())
+        if low < info.min or high > info.max:
+            raise FeedError(f"{name!r} is {var.dtype}, which holds {info.min}..{info.max}; "
+                            f"the value holds {low}..{high}")
+    return np.array(arr, dtype=var.dtype)
+
+
 def _close_readers(values: dict) -> None:
     for value in list(values.values()):
         close = getattr(value, "close", None)
@@ -119,18 +178,18 @@ class CompiledProgram:
                  device: Optional[str] = None, initialize: bool = True,
                  initial_values: Optional[Mapping[str, Any]] = None):
         self.program = program
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.device = device or get_device()
         self._xp = array_module_for(self.device)
-        self._values: dict[str, Any] = {}
+        self.scope = Scope()
         self.methods: dict[str, CompiledMethod] = {}
         self.source_class: Optional[type] = None   # set by Program.Compile
         self.options: dict[str, Any] = {}
         self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
-        self._finalizer = weakref.finalize(self, _close_readers, self._values)
+        self._finalizer = weakref.finalize(self, _close_readers, self.scope.values)
         for name, value in (initial_values or {}).items():
-            self._values[name] = to_device(value, self._xp)
+            self.scope.values[name] = to_device(value, self._xp)
         if initialize:
             self._run_startup()
         for block in program.method_blocks():
@@ -162,7 +221,8 @@ class CompiledProgram:
                 return np.random.default_rng()
             return np.random.default_rng([self.seed, salt])
 
-        BlockRunner(self.program, block0, self._xp, self.seed, rng_for).run(self._values, [])
+        BlockRunner(self.program, block0, self._xp, self.seed, rng_for).run(
+            self.scope.values, [])
 
     def _persistable(self, name: str) -> VarDesc:
         var = self.program.global_block().vars.get(name)
@@ -185,15 +245,17 @@ class CompiledProgram:
     def reset_readers(self, names: Optional[list[str]] = None) -> None:
         """Start readers (all, or those named) again from their first epoch. Safe at any
         time: a reader that has not opened yet simply stays closed."""
-        for name in names if names is not None else self.reader_names():
-            reader = self._values.get(name)
-            if reader is not None:
-                reader.reset()
+        with self.scope.lock:  # never in the middle of a step that reads
+            for name in names if names is not None else self.reader_names():
+                reader = self.scope.get(name)
+                if reader is not None:
+                    reader.reset()
 
     def close(self) -> None:
         """Stop reader threads and close their files. The program stays usable: a reader
         reopens on its next read."""
-        _close_readers(self._values)
+        with self.scope.lock:
+            _close_readers(self.scope.values)
 
     def __enter__(self) -> "CompiledProgram":
         return self
@@ -202,37 +264,34 @@ class CompiledProgram:
         self.close()
 
     def parameters(self) -> dict[str, np.ndarray]:
-        """The model's parameters only (name -> a NumPy copy)."""
-        return {v.name: np.array(to_host(self._values[v.name]))
+        """The model's parameters only (name -> a NumPy copy), all from one moment: a
+        step running in another thread is either wholly in them or not at all."""
+        values = self.scope.snapshot()
+        return {v.name: np.array(to_host(values[v.name]))
                 for v in self.program.global_block().vars.values()
-                if v.is_parameter and v.name in self._values}
+                if v.is_parameter and v.name in values}
 
     def get_var(self, name: str) -> np.ndarray:
         self._persistable(name)
-        return np.array(to_host(self._values[name]))
+        return np.array(to_host(self.scope[name]))
 
     def _checked(self, name: str, value: Any) -> Any:
-        var = self._persistable(name)
-        arr = np.asarray(value)
-        if tuple(arr.shape) != var.shape:
-            raise FeedError(f"{name!r} has shape {list(var.shape)}; got {list(arr.shape)}")
-        allowed = "f" if dtype_kind(var.dtype) == "f" else "iub"  # cast within a kind only
-        if arr.dtype.kind not in allowed:
-            raise FeedError(f"{name!r} is {var.dtype}; got {arr.dtype}. Convert the value "
-                            f"explicitly, e.g. np.asarray(value).astype('{var.dtype}')")
-        return to_device(np.array(arr, dtype=var.dtype), self._xp)
+        return to_device(checked_value(self._persistable(name), value), self._xp)
 
     def set_var(self, name: str, value: Any) -> None:
-        self._values[name] = self._checked(name, value)
+        """Replace one persistable var; see `set_parameters` for the checks."""
+        self.scope.set({name: self._checked(name, value)})
 
     def set_parameters(self, values: Mapping[str, Any]) -> None:
-        """Replace parameters by name; shapes and dtypes are checked before any is set."""
+        """Replace parameters by name, all or none: each value must have the parameter's
+        shape; it is converted to the parameter's dtype within a kind (float64 values
+        become float32, for instance), and an integer that does not fit is an error."""
         checked = {}
         for name, value in values.items():
             if not self._persistable(name).is_parameter:
                 raise KeyError(f"{name!r} is not a parameter (use set_var for other state)")
             checked[name] = self._checked(name, value)
-        self._values.update(checked)
+        self.scope.set(checked)
 
     def save(self, path: str) -> None:
         """Write the program and every persistable var to the directory ``path``,

@@ -5,16 +5,27 @@ It is generated per method, with one positional parameter per data var, so a cal
 NumPy arrays of the declared dtype costs a type check per argument, one dict lookup for
 the plan of these shapes, and the plan itself. Anything else (keywords, lists, scalars,
 single samples, other dtypes) takes the general path through the feed converters.
+
+Calls from several threads (docs/api.md, "Concurrency"):
+
+* a method that changes state (it writes a persistable var, takes batches from a reader,
+  or draws random numbers) runs under its program's lock, so concurrent calls equal some
+  sequential order of them, and each reader batch goes to exactly one call;
+* a method that changes nothing runs without a lock; each concurrent call takes a plan
+  instance of its own (buffers and kernel state are per plan) from a pool, and reads the
+  parameters it needs in one step, so it never sees half of another call's update.
+
+A call that fails after taking a reader's batch gives the batch back (`unread`), so a
+retry reads the same samples.
 """
 from __future__ import annotations
 
-import linecache
-from itertools import count
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ..errors import FluidError
+from .sources import compile_source, release_with, source_filename
 
 
 class _Missing:
@@ -23,7 +34,6 @@ class _Missing:
 
 
 MISSING = _Missing()
-_counter = count()
 
 
 def _fast_check(i: int, shape: tuple[int, ...]) -> str:
@@ -34,12 +44,8 @@ def _fast_check(i: int, shape: tuple[int, ...]) -> str:
             f"a{i}.shape[1:] != t{i} or a{i}.ndim != {len(shape)}")
 
 
-def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np.dtype],
-               converters: list[Callable], bind: Callable, plans: dict, plan: Callable,
-               values: dict, kernel_error: Callable, to_device: Callable | None,
-               reads: list[tuple[str, int]] = ()) -> Callable:
-    """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars, which also
-    takes the next batch of each reader in ``reads`` ((reader var, slot count) pairs)."""
+def _head(n_feeds: int, feed_shapes: Sequence[tuple[int, ...]], on_device: bool) -> list[str]:
+    """The signature, the general path, and the conversion of each argument."""
     params = "".join(f", a{i}=MISSING" for i in range(n_feeds))
     args = ", ".join(f"a{i}" for i in range(n_feeds))
     missing = " or ".join(f"a{i} is MISSING" for i in range(n_feeds))
@@ -50,36 +56,92 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
     for i, shape in enumerate(feed_shapes):
         lines.append(f"    if {_fast_check(i, shape)}:")
         lines.append(f"        a{i} = c{i}(a{i})")
-        if to_device is not None:
+        if on_device:
             lines.append(f"    a{i} = to_device(a{i})")
-    total = n_feeds
-    for reader, slots in reads:
-        names = [f"a{total + k}" for k in range(slots)]
+    return lines
+
+
+def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool) -> list[str]:
+    """Under the program's lock: take each reader's batch, plan, run; give the batches
+    back if anything fails."""
+    lines = ["    with lock:", "        code = None"]
+    total, readers = n_feeds, []
+    for k, (reader, slots) in enumerate(reads):
+        names = [f"a{total + j}" for j in range(slots)]
         total += slots
-        # An EOFException here ends the call before anything ran.
-        lines.append(f"    {', '.join(names)}, = S[{reader!r}].next()")
-        if to_device is not None:
-            lines += [f"    {n} = to_device({n})" for n in names]
+        # The reader is looked up on each call: loading or reloading a program may put a
+        # new one into the scope. An EOFException here ends the call before anything ran.
+        lines.append(f"        r{k} = S[{reader!r}]")
+        lines.append(f"        {', '.join(names)}, = r{k}.next()")
+        readers.append(f"r{k}")
+        if on_device:
+            lines += [f"        {n} = to_device({n})" for n in names]
     every = ", ".join(f"a{i}" for i in range(total))
     key = "(" + "".join(f"a{i}.shape, " for i in range(total)) + ")"
-    lines += [f"    code = plans_get({key})",
-              "    if code is None:",
-              f"        code = plan([{every}])",
-              "    try:",
-              f"        return code.fn(S{', ' if total else ''}{every})",
-              "    except FluidError:",
-              "        raise",
-              "    except Exception as e:",
-              "        raise kernel_error(e, code) from e"]
+    lines += ["        try:",
+              f"            code = plans_get({key})",
+              "            if code is None:",
+              f"                code = plan([{every}])",
+              f"            return code.fn(S{', ' if total else ''}{every})"]
+    if readers:
+        lines += ["        except BaseException as e:",
+                  *[f"            {r}.unread()" for r in reversed(readers)],
+                  "            if isinstance(e, Exception) and not isinstance(e, FluidError):",
+                  "                raise kernel_error(e, code) from e",
+                  "            raise"]
+    else:
+        lines += ["        except FluidError:",
+                  "            raise",
+                  "        except Exception as e:",
+                  "            raise kernel_error(e, code) from e"]
+    return lines
+
+
+def _pooled_body(n_feeds: int) -> list[str]:
+    """Without a lock: a plan instance of this call's own, returned to the pool after."""
+    every = ", ".join(f"a{i}" for i in range(n_feeds))
+    key = "(" + "".join(f"a{i}.shape, " for i in range(n_feeds)) + ")"
+    return ["    try:",
+            f"        code = pools[{key}].pop()",
+            "    except (KeyError, IndexError):",
+            f"        code = instance([{every}])",
+            "    try:",
+            f"        return code.fn(S{', ' if n_feeds else ''}{every})",
+            "    except FluidError:",
+            "        raise",
+            "    except Exception as e:",
+            "        raise kernel_error(e, code) from e",
+            "    finally:",
+            "        code.pool.append(code)"]
+
+
+def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np.dtype],
+               converters: list[Callable], bind: Callable, runner: Any,
+               values: dict, kernel_error: Callable, to_device: Callable | None,
+               lock: Optional[Any] = None, readers: Sequence[tuple[str, int]] = ()
+               ) -> Callable:
+    """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars.
+
+    With a ``lock`` (a method that changes state) the call runs under it and first takes
+    the next batch of each reader in ``readers`` ((reader var, slot count) pairs); without
+    one it runs on a pooled plan instance of ``runner`` (see the module docstring)."""
+    on_device = to_device is not None
+    lines = _head(n_feeds, feed_shapes, on_device)
+    if lock is not None:
+        lines += _locked_body(n_feeds, readers, on_device)
+    else:
+        assert not readers, "a method that reads a reader changes state: give it a lock"
+        lines += _pooled_body(n_feeds)
     namespace: dict[str, Any] = {
-        "MISSING": MISSING, "ndarray": np.ndarray, "bind": bind, "plans_get": plans.get,
-        "plan": plan, "S": values, "kernel_error": kernel_error, "FluidError": FluidError,
-        "to_device": to_device,
+        "MISSING": MISSING, "ndarray": np.ndarray, "bind": bind, "S": values,
+        "plans_get": runner.plans.get, "plan": runner.plan, "pools": runner.pools,
+        "instance": runner.instance, "kernel_error": kernel_error, "FluidError": FluidError,
+        "to_device": to_device, "lock": lock,
     }
     for i, (dtype, shape, conv) in enumerate(zip(dtypes, feed_shapes, converters)):
         namespace[f"d{i}"], namespace[f"t{i}"], namespace[f"c{i}"] = dtype, tuple(shape[1:]), conv
     source = "\n".join(lines) + "\n"
-    filename = f"<fluid:entry:{next(_counter)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["__call__"]
+    filename = source_filename("entry")
+    fn = compile_source(source, filename, namespace)["__call__"]
+    release_with(fn, filename)
+    return fn

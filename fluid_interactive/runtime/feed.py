@@ -46,17 +46,19 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
                          f"expected {var.dtype}{_fmt(declared)}. {fix}")
 
     def slow(value: Any) -> np.ndarray:
-        arr = _as_array(value, fail)
+        given = arr = _as_array(value, fail)
         kind = _numpy_kind(arr.dtype)
         if not _kind_fits(kind, var.dtype):
             raise fail(f"has dtype {arr.dtype} ({_KIND_NAMES.get(kind, 'not numeric')})",
                        f"Values are cast within a kind only; convert explicitly, e.g. "
                        f"np.asarray(value).astype('{var.dtype}'), if that is what you mean.")
+        if batched and arr.size == 0 and prod(d for d in declared[1:] if d >= 0):
+            raise fail(f"is an empty batch (shape {list(given.shape)}, 0 samples)",
+                       "Pass at least one sample.")
         arr = _add_batch_dim(arr, declared) if batched else arr
         if arr.ndim != len(declared) or any(d >= 0 and d != a
                                             for d, a in zip(declared, arr.shape)):
-            raise fail(f"has shape {list(arr.shape)}",
-                       "Give one sample of the declared shape or a batch of them.")
+            raise fail(f"has shape {list(given.shape)}", _shape_fix(given.shape, declared))
         return arr.astype(dtype, copy=False)
 
     if not simple:
@@ -93,6 +95,41 @@ def _add_batch_dim(arr: np.ndarray, declared: tuple[int, ...]) -> np.ndarray:
     if arr.ndim == 0 and all(d >= 0 for d in sample) and prod(sample) == 1:
         return arr.reshape((1,) + tuple(sample))
     return arr
+
+
+def _shape_fix(given: tuple[int, ...], declared: tuple[int, ...]) -> str:
+    """How to turn an array of shape ``given`` into what ``declared`` asks for."""
+    sample = tuple(declared[1:])
+    if len(given) == 1 and sample == (1,):
+        return (f"A 1-D array of {given[0]} values is ambiguous here: pass a batch of "
+                f"{given[0]} samples as value.reshape(-1, 1).")
+    if sample and all(d >= 0 for d in sample) and prod(given) % max(prod(sample), 1) == 0 \
+            and prod(given) > 0:
+        return (f"Pass one sample of shape {list(sample)} or a batch of shape "
+                f"[n, {', '.join(map(str, sample))}] (value.reshape(-1, "
+                f"{', '.join(map(str, sample))}) if the values are in order).")
+    return "Give one sample of the declared shape or a batch of them."
+
+
+def check_batch_sizes(block: Any, feed_names: list[str], arrays: list[Any]) -> None:
+    """Every fed var with a batch dimension must get the same, non-zero number of rows;
+    a `FeedError` naming each argument and its rows otherwise (checked once per new set of
+    shapes, before any op runs)."""
+    rows = {}
+    for name, array in zip(feed_names, arrays):
+        var = block.vars.get(name)
+        if var is not None and var.shape and var.shape[0] < 0 and array.ndim:
+            rows[name] = int(array.shape[0])
+    method = block.name or "block"
+    empty = [n for n, r in rows.items() if r == 0]
+    if empty:
+        raise FeedError(f"{method}(): the argument for data var {empty[0]!r} is an empty "
+                        f"batch (0 rows); pass at least one sample")
+    if len(set(rows.values())) > 1:
+        listed = ", ".join(f"{n} has {r} row{'s' if r != 1 else ''}" for n, r in rows.items())
+        raise FeedError(f"{method}(): the arguments disagree on the batch size: {listed}. "
+                        f"Every data var shares the batch dimension: pass the same number "
+                        f"of samples for each.")
 
 
 def _fmt(shape: tuple[int, ...]) -> str:

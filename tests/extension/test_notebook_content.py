@@ -1,4 +1,4 @@
-"""What notebooks 02-04 claim, checked on a real run (nbclient), from the kernel's own
+"""What notebooks 02-05 claim, checked on a real run (nbclient), from the kernel's own
 variables: a cell appended to each notebook prints them as JSON. test_notebooks.py already
 checks that every notebook runs without errors and shows graphs and widgets; these tests
 check the story each one tells."""
@@ -153,3 +153,23 @@ def test_distributed_story(tmp_path, kernel_env):
             for name in ("trainer 0", "pserver 127.0.0.1:6174", "pserver 127.0.0.1:6175"):
                 assert name in svg, (cell, name)
             assert "#7b3fa0" in svg   # the send/recv edges between the programs
+
+
+def test_onnx_story(tmp_path, kernel_env):
+    """The exported CNN runs in onnxruntime with infer's predictions, imports back to the
+    same predictions, and a new last layer on the imported layers trains for one epoch."""
+    pytest.importorskip("onnxruntime")
+    nb, facts = run("05_onnx.ipynb", """{
+        'ort': same_as_onnxruntime, 'round_trip': round_trip_equal,
+        'accuracy': accuracy, 'tuned': tuned_accuracy,
+        'tune_run': [tune_history.stopped, tune_history.steps],
+        'head': sorted(n for n in tuned.parameters() if n.startswith('head/')),
+        'workdir_left': os.path.exists(workdir)}""", tmp_path)
+    assert facts["ort"] and facts["round_trip"]
+    assert facts["accuracy"] > 0.8 and facts["tuned"] > 0.8
+    assert facts["tune_run"] == ["end of data", 23]
+    assert facts["head"] == ["head/fc_0.b_0", "head/fc_0.w_0"]
+    assert not facts["workdir_left"]
+    assert "exported in" in stdout_of(nb, "path = os.path.join")
+    if HAS_DOT:
+        assert svgs_of(nb, "fluid.graph(net.infer)")

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import fluid
+from distributed.nets import FitALine
 
 
 class Echo(fluid.Program):
@@ -211,3 +212,87 @@ def test_returning_another_methods_var_is_an_error():
 
     with pytest.raises(fluid.FluidError, match="another method"):
         Leak().Compile()
+
+
+# --- messages that say what happened --------------------------------------------------------
+
+@pytest.fixture
+def pair():
+    return FitALine().Compile(seed=0)
+
+
+def _xy(rows=8):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((rows, 13)).astype("float32"),
+            rng.standard_normal((rows, 1)).astype("float32"))
+
+
+def test_arguments_that_disagree_on_the_batch_size_name_both(pair):
+    x, y = _xy()
+    before = pair.parameters()
+    with pytest.raises(fluid.FeedError) as info:
+        pair.train_step(x[:8], y[:5])
+    message = str(info.value)
+    assert "x has 8 rows" in message and "y has 5 rows" in message
+    assert "shape=[1]" not in message and "elementwise" not in message
+    for name, value in before.items():
+        np.testing.assert_array_equal(pair.get_var(name), value)
+
+
+def test_a_1d_label_is_reported_as_given_with_the_reshape_that_fixes_it(pair):
+    x, y = _xy()
+    with pytest.raises(fluid.FeedError) as info:
+        pair.train_step(x, y[:, 0])
+    message = str(info.value)
+    assert "has shape [8]" in message and "[1, 8]" not in message
+    assert "reshape(-1, 1)" in message
+
+
+def test_an_empty_batch_is_a_feed_error(pair):
+    x, y = _xy()
+    for args in ((x[:0], y[:0]), (x[:0].tolist(), y[:0].tolist())):
+        with pytest.raises(fluid.FeedError, match="empty batch"):
+            pair.train_step(*args)
+
+
+def test_an_option_passed_to_a_method_says_where_options_go(pair):
+    with pytest.raises(TypeError, match=r"option of FitALine.*FitALine\(learning_rate=\.\.\.\)"
+                                        r"\.Compile"):
+        pair.train_step(learning_rate=0.1)
+
+
+def test_calling_a_method_of_an_uncompiled_program_says_to_compile_it():
+    with pytest.raises(fluid.NotCompiledError) as info:
+        FitALine().infer([3, 4, 6, 3, 5, 7, 8, 6, 5, 4, 1, 5, 8])
+    assert "fit_a_line = FitALine().Compile()" in str(info.value)
+    assert "fit_a_line.infer(" in str(info.value)
+
+
+def test_set_parameters_converts_within_a_kind_and_refuses_what_does_not_fit(pair):
+    w = "prediction/fc_0.w_0"
+    pair.set_parameters({w: np.full((13, 1), 0.5)})            # float64 -> float32
+    assert pair.get_var(w).dtype == np.float32
+    with pytest.raises(fluid.FeedError, match="Convert the value explicitly"):
+        pair.set_parameters({w: np.full((13, 1), 1, "int64")})
+
+
+class Decaying(fluid.Program):
+    @fluid.network("x")
+    def train_step(self, x):
+        x = fluid.layers.data(name='x', shape=[2], dtype='float32')
+        loss = fluid.layers.mean(fluid.layers.fc(input=x, size=1))
+        lr = fluid.layers.exponential_decay(0.1, decay_steps=10, decay_rate=0.5)
+        fluid.optimizer.SGD(learning_rate=lr).minimize(loss)
+        return loss
+
+
+def test_an_integer_that_does_not_fit_its_var_is_refused_not_wrapped():
+    prog = Decaying().Compile(seed=0)
+    counter = "@LR_DECAY_COUNTER@"
+    dtype = prog.get_var(counter).dtype
+    big = np.iinfo(dtype).max
+    prog.set_var(counter, np.array([7], "int32"))              # int32 -> the counter's ints
+    assert prog.get_var(counter)[0] == 7
+    with pytest.raises(fluid.FeedError, match="which holds"):
+        prog.set_var(counter, np.array([big], "uint64") + np.uint64(1))
+    assert prog.get_var(counter)[0] == 7

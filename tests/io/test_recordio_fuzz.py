@@ -10,7 +10,6 @@ the chunks that remain, which the oracle below accepts and nothing else.
 import os
 import tempfile
 import warnings
-import zlib
 from unittest import mock
 
 import numpy as np
@@ -19,7 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fluid_interactive.errors import RecordIOError
-from fluid_interactive.io import bulk_read, recordio
+from fluid_interactive.io import recordio
+
+from .recordio_oracle import (ZlibAsBlockCodec, as_whole_chunks, corrupt, original_chunks,
+                              read, read_bulk, same, write)
 
 # Hypothesis imports this module (and libcst, which warns DeprecationWarning about
 # mypy_extensions) only while reporting a failure; under filterwarnings=error that turns a
@@ -32,12 +34,6 @@ with warnings.catch_warnings():
         pass
 
 DTYPES = ["float32", "float64", "int64", "int32", "uint8", "bool", "float16", "int8"]
-
-
-class ZlibAsBlockCodec:
-    """Stands in for snappy's block codec, so snappystream framing is fuzzed too."""
-    compress = staticmethod(zlib.compress)
-    decompress = staticmethod(zlib.decompress)
 
 
 @pytest.fixture(scope="module")
@@ -70,35 +66,6 @@ def datasets(draw):
     return samples, compressor, draw(st.integers(1, 5))
 
 
-def write(path, dataset):
-    samples, compressor, per_chunk = dataset
-    with mock.patch.object(recordio, "_snappy_module", lambda: ZlibAsBlockCodec):
-        recordio.write(path, samples, compressor=compressor, max_num_records=per_chunk)
-
-
-def read(path):
-    with mock.patch.object(recordio, "_snappy_module", lambda: ZlibAsBlockCodec):
-        return list(recordio.read(path))
-
-
-def read_bulk(path):
-    with mock.patch.object(recordio, "_snappy_module", lambda: ZlibAsBlockCodec):
-        return [tuple(c[i] for c in run.columns) for run in bulk_read.read_columns(path)
-                for i in range(run.num_records)]
-
-
-def same(got, want) -> bool:
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want):
-        if len(g) != len(w):
-            return False
-        for a, b in zip(g, w):
-            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
-                return False
-    return True
-
-
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(datasets())
@@ -124,44 +91,6 @@ def corruptions(draw, size):
         return kind, (draw(st.integers(0, size)), draw(st.binary(min_size=1, max_size=40)))
     start = draw(st.integers(0, size - 1))
     return kind, (start, draw(st.integers(1, size - start)))
-
-
-def corrupt(data: bytes, kind, arg) -> bytes:
-    if kind == "flip":
-        out = bytearray(data)
-        for pos, xor in arg:
-            out[pos] ^= xor
-        return bytes(out)
-    if kind == "truncate":
-        return data[:arg]
-    if kind == "insert":
-        pos, extra = arg
-        return data[:pos] + extra + data[pos:]
-    start, length = arg
-    return data[:start] + data[start + length:]
-
-
-def original_chunks(path, original, samples):
-    """(bytes, records) of every chunk of the file as written."""
-    index = recordio.chunk_index(path)
-    starts = [0] + [c.end for c in index[:-1]]
-    firsts = np.cumsum([0] + [c.num_records for c in index])
-    return [(original[a:c.end], samples[firsts[k]:firsts[k + 1]])
-            for k, (a, c) in enumerate(zip(starts, index))]
-
-
-def as_whole_chunks(corrupted, chunks):
-    """The records of ``corrupted`` when it is a sequence of whole original chunks (a cut
-    that removed whole chunks, possibly across identical ones), else None: RecordIO has no
-    file header or footer, so such a file is indistinguishable from one written shorter."""
-    records, pos = [], 0
-    while pos < len(corrupted):
-        match = next(((b, r) for b, r in chunks if corrupted.startswith(b, pos)), None)
-        if match is None:
-            return None
-        records += match[1]
-        pos += len(match[0])
-    return records
 
 
 @settings(max_examples=1000, deadline=None,

@@ -1,0 +1,200 @@
+"""`export_onnx`: one method of a compiled program as an ONNX model.
+
+Every op of the method's block goes through its rule in `EXPORT_RULES`; the parameters
+and other state the method reads become initializers holding their current values; the
+method's data vars become the graph's inputs (the batch dim stays symbolic) and what it
+returns its outputs. The model is checked with ``onnx.checker`` (full check) before a byte
+is written, and written atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+from ..errors import OnnxError
+from ..ir.records import BlockDesc, OpRole, ProgramDesc
+from ..runtime.compiled import CompiledProgram
+from . import export_math, export_nn, export_shape  # noqa: F401  (register the rules)
+from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
+from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_dtype, onnx_module
+
+#: The model metadata key holding the method's return structure (a JSON of output names).
+RETURNS_KEY = "fluid_interactive.returns"
+
+
+def export_onnx(compiled: CompiledProgram, path: Optional[str], method: str = "infer",
+                opset: int = DEFAULT_OPSET) -> Any:
+    """Write ``compiled.<method>`` to ``path`` as an ONNX model; returns the ModelProto.
+
+    The method's data vars are the graph's inputs (the batch dim is symbolic, so any batch
+    size runs), what it returns are the outputs, and the current values of the parameters
+    and state it reads are initializers. ``opset`` may be 13 to 21 (default 17). An op with
+    no ONNX mapping, or one running in training mode, is an `OnnxError` naming the op and
+    the line that recorded it; nothing is written then. ``path=None`` only builds the model.
+    """
+    if not isinstance(compiled, CompiledProgram):
+        raise TypeError(f"export_onnx takes a compiled program (the result of "
+                        f"Program().Compile()), got {type(compiled).__name__}")
+    if method not in compiled.methods:
+        raise OnnxError(f"cannot export {method!r}: the program's methods are "
+                        f"{', '.join(compiled.methods) or 'none'}")
+    if isinstance(opset, bool) or not isinstance(opset, int) or not \
+            MIN_OPSET <= opset <= MAX_OPSET:
+        raise OnnxError(f"opset must be an int in [{MIN_OPSET}, {MAX_OPSET}], got {opset!r}")
+    onnx = onnx_module()
+    model = build_model(compiled, compiled.methods[method].block, opset)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:   # noqa: BLE001 (a bug of an export rule: write nothing)
+        raise OnnxError(f"the ONNX model built for {method}() fails onnx.checker, so it was "
+                        f"not written; please report this with the program's text:\n{e}") \
+            from None
+    if path is not None:
+        _write_atomically(os.fspath(path), model.SerializeToString())
+    return model
+
+
+def build_model(compiled: CompiledProgram, block: BlockDesc, opset: int) -> Any:
+    onnx = onnx_module()
+    helper = onnx.helper
+    program = compiled.program
+    _check_exportable(program, block)
+    graph = GraphBuilder(opset)
+    inputs = [_value_info(program, block, name) for name in block.feeds]
+    for name in block.feeds:
+        graph.reserve(name)
+    _add_state(compiled, block, graph)
+    for name in (n for op in block.ops for n in op.output_names()):
+        graph.reserve(name)
+    is_test = block.is_test if block.is_test is not None else True
+    needed = _read_later(block)
+    for index, op in enumerate(block.ops):
+        before = len(graph.nodes)
+        EXPORT_RULES[op.type](OpExport(program, block, op, graph, is_test, block.name))
+        produced = {o for node in graph.nodes[before:] for o in node.output}
+        for name in op.output_names():
+            var = program.find_var(block, name)
+            if name in needed[index] and name not in produced and not var.persistable:
+                raise export_error(program, block, op, block.name,
+                                   f"has no ONNX counterpart for its output {name!r}, which "
+                                   f"the method reads later or returns")
+    outputs, returns = _outputs(program, block, graph)
+    model_graph = helper.make_graph(graph.nodes, f"{program.name or 'program'}.{block.name}",
+                                    inputs, outputs, initializer=graph.initializers)
+    opsets = [helper.make_opsetid("", opset)]
+    model = helper.make_model(model_graph, opset_imports=opsets,
+                              producer_name="fluid_interactive",
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    from .. import __version__
+    model.producer_version = __version__
+    helper.set_model_props(model, {RETURNS_KEY: json.dumps(returns)})
+    return model
+
+
+def _check_exportable(program: ProgramDesc, block: BlockDesc) -> None:
+    """Only forward ops, each with a rule; the first offender is the error."""
+    for op in block.ops:
+        if op.role & ~OpRole.LOSS:
+            raise export_error(program, block, op, block.name,
+                               f"is a {OpRole.name(op.role)} op: {block.name}() trains. "
+                               f"Export a method that only computes (such as infer)")
+    missing = [op for op in block.ops if op.type not in EXPORT_RULES]
+    if missing:
+        others = sorted({op.type for op in missing[1:]} - {missing[0].type})
+        more = f" (nor do: {', '.join(others)})" if others else ""
+        raise export_error(program, block, missing[0], block.name,
+                           f"has no ONNX mapping{more}. Ops with one: "
+                           f"{', '.join(sorted(EXPORT_RULES))}")
+
+
+def _value_info(program: ProgramDesc, block: BlockDesc, name: str) -> Any:
+    var = program.find_var(block, name)
+    dims = ["batch" if d < 0 else d for d in var.shape]
+    return onnx_module().helper.make_tensor_value_info(name, onnx_dtype(var.dtype), dims)
+
+
+def _add_state(compiled: CompiledProgram, block: BlockDesc, graph: GraphBuilder) -> None:
+    """Persistable vars the block reads become initializers with their current values."""
+    state = compiled.program.global_block().vars
+    seen: set[str] = set()
+    for op in block.ops:
+        for name in op.input_names():
+            var = state.get(name)
+            if var is not None and var.persistable and name not in seen and \
+                    name not in block.vars:
+                if var.kind != "tensor":
+                    continue   # a reader: its read op has no rule and fails first
+                seen.add(name)
+                graph.initializer(name, compiled.get_var(name))
+
+
+def _read_later(block: BlockDesc) -> list[set[str]]:
+    """For each op index, the names read by later ops or returned."""
+    returned = set(_flatten(block.returns))
+    after: list[set[str]] = []
+    reads: set[str] = set(returned)
+    for op in reversed(block.ops):
+        after.append(set(reads))
+        reads.update(op.input_names())
+    return list(reversed(after))
+
+
+def _flatten(returns: Any) -> list[str]:
+    if returns is None:
+        return []
+    if isinstance(returns, str):
+        return [returns]
+    values = returns.values() if isinstance(returns, dict) else returns
+    return [n for r in values for n in _flatten(r)]
+
+
+def _outputs(program: ProgramDesc, block: BlockDesc, graph: GraphBuilder) -> tuple[list, Any]:
+    """The graph outputs, and the return structure over their names. A returned name
+    that no node produces (a data var, a parameter) or that is returned twice gets an
+    Identity node, since ONNX outputs are distinct node outputs."""
+    produced = {o for node in graph.nodes for o in node.output}
+    taken: set[str] = set()
+    infos = []
+
+    def output(name: str) -> str:
+        out = name
+        if name not in produced or name in taken:
+            out = graph.fresh(f"{name}.out")
+            graph.node("Identity", [name], [out], name=f"{out}/Identity")
+        taken.add(out)
+        info = _value_info(program, block, name)
+        info.name = out
+        infos.append(info)
+        return out
+
+    def walk(r: Any) -> Any:
+        if r is None:
+            return None
+        if isinstance(r, str):
+            return output(r)
+        if isinstance(r, dict):
+            return {k: walk(v) for k, v in r.items()}
+        return [walk(v) for v in r]
+    structure = walk(block.returns)
+    if not infos:
+        raise OnnxError(f"{block.name}() returns nothing, so its ONNX graph would have no "
+                        f"outputs; return the values to export")
+    return infos, structure
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".onnx-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = ["export_onnx", "RETURNS_KEY"]

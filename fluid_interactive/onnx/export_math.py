@@ -1,0 +1,146 @@
+"""Export rules of elementwise math: binary ops with Paddle's ``axis`` broadcasting,
+activations, softmax, scale, clip, cast, pow, sum and assign."""
+from __future__ import annotations
+
+from ..ops.broadcast import aligned_y_shape
+from .export_registry import OpExport, export_rule
+
+_BINARY = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_mul": "Mul",
+           "elementwise_div": "Div", "elementwise_max": "Max", "elementwise_min": "Min",
+           "elementwise_pow": "Pow"}
+
+
+def aligned_operand(e: OpExport, x: str, y: str, axis: int) -> str:
+    """Y as ONNX's (NumPy's) broadcasting needs it for Paddle's ``axis`` rule: Y's dims
+    matched to X's from ``axis`` on gain trailing 1s through an Unsqueeze."""
+    try:
+        aligned = aligned_y_shape(e.shape(x), e.shape(y), axis)
+    except ValueError as err:
+        e.fail(f"cannot broadcast Y into X: {err}")
+    if aligned is None or aligned == e.shape(y):
+        return y
+    y_shape = e.shape(y)
+    kept = aligned[axis:axis + len(y_shape)]
+    if tuple(kept) == tuple(y_shape):
+        trailing = list(range(len(y_shape), len(aligned) - axis))
+        return e.node("Unsqueeze", [y, e.ints(trailing)], [e.tmp("unsqueezed")])[0]
+    target = list(aligned[axis:])
+    return e.node("Reshape", [y, e.ints(target, "shape")], [e.tmp("aligned")])[0]
+
+
+@export_rule(*_BINARY)
+def _binary(e: OpExport) -> None:
+    x, y = e.input("X"), e.input("Y")
+    y = aligned_operand(e, x, y, e.attrs["axis"])
+    e.node(_BINARY[e.op.type], [x, y], [e.output("Out")])
+
+
+_UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log",
+          "sqrt": "Sqrt", "abs": "Abs", "sign": "Sign"}
+
+
+@export_rule(*_UNARY)
+def _unary(e: OpExport) -> None:
+    e.node(_UNARY[e.op.type], [e.input("X")], [e.output("Out")])
+
+
+@export_rule("square")
+def _square(e: OpExport) -> None:
+    x = e.input("X")
+    e.node("Mul", [x, x], [e.output("Out")])
+
+
+@export_rule("leaky_relu")
+def _leaky_relu(e: OpExport) -> None:
+    e.node("LeakyRelu", [e.input("X")], [e.output("Out")], alpha=float(e.attrs["alpha"]))
+
+
+@export_rule("elu")
+def _elu(e: OpExport) -> None:
+    e.node("Elu", [e.input("X")], [e.output("Out")], alpha=float(e.attrs["alpha"]))
+
+
+@export_rule("gelu")
+def _gelu(e: OpExport) -> None:
+    e.require_opset(20, "Gelu")
+    e.node("Gelu", [e.input("X")], [e.output("Out")],
+           approximate="tanh" if e.attrs["approximate"] else "none")
+
+
+@export_rule("swish")
+def _swish(e: OpExport) -> None:
+    """x * sigmoid(beta * x)."""
+    x = e.input("X")
+    beta = float(e.attrs["beta"])
+    arg = x if beta == 1.0 else e.node("Mul", [x, e.scalar(beta, x, "beta")])[0]
+    gate = e.node("Sigmoid", [arg])[0]
+    e.node("Mul", [x, gate], [e.output("Out")])
+
+
+@export_rule("pow")
+def _pow(e: OpExport) -> None:
+    x = e.input("X")
+    e.node("Pow", [x, e.scalar(float(e.attrs["factor"]), x, "factor")], [e.output("Out")])
+
+
+@export_rule("softmax", "log_softmax")
+def _softmax(e: OpExport) -> None:
+    node = "Softmax" if e.op.type == "softmax" else "LogSoftmax"
+    e.node(node, [e.input("X")], [e.output("Out")], axis=int(e.attrs["axis"]))
+
+
+@export_rule("scale")
+def _scale(e: OpExport) -> None:
+    """scale * x + bias (or scale * (x + bias)); factors of 1 and biases of 0 are left out."""
+    x, out = e.input("X"), e.output("Out")
+    s, b = float(e.attrs["scale"]), float(e.attrs["bias"])
+    steps = [("Mul", s, 1.0), ("Add", b, 0.0)]
+    if not e.attrs["bias_after_scale"]:
+        steps.reverse()
+    steps = [(node, v) for node, v, neutral in steps if v != neutral]
+    if not steps:
+        e.node("Identity", [x], [out])
+        return
+    value = x
+    for i, (node, v) in enumerate(steps):
+        target = [out] if i == len(steps) - 1 else None
+        value = e.node(node, [value, e.scalar(v, x, node.lower())], target)[0]
+
+
+@export_rule("clip")
+def _clip(e: OpExport) -> None:
+    x = e.input("X")
+    e.node("Clip", [x, e.scalar(float(e.attrs["min"]), x, "min"),
+                    e.scalar(float(e.attrs["max"]), x, "max")], [e.output("Out")])
+
+
+@export_rule("cast")
+def _cast(e: OpExport) -> None:
+    e.node("Cast", [e.input("X")], [e.output("Out")],
+           to=e.onnx_dtype(e.dtype(e.output("Out"))))
+
+
+@export_rule("sum")
+def _sum(e: OpExport) -> None:
+    e.node("Sum", e.inputs("X"), [e.output("Out")])
+
+
+@export_rule("assign")
+def _assign(e: OpExport) -> None:
+    e.node("Identity", [e.input("X")], [e.output("Out")])
+
+
+@export_rule("mean")
+def _mean(e: OpExport) -> None:
+    """The mean of every element: a 0-d result."""
+    x = e.input("X")
+    rank = len(e.shape(x))
+    if e.opset >= 18:
+        e.node("ReduceMean", [x, e.ints(range(rank))], [e.output("Out")], keepdims=0)
+    else:
+        e.node("ReduceMean", [x], [e.output("Out")], axes=list(range(rank)), keepdims=0)
+
+
+@export_rule("argmax")
+def _argmax(e: OpExport) -> None:
+    e.node("ArgMax", [e.input("X")], [e.output("Out")], axis=int(e.attrs["axis"]), keepdims=0)

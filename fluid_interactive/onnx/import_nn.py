@@ -1,0 +1,283 @@
+"""Import rules of layer-sized nodes: Gemm and MatMul, convolutions, pooling, batch and
+layer normalisation, and Gather as an embedding lookup."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from .import_registry import NodeImport, import_rule
+
+
+# --- matrix products ---------------------------------------------------------------------------
+
+@import_rule("Gemm")
+def _gemm(n: NodeImport) -> None:
+    """alpha * A' @ B' + beta * C. A plain product with a bias is fc's ``mul`` + add;
+    transposes and alpha go to ``matmul``, so a PyTorch Linear weight keeps its [out, in]
+    layout and its values."""
+    a, b = n.var(0), n.var(1)
+    ta, tb = bool(n.attr("transA", 0)), bool(n.attr("transB", 0))
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    has_c = n.has_input(2)
+    product_name = f"{n.node.outputs[0]}.matmul" if has_c else None
+    if has_c and not (ta or tb or alpha != 1.0):
+        product = n.op("mul", {"X": a, "Y": b}, {"x_num_col_dims": 1, "y_num_col_dims": 1},
+                       name=product_name)
+    else:
+        product = n.op("matmul", {"X": a, "Y": b}, {"transpose_X": ta, "transpose_Y": tb,
+                                                    "alpha": alpha}, name=product_name)
+    if not has_c:
+        return
+    c = n.var(2)
+    if beta != 1.0:
+        c = n.op("scale", {"X": c}, {"scale": beta, "bias": 0.0, "bias_after_scale": True},
+                 name=f"{n.node.outputs[0]}.beta_c")
+    rank_c = len(n.shape(c))
+    n.op("elementwise_add", {"X": product, "Y": c}, {"axis": 1 if rank_c == 1 else -1})
+
+
+@import_rule("MatMul")
+def _matmul(n: NodeImport) -> None:
+    """A batch of rows times a matrix is fc's ``mul`` (a Flatten at axis 1 right before it
+    folds in as ``x_num_col_dims=1``); other shapes are ``matmul``."""
+    flat = n.pending(0, "flatten")
+    y = n.var(1)
+    if flat is not None and flat.attrs["axis"] == 1 and len(n.shape(y)) == 2:
+        n.op("mul", {"X": flat.base, "Y": y}, {"x_num_col_dims": 1, "y_num_col_dims": 1})
+        return
+    x = n.var(0)
+    rx, ry = len(n.shape(x)), len(n.shape(y))
+    if ry == 2 and rx >= 2:
+        n.op("mul", {"X": x, "Y": y}, {"x_num_col_dims": rx - 1, "y_num_col_dims": 1})
+    else:
+        n.op("matmul", {"X": x, "Y": y}, {"transpose_X": False, "transpose_Y": False,
+                                          "alpha": 1.0})
+
+
+# --- windows: conv and pool -------------------------------------------------------------------
+
+def _two_d(n: NodeImport, what: str, rank: int) -> None:
+    if rank != 4:
+        n.fail(f"works on {rank - 2}-D {what}; only 2-D (NCHW) is supported")
+
+
+def _paddings(n: NodeImport, x: str, kernel: list[int], strides: list[int],
+              dilations: list[int]) -> list[int]:
+    """Paddle's paddings from ONNX's pads or auto_pad: [ph, pw] when symmetric, else
+    [top, bottom, left, right]."""
+    auto = n.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        pads = n.attr("pads", [0, 0, 0, 0]) if auto == "NOTSET" else [0, 0, 0, 0]
+        t, l, b, r = (list(pads) + [0, 0, 0, 0])[:4]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        sizes = n.shape(x)[2:]
+        if min(sizes) < 0:
+            n.fail(f"uses auto_pad={auto} over unknown spatial dims")
+        totals = [max((math.ceil(s / st) - 1) * st + (k - 1) * d + 1 - s, 0)
+                  for s, st, k, d in zip(sizes, strides, kernel, dilations)]
+        small = [p // 2 for p in totals]
+        big = [p - p // 2 for p in totals]
+        (t, l), (b, r) = (small, big) if auto == "SAME_UPPER" else (big, small)
+    else:
+        n.fail(f"has auto_pad={auto!r}")
+    return [t, l] if (t, l) == (b, r) else [t, b, l, r]
+
+
+def _window(n: NodeImport, x: str, kernel: list[int]) -> dict:
+    strides = list(n.attr("strides", [1, 1]))
+    dilations = list(n.attr("dilations", [1, 1]))
+    return {"strides": strides, "paddings": _paddings(n, x, kernel, strides, dilations),
+            "dilations": dilations}
+
+
+@import_rule("Conv")
+def _conv(n: NodeImport) -> None:
+    x, w = n.var(0), n.var(1)
+    _two_d(n, "images", len(n.shape(x)))
+    kernel = list(n.shape(w)[2:])
+    attrs = _window(n, x, kernel)
+    attrs["groups"] = int(n.attr("group", 1))
+    if not n.has_input(2):
+        n.op("conv2d", {"Input": x, "Filter": w}, attrs)
+        return
+    conv = n.op("conv2d", {"Input": x, "Filter": w}, attrs,
+                name=f"{n.node.outputs[0]}.conv")
+    n.op("elementwise_add", {"X": conv, "Y": n.var(2)}, {"axis": 1})
+
+
+@import_rule("ConvTranspose")
+def _conv_transpose(n: NodeImport) -> None:
+    x, w = n.var(0), n.var(1)
+    _two_d(n, "images", len(n.shape(x)))
+    if n.attr("output_shape") is not None:
+        n.fail("gives output_shape; give pads and output_padding instead")
+    if n.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        n.fail(f"has auto_pad={n.attr('auto_pad')!r}; give pads instead")
+    kernel = list(n.shape(w)[2:])
+    attrs = _window(n, x, kernel)
+    attrs["groups"] = int(n.attr("group", 1))
+    extra = list(n.attr("output_padding", [0, 0]))
+    if any(extra):
+        h, wd = n.shape(x)[2:]
+        if min(h, wd) < 0:
+            n.fail("has output_padding over unknown spatial dims")
+        pads = attrs["paddings"] if len(attrs["paddings"]) == 4 else \
+            [attrs["paddings"][0]] * 2 + [attrs["paddings"][1]] * 2
+        (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+        attrs["output_size"] = [
+            (h - 1) * sh - pads[0] - pads[1] + dh * (kernel[0] - 1) + 1 + extra[0],
+            (wd - 1) * sw - pads[2] - pads[3] + dw * (kernel[1] - 1) + 1 + extra[1]]
+    if not n.has_input(2):
+        n.op("conv2d_transpose", {"Input": x, "Filter": w}, attrs)
+        return
+    conv = n.op("conv2d_transpose", {"Input": x, "Filter": w}, attrs,
+                name=f"{n.node.outputs[0]}.conv")
+    n.op("elementwise_add", {"X": conv, "Y": n.var(2)}, {"axis": 1})
+
+
+def _pool_attrs(kind: str, ksize: list[int], strides: list[int], paddings: list[int],
+                ceil: bool = False, exclusive: bool = True, global_: bool = False) -> dict:
+    return {"pooling_type": kind, "global_pooling": global_, "ceil_mode": ceil,
+            "exclusive": exclusive, "use_cudnn": True, "ksize": ksize, "strides": strides,
+            "paddings": paddings}
+
+
+@import_rule("MaxPool", "AveragePool")
+def _pool(n: NodeImport) -> None:
+    x = n.var(0)
+    _two_d(n, "images", len(n.shape(x)))
+    n.unused(1)
+    if any(d != 1 for d in n.attr("dilations", [1, 1])):
+        n.fail("has dilations, which pool2d does not support")
+    kernel = list(n.attr("kernel_shape"))
+    window = _window(n, x, kernel)
+    ceil = bool(n.attr("ceil_mode", 0))
+    is_max = n.node.op_type == "MaxPool"
+    exclusive = is_max or not n.attr("count_include_pad", 0)
+    if not exclusive and ceil:
+        _check_no_overhang(n, x, kernel, window)
+    n.op("pool2d", {"X": x}, _pool_attrs("max" if is_max else "avg", kernel,
+                                         window["strides"], window["paddings"], ceil,
+                                         exclusive))
+
+
+def _check_no_overhang(n: NodeImport, x: str, kernel: list[int], window: dict) -> None:
+    """ONNX clips a last window that reaches past the padded input and divides by what is
+    left; pool2d divides by the whole window. Only a file where no window overhangs means
+    the same in both."""
+    pads = window["paddings"]
+    pads = pads if len(pads) == 4 else [pads[0]] * 2 + [pads[1]] * 2
+    for i, size in enumerate(n.shape(x)[2:]):
+        p0, p1, s, k = pads[2 * i], pads[2 * i + 1], window["strides"][i], kernel[i]
+        if size < 0 or (size + p0 + p1 - k) % s:
+            n.fail("averages with ceil_mode and count_include_pad where the last window "
+                   "may reach past the padded input, which pool2d averages differently")
+
+
+@import_rule("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n: NodeImport) -> None:
+    x = n.var(0)
+    _two_d(n, "images", len(n.shape(x)))
+    kind = "max" if n.node.op_type == "GlobalMaxPool" else "avg"
+    n.op("pool2d", {"X": x}, _pool_attrs(kind, [1, 1], [1, 1], [0, 0], global_=True))
+
+
+# --- normalisation -----------------------------------------------------------------------------
+
+@import_rule("BatchNormalization")
+def _batch_norm(n: NodeImport) -> None:
+    """Inference-mode batch norm. Scale and bias become parameters, the running mean and
+    variance batch_norm's moving statistics (state, updated when a method trains)."""
+    if n.attr("training_mode", 0):
+        n.fail("is in training mode; export the model in inference (eval) mode")
+    if not n.attr("spatial", 1):
+        n.fail("has spatial=0 (per-element statistics), which batch_norm does not support")
+    n.unused(1, 2, 3, 4)
+    mean, variance = n.state(3), n.state(4)
+    inputs = {"X": n.var(0), "Scale": n.var(1), "Bias": n.var(2), "Mean": mean,
+              "Variance": variance}
+    attrs = {"momentum": float(n.attr("momentum", 0.9)),
+             "epsilon": float(n.attr("epsilon", 1e-5)), "data_layout": "NCHW",
+             "use_global_stats": False}
+    out = n.replay.new_name(n.node.outputs[0])
+    outputs = {"MeanOut": [mean], "VarianceOut": [variance], "Y": [out],
+               "SavedMean": [n.replay.new_name(f"{out}.saved_mean")],
+               "SavedVariance": [n.replay.new_name(f"{out}.saved_variance")]}
+    n.append("batch_norm", inputs, outputs, attrs)
+    n.bind(out)
+
+
+@import_rule("LayerNormalization")
+def _layer_norm(n: NodeImport) -> None:
+    n.unused(1, 2)
+    x = n.var(0)
+    rank = len(n.shape(x))
+    axis = int(n.attr("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    inner = n.shape(x)[axis:]
+    if axis < 1 or any(d < 0 for d in inner):
+        n.fail(f"normalises from axis {axis} of a {list(n.shape(x))} input; it must start "
+               f"after the batch dim and cover known dims")
+    size = int(np.prod(inner))
+    inputs = {"X": x}
+    for slot, i in (("Scale", 1), ("Bias", 2)):
+        flat = _flat_param(n, i, size)
+        if flat is not None:
+            inputs[slot] = flat
+    n.op("layer_norm", inputs, {"begin_norm_axis": axis,
+                                "epsilon": float(n.attr("epsilon", 1e-5))})
+
+
+def _flat_param(n: NodeImport, i: int, size: int) -> Optional[str]:
+    """Scale or bias as layer_norm wants it, [D]: an all-ones constant scale is none at all,
+    a reshape of a [D] var (what the exporter writes) is that var, an initializer of the
+    normalised shape is declared flat."""
+    if not n.has_input(i):
+        return None
+    constant = n.constant(i)
+    if i == 1 and constant is not None and np.all(constant == 1):
+        return None
+    lined = n.pending(i, "reshape")
+    if lined is not None and n.shape(lined.base) == (size,):
+        return lined.base
+    name = n.input_name(i)
+    if name in n.replay.graph.initializers and name not in n.replay.values:
+        value = n.replay.graph.initializers[name].reshape(size)
+        return n.replay.declare_state(name, value, parameter=True)
+    var = n.var(i)
+    if n.shape(var) == (size,):
+        return var
+    return n.op("reshape", {"X": var}, {"shape": [size]},
+                name=f"{n.node.outputs[0]}.flat{i}")
+
+
+# --- embedding ---------------------------------------------------------------------------------
+
+@import_rule("Gather")
+def _gather(n: NodeImport) -> None:
+    """Rows of a 2-D table: an embedding lookup (ids get lookup_table's trailing 1 dim)."""
+    if int(n.attr("axis", 0)) != 0:
+        n.fail("gathers along an axis other than 0; only row lookups are supported")
+    masked = n.pending(0, "elementwise_mul")
+    padding = -1
+    if masked is not None and "row_mask" in masked.info:   # padding_idx, as exported
+        table, padding = masked.base, masked.info["row_mask"]
+    else:
+        table = n.var(0)
+    if len(n.shape(table)) != 2:
+        n.fail(f"gathers from a {list(n.shape(table))} tensor; only 2-D tables are supported")
+    squeezed = n.pending(1, "squeeze")
+    if squeezed is not None and _drops_last(n, squeezed.base, squeezed.attrs["axes"]):
+        ids = squeezed.base
+    else:
+        ids = n.var(1)
+        ids = n.op("unsqueeze", {"X": ids}, {"axes": [len(n.shape(ids))]},
+                   name=f"{n.node.outputs[0]}.ids")
+    n.op("lookup_table", {"W": table, "Ids": ids}, {"padding_idx": padding})
+
+
+def _drops_last(n: NodeImport, base: str, axes: list[int]) -> bool:
+    rank = len(n.shape(base))
+    return [a + rank if a < 0 else a for a in axes] == [rank - 1]

@@ -1,0 +1,139 @@
+"""Import rules of shape nodes: Flatten, Reshape, Transpose, Concat, Split, Slice, Squeeze,
+Unsqueeze, the reductions and ArgMax."""
+from __future__ import annotations
+
+from .import_registry import NodeImport, Pending, import_rule
+
+
+def _axis(n: NodeImport, axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < rank:
+        n.fail(f"has {what} {axis}, out of range for a rank-{rank} input")
+    return axis + rank if axis < 0 else axis
+
+
+@import_rule("Flatten")
+def _flatten(n: NodeImport) -> None:
+    x = n.var(0)
+    rank = len(n.shape(x))
+    axis = int(n.attr("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    n.bind(Pending("flatten", x, {"axis": axis}))
+
+
+@import_rule("Reshape")
+def _reshape(n: NodeImport) -> None:
+    shape = n.ints(1, "shape", "shape")
+    if shape is None:
+        n.fail("has no shape")
+    if n.attr("allowzero", 0) and 0 in shape:
+        n.fail("has allowzero=1 with a 0 in its shape (a real empty dim)")
+    n.bind(Pending("reshape", n.var(0), {"shape": shape}))
+
+
+@import_rule("Transpose")
+def _transpose(n: NodeImport) -> None:
+    x = n.var(0)
+    perm = n.attr("perm") or list(reversed(range(len(n.shape(x)))))
+    n.op("transpose", {"X": x}, {"axis": [int(p) for p in perm]})
+
+
+@import_rule("Concat")
+def _concat(n: NodeImport) -> None:
+    n.op("concat", {"X": [n.var(i) for i in range(len(n.node.inputs))]},
+         {"axis": int(n.attr("axis"))})
+
+
+@import_rule("Split")
+def _split(n: NodeImport) -> None:
+    x = n.var(0)
+    shape = n.shape(x)
+    axis = _axis(n, int(n.attr("axis", 0)), len(shape), "axis")
+    parts = len(n.node.outputs)
+    sections = n.ints(1, "split", "split sizes")
+    if sections is None:
+        size = shape[axis]
+        if size < 0:
+            n.fail("splits an unknown dim into equal parts; give the sizes")
+        step = -(-size // parts)   # ONNX: equal parts, the last one smaller
+        sections = [min(step, size - i * step) for i in range(parts)]
+    outs = [n.replay.new_name(o or f"{n.node.outputs[0]}.part{i}")
+            for i, o in enumerate(n.node.outputs)]
+    n.append("split", {"X": [x]}, {"Out": outs}, {"axis": axis, "sections": sections})
+    for i, out in enumerate(outs):
+        if n.node.outputs[i]:
+            n.bind(out, i)
+
+
+@import_rule("Slice")
+def _slice(n: NodeImport) -> None:
+    x = n.var(0)
+    if n.opset >= 10:
+        starts, ends = n.ints(1, "", "starts"), n.ints(2, "", "ends")
+        axes, steps = n.ints(3, "", "axes"), n.ints(4, "", "steps")
+    else:
+        starts, ends = n.attr("starts"), n.attr("ends")
+        axes, steps = n.attr("axes"), None
+    if starts is None or ends is None:
+        n.fail("has no starts or ends")
+    if steps is not None and any(s != 1 for s in steps):
+        n.fail(f"has steps {steps}; only step 1 is supported")
+    axes = list(axes) if axes is not None else list(range(len(starts)))
+    n.op("slice", {"X": x}, {"axes": axes, "starts": list(starts), "ends": list(ends)})
+
+
+@import_rule("Squeeze")
+def _squeeze(n: NodeImport) -> None:
+    x = n.var(0)
+    shape = n.shape(x)
+    axes = n.ints(1, "axes", "axes")
+    if axes is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = sorted(_axis(n, a, len(shape), "axis") for a in axes)
+    n.bind(Pending("squeeze", x, {"axes": axes}))
+
+
+@import_rule("Unsqueeze")
+def _unsqueeze(n: NodeImport) -> None:
+    """ONNX's axes index the output; inserting them in ascending order one at a time (as
+    unsqueeze does) gives the same shape. Axes that only append trailing 1s are noted, so
+    an elementwise op can take the input with an ``axis`` instead."""
+    x = n.var(0)
+    rank = len(n.shape(x))
+    axes = n.ints(1, "axes", "axes")
+    if not axes:
+        n.fail("has no axes")
+    out_rank = rank + len(axes)
+    axes = sorted(_axis(n, a, out_rank, "axis") for a in axes)
+    trailing = axes == list(range(rank, out_rank))
+    n.bind(Pending("unsqueeze", x, {"axes": axes}, {"trailing": trailing}))
+
+
+_REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
+           "ReduceMin": "reduce_min"}
+
+
+@import_rule(*_REDUCE)
+def _reduce(n: NodeImport) -> None:
+    x = n.var(0)
+    rank = len(n.shape(x))
+    axes = n.ints(1, "axes", "axes") or []
+    keep = bool(n.attr("keepdims", 1))
+    if not axes and n.attr("noop_with_empty_axes", 0):
+        n.bind(x)
+        return
+    every = sorted(_axis(n, a, rank, "axis") for a in axes) in ([], list(range(rank)))
+    n.op(_REDUCE[n.node.op_type], {"X": x}, {"dim": [] if every else list(axes),
+                                             "keep_dim": keep, "reduce_all": every})
+
+
+@import_rule("ArgMax")
+def _argmax(n: NodeImport) -> None:
+    if n.attr("select_last_index", 0):
+        n.fail("has select_last_index=1; argmax picks the first maximum")
+    x = n.var(0)
+    axis = _axis(n, int(n.attr("axis", 0)), len(n.shape(x)), "axis")
+    if not n.attr("keepdims", 1):
+        n.op("argmax", {"X": x}, {"axis": axis})
+        return
+    flat = n.op("argmax", {"X": x}, {"axis": axis}, name=f"{n.node.outputs[0]}.flat")
+    n.op("unsqueeze", {"X": flat}, {"axes": [axis]})

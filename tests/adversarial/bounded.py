@@ -1,0 +1,32 @@
+"""Running a call that might block for ever (a named pipe) with a deadline."""
+import os
+import threading
+
+
+def call_within(seconds: float, fn, *args):
+    """``fn(*args)``'s result or exception, or AssertionError when it is still running
+    after ``seconds`` (the call is left on a daemon thread)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = e
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise AssertionError(f"{getattr(fn, '__name__', fn)} still blocked after {seconds} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def release_fifo(path) -> None:
+    """Open a named pipe for writing once, so a reader blocked on it wakes up."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+    except OSError:
+        pass

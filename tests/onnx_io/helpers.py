@@ -1,0 +1,62 @@
+"""Shared pieces of the ONNX tests: running a file in onnxruntime, building one-method
+programs, and the text of a method's ops with names and source lines factored out."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fluid
+from fluid_interactive.ops.registry import get_spec
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+#: Attrs that ONNX cannot carry and that only matter while training (a dropout's seed)
+#: or never (use_cudnn): left out when comparing ops across a round trip.
+NOT_CARRIED = frozenset({"use_cudnn", "fix_seed", "seed"})
+
+
+def ort_run(model_or_path, feeds: dict) -> list[np.ndarray]:
+    """Run a model (a path or a ModelProto) in onnxruntime on one CPU thread."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    source = model_or_path if isinstance(model_or_path, str) else \
+        model_or_path.SerializeToString()
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def one_method(build, feeds: dict, name: str = "Net"):
+    """A Program class whose ``infer`` declares ``feeds`` (name -> (shape, dtype)) as data
+    vars and returns ``build(*vars)``."""
+    def infer(self, *args):
+        xs = [fluid.layers.data(n, shape=list(s), dtype=d) for n, (s, d) in feeds.items()]
+        return build(*xs)
+    return type(name, (fluid.Program,), {"infer": fluid.network(*feeds)(infer)})
+
+
+def canonical_ops(compiled, method: str = "infer") -> list[str]:
+    """The method's ops as text with every var renamed by first appearance, all attrs with
+    their defaults (less `NOT_CARRIED`), the output types, and no source lines."""
+    block = compiled.methods[method].block
+    program = compiled.program
+    names: dict[str, str] = {n: f"in{i}" for i, n in enumerate(block.feeds)}
+
+    def rename(n: str) -> str:
+        if n not in names:
+            names[n] = f"v{len(names)}"
+        return names[n]
+    lines = []
+    for op in block.ops:
+        spec = get_spec(op.type)
+        ins = [f"{s.name}={[rename(n) for n in op.input(s.name)]}" for s in spec.inputs
+               if op.input(s.name)]
+        outs = []
+        for s in spec.outputs:
+            for n in op.output(s.name):
+                var = program.find_var(block, n)
+                outs.append(f"{s.name}={rename(n)}:{var.dtype}{list(var.shape)}")
+        attrs = {k: v for k, v in sorted(spec.full_attrs(op.attrs).items())
+                 if k not in NOT_CARRIED}
+        lines.append(f"{', '.join(outs)} = {op.type}({', '.join(ins)}) {attrs}")
+    return lines
