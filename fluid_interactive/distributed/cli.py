@@ -32,6 +32,7 @@ from typing import Optional, Sequence
 
 from .launch import DISTRIBUTED_VAR, parse_distributed_arg
 from .ray_cluster import RayHead, stop_pids
+from .state import default_root
 
 USAGE = ("usage: fluid run SCRIPT [ARGS...] [--trainers N --pservers M]\n"
          "  see docs/distributed.md")
@@ -137,7 +138,7 @@ class Launcher:
             print(f"fluid run: {problem}", file=sys.stderr)
             return 2
         head: Optional[RayHead] = None
-        state_dir = tempfile.mkdtemp(prefix="fluid-job-state-")
+        state_dir = tempfile.mkdtemp(prefix="fluid-job-state-", dir=default_root())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             env = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -27,6 +27,7 @@ from .interface import CallResult, Engine, PServer, Pending, Trainer
 from .program import DistributedProgram
 from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, pserver_spec
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
+from .state import default_root
 from .trainer import TrainerRuntime
 
 #: How long a caller keeps retrying a server that is restarting.
@@ -402,7 +403,7 @@ class RayEngine(Engine):
         namespace = namespace or f"fluid-{uuid.uuid4().hex[:12]}"
         ensure_connected(address, namespace)
         own_state = state_dir is None
-        state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-")
+        state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
         pservers: dict[str, RayPServer] = {}
         trainers: list[RayTrainer] = []
         try:

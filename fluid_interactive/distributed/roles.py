@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -30,6 +29,7 @@ from ..passes.transpiler import transpile
 from .errors import DistributedError, ServerUnreachable
 from .launch import RoleConfig, launch, role_from_env
 from .pserver import DEFAULT_TIMEOUT, plan_digest
+from .state import default_root
 
 JOB_VAR = "FLUID_JOB"
 ENGINE_VAR = "FLUID_ENGINE"
@@ -155,8 +155,7 @@ def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
     ep, timeout, namespace = _endpoint(plan, cfg), _timeout(env), _namespace(env)
     j = plan.endpoints.index(ep)
     ray = connect(None, namespace, env)
-    state_root = env.get(STATE_VAR) or os.path.join(tempfile.gettempdir(),
-                                                     f"fluid-state-{namespace}")
+    state_root = env.get(STATE_VAR) or os.path.join(default_root(), f"fluid-state-{namespace}")
     ps = start_pserver(plan, ep, namespace=namespace, seed=plan.seed, timeout=timeout,
                        state_dir=state_root, who=f"pserver {j}")
     print(f"pserver {j} pid {ps.pid()} endpoint {ep}", flush=True)
