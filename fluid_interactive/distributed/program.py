@@ -103,6 +103,7 @@ class DistributedProgram:
         self._closed = False
         self._step = 0                       # numbers of this object's distributed calls
         self._uncommitted: Optional[int] = None
+        self._final: Optional[dict[str, np.ndarray]] = None   # the state when closed
         program = plan.trainer_program(self._trainers[0].trainer_id)
         self._program = program
         self.methods: dict[str, DistributedMethod] = {}
@@ -278,8 +279,11 @@ class DistributedProgram:
 
     def parameters(self) -> dict[str, np.ndarray]:
         """Every parameter (name -> a NumPy copy): those the servers update joined from
-        their blocks, the others from trainer 0."""
+        their blocks, the others from trainer 0 (after ``close()``: as they were then)."""
         with self._lock:
+            if self._final is not None:
+                return {n: v.copy() for n, v in self._final.items()
+                        if self.plan.program.global_block().vars[n].is_parameter}
             self._check_open()
             self._ensure_committed()
             out = {}
@@ -300,6 +304,8 @@ class DistributedProgram:
         """A persistable var of the original program: from the servers when they hold it
         (parameters, accumulators, learning rates), else from trainer 0."""
         with self._lock:
+            if self._final is not None and name in self._final:
+                return self._final[name].copy()
             self._check_open()
             self._ensure_committed()
             if self.plan.locate(name) is not None:
@@ -310,6 +316,8 @@ class DistributedProgram:
         """Every persistable tensor of the original program, as one process would hold it:
         from the servers where they keep it, else from trainer 0."""
         with self._lock:
+            if self._final is not None:
+                return {n: v.copy() for n, v in self._final.items()}
             self._check_open()
             self._ensure_committed()
             trainer_state = self._trainers[0].tensor_state()
@@ -335,14 +343,15 @@ class DistributedProgram:
     # --- life cycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Tell the servers this object's trainers are done, stop the trainers and release
-        the servers. Safe to call twice."""
+        """End the job for this object's trainers: tell the servers they are done, stop
+        the trainers and release the servers. `parameters`, `get_var`, `state` and `save`
+        still answer afterwards, with the values at this moment. Safe to call twice."""
         with self._lock:
             if self._closed:
                 return
             try:
-                self._ensure_committed()
-            except Exception:   # a server that is gone cannot commit; close the rest
+                self._final = self.state()
+            except Exception:   # a server that is gone cannot answer; close the rest
                 pass
             self._closed = True
             self._finalizer()

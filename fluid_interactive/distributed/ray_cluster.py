@@ -141,6 +141,8 @@ class RayHead:
                                f"{self.temp_dir}/head.log)")
 
     def _remember_children(self) -> None:
+        """Add the head's descendants, and the processes that name this cluster's own
+        temporary directory (a failed `ray start` leaves its servers behind, re-parented)."""
         psutil = _psutil()
         if psutil is None or self._proc is None:
             return
@@ -149,6 +151,14 @@ class RayHead:
                 recursive=True))
         except psutil.Error:
             pass
+        me = os.getpid()
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if p.pid != me and any(self.temp_dir in a for a in p.info["cmdline"] or ()):
+                    self._pids.add(p.pid)
+                    self._pids.update(c.pid for c in p.children(recursive=True))
+            except psutil.Error:
+                pass
 
     @property
     def pid(self) -> Optional[int]:
