@@ -93,10 +93,11 @@ class DistributedProgram:
 
     def __init__(self, plan: Any, trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
                  *, engine: str = "", timeout: float = DEFAULT_TIMEOUT,
-                 closers: Sequence[Callable[[], None]] = ()):
+                 closers: Sequence[Callable[[], None]] = (), patience: float = 0.0):
         self.plan = plan
         self.engine = engine
         self.timeout = timeout
+        self._patience = patience      # extra wait an engine may need (a server restarting)
         self._trainers = list(trainers)
         self._pservers = dict(pservers)
         self._lock = threading.RLock()
@@ -171,7 +172,7 @@ class DistributedProgram:
         Waits at most about ``timeout``: a trainer still busy then is left to finish its
         abandoned step on its own."""
         grace = min(_SETTLE_GRACE, self.timeout)
-        deadline = time.monotonic() + self.timeout + grace
+        deadline = time.monotonic() + self.timeout + self._patience + grace
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=max(0.0, deadline - time.monotonic()),

@@ -422,7 +422,8 @@ class RayEngine(Engine):
                 t.set_vars(state).result(timeout=timeout)
             closers = [(lambda: _remove_dir(state_dir))] if own_state else []
             return DistributedProgram(plan, trainers, pservers, engine=self.name,
-                                      timeout=timeout, closers=closers)
+                                      timeout=timeout, closers=closers,
+                                      patience=restart_timeout)
         except BaseException:
             for t in trainers:
                 t.close()

@@ -76,7 +76,7 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
     from .local import LocalTrainer
     from .program import DistributedProgram
     from .ray_cluster import connect
-    from .ray_engine import RayPServer
+    from .ray_engine import RESTART_TIMEOUT, RayPServer
 
     tid, timeout, namespace = cfg.trainer_id, _timeout(env), _namespace(env)
     who = f"trainer {tid}"
@@ -98,7 +98,8 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
         reference = CompiledProgram(plan.trainer_program(0), seed=seed, device="cpu")
         state = {n: reference.get_var(n) for n in trainer.tensor_state()}
         trainer.set_vars(state).result()
-    dist = DistributedProgram(plan, [trainer], pservers, engine="ray", timeout=timeout)
+    dist = DistributedProgram(plan, [trainer], pservers, engine="ray", timeout=timeout,
+                              patience=RESTART_TIMEOUT)
     _finish_at_exit(dist, pservers.values(), tid)
     return dist
 
