@@ -43,9 +43,12 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     at a time; the others may run concurrently."""
     for op in block.ops:
         spec = get_spec(op.type)
-        if spec.entry or (spec.random and (spec.random_in_test or not is_test)):
+        if spec.entry:
             return True
-        if any(program.find_var(block, n).persistable for n in op.output_names()):
+        if spec.inert(spec.full_attrs(op.attrs), is_test):
+            continue
+        if spec.random or any(program.find_var(block, n).persistable
+                              for n in op.output_names()):
             return True
     return False
 
