@@ -26,7 +26,7 @@ from fluid_interactive.table import Table
 from .graph_html import error_html, graph_html, svg_size
 
 __all__ = ["Graph", "graph", "Table", "NO_DOT_HINT", "svg_for", "html_for", "text_for",
-           "owner_of", "WIDTH_BUDGET_PX"]
+           "owner_of", "plan_to_dot", "WIDTH_BUDGET_PX"]
 
 #: The one line shown under a program's text when graphviz is missing.
 NO_DOT_HINT = ("(install graphviz to see this as a graph: `apt install graphviz`, "
@@ -165,13 +165,6 @@ def _op_count(program: ProgramDesc, block_idxs: Iterable[int]) -> int:
     return sum(len(program.blocks[i].ops) for i in block_idxs)
 
 
-def _plan_programs(plan: TranspilePlan, trainer: int) -> tuple[dict, list]:
-    programs = {f"trainer {trainer}": plan.trainer_program(trainer)}
-    for ep in plan.endpoints:
-        programs[f"pserver {ep}"] = plan.pserver_program(ep)
-    return programs, plan.edges(trainer)
-
-
 def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
           expand: Union[None, str, Iterable[str]] = None, forward_only: bool = False,
           collapse_grads: Optional[bool] = None, show_global: bool = True,
@@ -207,9 +200,8 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
         return draw(False), draw(True)
 
     if isinstance(obj, TranspilePlan):
-        programs, edges = _plan_programs(obj, trainer)
-        wide, narrow = variants(lambda s: split_to_dot(
-            programs, edges, forward_only=forward_only, collapse_grads=bool(collapse_grads),
+        wide, narrow = variants(lambda s: plan_to_dot(
+            obj, trainer, forward_only=forward_only, collapse_grads=bool(collapse_grads),
             show_global=show_global, legend=legend, detail=detail, expand=expand,
             stack_methods=s, title=f"{obj.mode} transpile: trainer {trainer} and "
                                    f"{len(obj.endpoints)} parameter servers"))
@@ -241,6 +233,17 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
             stack_methods=s))
     layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
     return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
+
+
+def plan_to_dot(plan: TranspilePlan, trainer_id: int = 0, **options: Any) -> str:
+    """DOT text of a transpile plan: trainer ``trainer_id`` with every parameter server
+    stacked under it, and the sends and receives between them (``options`` go to
+    `split_to_dot`)."""
+    programs = {f"trainer {trainer_id}": plan.trainer_program(trainer_id)}
+    for ep in plan.endpoints:
+        programs[f"pserver {ep}"] = plan.pserver_program(ep)
+    options.setdefault("title", f"{plan.mode} transpile")
+    return split_to_dot(programs, plan.edges(trainer_id), **options)
 
 
 # --- formatters the extension registers ----------------------------------------------------

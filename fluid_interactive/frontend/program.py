@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..errors import NotCompiledError, ProgramDefinitionError
+from ..distributed.roles import distribute_if_requested
 from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
 from ..ir.source import format_location
 from ..passes.verify import check_program
@@ -192,6 +193,12 @@ class Program:
 
         ``seed`` makes parameter initialisation (and any random op) reproducible;
         ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
+
+        When the script runs with ``--distributed main=train_step`` (or the environment
+        variable ``FLUID_DISTRIBUTED``), the program is transpiled and what comes back
+        depends on ``TRAINING_ROLE`` (docs/distributed.md): a program whose ``main``
+        method runs as a trainer against parameter servers, or, for a parameter server,
+        nothing: it serves until the trainers are done and ends the script.
         """
         trace = trace_methods(self)
         compiled = CompiledProgram(trace.program, seed=seed, device=device,
@@ -202,7 +209,7 @@ class Program:
         compiled.source_class = type(self)
         compiled.options = {k: v for k, v in vars(self).items() if k in self.option_names()}
         compiled.compile_args = {"seed": seed, "device": device}
-        return compiled
+        return distribute_if_requested(compiled)
 
     compile = Compile
 

@@ -43,6 +43,13 @@ def plan():
                            min_block_size=1024)
 
 
+def plan_dot(plan, **options):
+    """The split of a transpile plan: trainer 0, then each server (as fluid.graph draws it)."""
+    programs = {"trainer 0": plan.trainer_program(0)}
+    programs.update((f"pserver {ep}", plan.pserver_program(ep)) for ep in plan.endpoints)
+    return split_to_dot(programs, plan.edges(0), **options)
+
+
 def cluster_labels(dot):
     out, current = {}, None
     for line in dot.splitlines():
@@ -198,7 +205,7 @@ def test_stack_methods_puts_method_blocks_one_under_the_other(mlp):
 
 
 def test_split_stacks_trainer_then_each_server(plan):
-    dot = plan.to_dot()
+    dot = plan_dot(plan)
     labels = cluster_labels(dot)
     assert labels["cluster_p0"] == "trainer 0" and labels["cluster_p1"].startswith("pserver")
     assert _ranked_below(dot, "cluster_p0", "cluster_p1")
@@ -262,7 +269,7 @@ def test_real_programs_stay_narrow(mlp, plan):
     most ~1600 px wide; these stay well under (the op-level drawings were 5,700 and
     30,000 px wide)."""
     for dot in (block_to_dot(mlp, "train_step"), program_to_dot(mlp, stack_methods=True),
-                plan.to_dot(stack_methods=True)):
+                plan_dot(plan, stack_methods=True)):
         assert _width_px(dot_to_svg(dot)) < 1400
     assert _width_px(dot_to_svg(program_to_dot(mlp, detail="ops"))) > 2000
 
