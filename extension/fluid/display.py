@@ -81,8 +81,9 @@ class Graph:
     ``title`` heads the drawing in a notebook; ``text`` (the canonical text form) is
     shown when there is no graphviz. ``narrow`` is a second DOT text with the methods
     stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
-    narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings of single layers,
-    shown under the drawing to expand them. ``timeout`` limits each run of ``dot``.
+    narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings
+    of single layers, shown under the drawing to expand them. ``timeout`` limits each run
+    of ``dot``.
     """
 
     def __init__(self, dot: str, title: str = "", text: str = "", *,

@@ -470,10 +470,10 @@ def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *
     ``programs`` maps a display name to a program (in the order given). ``stack`` (the
     default) draws them one under the other, so a trainer and its servers grow downwards;
     ``stack=False`` puts them side by side (``stack_methods``: the same for the method
-    blocks inside each program, with ``detail='layers'``; also on by default). Each edge is ``(from_program, var, to_program,
-    var)`` with an optional fifth element, the label (default: the var name, or ``a -> b``
-    when the names differ), e.g. a trainer's ``send`` of ``w@GRAD`` to a pserver's
-    ``w@GRAD``.
+    blocks inside each program, with ``detail='layers'``; also on by default). Each edge
+    is ``(from_program, var, to_program, var)`` with an optional fifth element, the label
+    (default: the var name, or ``a -> b`` when the names differ), e.g. a trainer's
+    ``send`` of ``w@GRAD`` to a pserver's ``w@GRAD``.
 
     With ``detail='ops'`` edge ends are var nodes (a var the options filtered out is drawn
     anyway when an edge needs it). With ``detail='layers'`` an edge ends at the node that

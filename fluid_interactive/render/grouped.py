@@ -159,61 +159,70 @@ class GroupedGraph:
                 (params if var.is_parameter else state).append(n)
         return unique(params), [n for n in unique(state) if n not in params]
 
-    def _group_node(self, block: BlockDesc, drawn: _Drawn, outputs: list[str],
-                    tooltip_head: str = "") -> str:
-        g = drawn.group
-        ops = [block.ops[i] for i in g.ops]
-        st = S.OP_STYLES[g.kind]
-        self.legend.op_kinds.add(g.kind)
-        self.legend.summary = True
-        params, state = self._state_of(block, g)
-        if g.kind != "forward":
-            params = [p for p in params if p == g.layer]
-        state = [n for n in state if n not in self.shared_state]
-        rows: list[str] = []
+    def _heading(self, block: BlockDesc, g: Group) -> tuple[str, str, str]:
+        """(title, note, owner) of a box: ``fc_0  fc`` for a layer, the parameter, its type
+        and update op for an optimizer box; ``owner`` is what names inside are relative to."""
         if g.kind == "forward":
-            title, note = g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer)
-            owner = g.layer
-        elif g.kind == "optimize":
-            var = self._var(block, g.layer)
-            title, note = g.layer or "optimizer", short_type(var) if var is not None else ""
-            owner = g.layer
-            state = [n for n in state if n != g.layer]
-            params = [p for p in params if p != g.layer]
-        else:
-            title, note, owner = _GROUP_TITLES.get(g.kind, g.kind), "", ""
-        types = unique(op.type for op in ops)
+            return (g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer),
+                    g.layer)
         if g.kind == "optimize":
-            note = " · ".join(x for x in (note, ", ".join(
-                t for t in types if any(g.layer in op.output_names()
-                                        for op in ops if op.type == t))) if x)
-        rows.append(f"<b>{html(title)}</b>" + (f'  <font color="{_MUTED}">{html(note)}</font>'
-                                                if note else ""))
+            var = self._var(block, g.layer)
+            updates = unique(block.ops[i].type for i in g.ops
+                             if g.layer in block.ops[i].output_names())
+            note = " · ".join(x for x in (short_type(var) if var is not None else "",
+                                          ", ".join(updates)) if x)
+            return g.layer or "optimizer", note, g.layer
+        return _GROUP_TITLES.get(g.kind, g.kind), "", ""
+
+    def _rows(self, block: BlockDesc, g: Group, outputs: list[str]) -> tuple[list[str], str]:
+        """The lines of a box (HTML-like markup) and its title."""
+        title, note, owner = self._heading(block, g)
+        params, state = self._state_of(block, g)
+        params = [p for p in params if p != g.layer] if g.kind == "forward" else []
+        state = [n for n in state if n not in self.shared_state and n != g.layer]
+        rows = [f"<b>{html(title)}</b>" + (f'  <font color="{_MUTED}">{html(note)}</font>'
+                                           if note else "")]
         if g.kind in ("backward", "rpc", "lrsched") or (g.kind == "forward" and not params):
-            rows.append(f'<font color="{_MUTED}">{html(plural(len(ops), "op"))}</font>')
-        for p in params:
-            rows.append(f'<font color="{S.VAR_STYLES["param"].border}">'
-                        f"{html(_strip_prefix(p, owner))} "
-                        f"{html(short_type(self._var(block, p)))}</font>")
-        if state:
-            names = [_strip_prefix(n, owner) for n in state]
-            for k in range(0, len(names), 2):   # two per line keeps the box narrow
-                rows.append(f'<font color="{_MUTED}">{html(", ".join(names[k:k + 2]))}</font>')
+            rows.append(f'<font color="{_MUTED}">{html(plural(len(g.ops), "op"))}</font>')
+        rows += [f'<font color="{S.VAR_STYLES["param"].border}">{html(_strip_prefix(p, owner))} '
+                 f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+        names = [_strip_prefix(n, owner) for n in state]
+        rows += [f'<font color="{_MUTED}">{html(", ".join(names[k:k + 2]))}</font>'
+                 for k in range(0, len(names), 2)]     # two per line keeps the box narrow
         if g.kind == "forward" and outputs:
             rows.append(f'<font color="{_MUTED}">&#8594; '
                         f"{html(short_type(self._var(block, outputs[0])))}</font>")
+        return rows, title
+
+    @staticmethod
+    def _tooltip(block: BlockDesc, g: Group, title: str, head: str) -> str:
+        """The layer's full name, its ops with counts, where the user's code made them."""
+        ops = [block.ops[i] for i in g.ops]
+        counts: dict[str, int] = {}
+        for op in ops:
+            counts[op.type] = counts.get(op.type, 0) + 1
+        lines = ([head] if head else []) + [g.layer or title, "ops: " + ", ".join(
+            f"{t} x{c}" if c > 1 else t for t, c in counts.items())]
+        locs = unique(loc_text(op) for op in ops if op.loc is not None)
+        if locs:
+            lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
+        return "\n".join(lines)
+
+    def _group_node(self, block: BlockDesc, drawn: _Drawn, outputs: list[str],
+                    tooltip_head: str = "") -> str:
+        """One box standing for a group of ops."""
+        g = drawn.group
+        st = S.OP_STYLES[g.kind]
+        self.legend.op_kinds.add(g.kind)
+        self.legend.summary = True
+        rows, title = self._rows(block, g, outputs)
         label = ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
                  + "".join(f'<tr><td align="left">{r}</td></tr>' for r in rows) + "</table>>")
-        locs = unique(loc_text(op) for op in ops if op.loc is not None)
-        tooltip = ([tooltip_head] if tooltip_head else []) + [g.layer or title, "ops: " + ", ".join(
-            f"{t} x{sum(op.type == t for op in ops)}" if sum(op.type == t for op in ops) > 1
-            else t for t in types)]
-        if locs:
-            tooltip.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
+        folded = g.kind == "backward"
         pairs: list[tuple[str, Any]] = [
-            ("shape", S.SUMMARY_SHAPE if g.kind == "backward" else "box"),
-            ("style", "rounded,filled" if g.kind != "backward" else "filled"),
-            ("fillcolor", st.fill), ("label", Raw(label)), ("tooltip", "\n".join(tooltip)),
+            ("shape", S.SUMMARY_SHAPE if folded else "box"),
+            ("style", "filled" if folded else "rounded,filled"), ("fillcolor", st.fill),
+            ("label", Raw(label)), ("tooltip", self._tooltip(block, g, title, tooltip_head)),
             ("margin", "0.08,0.04")]
         if drawn.loss:
             self.legend.loss = True
@@ -266,85 +275,17 @@ class GroupedGraph:
     def _block(self, block: BlockDesc) -> list[str]:
         groups = _params_in_declared_order(
             self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
-        plan = self._plan(block, groups)
-        node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
-        drawn_of = {i: d for d in plan for i in d.group.ops}
-        loss_nodes = {n for d in plan if d.loss and d.group.kind == "forward"
-                      for n in d.op_nodes.values()}
-        opt_nodes = [d for d in plan if d.group.kind == "optimize"]
-        opt_first = (opt_nodes[0].node or next(iter(opt_nodes[0].op_nodes.values()))
-                     ) if opt_nodes else None
-        opt_members = {n for d in opt_nodes for n in d.op_nodes.values()}
-        opt_cluster = f"cluster_{self.cprefix}{block.idx}_opt"
-
-        writer: dict[str, str] = {}
-        inner_vars: dict[int, list[str]] = {}    # expanded group index -> var node lines
-        var_lines: list[str] = []
-        drawn_vars: set[str] = set()
-        outputs_of: dict[str, list[str]] = {}     # folded node -> vars others read
-        # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
-        feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader") for d in plan) \
-            else set()
-
-        def var_node(name: str, holder: Optional[list[str]]) -> str:
-            node = self.var_id(block, name)
-            if name not in drawn_vars:
-                drawn_vars.add(name)
-                (holder if holder is not None else var_lines).append(self._var_node(block, name))
-            return node
-
+        walk = _Walk(self, block, self._plan(block, groups))
         for i, op in enumerate(block.ops):
-            node = node_of.get(i)
-            if node is None:
-                continue
-            d = drawn_of[i]
-            for n in unique(op.input_names()):
-                self.first_touch.setdefault(n, node)
-                self.last_touch[n] = node
-                src = writer.get(n)
-                folded_backward = d.group.kind == "backward" and d.node is not None
-                if src is None:
-                    var = self._var(block, n)
-                    if folded_backward:
-                        continue
-                    if n in feeds or (feeds and var is not None and var.is_data):
-                        self._edge(var_node(n, None), node)
-                    continue
-                if src == node:
-                    continue
-                if folded_backward:
-                    continue     # the folded backward pass is drawn from the loss only
-                if node in opt_members and src not in opt_members:
-                    self._edge(src, opt_first, [("lhead", opt_cluster)])
-                    continue
-                self._edge(src, node)
-                outputs_of.setdefault(src, []).append(n)
-            for n in unique(op.output_names()):
-                self.first_touch.setdefault(n, node)
-                self.first_write.setdefault(n, node)
-                self.last_touch[n] = node
-                if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
-                    # an expanded group draws its vars: op -> var -> readers
-                    holder = inner_vars.setdefault(id(d), [])
-                    vnode = var_node(n, holder)
-                    self._edge(node, vnode)
-                    writer[n] = vnode
-                else:
-                    writer[n] = node
-        for d in plan:
-            if d.group.kind == "backward" and d.node is not None:
-                for src in loss_nodes:
-                    self._edge(src, d.node)
-        for n in _returned(block.returns):
-            src = writer.get(n)
-            vnode = var_node(n, None)
-            if src is not None:
-                self._edge(src, vnode)
-                outputs_of.setdefault(src, []).append(n)
-        if len(plan) == 1 and plan[0].node is not None and not var_lines:
+            if i in walk.node_of:
+                walk.op(i, op)
+        walk.finish()
+        plan = walk.plan
+        if len(plan) == 1 and plan[0].node is not None and not walk.var_lines:
             self.single[block.idx] = plan[0].node
             return [self._group_node(block, plan[0], [], signature(self.program, block))]
-        return self._layout_block(block, plan, var_lines, inner_vars, outputs_of, opt_cluster)
+        return self._layout_block(block, plan, walk.var_lines, walk.inner_vars,
+                                  walk.outputs_of, walk.opt_cluster)
 
     def _layout_block(self, block: BlockDesc, plan: list[_Drawn], var_lines: list[str],
                       inner_vars: dict[int, list[str]], outputs_of: dict[str, list[str]],
@@ -422,6 +363,88 @@ class GroupedGraph:
             for upper, lower in zip(self._block_ends, self._block_ends[1:]):
                 lines += [indent + e for e in stack_edges(*upper, *lower)]
         return lines
+
+
+class _Walk:
+    """The edges of one block's grouped drawing, found by walking its ops in order: each
+    var joins the node that last wrote it to each node that reads it."""
+
+    def __init__(self, graph: "GroupedGraph", block: BlockDesc, plan: list[_Drawn]):
+        self.graph, self.block, self.plan = graph, block, plan
+        self.node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
+        self.drawn_of = {i: d for d in plan for i in d.group.ops}
+        self.loss_nodes = {n for d in plan if d.loss for n in d.op_nodes.values()}
+        opt = [d for d in plan if d.group.kind == "optimize"]
+        self.opt_first = (opt[0].node or next(iter(opt[0].op_nodes.values()))) if opt else None
+        self.opt_members = {n for d in opt for n in d.op_nodes.values()}
+        self.opt_cluster = f"cluster_{graph.cprefix}{block.idx}_opt"
+        self.writer: dict[str, str] = {}
+        self.inner_vars: dict[int, list[str]] = {}   # expanded group -> its var node lines
+        self.var_lines: list[str] = []
+        self.drawn_vars: set[str] = set()
+        self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
+        # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
+        self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
+                                             for d in plan) else set()
+
+    def var_node(self, name: str, holder: Optional[list[str]] = None) -> str:
+        node = self.graph.var_id(self.block, name)
+        if name not in self.drawn_vars:
+            self.drawn_vars.add(name)
+            (holder if holder is not None else self.var_lines).append(
+                self.graph._var_node(self.block, name))
+        return node
+
+    def _touch(self, name: str, node: str) -> None:
+        g = self.graph
+        g.first_touch.setdefault(name, node)
+        g.last_touch[name] = node
+
+    def op(self, i: int, op: OpDesc) -> None:
+        node, d = self.node_of[i], self.drawn_of[i]
+        for n in unique(op.input_names()):
+            self._touch(n, node)
+            self._read(n, node, d)
+        for n in unique(op.output_names()):
+            self._touch(n, node)
+            self.graph.first_write.setdefault(n, node)
+            if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
+                # an expanded group draws its vars: op -> var -> readers
+                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), []))
+                self.graph._edge(node, vnode)
+                self.writer[n] = vnode
+            else:
+                self.writer[n] = node
+
+    def _read(self, name: str, node: str, d: _Drawn) -> None:
+        src = self.writer.get(name)
+        if d.group.kind == "backward" and d.node is not None:
+            return      # the folded backward pass is drawn from the loss only (`finish`)
+        if src is None:
+            var = self.graph._var(self.block, name)
+            if name in self.feeds or (self.feeds and var is not None and var.is_data):
+                self.graph._edge(self.var_node(name), node)
+            return
+        if src == node:
+            return
+        if node in self.opt_members and src not in self.opt_members:
+            self.graph._edge(src, self.opt_first, [("lhead", self.opt_cluster)])
+            return
+        self.graph._edge(src, node)
+        self.outputs_of.setdefault(src, []).append(name)
+
+    def finish(self) -> None:
+        """The loss into the folded backward pass, and the returned vars."""
+        for d in self.plan:
+            if d.group.kind == "backward" and d.node is not None:
+                for src in self.loss_nodes:
+                    self.graph._edge(src, d.node)
+        for n in _returned(self.block.returns):
+            src = self.writer.get(n)
+            vnode = self.var_node(n)
+            if src is not None:
+                self.graph._edge(src, vnode)
+                self.outputs_of.setdefault(src, []).append(n)
 
 
 _GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",
