@@ -182,3 +182,19 @@ def test_graph_draws_a_transpile_plan():
     assert "send" in plan.text() and g.title == "distributed plan"
     assert '"send"' in fluid.graph(plan, detail="ops").dot
     assert "trainer 1" in fluid.graph(plan, trainer=1).dot
+
+
+@needs_dot
+def test_names_from_a_program_never_reach_the_page_as_markup():
+    class Hostile(fluid.Program):
+        @fluid.network("x")
+        def f(self, x):
+            x = fluid.layers.data(name="x", shape=[2], dtype="float32")
+            with fluid.var_scope("<script>alert(1)<\\script>"):
+                return fluid.layers.fc(input=x, size=2, act="relu")
+
+    prog = Hostile().Compile(seed=0)
+    page = fluid.graph(prog)._repr_html_()
+    assert "<script>alert" not in page and "alert(1)" in page      # shown, escaped
+    assert page.count("<script>") == 1                              # ours alone
+    assert "<script>alert" not in prog.summary()._repr_html_()
