@@ -4,14 +4,18 @@ Loading
   * puts ``fluid`` into the user namespace;
   * registers the ``%fluid`` line magic and the ``%%fluid`` cell magic (`fluid.magics`);
   * registers display formatters: a `CompiledProgram`, a `CompiledMethod` and a
-    `ProgramDesc` show as an SVG graph when graphviz's ``dot`` exists; their text/plain
+    `ProgramDesc` show as a graph when graphviz's ``dot`` exists (HTML: the drawing fitted
+    to the cell with zoom buttons; SVG for front ends without HTML); their text/plain
     form stays the canonical text (with a one-line hint when the graph cannot be drawn);
   * registers two cell hooks: ``pre_run_cell`` notes which `fluid.Program` subclasses the
     namespace holds, ``post_run_cell`` recompiles the live programs of any class the cell
     defined anew (`fluid.live`);
   * wraps `Program.Compile` so every compiled program records its class and options;
   * installs a traceback filter: an error raised through fluid's own frames is shown
-    without them, ending at the user's line (``%fluid traceback full`` shows everything).
+    without them, ending at the user's line (``%fluid traceback full`` shows everything);
+  * names cells as IPython does wherever fluid prints a location (the text form, graph
+    tooltips, error messages): ``Cell In[14], line 12`` instead of the cell's temporary
+    file ``/tmp/ipykernel_4242/675052645.py:12``.
 
 Unloading undoes each of these, and loading twice does nothing the second time, so
 ``%reload_ext fluid`` always leaves exactly one set. The state lives on the shell object
@@ -27,7 +31,7 @@ from typing import Any, Optional
 
 from fluid_interactive.errors import FluidError
 from fluid_interactive.ir import ProgramDesc
-from fluid_interactive.ir.source import is_internal
+from fluid_interactive.ir.source import add_file_labeller, is_internal, remove_file_labeller
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
 from . import display, live
@@ -98,6 +102,10 @@ def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
 
 # --- formatters ---------------------------------------------------------------------------------
 
+def _html_formatter(obj: Any) -> Optional[str]:
+    return display.html_for(obj)
+
+
 def _svg_formatter(obj: Any) -> Optional[str]:
     return display.svg_for(obj)
 
@@ -121,6 +129,14 @@ class FluidExtension:
         self._custom_exc_before: Optional[tuple] = None
         self._magics: Any = None
         self.reports: list[str] = []   # the last cell's recompile reports (tests read them)
+
+    # locations ----------------------------------------------------------------------------
+
+    def file_label(self, filename: str) -> Optional[str]:
+        """``'Cell In[14]'`` for the file IPython compiled cell 14 into; None for others."""
+        name = getattr(self.shell.compile, "format_code_name", None)
+        parts = name(filename) if name is not None else None
+        return " ".join(parts) if parts else None
 
     # cell hooks ---------------------------------------------------------------------------
 
@@ -153,7 +169,8 @@ class FluidExtension:
         from .magics import FluidMagics
         self._magics = FluidMagics(shell, self)
         shell.register_magics(self._magics)
-        for mime, func in (("image/svg+xml", _svg_formatter), ("text/plain", _text_formatter)):
+        for mime, func in (("text/html", _html_formatter), ("image/svg+xml", _svg_formatter),
+                           ("text/plain", _text_formatter)):
             formatter = shell.display_formatter.formatters[mime]
             for typ in _DISPLAY_TYPES:
                 previous = formatter.type_printers.get(typ)
@@ -167,6 +184,7 @@ class FluidExtension:
         if not shell.custom_exceptions:   # never take the slot from another extension
             shell.set_custom_exc((Exception,), _custom_exc)
         live.install_compile_hook()
+        add_file_labeller(self.file_label)
         self._classes_before = live.program_classes(shell.user_ns)
         shell.push({"fluid": sys.modules[__package__]})
 
@@ -196,6 +214,7 @@ class FluidExtension:
             if custom_tb is not None:
                 shell.CustomTB = custom_tb
         live.remove_compile_hook()
+        remove_file_labeller(self.file_label)
         if shell.user_ns.get("fluid") is sys.modules.get(__package__):
             shell.user_ns.pop("fluid", None)
 

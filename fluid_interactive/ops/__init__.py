@@ -2,9 +2,9 @@
 
 Importing this package registers every op. See `spec.py` for what a spec holds.
 """
-from . import (accumulate, conv, dist, elementwise, fill, linalg, lr, metric,  # noqa: F401
-               nn_misc, norm, optim, optim_fused, pool, reader, reduce, shape, softmax,
-               unary)
+from . import (accumulate, compare, conv, dist, elementwise, fill, linalg,  # noqa: F401
+               lr, metric, nn_misc, norm, optim, optim_fused, pool, reader, reduce, shape,
+               softmax, unary)
 from . import chain  # noqa: F401  (after the ops its members are)
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops

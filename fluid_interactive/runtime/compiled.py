@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 import zlib
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -18,11 +18,15 @@ from .feed import make_converter
 from .runner import BlockRunner
 from .scope import Scope
 
+if TYPE_CHECKING:
+    from .summary import Summary
+    from .watch import Watched, WatchSet
+
 #: Names a compiled program uses itself; a traced method may not take them.
 RESERVED_NAMES = frozenset({
     "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
     "scope", "methods", "close", "reset_readers", "reader_names", "device", "seed", "summary",
-    "to_json", "source_class", "options", "compile_args",
+    "to_json", "source_class", "options", "compile_args", "watch", "unwatch", "watched",
 })
 
 
@@ -43,9 +47,12 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     at a time; the others may run concurrently."""
     for op in block.ops:
         spec = get_spec(op.type)
-        if spec.entry or (spec.random and (spec.random_in_test or not is_test)):
+        if spec.entry:
             return True
-        if any(program.find_var(block, n).persistable for n in op.output_names()):
+        if spec.inert(spec.full_attrs(op.attrs), is_test):
+            continue
+        if spec.random or any(program.find_var(block, n).persistable
+                              for n in op.output_names()):
             return True
     return False
 
@@ -69,15 +76,21 @@ class CompiledMethod:
         self._runner = BlockRunner(owner.program, _plan_view(block, reads), owner._xp,
                                    owner.seed, is_test=block.is_test)
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
+        self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
+        type(self).__call__ = self.entry_for(self._runner)
+
+    def entry_for(self, runner: BlockRunner) -> Any:
+        """The generated ``__call__`` that runs ``runner``'s plans (the method's own, or a
+        watching variant of it: see `watch`)."""
+        block, owner = self.block, self._owner
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
-        type(self).__call__ = make_entry(
+        return make_entry(
             self._n, [v.shape for v in feed_vars], [np.dtype(v.dtype) for v in feed_vars],
             [make_converter(block.name, v) for v in feed_vars], self._bind,
-            self._runner, owner.scope.values, self._runner.kernel_error,
+            runner, owner.scope.values, runner.kernel_error,
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
-            owner.scope.lock if self.changes_state else None,
-            [(op.input("Reader")[0], len(op.output("Out"))) for op in reads])
+            owner.scope.lock if self.changes_state else None, self._reads)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -127,6 +140,13 @@ class CompiledMethod:
     @property
     def text(self) -> str:
         return format_block(self._owner.program, self.block)
+
+    @property
+    def watched(self) -> "Watched":
+        """The watched values of this method's last call (see `CompiledProgram.watch`)."""
+        from .watch import Watched
+        return self._owner._watch_set().by_method.get(self.block.name,
+                                                      Watched(self.block.name, 0, {}))
 
     def __repr__(self) -> str:
         return self.text
@@ -299,7 +319,64 @@ class CompiledProgram:
         from .checkpoint import save
         save(self, path)
 
+    # --- watching values -----------------------------------------------------------------
+
+    def _watch_set(self) -> "WatchSet":
+        from .watch import WatchSet
+        return self.__dict__.setdefault("_watch", WatchSet())
+
+    def watch(self, *names: str, methods: Union[None, str, Sequence[str]] = None
+              ) -> dict[str, list[str]]:
+        """Keep the values of the named vars after each call, to read from `watched`.
+
+        A name is a var (``'mlp/fc_0.tmp_2'``, a gradient ``'mlp/fc_0.w_0@GRAD'``), a layer
+        or a var_scope (``'mlp'``: all its activations and gradients), or a pattern with
+        ``*``; ``methods`` limits watching to some methods. Calls add to what is watched;
+        returns what each method now keeps. Unwatched methods run exactly as before."""
+        from .watch import install, select
+        watch = self._watch_set()
+        patterns = list(dict.fromkeys(watch.patterns + list(names)))
+        wanted = None if methods is None else {methods} if isinstance(methods, str) \
+            else set(methods)
+        for m in wanted or ():
+            if m not in self.methods:
+                raise KeyError(f"watch: no method {m!r}; the methods are: "
+                               f"{', '.join(self.methods)}")
+        persistable = {n: v for n, v in self.program.global_block().vars.items()
+                       if v.persistable}
+        for name in names:
+            if not any(select(m.block, [name], persistable) for m in self.methods.values()
+                       if wanted is None or m.block.name in wanted):
+                raise KeyError(f"watch: {name!r} names no var of "
+                               f"{'any method' if wanted is None else ', '.join(wanted)}; "
+                               f"give a var, a layer or var_scope such as 'mlp', or a "
+                               f"pattern such as '*@GRAD' (the text form lists the vars)")
+        watch.patterns, watch.methods = patterns, wanted
+        return install(self, watch)
+
+    def unwatch(self, *names: str) -> dict[str, list[str]]:
+        """Stop watching ``names`` (no names: everything); methods no longer watched run
+        their plain entry again. Returns what each method still keeps."""
+        from .watch import install
+        watch = self._watch_set()
+        watch.patterns = [p for p in watch.patterns if names and p not in names]
+        return install(self, watch)
+
+    @property
+    def watched(self) -> "Watched":
+        """The watched values of the last call of any method (see `watch`): a mapping of var
+        name to array, with ``.method`` and ``.call``."""
+        return self._watch_set().last
+
     # --- printing --------------------------------------------------------------------------
+
+    def summary(self, methods: Union[None, str, Sequence[str]] = None) -> "Summary":
+        """The model's layers in a table, as Keras' ``model.summary()``: each layer (under
+        its var_scope) with its type, output shape and parameter count, then trainable,
+        non-trainable and optimizer-state totals. ``methods`` limits it to some methods.
+        Prints as text; displays as HTML in a notebook."""
+        from .summary import summarize
+        return summarize(self.program, methods)
 
     def __str__(self) -> str:
         return format_program(self.program)

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
+import sys
+
 from fluid_interactive.ops.registry import get_spec, registered_ops
-from ops.device import COVERED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -15,6 +16,9 @@ def test_every_kernel_ran_on_the_device(request):
     suites = {f for f in os.listdir(HERE) if f.startswith("test_") and f.endswith(".py")}
     if not suites <= ran:
         pytest.skip("runs with the whole tests/ops folder (the op tests fill the record)")
+    # the harness may be imported as ops.harness or as tests.ops.harness: both record
+    covered = set().union(*(m.COVERED for name, m in list(sys.modules.items())
+                            if name.endswith("ops.device") and hasattr(m, "COVERED")))
     missing = sorted(t for t in registered_ops() if get_spec(t).kernel is not None
-                     and get_spec(t).host_access != "io" and t not in COVERED)
+                     and get_spec(t).host_access != "io" and t not in covered)
     assert not missing, f"ops whose kernels never ran on the device: {missing}"
