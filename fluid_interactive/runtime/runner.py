@@ -25,15 +25,15 @@ class BlockRunner:
     def __init__(self, program: ProgramDesc, block: BlockDesc, xp: Any,
                  seed: Optional[int], rng_for: Optional[Callable[[int], Any]] = None,
                  is_test: Optional[bool] = None):
+        self.program, self.block, self.xp, self.seed = program, block, xp, seed
         # The block as plans run it: after the plan passes (fusion; passes/pipeline.py).
-        self.program, self.block, self.xp, self.seed = program, plan_passes(program, block), \
-            xp, seed
+        self.plan_block = plan_passes(program, block)
         self.feed_names = list(block.feeds)
         base_rng = rng_for or (lambda i: op_rng(seed, block.idx, i, np))
         # Random draws stay keyed by an op's index in the block as written, so that fusing
         # the ops around a random op never changes what it draws.
         origin = {id(op): i for i, op in enumerate(block.ops)}
-        at = [origin.get(id(op), i) for i, op in enumerate(self.block.ops)]
+        at = [origin.get(id(op), i) for i, op in enumerate(self.plan_block.ops)]
         self._rng_for = lambda i: base_rng(at[i] if i >= 0 else i)
         self.is_test = is_test if is_test is not None else not _optimizes(block)
         # One plan per feed signature (the first one built, for callers that take turns).
@@ -64,8 +64,9 @@ class BlockRunner:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
-        analysis = analyse_block(self.program, self.block, feed_types, self.xp, self._rng_for)
-        return generate(self.program, self.block, analysis, self.feed_names, self.xp,
+        analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
+                                 self._rng_for)
+        return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}")
 
@@ -82,7 +83,7 @@ class BlockRunner:
         """Run a block that takes no feeds and runs once (block 0's initialisers) without
         generating code for it: each kernel is prepared and called in turn, and the
         persistable values are committed together at the end, as a plan would."""
-        analysis = analyse_block(self.program, self.block, {}, self.xp, self._rng_for)
+        analysis = analyse_block(self.program, self.plan_block, {}, self.xp, self._rng_for)
         env = dict(analysis.constants)
         plan_state: dict = {}
         for step in analysis.steps:
@@ -110,11 +111,11 @@ class BlockRunner:
         if index is None:
             return KernelError(f"{self.block.name or 'block'} failed: "
                                f"{type(error).__name__}: {error}")
-        op = self.block.ops[index]
+        op = self.plan_block.ops[index]   # the index is the generated line's op
         return KernelError(
             f"op {index} of {self.block.name or 'block ' + str(self.block.idx)} failed: "
             f"{type(error).__name__}: {error}\n  in op: "
-            f"{describe_op(self.program, self.block, op)}\n"
+            f"{describe_op(self.program, self.plan_block, op)}\n"
             f"  No state was changed: the step's updates were not committed.")
 
 
