@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 from ..errors import NotCompiledError, ProgramDefinitionError
 from ..distributed.roles import distribute_if_requested
 from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
+from ..ir.gc_pause import gc_paused
 from ..ir.source import format_location
 from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
@@ -200,9 +201,10 @@ class Program:
         method runs as a trainer against parameter servers, or, for a parameter server,
         nothing: it serves until the trainers are done and ends the script.
         """
-        trace = trace_methods(self)
-        compiled = CompiledProgram(trace.program, seed=seed, device=device,
-                                   initial_values=trace.initial_values)
+        with gc_paused():   # a large program: keep tracing linear in its size
+            trace = trace_methods(self)
+            compiled = CompiledProgram(trace.program, seed=seed, device=device,
+                                       initial_values=trace.initial_values)
         for reader in trace.readers:
             reader.bind(compiled)
         # Where the program came from, so a notebook can recompile it from a redefined class.

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import FluidError, KernelError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ops.apply import prepare_kernel
+from ..ir.gc_pause import gc_paused
 from ..passes.pipeline import plan_passes
 from ..ops.spec import Forward, TensorType
 from .analysis import analyse_block, describe_op, op_rng
@@ -61,6 +62,10 @@ class BlockRunner:
         return code
 
     def _build(self, arrays: list[Any]) -> GeneratedCode:
+        with gc_paused():   # many records and kernels: keep planning linear in block size
+            return self._build_plan(arrays)
+
+    def _build_plan(self, arrays: list[Any]) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ...errors import OpArgumentError, ProgramDefinitionError
 from ...ir.records import ProgramDesc, VarDesc
+from ...ir.gc_pause import gc_paused
 from ...ir.text import format_program, short_type
 from .layout import Layout, build_layout
 from .placement import SPLIT_METHODS, endpoints_from
@@ -303,15 +304,17 @@ def transpile(compiled_or_program: Any, main: Union[str, Sequence[str]] = "train
     min_block_size = _positive_int(min_block_size, "min_block_size")
     endpoints = endpoints_from(pservers)
 
-    source = program.clone()
-    methods = [analyse_method(source, m) for m in mains]
-    layout = build_layout(source, methods, endpoints, trainers, mode == "sync", split_method,
-                          slice_var_up, min_block_size)
-    plan = TranspilePlan(layout, main=mains, mode=mode, split_method=split_method,
-                         slice_var_up=slice_var_up, min_block_size=min_block_size,
-                         seed=seed, device=device)
-    # Build trainer 0 and every server now, so a program that cannot be split fails here.
-    plan.trainer_program(0)
-    for ep in endpoints:
-        plan.startup_program(ep)
+    with gc_paused():   # many long-lived records: keep the cost linear in program size
+        source = program.clone()
+        methods = [analyse_method(source, m) for m in mains]
+        layout = build_layout(source, methods, endpoints, trainers, mode == "sync",
+                              split_method, slice_var_up, min_block_size)
+        plan = TranspilePlan(layout, main=mains, mode=mode, split_method=split_method,
+                             slice_var_up=slice_var_up, min_block_size=min_block_size,
+                             seed=seed, device=device)
+        # Build trainer 0 and every server now, so a program that cannot be split fails
+        # here.
+        plan.trainer_program(0)
+        for ep in endpoints:
+            plan.startup_program(ep)
     return plan

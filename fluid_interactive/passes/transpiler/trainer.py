@@ -159,10 +159,12 @@ def _receive_ops(block: BlockDesc, layout: Layout, roles: MethodRoles,
         ops.append(OpDesc("send_barrier", dict(comm), dict(comm_out), dict(barrier_attrs),
                           role=OpRole.RPC, loc=last))
     joins: list[OpDesc] = []
+    grads_of: dict[str, list[str]] = {}
+    for pair in pairs:
+        grads_of.setdefault(pair.group.param, []).append(pair.group.grad)
     for p in roles.params():
         pl = layout.params[p]
-        rv = tuple(n for pair in pairs if pair.group.param == p
-                   for n in (p, pair.group.grad))
+        rv = tuple(n for g in grads_of.get(p, ()) for n in (p, g))
         names = [b.name for b in pl.blocks]
         if pl.split:
             for b in pl.blocks:
