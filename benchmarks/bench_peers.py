@@ -212,8 +212,8 @@ def machine() -> str:
                 versions.append(f"{f}: {type(e).__name__}")
     try:
         from threadpoolctl import threadpool_info
-        versions += [f"{d['internal_api']} {d.get('version')} {d['num_threads']} threads"
-                     for d in threadpool_info() if d.get("user_api") == "blas"]
+        versions += [f"{d['internal_api']} {d.get('version')}" for d in threadpool_info()
+                     if d.get("user_api") == "blas"]
     except ImportError:
         pass
     return f"{os.cpu_count()} CPUs ({cpu}); " + ", ".join(versions)

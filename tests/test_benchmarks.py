@@ -1,0 +1,43 @@
+"""The benchmark scripts stay runnable: the peer suite's workers for fluid and hand NumPy
+report the same losses on a small workload, and gpu_check.sh refuses to run, saying why,
+where CuPy is missing."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.path.join(ROOT, "benchmarks", "bench_peers.py")
+
+
+def _check(framework: str) -> dict:
+    out = subprocess.run([sys.executable, PEERS, "--worker", framework, "--mode", "check",
+                          "--workloads", "W1,W2-sgd,W1-infer-list"],
+                         capture_output=True, text=True, timeout=300, check=True)
+    line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_peer_suite_fluid_and_hand_numpy_agree():
+    fluid, numpy = _check("fluid"), _check("numpy")
+    assert set(fluid) == set(numpy) == {"W1", "W2-sgd", "W1-infer-list"}
+    for name in fluid:
+        np.testing.assert_allclose(fluid[name], numpy[name], rtol=2e-3, atol=1e-5)
+    assert fluid["W2-sgd"][-1] < fluid["W2-sgd"][0]          # it learns
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a bash script")
+def test_gpu_check_fails_loudly_without_cupy():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed here: the script would run")
+    except ImportError:
+        pass
+    out = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_check.sh")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHON": sys.executable})
+    assert out.returncode == 1
+    assert "gpu_check: FAILED" in out.stderr and "CuPy" in out.stderr
