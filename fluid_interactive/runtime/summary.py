@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Union
 
 from ..ir.layers import layer_of, layer_type, scope_of
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.text import format_shape
 from ..table import Table
 
 __all__ = ["LayerRow", "Summary", "summarize"]
@@ -31,7 +32,7 @@ def _size(var: VarDesc) -> int:
 def _shape(var: Optional[VarDesc]) -> str:
     if var is None:
         return "?"
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in var.shape) + "]"
+    return format_shape(var.shape)
 
 
 def _count(n: int) -> str:
