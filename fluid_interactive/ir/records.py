@@ -147,6 +147,16 @@ class OpDesc:
 ReturnSpec = Union[None, str, tuple, dict]
 
 
+def returned_names(returns: ReturnSpec) -> list[str]:
+    """The var names a return structure holds, in order (a name returned twice, twice)."""
+    if returns is None:
+        return []
+    if isinstance(returns, str):
+        return [returns]
+    values = returns if isinstance(returns, tuple) else returns.values()
+    return [n for r in values for n in returned_names(r)]
+
+
 @dataclass(slots=True)
 class BlockDesc:
     """A lexical block: declarations and a straight-line op list.

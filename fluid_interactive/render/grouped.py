@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ..ir.text import short_type
 from . import style as S
 from .groups import Group, group_ops, layer_type
@@ -439,7 +439,7 @@ class _Walk:
             if d.group.kind == "backward" and d.node is not None:
                 for src in self.loss_nodes:
                     self.graph._edge(src, d.node)
-        for n in _returned(self.block.returns):
+        for n in unique(returned_names(self.block.returns)):
             src = self.writer.get(n)
             vnode = self.var_node(n)
             if src is not None:
@@ -465,15 +465,6 @@ def _chain(nodes: list[str]) -> list[str]:
     """Invisible edges that stack ``nodes`` in a column."""
     return [f"{quote(a)} -> {quote(b)} [style=invis, weight=10];"
             for a, b in zip(nodes, nodes[1:])]
-
-
-def _returned(returns: Any) -> list[str]:
-    if returns is None:
-        return []
-    if isinstance(returns, str):
-        return [returns]
-    values = returns if isinstance(returns, tuple) else returns.values()
-    return unique(n for r in values for n in _returned(r))
 
 
 class _Scopes:
