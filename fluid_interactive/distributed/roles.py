@@ -51,10 +51,10 @@ def distribute_if_requested(compiled: Any, argv: Optional[Sequence[str]] = None,
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
         raise SystemExit(serve(plan, cfg, env))
-    return launch(plan, env.get(ENGINE_VAR) or "local", timeout=_timeout(env))
+    return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
 
 
-def _timeout(env: Mapping[str, str]) -> float:
+def timeout_from_env(env: Mapping[str, str]) -> float:
     raw = env.get(TIMEOUT_VAR)
     try:
         value = float(raw) if raw else DEFAULT_TIMEOUT
@@ -78,7 +78,7 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
     from .ray_cluster import connect
     from .ray_engine import RESTART_TIMEOUT, RayPServer
 
-    tid, timeout, namespace = cfg.trainer_id, _timeout(env), _namespace(env)
+    tid, timeout, namespace = cfg.trainer_id, timeout_from_env(env), _namespace(env)
     who = f"trainer {tid}"
     connect(None, namespace, env)
     pservers = {}
@@ -153,7 +153,7 @@ def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
     from .ray_cluster import connect
     from .ray_engine import shut_down_actor, start_pserver
 
-    ep, timeout, namespace = _endpoint(plan, cfg), _timeout(env), _namespace(env)
+    ep, timeout, namespace = _endpoint(plan, cfg), timeout_from_env(env), _namespace(env)
     j = plan.endpoints.index(ep)
     ray = connect(None, namespace, env)
     state_root = env.get(STATE_VAR) or os.path.join(default_root(), f"fluid-state-{namespace}")
