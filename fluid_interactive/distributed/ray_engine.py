@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import FluidError
 from .errors import DistributedError, DistributedTimeout, ServerUnreachable
 from .interface import CallResult, Engine, PServer, Pending, Trainer
-from .program import DistributedProgram
+from .program import DistributedProgram, start_job
 from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, pserver_spec
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
 from .state import default_root
@@ -404,33 +404,27 @@ class RayEngine(Engine):
         ensure_connected(address, namespace)
         own_state = state_dir is None
         state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
-        pservers: dict[str, RayPServer] = {}
-        trainers: list[RayTrainer] = []
+        closers = [(lambda: _remove_dir(state_dir))] if own_state else []
+
+        def start_trainer(k: int, seed_k: Optional[int], servers: Any) -> RayTrainer:
+            handle = trainer_actor.options(namespace=namespace).remote(
+                plan, k, namespace, seed_k, timeout, restart_timeout)
+            return RayTrainer(handle, k, timeout + restart_timeout)
+
         try:
-            for ep in plan.endpoints:
-                pservers[ep] = start_pserver(plan, ep, namespace=namespace, seed=seed,
-                                             timeout=timeout, state_dir=state_dir,
-                                             restarts=restarts, restart_timeout=restart_timeout)
-            cls = remote_class(TrainerActor, num_cpus=0, max_concurrency=1, max_restarts=0)
-            for k in range(plan.trainers):
-                handle = cls.options(namespace=namespace).remote(
-                    plan, k, namespace, None if seed is None else seed + k, timeout,
-                    restart_timeout)
-                trainers.append(RayTrainer(handle, k, timeout + restart_timeout))
-            state = trainers[0].tensor_state()
-            for t in trainers[1:]:
-                t.set_vars(state).result(timeout=timeout)
-            closers = [(lambda: _remove_dir(state_dir))] if own_state else []
-            return DistributedProgram(plan, trainers, pservers, engine=self.name,
-                                      timeout=timeout, closers=closers,
-                                      patience=restart_timeout)
+            trainer_actor = remote_class(TrainerActor, num_cpus=0, max_concurrency=1,
+                                         max_restarts=0)
+            return start_job(
+                plan, lambda ep: start_pserver(plan, ep, namespace=namespace, seed=seed,
+                                               timeout=timeout, state_dir=state_dir,
+                                               restarts=restarts,
+                                               restart_timeout=restart_timeout),
+                start_trainer, seed, lambda servers, trainers: DistributedProgram(
+                    plan, trainers, servers, engine=self.name, timeout=timeout,
+                    closers=closers, patience=restart_timeout), timeout)
         except BaseException:
-            for t in trainers:
-                t.close()
-            for ps in pservers.values():
-                ps.close()
-            if own_state:
-                _remove_dir(state_dir)
+            for close in closers:
+                close()
             raise
 
 
