@@ -20,6 +20,7 @@ from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
 from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
                                       layer_drawings, program_to_dot, split_to_dot)
+from fluid_interactive.render.svg import DEFAULT_TIMEOUT
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 from fluid_interactive.table import Table
 
@@ -60,14 +61,14 @@ def _inline(svg: Optional[str]) -> Optional[str]:
     return svg
 
 
-def _svg(dot: str, timeout: Optional[float] = None) -> Optional[str]:
+def _svg(dot: str, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Optional[str]:
     """SVG for DOT text, cached by the text (drawing the same program twice costs one run
     of dot); None without graphviz. A `DotError` is not cached: the next try runs dot
     again."""
     if dot in _SVG_CACHE:
         _SVG_CACHE.move_to_end(dot)
         return _SVG_CACHE[dot]
-    svg = _inline(dot_to_svg(dot) if timeout is None else dot_to_svg(dot, timeout))
+    svg = _inline(dot_to_svg(dot, timeout))
     _SVG_CACHE[dot] = svg
     while len(_SVG_CACHE) > _SVG_CACHE_SIZE:
         _SVG_CACHE.popitem(last=False)
@@ -83,7 +84,7 @@ class Graph:
     stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
     narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings
     of single layers, shown under the drawing to expand them. ``timeout`` limits each run
-    of ``dot``.
+    of ``dot`` (None: `render.svg.DEFAULT_TIMEOUT`).
     """
 
     def __init__(self, dot: str, title: str = "", text: str = "", *,
@@ -95,7 +96,7 @@ class Graph:
         self.text = text    # the canonical text form of what is drawn, shown without graphviz
         self.narrow = narrow
         self.layers = list(layers)
-        self.timeout = timeout
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._layers_svg: Optional[list[str]] = None
 
     @property
@@ -115,8 +116,7 @@ class Graph:
         if not self.layers:
             return []
         if self._layers_svg is None:
-            svgs = dots_to_svgs([d for _, _, d in self.layers],
-                                *(() if self.timeout is None else (self.timeout,)))
+            svgs = dots_to_svgs([d for _, _, d in self.layers], self.timeout)
             self._layers_svg = [_inline(s) or "" for s in svgs or []]
         return [(node, label, svg) for (node, label, _), svg
                 in zip(self.layers, self._layers_svg)]
