@@ -18,8 +18,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
-from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
-                                      layer_drawings, program_to_dot, split_to_dot)
+from fluid_interactive.render import (DETAILS, DotError, block_to_dot, dot_to_svg, dots_to_svgs,
+                                      has_dot, layer_drawings, program_to_dot, split_to_dot)
 from fluid_interactive.render.svg import DEFAULT_TIMEOUT
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 from fluid_interactive.table import Table
@@ -189,7 +189,7 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
     ``show_global`` draws block 0 with its initialisers. ``timeout`` (seconds) limits
     graphviz.
     """
-    if detail not in ("layers", "ops"):
+    if detail not in DETAILS:
         raise ValueError(f"detail must be 'layers' or 'ops'; got {detail!r}")
     layered = detail == "layers"
 
