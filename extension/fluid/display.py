@@ -200,20 +200,29 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
             return draw(stack), None
         return draw(False), draw(True)
 
+    def options(collapse: Optional[bool]) -> dict[str, Any]:
+        return dict(forward_only=forward_only, collapse_grads=bool(collapse),
+                    show_global=show_global, legend=legend, detail=detail, expand=expand)
+
     if isinstance(obj, TranspilePlan):
+        title = f"{obj.mode} transpile: trainer {trainer} and {len(obj.endpoints)} " \
+                f"parameter servers"
         wide, narrow = variants(lambda s: plan_to_dot(
-            obj, trainer, forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s, title=f"{obj.mode} transpile: trainer {trainer} and "
-                                   f"{len(obj.endpoints)} parameter servers"))
+            obj, trainer, **options(collapse_grads), stack_methods=s, title=title))
         return Graph(wide, "distributed plan", obj.text(), narrow=narrow, timeout=timeout)
     if isinstance(obj, CompiledMethod):
-        program, blocks, title, text = owner_of(obj).program, [obj.block.idx], \
-            f"{owner_of(obj).program.name}.{obj.block.name}", obj.text
+        program, blocks = owner_of(obj).program, [obj.block.idx]
+        title, text = f"{program.name}.{obj.block.name}", obj.text
+
+        def draw(**kw: Any) -> str:
+            return block_to_dot(program, obj.block.idx, **kw)
     elif isinstance(obj, (CompiledProgram, ProgramDesc)):
         program = obj.program if isinstance(obj, CompiledProgram) else obj
-        blocks = None if methods is None else methods
+        blocks = methods
         title, text = program.name or "program", format_program(program)
+
+        def draw(**kw: Any) -> str:
+            return program_to_dot(program, blocks, **kw)
     else:
         raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
                         f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
@@ -222,16 +231,7 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
             program.block(m).idx for m in ([blocks] if isinstance(blocks, (str, int))
                                            else blocks)]
         collapse_grads = _op_count(program, idxs) > AUTO_COLLAPSE_OPS
-    if isinstance(obj, CompiledMethod):
-        wide, narrow = variants(lambda s: block_to_dot(
-            program, blocks[0], forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s))
-    else:
-        wide, narrow = variants(lambda s: program_to_dot(
-            program, blocks, forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s))
+    wide, narrow = variants(lambda s: draw(**options(collapse_grads), stack_methods=s))
     layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
     return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
 
