@@ -18,14 +18,8 @@ import numpy as np
 from ..backend import get_device
 from .interface import CallResult, Engine, PServer, Trainer
 from .program import DistributedProgram, start_job
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, pserver_spec
+from .pserver import DEFAULT_TIMEOUT, ParameterServer, check_timeout, pserver_spec
 from .trainer import TrainerRuntime
-
-
-def check_timeout(timeout: Any) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
-    return float(timeout)
 
 
 class LocalTrainer(Trainer):

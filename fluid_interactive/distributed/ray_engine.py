@@ -25,7 +25,8 @@ from ..errors import FluidError
 from .errors import DistributedError, DistributedTimeout, ServerUnreachable
 from .interface import CallResult, Engine, PServer, Pending, Trainer
 from .program import DistributedProgram, start_job
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, pserver_spec
+from .pserver import (DEFAULT_TIMEOUT, ParameterServer, PServerSpec, check_timeout,
+                      pserver_spec)
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
 from .state import default_root
 from .trainer import TrainerRuntime
@@ -397,7 +398,6 @@ class RayEngine(Engine):
         restart from (default: a temporary directory, removed by ``close()``);
         ``restarts``: how often a server may restart; ``restart_timeout``: how long
         callers wait for it."""
-        from .local import check_timeout
         timeout = check_timeout(timeout)
         seed = plan.seed if seed is None else seed
         namespace = namespace or f"fluid-{uuid.uuid4().hex[:12]}"
