@@ -13,6 +13,7 @@ the parameters an uninterrupted run would have.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -351,7 +352,7 @@ _PRIVATE_HEAD: list[RayHead] = []
 def ensure_connected(address: Optional[str], namespace: str) -> Any:
     """``ray`` connected to ``address``, ``RAY_ADDRESS``, or a private local cluster that
     this process starts once (and stops at exit or with `shutdown`)."""
-    ray_imported = "ray" in __import__("sys").modules
+    ray_imported = "ray" in sys.modules
     if ray_imported and import_ray().is_initialized():
         return import_ray()
     if address or os.environ.get("RAY_ADDRESS"):
@@ -373,7 +374,7 @@ def ensure_connected(address: Optional[str], namespace: str) -> Any:
 
 def shutdown() -> None:
     """Disconnect from Ray, and stop the private cluster this process started (if any)."""
-    if "ray" in __import__("sys").modules:
+    if "ray" in sys.modules:
         ray = import_ray()
         if ray.is_initialized():
             ray.shutdown()
