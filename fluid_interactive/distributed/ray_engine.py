@@ -53,34 +53,35 @@ class PServerActor:
         self.server = ParameterServer(spec, seed=seed, device="cpu", timeout=timeout,
                                       state_dir=state_dir)
 
-    def exchange(self, trainer_id, step, committed, blocks, names):
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.server.exchange(trainer_id, step, committed, blocks, names)
 
-    def commit(self, step):
+    def commit(self, step: int) -> None:
         self.server.commit(step)
 
-    def abort(self, step, reason):
+    def abort(self, step: int, reason: str) -> None:
         self.server.abort(step, reason)
 
-    def get(self, names):
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
         return self.server.get(names)
 
-    def set_values(self, values):
+    def set_values(self, values: Mapping[str, Any]) -> None:
         self.server.set_values(values)
 
-    def finish(self, trainer_id, error=None):
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
         self.server.finish(trainer_id, error)
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         return self.server.status()
 
-    def digest(self):
+    def digest(self) -> str:
         return self.server.spec.digest
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
-    def shut_down(self, remove_state: bool):
+    def shut_down(self, remove_state: bool) -> None:
         self.server.close()
         if remove_state:
             self.server.remove_state()
@@ -98,19 +99,19 @@ class TrainerActor:
         self.runtime = TrainerRuntime(plan, trainer_id, pservers, seed=seed, device="cpu",
                                       timeout=timeout)
 
-    def call(self, method, args, step):
+    def call(self, method: str, args: Sequence[Any], step: Optional[int]) -> CallResult:
         return self.runtime.call(method, args, step)
 
-    def get_var(self, name):
+    def get_var(self, name: str) -> np.ndarray:
         return self.runtime.get_var(name)
 
-    def set_vars(self, values):
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> None:
         self.runtime.set_vars(values)
 
-    def tensor_state(self):
+    def tensor_state(self) -> dict[str, np.ndarray]:
         return self.runtime.tensor_state()
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
 
@@ -217,31 +218,33 @@ class RayPServer(PServer):
 
     # --- the PServer interface --------------------------------------------------------------
 
-    def submit_exchange(self, trainer_id, step, committed, blocks, names) -> Pending:
+    def submit_exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                        blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
         handle = self.handle
         return _RayPending(
             self, lambda: handle.exchange.remote(trainer_id, step, committed, blocks, names),
             f"step {step} (trainer {trainer_id})")
 
-    def exchange(self, trainer_id, step, committed, blocks, names):
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.submit_exchange(trainer_id, step, committed, blocks, names).result()
 
-    def commit(self, step):
+    def commit(self, step: int) -> None:
         self._call("commit", step, what=f"the commit of step {step}")
 
-    def abort(self, step, reason):
+    def abort(self, step: int, reason: str) -> None:
         self._call("abort", step, reason, what=f"the abort of step {step}")
 
-    def get(self, names):
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
         return self._call("get", list(names), what="parameter values")
 
-    def set_values(self, values):
+    def set_values(self, values: Mapping[str, Any]) -> None:
         self._call("set_values", dict(values), what="new values")
 
-    def finish(self, trainer_id, error=None):
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
         self._call("finish", trainer_id, error, what=f"the end of trainer {trainer_id}")
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         return self._call("status", what="its status")
 
     def digest(self) -> str:
