@@ -1,7 +1,16 @@
-"""The live object `Compile()` returns: one program, one scope, one callable per method."""
+"""The live object `Compile()` returns: one program, one scope, one callable per method.
+
+The program it runs can change while it lives: `recompile` puts in the program of an edited
+class, keeping the state that still fits (`runtime.recompile`), and `rewind` can bring an
+earlier one back (`runtime.history`). The object, its scope and the user's variable stay
+the same; method objects of the earlier program are retired and say so when called.
+"""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
+import math
 import weakref
 import zlib
 from typing import Any, Mapping, Optional
@@ -9,12 +18,14 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ..backend import array_module_for, get_device, to_device, to_host
-from ..errors import FeedError, ProgramDefinitionError
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
+from ..errors import FeedError, ProgramDefinitionError, RewindError
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, dtype_kind
 from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
-from .entry import MISSING, make_entry
+from . import checkpoint
+from .entry import MISSING, Recording, make_entry
 from .feed import make_converter
+from .history import Generation, History, Rewound, Site, array_bytes, method_site
 from .runner import BlockRunner
 from .scope import Scope
 
@@ -22,7 +33,8 @@ from .scope import Scope
 RESERVED_NAMES = frozenset({
     "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
     "scope", "methods", "close", "reset_readers", "reader_names", "device", "seed", "summary",
-    "to_json", "source_class", "options", "compile_args",
+    "to_json", "source_class", "options", "compile_args", "history", "keep_history",
+    "rewind", "recompile", "record_origin",
 })
 
 
@@ -50,6 +62,23 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     return False
 
 
+def written_state(program: ProgramDesc, block: BlockDesc) -> list[str]:
+    """The persistable vars a call of ``block`` may write, in the order its ops do."""
+    out: list[str] = []
+    for op in block.ops:
+        for name in op.output_names():
+            var = program.find_var(block, name)
+            if var is not None and var.persistable and name not in out:
+                out.append(name)
+    return out
+
+
+def _nbytes(var: VarDesc) -> int:
+    if var.kind != "tensor" or any(d < 0 for d in var.shape):
+        return 0
+    return math.prod(var.shape) * np.dtype(var.dtype).itemsize
+
+
 class CompiledMethod:
     """A traced method, callable with the values of its data vars."""
 
@@ -69,6 +98,14 @@ class CompiledMethod:
         self._runner = BlockRunner(owner.program, _plan_view(block, reads), owner._xp,
                                    owner.seed, is_test=block.is_test)
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
+        self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
+        #: the persistable vars a call writes: what the history keeps of each call
+        self.writes = written_state(owner.program, block)
+        self._make_entry()
+
+    def _make_entry(self) -> None:
+        """Generate ``__call__`` for the owner's current settings (history on or off)."""
+        owner, block = self._owner, self.block
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
         type(self).__call__ = make_entry(
@@ -76,8 +113,23 @@ class CompiledMethod:
             [make_converter(block.name, v) for v in feed_vars], self._bind,
             self._runner, owner.scope.values, self._runner.kernel_error,
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
-            owner.scope.lock if self.changes_state else None,
-            [(op.input("Reader")[0], len(op.output("Out"))) for op in reads])
+            owner.scope.lock if self.changes_state else None, self._reads,
+            self._recording() if self.changes_state else None)
+
+    def _recording(self) -> Optional[Recording]:
+        history = self._owner.scope.history
+        if not history.enabled:
+            return None
+        descs = self._owner.scope.descs
+        site = method_site(self.block.name, self.writes, [r for r, _ in self._reads],
+                           sum(_nbytes(descs[n]) for n in self.writes if n in descs))
+        return Recording(site.names, functools.partial(history.record, site))
+
+    def _retire(self, why: str) -> None:
+        """Make calls of this method object fail with ``why`` (its program was replaced)."""
+        def __call__(self: "CompiledMethod", *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(why)
+        type(self).__call__ = __call__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -166,9 +218,38 @@ def checked_value(var: VarDesc, value: Any) -> np.ndarray:
 
 def _close_readers(values: dict) -> None:
     for value in list(values.values()):
-        close = getattr(value, "close", None)
-        if close is not None and not hasattr(value, "shape"):
-            close()
+        _close(value)
+
+
+def _close(value: Any) -> None:
+    close = getattr(value, "close", None)
+    if close is not None and not hasattr(value, "shape"):
+        close()
+
+
+def _persistable_descs(program: ProgramDesc) -> dict[str, VarDesc]:
+    return {v.name: v for v in program.global_block().vars.values() if v.persistable}
+
+
+def _no_history_reason(program: ProgramDesc) -> Optional[str]:
+    """Why ``program`` cannot keep a history, or None."""
+    for block in program.blocks:
+        if any(op.role & (OpRole.RPC | OpRole.DIST) for op in block.ops):
+            return ("its methods send to and receive from parameter servers, whose state "
+                    "a rewind of this program alone could not take back")
+    return None
+
+
+# Programs compiled from a class (`Program.Compile`), oldest first; weakly held.
+_compiled_from_classes: "weakref.WeakValueDictionary[int, CompiledProgram]" = \
+    weakref.WeakValueDictionary()
+_order = itertools.count()
+
+
+def live_programs() -> list["CompiledProgram"]:
+    """Every program compiled from a `fluid.Program` class that is still alive, oldest
+    first (what the notebook extension recompiles when a class is defined again)."""
+    return [p for _, p in sorted(_compiled_from_classes.items())]
 
 
 class CompiledProgram:
@@ -177,21 +258,37 @@ class CompiledProgram:
     def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
                  device: Optional[str] = None, initialize: bool = True,
                  initial_values: Optional[Mapping[str, Any]] = None):
-        self.program = program
         self.seed = check_seed(seed)
         self.device = device or get_device()
         self._xp = array_module_for(self.device)
-        self.scope = Scope()
+        self.scope = Scope(_persistable_descs(program))
+        self.program = program
         self.methods: dict[str, CompiledMethod] = {}
-        self.source_class: Optional[type] = None   # set by Program.Compile
+        self.source_class: Optional[type] = None   # set by Program.Compile (record_origin)
         self.options: dict[str, Any] = {}
         self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
         self._finalizer = weakref.finalize(self, _close_readers, self.scope.values)
+        if _no_history_reason(program) is not None:
+            self.scope.history.enabled = False
         for name, value in (initial_values or {}).items():
             self.scope.values[name] = to_device(value, self._xp)
         if initialize:
             self._run_startup()
+        self._install(program)
+
+    def _install(self, program: ProgramDesc) -> None:
+        """Make ``program`` the code this object runs: one method per method block.
+        Method objects of the previous program are retired."""
+        for name, method in self.methods.items():
+            method._retire(f"{name}() belongs to an earlier program of this object, which "
+                           f"was recompiled or rewound; call the object's current method "
+                           f"(e.g. prog.{name}(...)) instead of one kept from before")
+            if self.__dict__.get(name) is method:
+                delattr(self, name)
+        self.program = program
+        self.scope.descs = _persistable_descs(program)
+        self.methods = {}
         for block in program.method_blocks():
             if block.name in RESERVED_NAMES or block.name.startswith("_") or hasattr(
                     self, block.name):
@@ -201,6 +298,19 @@ class CompiledProgram:
             method = CompiledMethod(self, block)
             self.methods[block.name] = method
             setattr(self, block.name, method)
+
+    def record_origin(self, source_class: type, options: Mapping[str, Any],
+                      compile_args: Mapping[str, Any]) -> None:
+        """Remember how this program was made: ``source_class(**options).Compile(
+        **compile_args)`` (`Program.Compile` calls this); `recompile` and the notebook's
+        live reload read it."""
+        self.source_class = source_class
+        self.options = dict(options)
+        self.compile_args = dict(compile_args)
+        _compiled_from_classes[next(_order)] = self
+
+    def _label(self) -> str:
+        return self.program.name or "this program"
 
     # --- state -----------------------------------------------------------------------------
 
@@ -225,7 +335,7 @@ class CompiledProgram:
             self.scope.values, [])
 
     def _persistable(self, name: str) -> VarDesc:
-        var = self.program.global_block().vars.get(name)
+        var = self.scope.descs.get(name)
         if var is None or not var.persistable:
             known = ", ".join(self.var_names())
             raise KeyError(f"{name!r} is not a variable of this program's scope; it holds: "
@@ -246,7 +356,9 @@ class CompiledProgram:
         """Start readers (all, or those named) again from their first epoch. Safe at any
         time: a reader that has not opened yet simply stays closed."""
         with self.scope.lock:  # never in the middle of a step that reads
-            for name in names if names is not None else self.reader_names():
+            names = names if names is not None else self.reader_names()
+            self.scope.record_reset(self.scope.positions(names))
+            for name in names:
                 reader = self.scope.get(name)
                 if reader is not None:
                     reader.reset()
@@ -280,7 +392,7 @@ class CompiledProgram:
 
     def set_var(self, name: str, value: Any) -> None:
         """Replace one persistable var; see `set_parameters` for the checks."""
-        self.scope.set({name: self._checked(name, value)})
+        self.scope.set({name: self._checked(name, value)}, label=f"set_var {name}")
 
     def set_parameters(self, values: Mapping[str, Any]) -> None:
         """Replace parameters by name, all or none: each value must have the parameter's
@@ -291,13 +403,133 @@ class CompiledProgram:
             if not self._persistable(name).is_parameter:
                 raise KeyError(f"{name!r} is not a parameter (use set_var for other state)")
             checked[name] = self._checked(name, value)
-        self.scope.set(checked)
+        self.scope.set(checked, label="set_parameters")
 
     def save(self, path: str) -> None:
         """Write the program and every persistable var to the directory ``path``,
         atomically; `fluid.load(path)` restores it in any process."""
-        from .checkpoint import save
-        save(self, path)
+        checkpoint.save(path, self.program, self.scope, self.seed)
+
+    # --- history and rewinding -------------------------------------------------------------
+
+    @property
+    def history(self) -> History:
+        """The changes `rewind` can take back, newest first (``history.changes()``), and
+        the bounds they are kept within (``history.calls``, ``history.memory``)."""
+        return self.scope.history
+
+    def keep_history(self, enabled: bool = True, *, calls: Optional[int] = None,
+                     memory: Optional[int] = None) -> History:
+        """Keep (or stop keeping) what each change replaces, so `rewind` can take it back:
+        at most ``calls`` changes and ``memory`` bytes of replaced arrays, the oldest
+        forgotten first. Turning it off forgets the history. Returns the history."""
+        reason = _no_history_reason(self.program)
+        if enabled and reason is not None:
+            raise RewindError(f"{self._label()} cannot keep a history: {reason}")
+        with self.scope.lock:
+            self.scope.history.configure(enabled, calls, memory)
+            for method in self.methods.values():
+                method._make_entry()
+        return self.scope.history
+
+    def rewind(self, n: int = 1) -> Rewound:
+        """Take back the last ``n`` changes (calls of methods that change state,
+        `set_var`, `reset_readers`, recompilations), so parameters, optimizer state,
+        counters and reader positions are what they were before them; past a
+        recompilation, the earlier program comes back too. Raises `RewindError`, changing
+        nothing, when the history does not reach that far."""
+        with self.scope.lock:
+            history = self.scope.history
+            plan = history.plan(n, self._label())
+            after = plan.updates if plan.replace_all else {**self.scope.values,
+                                                           **plan.updates}
+            readers = self._seek_readers(after, plan.positions)
+            leaving = [v for k, v in self.scope.values.items()
+                       if after.get(k) is not v and not hasattr(v, "shape")]
+            restored = None
+            if plan.generation is not None:
+                self._adopt_generation(plan.generation, plan.updates)
+                restored = getattr(plan.generation.source_class, "__name__", self._label())
+            else:
+                self.scope.restore(plan.updates, plan.removed)
+            staying = {id(v) for v in self.scope.values.values()}
+            for value in leaving:
+                if id(value) not in staying:
+                    _close(value)
+            history.drop_newest(n)
+            return Rewound(self._label(), plan.undone, history.count, restored, readers)
+
+    def _seek_readers(self, values: Mapping[str, Any], positions: Mapping[str, int]
+                      ) -> dict[str, int]:
+        """Move each reader of ``values`` to its position; all or none."""
+        moved: list[tuple[Any, int]] = []
+        try:
+            for name, position in positions.items():
+                reader = values.get(name)
+                if reader is None or not hasattr(reader, "seek"):
+                    continue
+                before = reader.tell()
+                reader.seek(position)
+                moved.append((reader, before))
+        except BaseException:
+            for reader, before in reversed(moved):
+                try:
+                    reader.seek(before)
+                except Exception:   # the original error is the one to report
+                    pass
+            raise
+        return {name: pos for name, pos in positions.items() if name in values}
+
+    def _adopt_generation(self, generation: Generation, values: Mapping[str, Any]) -> None:
+        self._install(generation.program)
+        self.scope.replace(values, _persistable_descs(generation.program))
+        self.source_class = generation.source_class
+        self.options = dict(generation.options)
+        self.compile_args = dict(generation.compile_args)
+
+    def _swap(self, program: ProgramDesc, values: Mapping[str, Any], source_class: type,
+              options: Mapping[str, Any], compile_args: Mapping[str, Any]) -> None:
+        """Run ``program`` from now on, with ``values`` as its state (a recompilation);
+        one change in the history, which keeps the whole earlier program and state."""
+        with self.scope.lock:
+            history = self.scope.history
+            before = self.scope.snapshot()
+            keep = history.enabled and _no_history_reason(program) is None
+            if keep:
+                generation = Generation(self.program, self.source_class, dict(self.options),
+                                        dict(self.compile_args), before,
+                                        self.scope.positions())
+            self._install(program)
+            self.scope.replace(values, _persistable_descs(program))
+            self.source_class, self.options = source_class, dict(options)
+            self.compile_args = dict(compile_args)
+            if keep:
+                replaced = sum(array_bytes(v) for k, v in before.items()
+                               if values.get(k) is not v)
+                history.record(Site("recompile", f"recompile {source_class.__name__}"), (),
+                               (), generation=generation, nbytes=replaced)
+            elif history.enabled:   # the new program cannot keep one
+                history.configure(enabled=False)
+            for name, value in before.items():
+                if values.get(name) is not value:
+                    _close(value)
+
+    def recompile(self, source: Optional[type] = None) -> "Recompiled":
+        """Rebuild this program from ``source`` (a `fluid.Program` subclass; default: the
+        class it was compiled from), in place: the methods become the new class's, and
+        each persistable var whose value still fits keeps it (`fluid.diff` tells which).
+        The options and seed it was compiled with stay; options the new class no longer
+        has are left out. If the new class does not compile, the error is raised and
+        nothing changes."""
+        from .recompile import recompile
+        return recompile(self, source)
+
+    def _release(self) -> None:
+        """Give up this object's state without closing it: another program took it."""
+        self._finalizer.detach()
+        for key in [k for k, p in _compiled_from_classes.items() if p is self]:
+            _compiled_from_classes.pop(key, None)
+        self.scope.values.clear()
 
     # --- printing --------------------------------------------------------------------------
 

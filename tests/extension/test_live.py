@@ -1,6 +1,7 @@
 """Programs live across cells: re-running a class cell recompiles the live programs of the
 old class in place and keeps each persistable var whose name, shape and dtype match."""
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -152,12 +153,14 @@ def test_every_live_program_of_the_class_is_recompiled(ip, trained):
 
 def test_programs_are_tracked_weakly(ip, trained):
     run(ip, "tmp = Net().Compile(seed=0)")
-    tmp = ip.user_ns["tmp"]
-    assert any(p is tmp for p in live.live_programs())
-    del tmp
+    tmp = weakref.ref(ip.user_ns["tmp"])
+    assert any(p is tmp() for p in live.live_programs())
     run(ip, "del tmp")
     gc.collect()
-    assert len(live.live_programs()) == 1 and live.live_programs()[0] is trained
+    assert tmp() is None
+    ours = [p for p in live.live_programs() if live.origin_of(p).cls.__module__ ==
+            ip.user_ns["__name__"]]
+    assert ours == [trained]
 
 
 def test_a_redefined_class_of_another_name_leaves_programs_alone(ip, trained):

@@ -1,0 +1,104 @@
+"""What a redefinition changes, and undo: the notebook side of `fluid.diff`,
+`CompiledProgram.history` and `CompiledProgram.rewind`.
+
+`DiffView` shows a `ProgramDiff` as text and as a drawing with the changed ops highlighted
+(`render.diff_dot`); `history_table` lists what a program can rewind to; `pick_program`
+finds the program ``%fluid history`` / ``%fluid rewind`` mean when none is named.
+Nothing here imports IPython.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Optional
+
+from fluid_interactive.ir.diff import ProgramDiff
+from fluid_interactive.render import DotError, dot_to_svg
+from fluid_interactive.render.diff_dot import diff_to_dot
+from fluid_interactive.runtime.compiled import CompiledProgram
+
+from .display import Table
+from .scope import format_bytes
+
+__all__ = ["DiffView", "diff_html", "history_table", "programs_with_history", "pick_program"]
+
+
+class DiffView:
+    """A `ProgramDiff` for display: its text, and its drawing when graphviz is there."""
+
+    def __init__(self, diff: ProgramDiff, title: str = ""):
+        self.diff = diff
+        self.title = title
+
+    @property
+    def dot(self) -> str:
+        return diff_to_dot(self.diff)
+
+    @property
+    def svg(self) -> Optional[str]:
+        try:
+            svg = dot_to_svg(self.dot)
+        except DotError:
+            return None
+        if svg is not None and "<svg" in svg:
+            svg = svg[svg.index("<svg"):]
+        return svg
+
+    def text(self) -> str:
+        return (self.title + "\n" if self.title else "") + self.diff.text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return {"text/plain": self.text(), "text/html": self._repr_html_()}
+
+    def _repr_html_(self) -> str:
+        return diff_html(self.diff, self.title, self.svg)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def diff_html(diff: ProgramDiff, title: str = "", svg: Optional[str] = None) -> str:
+    """The diff's text (escaped) in a ``<pre>``, and the drawing under it."""
+    heading = f"<b>{html.escape(title)}</b>" if title else ""
+    picture = f'<div class="fluid-diff-graph">{svg}</div>' if svg else ""
+    return (f'<div class="fluid-diff">{heading}<pre style="font-size:11px">'
+            f"{html.escape(diff.text())}</pre>{picture}</div>")
+
+
+def history_table(label: str, compiled: CompiledProgram) -> Table:
+    """One row per change ``compiled`` can rewind, newest first: ``n`` is what
+    ``%fluid rewind n`` takes to undo it and everything after it."""
+    history = compiled.history
+    rows = []
+    for n, change in enumerate(history.changes(), start=1):
+        loss = "-" if change.loss is None else f"{change.loss:.6g}"
+        rows.append([str(n), str(change.number), change.label, loss,
+                     format_bytes(change.nbytes)])
+    state = "on" if history.enabled else "off"
+    title = (f"{label}: history {state}, {len(rows)} change(s) held in "
+             f"{format_bytes(history.nbytes)} of {format_bytes(history.memory)} "
+             f"(at most {history.calls} changes)")
+    if history.forgotten:
+        title += f"; {history.forgotten} older change(s) forgotten"
+    return Table(["n", "change", "what", "loss", "held"], rows, title=title, align="rrlrr")
+
+
+def programs_with_history(named: list[tuple[str, CompiledProgram, str]]
+                          ) -> list[tuple[str, CompiledProgram]]:
+    """(label, program) of the live programs whose history holds something."""
+    return [(label, p) for label, p, _ in named if p.history.enabled and len(p.history)]
+
+
+def pick_program(named: list[tuple[str, CompiledProgram, str]], what: str
+                 ) -> tuple[str, CompiledProgram]:
+    """The one program ``%fluid {what}`` means when none is named; a ValueError saying
+    what to type when there is none or several."""
+    candidates = programs_with_history(named)
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise ValueError(f"%fluid {what}: no live program has a history to rewind (history "
+                         f"is on for programs compiled after %load_ext fluid; turn it on "
+                         f"with prog.keep_history())")
+    names = ", ".join(label for label, _ in candidates)
+    raise ValueError(f"%fluid {what}: several programs have a history ({names}); name "
+                     f"one, e.g. %fluid {what} {candidates[0][0].split(',')[0]}")
