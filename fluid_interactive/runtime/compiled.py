@@ -25,7 +25,8 @@ from ..ir.text import format_block, format_program
 from . import checkpoint
 from .entry import MISSING, Recording, make_entry
 from .feed import make_converter
-from .history import Generation, History, Rewound, Site, array_bytes, method_site
+from .history import (ARRAY_OVERHEAD, Generation, History, Rewound, Site, array_bytes,
+                      method_site)
 from .runner import BlockRunner
 from .scope import Scope
 
@@ -74,9 +75,10 @@ def written_state(program: ProgramDesc, block: BlockDesc) -> list[str]:
 
 
 def _nbytes(var: VarDesc) -> int:
+    """What the history counts for keeping a value of ``var`` (see `array_bytes`)."""
     if var.kind != "tensor" or any(d < 0 for d in var.shape):
         return 0
-    return math.prod(var.shape) * np.dtype(var.dtype).itemsize
+    return math.prod(var.shape) * np.dtype(var.dtype).itemsize + ARRAY_OVERHEAD
 
 
 class CompiledMethod:

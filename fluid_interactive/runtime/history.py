@@ -32,6 +32,10 @@ from ..errors import RewindError
 MiB = 1 << 20
 DEFAULT_CALLS = 1000
 DEFAULT_MEMORY = 256 * MiB
+#: What the budget counts for each array besides its data (the array object), and for
+#: each change (its record): small arrays cost more in headers than in data.
+ARRAY_OVERHEAD = 128
+CHANGE_OVERHEAD = 256
 
 _defaults: dict[str, Any] = {"enabled": False, "calls": DEFAULT_CALLS,
                              "memory": DEFAULT_MEMORY}
@@ -124,7 +128,10 @@ def loss_of(result: Any) -> Optional[float]:
 
 
 def array_bytes(value: Any) -> int:
-    return int(getattr(value, "nbytes", 0) or 0) if hasattr(value, "shape") else 0
+    """What keeping ``value`` costs: its data and the array object (0 for a reader)."""
+    if not hasattr(value, "shape"):
+        return 0
+    return int(getattr(value, "nbytes", 0) or 0) + ARRAY_OVERHEAD
 
 
 class History:
@@ -171,7 +178,7 @@ class History:
                ) -> None:
         """Keep one change (called under the lock, after the change committed)."""
         self.count += 1
-        size = site.nbytes if nbytes is None else nbytes
+        size = (site.nbytes if nbytes is None else nbytes) + CHANGE_OVERHEAD
         self._entries.append((self.count, site, old, positions, loss_of(result), generation,
                               size))
         self.nbytes += size
