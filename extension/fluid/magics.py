@@ -185,7 +185,7 @@ class FluidMagics(Magics):
             try:
                 report = prog.rewind(n)
             except FluidError as exc:
-                raise UsageError(str(exc)) from None
+                raise UsageError(f"%fluid rewind {label}: {exc}") from None
             report.label = label
             print(report)
         if names:

@@ -209,14 +209,14 @@ class History:
     # --- rewinding ------------------------------------------------------------------------
 
     def plan(self, n: int, label: str) -> RewindPlan:
-        """What undoing the last ``n`` changes restores (nothing changes yet)."""
+        """What undoing the last ``n`` changes restores (nothing changes yet); ``label``
+        names the program in messages."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise RewindError(f"rewind takes a number of changes >= 1, got {n!r}")
         if not self.enabled:
             raise RewindError(f"{label} keeps no history, so there is nothing to rewind: "
-                              f"turn it on with {label}.keep_history() (it is on by "
-                              f"default for programs compiled in a notebook with "
-                              f"%load_ext fluid)")
+                              f"turn it on with prog.keep_history() (it is on by default "
+                              f"for programs compiled in a notebook after %load_ext fluid)")
         if n > len(self._entries):
             raise RewindError(self._too_far(n, label))
         updates: dict[str, Any] = {}
@@ -241,17 +241,17 @@ class History:
 
     def _too_far(self, n: int, label: str) -> str:
         held = len(self._entries)
-        text = (f"cannot rewind {label} by {n}: its history holds {held} change(s)")
+        text = f"cannot rewind {n} change(s): the history of {label} holds {held}"
         if self.refused is not None and not held:
             what, size = self.refused
             return (text + f"; one change of {what} replaces {_mib(size)} of arrays, more "
                            f"than the history's memory budget of {_mib(self.memory)}: raise it "
-                           f"with {label}.keep_history(memory=...)")
+                           f"with prog.keep_history(memory=...)")
         if self.forgotten:
             text += (f" (the last {held} within its bounds of {self.calls} changes and "
                      f"{_mib(self.memory)}; {self.forgotten} older change(s) were forgotten: "
-                     f"{label}.keep_history(calls=..., memory=...) keeps more)")
-        return text + f"; {label}.history lists them"
+                     f"prog.keep_history(calls=..., memory=...) keeps more)")
+        return text + "; prog.history.changes() lists them"
 
     def drop_newest(self, n: int) -> None:
         """Forget the last ``n`` changes (they were rewound)."""

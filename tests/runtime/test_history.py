@@ -138,7 +138,7 @@ def test_a_failed_rewind_changes_nothing(prog, data):
     for _ in range(3):
         prog.train_step(*data)
     before = state(prog)
-    with pytest.raises(fluid.RewindError, match="cannot rewind Net by 4: its history holds 3"):
+    with pytest.raises(fluid.RewindError, match="cannot rewind 4 change.s.: the history of Net holds 3"):
         prog.rewind(4)
     with pytest.raises(fluid.RewindError, match=">= 1"):
         prog.rewind(0)
