@@ -7,7 +7,7 @@
     %fluid explore [PROG]             the variable explorer widget
     %fluid live [on|off]              recompile live programs when their class is redefined
     %fluid traceback [user|full]      hide (default) or show fluid's own frames in errors
-    %fluid history [PROG]             the changes PROG can rewind, newest first
+    %fluid history [PROG] [--all]     the changes PROG can rewind, newest first
     %fluid rewind [N] [PROG]          take back PROG's last N changes (default 1)
 
     %%fluid [--as NAME] [--seed N] [--forward-only] [--collapse-grads] [--no-graph]
@@ -83,6 +83,7 @@ class FluidMagics(Magics):
     @argument("--collapse-grads", action="store_true",
               help="graph: one node for all backward and one for all optimizer ops")
     @argument("--dot", action="store_true", help="graph: print the DOT text instead")
+    @argument("--all", action="store_true", help="history: every change, not the newest 20")
     @line_magic
     def fluid(self, line: str = "") -> Any:
         """Inspect and steer fluid programs; see ``%fluid?`` for the subcommands."""
@@ -167,9 +168,11 @@ class FluidMagics(Magics):
 
     def _cmd_history(self, args: Any) -> Any:
         from .timetravel import history_table
+        rows = 0 if args.all else 20
         if args.target is not None:
-            return history_table(args.target, self._program(args.target, "history"))
-        return self._with_history(history_table, "history")
+            return history_table(args.target, self._program(args.target, "history"), rows)
+        return self._with_history(lambda label, prog: history_table(label, prog, rows),
+                                  "history")
 
     def _cmd_rewind(self, args: Any) -> Any:
         __tracebackhide__ = True

@@ -64,22 +64,27 @@ def diff_html(diff: ProgramDiff, title: str = "", svg: Optional[str] = None) -> 
             f"{html.escape(diff.text())}</pre>{picture}</div>")
 
 
-def history_table(label: str, compiled: CompiledProgram) -> Table:
-    """One row per change ``compiled`` can rewind, newest first: ``n`` is what
-    ``%fluid rewind n`` takes to undo it and everything after it."""
+def history_table(label: str, compiled: CompiledProgram, rows: int = 20) -> Table:
+    """The newest ``rows`` changes ``compiled`` can rewind (all with ``rows=0``): ``n`` is
+    what ``%fluid rewind n`` takes to undo that change and everything after it."""
     history = compiled.history
-    rows = []
-    for n, change in enumerate(history.changes(), start=1):
+    changes = history.changes()
+    shown = changes[:rows] if rows else changes
+    table = []
+    for n, change in enumerate(shown, start=1):
         loss = "-" if change.loss is None else f"{change.loss:.6g}"
-        rows.append([str(n), str(change.number), change.label, loss,
-                     format_bytes(change.nbytes)])
+        table.append([str(n), str(change.number), change.label, loss,
+                      format_bytes(change.nbytes)])
     state = "on" if history.enabled else "off"
-    title = (f"{label}: history {state}, {len(rows)} change(s) held in "
+    title = (f"{label}: history {state}, {len(changes)} change(s) held in "
              f"{format_bytes(history.nbytes)} of {format_bytes(history.memory)} "
              f"(at most {history.calls} changes)")
     if history.forgotten:
         title += f"; {history.forgotten} older change(s) forgotten"
-    return Table(["n", "change", "what", "loss", "held"], rows, title=title, align="rrlrr")
+    if len(shown) < len(changes):
+        title += (f"; the newest {len(shown)} shown (%fluid history {label.split(',')[0]} "
+                  f"--all lists every one)")
+    return Table(["n", "change", "what", "loss", "held"], table, title=title, align="rrlrr")
 
 
 def programs_with_history(named: list[tuple[str, CompiledProgram, str]]

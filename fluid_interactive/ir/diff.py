@@ -145,6 +145,9 @@ class ProgramDiff:
 
     __str__ = text
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:   # IPython's text form
+        printer.text(self.text())
+
     def __repr__(self) -> str:
         parts = []
         for b in self.blocks:
