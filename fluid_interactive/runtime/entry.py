@@ -17,6 +17,11 @@ Calls from several threads (docs/api.md, "Concurrency"):
 
 A call that fails after taking a reader's batch gives the batch back (`unread`), so a
 retry reads the same samples.
+
+With the program's history on (`runtime.history`), the entry of a method that changes state
+also reads, before the plan runs, the values the call will replace (one ``itemgetter`` over
+the names the method writes) and its readers' positions, and records them after the call
+committed. With history off those lines are not generated at all.
 """
 from __future__ import annotations
 
