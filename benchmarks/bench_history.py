@@ -16,9 +16,27 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
+import statistics  # noqa: E402
+from typing import Callable  # noqa: E402
+
 import fluid  # noqa: E402
-from _timing import interleaved_us  # noqa: E402
 from bench_fit_a_line import BATCH, FEATURES, FitALine  # noqa: E402
+
+
+def interleaved_cpu_us(contenders: dict[str, Callable[[], object]], calls: int,
+                       rounds: int = 15) -> dict[str, float]:
+    """Median CPU µs per call of each contender, alternating blocks between them."""
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for fn in contenders.values():  # warm up
+        for _ in range(max(10, calls // 10)):
+            fn()
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t0 = time.thread_time()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.thread_time() - t0) / calls * 1e6)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 class MLP(fluid.Program):
@@ -34,22 +52,35 @@ class MLP(fluid.Program):
         return loss
 
 
+def _faults_per_call(fn: Callable[[], object], calls: int) -> float:
+    """Minor page faults per call: whether keeping old arrays makes every step touch fresh
+    memory (it does not, once the history is full and recycles what it forgets)."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def compare(name: str, cls: type, args: tuple, calls: int) -> None:
     off, on = cls().Compile(seed=0), cls().Compile(seed=0)
     on.keep_history()
-    times = interleaved_us({"off": lambda: off.train_step(*args),
-                            "on": lambda: on.train_step(*args)}, calls=calls)
+    times = interleaved_cpu_us({"off": lambda: off.train_step(*args),
+                                "on": lambda: on.train_step(*args)}, calls=calls)
     per_step = on.history.changes()[0].nbytes
+    faults = {k: _faults_per_call(lambda: p.train_step(*args), 50)
+              for k, p in (("off", off), ("on", on))}
     print(f"{name}: history off {times['off']:8.1f} us/step, on {times['on']:8.1f} us/step "
           f"(+{times['on'] - times['off']:.1f} us, {times['on'] / times['off']:.3f}x); "
-          f"{per_step / 1024:.1f} KiB counted per step")
+          f"{per_step / 1024:.1f} KiB counted per step; page faults per step off "
+          f"{faults['off']:.1f}, on {faults['on']:.1f}")
     samples = []
     for _ in range(7):
         for _ in range(10):
             on.train_step(*args)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         on.rewind(10)
-        samples.append((time.perf_counter() - t0) * 1e6)
+        samples.append((time.thread_time() - t0) * 1e6)
     print(f"{name}: rewind(10) {sorted(samples)[3]:.0f} us")
 
 

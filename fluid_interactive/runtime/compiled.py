@@ -8,7 +8,6 @@ the same; method objects of the earlier program are retired and say so when call
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 import weakref
@@ -125,7 +124,7 @@ class CompiledMethod:
         descs = self._owner.scope.descs
         site = method_site(self.block.name, self.writes, [r for r, _ in self._reads],
                            sum(_nbytes(descs[n]) for n in self.writes if n in descs))
-        return Recording(site.names, functools.partial(history.record, site))
+        return Recording(site.names, history.recorder(site))
 
     def _retire(self, why: str) -> None:
         """Make calls of this method object fail with ``why`` (its program was replaced)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence
 
 from ..errors import RewindError
 
@@ -184,6 +184,21 @@ class History:
         self.nbytes += size
         if self.nbytes > self.memory or len(self._entries) > self.calls:
             self._trim()
+
+    def recorder(self, site: Site) -> Callable[[tuple, tuple, Any], None]:
+        """``record(old, positions, result)`` for the calls of one method: `record` with
+        what is fixed per method bound once (it runs on every step)."""
+        append, entries = self._entries.append, self._entries
+        size = site.nbytes + CHANGE_OVERHEAD
+
+        def record(old: tuple, positions: tuple, result: Any) -> None:
+            self.count = count = self.count + 1
+            append((count, site, old, positions,
+                    result if type(result) is float else loss_of(result), None, size))
+            self.nbytes = held = self.nbytes + size
+            if held > self.memory or len(entries) > self.calls:
+                self._trim()
+        return record
 
     def _trim(self) -> None:
         entries = self._entries
