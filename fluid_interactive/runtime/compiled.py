@@ -1,8 +1,8 @@
 """The live object `Compile()` returns: one program, one scope, one callable per method.
 
 The program it runs can change while it lives: `recompile` puts in the program of an edited
-class, keeping the state that still fits (`runtime.recompile`), and `rewind` can bring an
-earlier one back (`runtime.history`). The object, its scope and the user's variable stay
+class, keeping the state that still fits, and `rewind` takes changes back, an earlier
+program included (`runtime.versions`). The object, its scope and the user's variable stay
 the same; method objects of the earlier program are retired and say so when called.
 """
 from __future__ import annotations
@@ -17,17 +17,17 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ..backend import array_module_for, get_device, to_device, to_host
-from ..errors import FeedError, ProgramDefinitionError, RewindError
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, dtype_kind
+from ..errors import FeedError, ProgramDefinitionError
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
 from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
 from . import checkpoint
 from .entry import MISSING, Recording, make_entry
 from .feed import make_converter
-from .history import (ARRAY_OVERHEAD, Generation, History, Rewound, Site, array_bytes,
-                      method_site)
+from .history import ARRAY_OVERHEAD, method_site
 from .runner import BlockRunner
 from .scope import Scope
+from .versions import Versions, close_readers, no_history_reason, persistable_descs
 
 #: Names a compiled program uses itself; a traced method may not take them.
 RESERVED_NAMES = frozenset({
@@ -217,30 +217,6 @@ def checked_value(var: VarDesc, value: Any) -> np.ndarray:
     return np.array(arr, dtype=var.dtype)
 
 
-def _close_readers(values: dict) -> None:
-    for value in list(values.values()):
-        _close(value)
-
-
-def _close(value: Any) -> None:
-    close = getattr(value, "close", None)
-    if close is not None and not hasattr(value, "shape"):
-        close()
-
-
-def _persistable_descs(program: ProgramDesc) -> dict[str, VarDesc]:
-    return {v.name: v for v in program.global_block().vars.values() if v.persistable}
-
-
-def _no_history_reason(program: ProgramDesc) -> Optional[str]:
-    """Why ``program`` cannot keep a history, or None."""
-    for block in program.blocks:
-        if any(op.role & (OpRole.RPC | OpRole.DIST) for op in block.ops):
-            return ("its methods send to and receive from parameter servers, whose state "
-                    "a rewind of this program alone could not take back")
-    return None
-
-
 # Programs compiled from a class (`Program.Compile`), oldest first; weakly held.
 _compiled_from_classes: "weakref.WeakValueDictionary[int, CompiledProgram]" = \
     weakref.WeakValueDictionary()
@@ -253,7 +229,7 @@ def live_programs() -> list["CompiledProgram"]:
     return [p for _, p in sorted(_compiled_from_classes.items())]
 
 
-class CompiledProgram:
+class CompiledProgram(Versions):
     """Owns a program description and the scope every method reads and writes."""
 
     def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
@@ -262,15 +238,15 @@ class CompiledProgram:
         self.seed = check_seed(seed)
         self.device = device or get_device()
         self._xp = array_module_for(self.device)
-        self.scope = Scope(_persistable_descs(program))
+        self.scope = Scope(persistable_descs(program))
         self.program = program
         self.methods: dict[str, CompiledMethod] = {}
         self.source_class: Optional[type] = None   # set by Program.Compile (record_origin)
         self.options: dict[str, Any] = {}
         self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
-        self._finalizer = weakref.finalize(self, _close_readers, self.scope.values)
-        if _no_history_reason(program) is not None:
+        self._finalizer = weakref.finalize(self, close_readers, self.scope.values)
+        if no_history_reason(program) is not None:
             self.scope.history.enabled = False
         for name, value in (initial_values or {}).items():
             self.scope.values[name] = to_device(value, self._xp)
@@ -288,7 +264,7 @@ class CompiledProgram:
             if self.__dict__.get(name) is method:
                 delattr(self, name)
         self.program = program
-        self.scope.descs = _persistable_descs(program)
+        self.scope.descs = persistable_descs(program)
         self.methods = {}
         for block in program.method_blocks():
             if block.name in RESERVED_NAMES or block.name.startswith("_") or hasattr(
@@ -368,7 +344,7 @@ class CompiledProgram:
         """Stop reader threads and close their files. The program stays usable: a reader
         reopens on its next read."""
         with self.scope.lock:
-            _close_readers(self.scope.values)
+            close_readers(self.scope.values)
 
     def __enter__(self) -> "CompiledProgram":
         return self
@@ -410,120 +386,6 @@ class CompiledProgram:
         """Write the program and every persistable var to the directory ``path``,
         atomically; `fluid.load(path)` restores it in any process."""
         checkpoint.save(path, self.program, self.scope, self.seed)
-
-    # --- history and rewinding -------------------------------------------------------------
-
-    @property
-    def history(self) -> History:
-        """The changes `rewind` can take back, newest first (``history.changes()``), and
-        the bounds they are kept within (``history.calls``, ``history.memory``)."""
-        return self.scope.history
-
-    def keep_history(self, enabled: bool = True, *, calls: Optional[int] = None,
-                     memory: Optional[int] = None) -> History:
-        """Keep (or stop keeping) what each change replaces, so `rewind` can take it back:
-        at most ``calls`` changes and ``memory`` bytes of replaced arrays, the oldest
-        forgotten first. Turning it off forgets the history. Returns the history."""
-        reason = _no_history_reason(self.program)
-        if enabled and reason is not None:
-            raise RewindError(f"{self._label()} cannot keep a history: {reason}")
-        with self.scope.lock:
-            self.scope.history.configure(enabled, calls, memory)
-            for method in self.methods.values():
-                method._make_entry()
-        return self.scope.history
-
-    def rewind(self, n: int = 1) -> Rewound:
-        """Take back the last ``n`` changes (calls of methods that change state,
-        `set_var`, `reset_readers`, recompilations), so parameters, optimizer state,
-        counters and reader positions are what they were before them; past a
-        recompilation, the earlier program comes back too. Raises `RewindError`, changing
-        nothing, when the history does not reach that far."""
-        with self.scope.lock:
-            history = self.scope.history
-            plan = history.plan(n, self._label())
-            after = plan.updates if plan.replace_all else {**self.scope.values,
-                                                           **plan.updates}
-            readers = self._seek_readers(after, plan.positions)
-            leaving = [v for k, v in self.scope.values.items()
-                       if after.get(k) is not v and not hasattr(v, "shape")]
-            restored = None
-            if plan.generation is not None:
-                self._adopt_generation(plan.generation, plan.updates)
-                restored = getattr(plan.generation.source_class, "__name__", self._label())
-            else:
-                self.scope.restore(plan.updates, plan.removed)
-            staying = {id(v) for v in self.scope.values.values()}
-            for value in leaving:
-                if id(value) not in staying:
-                    _close(value)
-            history.drop_newest(n)
-            return Rewound(self._label(), plan.undone, history.count, restored, readers)
-
-    def _seek_readers(self, values: Mapping[str, Any], positions: Mapping[str, int]
-                      ) -> dict[str, int]:
-        """Move each reader of ``values`` to its position; all or none."""
-        moved: list[tuple[Any, int]] = []
-        try:
-            for name, position in positions.items():
-                reader = values.get(name)
-                if reader is None or not hasattr(reader, "seek"):
-                    continue
-                before = reader.tell()
-                reader.seek(position)
-                moved.append((reader, before))
-        except BaseException:
-            for reader, before in reversed(moved):
-                try:
-                    reader.seek(before)
-                except Exception:   # the original error is the one to report
-                    pass
-            raise
-        return {name: pos for name, pos in positions.items() if name in values}
-
-    def _adopt_generation(self, generation: Generation, values: Mapping[str, Any]) -> None:
-        self._install(generation.program)
-        self.scope.replace(values, _persistable_descs(generation.program))
-        self.source_class = generation.source_class
-        self.options = dict(generation.options)
-        self.compile_args = dict(generation.compile_args)
-
-    def _swap(self, program: ProgramDesc, values: Mapping[str, Any], source_class: type,
-              options: Mapping[str, Any], compile_args: Mapping[str, Any]) -> None:
-        """Run ``program`` from now on, with ``values`` as its state (a recompilation);
-        one change in the history, which keeps the whole earlier program and state."""
-        with self.scope.lock:
-            history = self.scope.history
-            before = self.scope.snapshot()
-            keep = history.enabled and _no_history_reason(program) is None
-            if keep:
-                generation = Generation(self.program, self.source_class, dict(self.options),
-                                        dict(self.compile_args), before,
-                                        self.scope.positions())
-            self._install(program)
-            self.scope.replace(values, _persistable_descs(program))
-            self.source_class, self.options = source_class, dict(options)
-            self.compile_args = dict(compile_args)
-            if keep:
-                replaced = sum(array_bytes(v) for k, v in before.items()
-                               if values.get(k) is not v)
-                history.record(Site("recompile", f"recompile {source_class.__name__}"), (),
-                               (), generation=generation, nbytes=replaced)
-            elif history.enabled:   # the new program cannot keep one
-                history.configure(enabled=False)
-            for name, value in before.items():
-                if values.get(name) is not value:
-                    _close(value)
-
-    def recompile(self, source: Optional[type] = None) -> "Recompiled":
-        """Rebuild this program from ``source`` (a `fluid.Program` subclass; default: the
-        class it was compiled from), in place: the methods become the new class's, and
-        each persistable var whose value still fits keeps it (`fluid.diff` tells which).
-        The options and seed it was compiled with stay; options the new class no longer
-        has are left out. If the new class does not compile, the error is raised and
-        nothing changes."""
-        from .recompile import recompile
-        return recompile(self, source)
 
     def _release(self) -> None:
         """Give up this object's state without closing it: another program took it."""

@@ -39,14 +39,13 @@ def side_of(obj: Any) -> Side:
 
 def diff_sides(a: Side, b: Side) -> ProgramDiff:
     (old, old_values, old_label), (new, new_values, new_label) = a, b
-    same = None
-    if old_values is not None and new_values is not None:
-        def same(name: str) -> bool:
-            return same_value(old_values.get(name), new_values.get(name))
+    both = old_values is not None and new_values is not None
+    same = (lambda name: same_value(old_values.get(name), new_values.get(name))) if both \
+        else None
     if old_label == new_label:
         old_label, new_label = f"{old_label} (a)", f"{new_label} (b)"
     result = diff_programs(old, new, same, old_label, new_label)
-    if old_values is not None and new_values is not None:
+    if both:
         for change in result.state:
             if change.status == "kept":
                 change.values = _value_note(old_values.get(change.name),
