@@ -1,6 +1,7 @@
 """fit_a_line: the proposal's example, end to end, on synthetic data with known weights.
 
     ./dev demo        (or: python examples/fit_a_line.py)
+    fluid run examples/fit_a_line.py --distributed main=train_step --trainers 2 --pservers 2
 
 Writes the data to a RecordIO file, trains `train_step` (which reads the file itself, in the
 program), prints the loss every 100 steps and the learned weights beside the true ones, and
@@ -68,6 +69,8 @@ def main(steps: int = 1000) -> dict[str, np.ndarray]:
             avg_cost = fit_a_line.train_step()         # a float: mean has no batch dim
             if step % 100 == 0 or step == steps - 1:
                 print(f"step {step:4d}  loss {avg_cost:.5f}")
+        house = [3, 4, 6, 3, 5, 7, 8, 6, 5, 4, 1, 5, 8]
+        y = fit_a_line.infer(house)                    # a batch dim is added: shape (1, 1)
         fit_a_line.close()                             # stop the reader's thread now
     params = fit_a_line.parameters()
     learned = params["prediction/fc_0.w_0"].ravel()
@@ -75,8 +78,6 @@ def main(steps: int = 1000) -> dict[str, np.ndarray]:
     for got, want in zip(learned, TRUE_W):
         print(f"  {got:+.4f}   {want:+.4f}")
     print(f"  bias {params['prediction/fc_0.b_0'][0]:+.4f}   {TRUE_B:+.4f}")
-    house = [3, 4, 6, 3, 5, 7, 8, 6, 5, 4, 1, 5, 8]
-    y = fit_a_line.infer(house)                        # a batch dim is added: shape (1, 1)
     print(f"\ninfer({house}) = {y[0, 0]:.4f}  (true line: "
           f"{float(np.dot(house, TRUE_W) + TRUE_B):.4f})")
     return params

@@ -16,10 +16,12 @@ from typing import Any, Iterable, Optional, Sequence
 
 from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
-from fluid_interactive.render import DotError, block_to_dot, dot_to_svg, has_dot, program_to_dot
+from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, has_dot, program_to_dot,
+                                     split_to_dot)
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
-__all__ = ["Graph", "graph", "Table", "NO_DOT_HINT", "svg_for", "text_for", "owner_of"]
+__all__ = ["Graph", "graph", "Table", "NO_DOT_HINT", "svg_for", "text_for", "owner_of",
+           "plan_to_dot"]
 
 #: The one line shown under a program's text when graphviz is missing.
 NO_DOT_HINT = ("(install graphviz to see this as a graph: `apt install graphviz`, "
@@ -124,7 +126,9 @@ def graph(obj: Any, methods: Any = None, *, forward_only: bool = False,
                            legend=legend)
         return Graph(dot, f"{program.name}.{block.name}", obj.text)
     if isinstance(obj, TranspilePlan):
-        return Graph(obj.to_dot(), "distributed plan", obj.text())
+        return Graph(plan_to_dot(obj, forward_only=forward_only,
+                                 collapse_grads=bool(collapse_grads), legend=legend),
+                     "distributed plan", obj.text())
     if isinstance(obj, CompiledProgram):
         program = obj.program
     elif isinstance(obj, ProgramDesc):
@@ -142,6 +146,16 @@ def graph(obj: Any, methods: Any = None, *, forward_only: bool = False,
     dot = program_to_dot(program, methods, forward_only=forward_only,
                          collapse_grads=collapse_grads, show_global=show_global, legend=legend)
     return Graph(dot, program.name or "program", format_program(program))
+
+
+def plan_to_dot(plan: TranspilePlan, trainer_id: int = 0, **options: Any) -> str:
+    """DOT text of a transpile plan: trainer ``trainer_id`` beside every parameter server,
+    with an edge per send and receive (``options`` go to `split_to_dot`)."""
+    programs = {f"trainer {trainer_id}": plan.trainer_program(trainer_id)}
+    for ep in plan.endpoints:
+        programs[f"pserver {ep}"] = plan.pserver_program(ep)
+    return split_to_dot(programs, plan.edges(trainer_id), title=f"{plan.mode} transpile",
+                        **options)
 
 
 # --- formatters the extension registers ----------------------------------------------------

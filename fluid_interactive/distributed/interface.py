@@ -1,65 +1,99 @@
-"""The runtime interface behind ``plan.launch()``: what an engine must provide.
-
-Three pieces, so that an engine running servers elsewhere (Ray actors, other processes)
-replaces only what it must:
+"""What an engine provides, so the trainer side is written once.
 
 `PServer`
-    One parameter server: holds its blocks and runs its optimize blocks. ``apply`` takes
-    gradient blocks from one trainer; ``get`` returns parameter blocks. In sync mode the
-    server waits for every trainer's gradients of a step, averages them, updates once, and
-    ``get`` (given the trainer's id) waits for that update.
+    One parameter server, wherever it runs: the protocol of `pserver.ParameterServer`
+    (``exchange``, ``commit``, ``abort``, ``get``, ``finish``, ``status``). The in-process
+    engine uses `ParameterServer` itself; the Ray engine a proxy for an actor.
+    ``submit_exchange`` starts an exchange and returns a `Pending`, so a trainer can talk to
+    every server at once; the default runs it at once.
 
 `Communicator`
     What the ``send`` / ``send_barrier`` / ``recv`` / ``fetch_barrier`` kernels of a trainer
     program call (it sits in the trainer's scope as ``@COMMUNICATOR@``).
-    `PServerCommunicator` (in `local.py`) implements it over any `PServer` objects, so an
-    engine whose servers live elsewhere only needs `PServer` proxies.
+    `communicator.StepCommunicator` implements it over any `PServer` objects.
+
+`Trainer`
+    An engine's handle on one trainer: runs a method of its compiled trainer program as
+    step ``step`` and reads and writes that program's persistable vars. Its calls run in
+    order, one at a time.
 
 `Engine`
     ``launch(plan, **options)`` starts everything and returns a `DistributedProgram`.
-
-A `Trainer` is the engine's handle on one trainer: it runs a method of its compiled trainer
-program and reads and writes that program's persistable vars.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .errors import StepAborted
 
-class StepAborted(RuntimeError):
-    """A server gave up on a step because another trainer failed during it."""
+__all__ = ["PServer", "Pending", "Communicator", "Trainer", "CallResult", "Engine",
+           "StepAborted"]
+
+
+class Pending:
+    """An exchange under way; ``result(timeout)`` waits for its values."""
+
+    def __init__(self, value: Any = None, error: Optional[BaseException] = None):
+        self._value, self._error = value, error
+
+    def result(self, timeout: Optional[float] = None) -> list[Any]:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def failed(self) -> bool:
+        """Whether it is already known to have failed (then the step fails: there is no
+        need to wait for other servers)."""
+        return self._error is not None
 
 
 class PServer(ABC):
-    """One parameter server. Values cross this interface as NumPy arrays."""
+    """One parameter server. Arrays cross this interface as NumPy arrays."""
 
     endpoint: str
 
-    @abstractmethod
-    def apply(self, grad_blocks: Mapping[str, np.ndarray], trainer_id: int) -> None:
-        """Gradient blocks from trainer ``trainer_id``, named as the plan's trainer programs
-        send them. Sync mode: held until every trainer's blocks of the step are in, then
-        averaged and applied; async mode: applied at once."""
+    @property
+    def role(self) -> str:
+        return f"pserver {self.endpoint}"
 
     @abstractmethod
-    def get(self, param_blocks: Sequence[str], trainer_id: Optional[int] = None
-            ) -> list[np.ndarray]:
-        """Copies of the named vars. With a ``trainer_id`` in sync mode, first waits until
-        the update of the step that trainer last sent to has been applied."""
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+        """Push a trainer's gradient blocks of ``step``; the values of ``names`` after it."""
 
-    def abort(self, error: BaseException) -> None:
-        """Wake everything waiting on this server with `StepAborted`; until `reset`,
-        ``apply`` and waiting ``get`` calls fail too."""
+    def submit_exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                        blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
+        try:
+            return Pending(self.exchange(trainer_id, step, committed, blocks, names))
+        except Exception as e:  # handed to whoever waits for the result
+            return Pending(error=e)
 
-    def reset(self) -> None:
-        """Forget the gradients of an unfinished step and clear an abort."""
+    @abstractmethod
+    def commit(self, step: int) -> None: ...
+
+    @abstractmethod
+    def abort(self, step: int, reason: str) -> None: ...
+
+    @abstractmethod
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
+        """Copies of committed values."""
+
+    @abstractmethod
+    def set_values(self, values: Mapping[str, Any]) -> None: ...
+
+    @abstractmethod
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None: ...
+
+    @abstractmethod
+    def status(self) -> dict[str, Any]: ...
 
     def close(self) -> None:
-        """Release the server's resources."""
+        """Release the server."""
 
 
 class Communicator(ABC):
@@ -68,8 +102,7 @@ class Communicator(ABC):
     @abstractmethod
     def send(self, trainer_id: int, names: Sequence[str], arrays: Sequence[Any],
              epmap: Sequence[str], sync: bool) -> None:
-        """Send ``arrays[i]`` to server ``epmap[i]`` under ``names[i]``. In sync mode it may
-        hold them until `send_barrier`."""
+        """Send ``arrays[i]`` to server ``epmap[i]`` under ``names[i]``."""
 
     @abstractmethod
     def send_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
@@ -77,12 +110,21 @@ class Communicator(ABC):
 
     @abstractmethod
     def recv(self, trainer_id: int, names: Sequence[str], epmap: Sequence[str]) -> list[Any]:
-        """The value of ``names[i]`` on server ``epmap[i]``, as arrays of the trainer's
-        device."""
+        """The value of ``names[i]`` on server ``epmap[i]`` after the step."""
 
     @abstractmethod
     def fetch_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
         """This trainer has fetched the step's parameters from these servers."""
+
+
+@dataclass
+class CallResult:
+    """What a trainer's call ended with: its value, or its error; ``exchanged`` says whether
+    the trainer received the step's values from every server (then the step must be
+    committed, whatever happened after)."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    exchanged: bool = False
 
 
 class Trainer(ABC):
@@ -91,15 +133,22 @@ class Trainer(ABC):
     trainer_id: int
 
     @abstractmethod
-    def call(self, method: str, args: Sequence[Any]) -> "Future[Any]":
-        """Run ``method`` with its data-var values, on the trainer's own worker."""
+    def call(self, method: str, args: Sequence[Any], step: Optional[int]
+             ) -> "Future[CallResult]":
+        """Run ``method`` with its data-var values as step ``step`` (None: a method that
+        talks to no server), after every call submitted before it."""
 
     @abstractmethod
     def get_var(self, name: str) -> np.ndarray: ...
 
     @abstractmethod
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> None:
-        """Overwrite persistable vars; only while no call is running."""
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> "Future[None]":
+        """Overwrite persistable vars once the calls submitted before have ended, and
+        forget which step the trainer last saw committed."""
+
+    @abstractmethod
+    def tensor_state(self) -> dict[str, np.ndarray]:
+        """Every initialised persistable array (not readers or the communicator)."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -1,15 +1,13 @@
-"""Launch settings: ``plan.launch()`` for this process, and the environment and command
-line the multi-process engine (planned) reads.
+"""Starting a plan (`launch`, engine lookup) and the settings of the role processes.
 
-The planned style, one script for every role::
+One script for every role, as Paddle's scripts did::
 
     TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:6174,10.0.0.2:6174 \\
         PADDLE_CURRENT_ENDPOINT=10.0.0.1:6174 PADDLE_TRAINERS_NUM=2 \\
         fluid run main.py --distributed main=train_step
     TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0 ... python main.py --distributed main=train_step
 
-`role_from_env` and `parse_distributed_arg` read those settings today, so the settings can
-be checked and turned into `transpile` arguments; only the in-process engine runs them yet.
+`role_from_env` and `parse_distributed_arg` read those settings; `roles` acts on them.
 """
 from __future__ import annotations
 
@@ -20,6 +18,8 @@ from typing import Any, Mapping, Optional, Sequence
 from ..errors import OpArgumentError
 
 ROLES = ("TRAINER", "PSERVER", "LOCAL")
+#: The environment's spelling of ``--distributed``.
+DISTRIBUTED_VAR = "FLUID_DISTRIBUTED"
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,12 @@ class RoleConfig:
     pservers: tuple[str, ...] = ()
     current_endpoint: Optional[str] = None
     options: dict[str, Any] = field(default_factory=dict)   # from --distributed
+    pserver_id: Optional[int] = None                        # PADDLE_PSERVER_ID
+
+    @property
+    def distributed(self) -> bool:
+        """Whether ``--distributed`` (or ``FLUID_DISTRIBUTED``) asked for a split."""
+        return bool(self.options)
 
     def transpile_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `transpile` (``main`` and friends from the command line,
@@ -56,8 +62,9 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
                   argv: Optional[Sequence[str]] = None) -> RoleConfig:
     """Read ``TRAINING_ROLE`` (TRAINER, PSERVER; LOCAL when unset), ``PADDLE_TRAINER_ID``,
     ``PADDLE_TRAINERS_NUM``, ``PADDLE_PSERVERS_IP_PORT_LIST`` and
-    ``PADDLE_CURRENT_ENDPOINT`` (or ``POD_IP`` + ``PADDLE_PORT``), plus ``--distributed``
-    from ``argv``."""
+    ``PADDLE_CURRENT_ENDPOINT`` (or ``POD_IP`` + ``PADDLE_PORT``, or ``PADDLE_PSERVER_ID``
+    as an index), plus ``--distributed`` from ``argv`` (or, without it, the environment
+    variable ``FLUID_DISTRIBUTED`` with the same value)."""
     env = os.environ if environ is None else environ
     role = (env.get("TRAINING_ROLE") or env.get("PADDLE_TRAINING_ROLE") or "LOCAL").upper()
     if role not in ROLES:
@@ -74,15 +81,17 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
     if role == "TRAINER" and not 0 <= trainer_id < trainers:
         raise OpArgumentError(f"PADDLE_TRAINER_ID={trainer_id} is out of range for "
                               f"PADDLE_TRAINERS_NUM={trainers}")
-    if role == "PSERVER":
-        if not pservers:
-            raise OpArgumentError("TRAINING_ROLE=PSERVER needs PADDLE_PSERVERS_IP_PORT_LIST")
+    pserver_id = _int(env, "PADDLE_PSERVER_ID", -1)
+    if role == "PSERVER" and pservers and (current or pserver_id < 0):
         if current not in pservers:
             raise OpArgumentError(f"this pserver's endpoint {current!r} "
                                   f"(PADDLE_CURRENT_ENDPOINT, or POD_IP:PADDLE_PORT) is not in "
                                   f"PADDLE_PSERVERS_IP_PORT_LIST ({', '.join(pservers)})")
     options = parse_distributed_arg(argv if argv is not None else [])
-    return RoleConfig(role, trainer_id, trainers, pservers, current, options)
+    if not options and env.get(DISTRIBUTED_VAR):
+        options = parse_distributed_arg(["--distributed", env[DISTRIBUTED_VAR]])
+    return RoleConfig(role, trainer_id, trainers, pservers, current, options,
+                      None if pserver_id < 0 else pserver_id)
 
 
 _INT_OPTIONS = ("trainers", "min_block_size")
@@ -129,6 +138,32 @@ def parse_distributed_arg(argv: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+ENGINES = ("local", "ray")
+
+
+def engine_named(name: str) -> Any:
+    """The engine called ``name``: ``'local'`` (this process: servers as objects, trainers
+    on threads) or ``'ray'`` (servers and trainers as Ray actors)."""
+    if name == "local":
+        from .local import LocalEngine
+        return LocalEngine()
+    if name == "ray":
+        from .ray_engine import RayEngine
+        return RayEngine()
+    raise OpArgumentError(f"no distributed engine named {name!r}; engines: "
+                          f"{', '.join(ENGINES)} (or pass an object with launch(plan, ...))")
+
+
 def launch(plan: Any, engine: Any = None, **options: Any) -> Any:
-    """``plan.launch(engine, **options)``."""
-    return plan.launch(engine, **options)
+    """Start the trainers and parameter servers of ``plan``; returns a
+    `DistributedProgram` with the compiled program's methods, ``parameters()``,
+    ``save(dir)`` and ``close()`` (also a context manager).
+
+    ``engine``: ``'local'`` (default), ``'ray'``, or an object with
+    ``launch(plan, **options)``. Options of both engines: ``seed`` (default: the compiled
+    program's), ``timeout`` (seconds a sync step waits for a missing trainer; it bounds
+    every call); the Ray engine takes more (see `RayEngine.launch`).
+    """
+    if engine is None or isinstance(engine, str):
+        engine = engine_named(engine or "local")
+    return engine.launch(plan, **options)

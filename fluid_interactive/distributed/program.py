@@ -1,4 +1,4 @@
-"""`DistributedProgram`: what ``plan.launch()`` returns — the compiled program's methods,
+"""`DistributedProgram`: what ``launch(plan)`` returns — the compiled program's methods,
 run by trainers and parameter servers.
 
 Calling a transpiled method (``main``) with a batch cuts the batch evenly across the
@@ -9,16 +9,23 @@ trainer 0 with the current parameters. ``parameters()`` and ``get_var`` read the
 from __future__ import annotations
 
 import threading
+import time
 import weakref
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
-from typing import Any, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ir.text import format_block
-from .interface import PServer, StepAborted, Trainer
+from ..runtime.compiled import CompiledProgram
+from .errors import DistributedTimeout, StepAborted
+from .interface import CallResult, PServer, Trainer
+from .pserver import DEFAULT_TIMEOUT
+
+#: How long, after one trainer failed a step, the others may take to report.
+_SETTLE_GRACE = 1.0
 
 
 def _caused_by_abort(error: BaseException) -> bool:
@@ -78,17 +85,27 @@ class DistributedMethod:
 
 
 class DistributedProgram:
-    """Trainers and parameter servers behind the methods of one compiled program."""
+    """Trainers and parameter servers behind the methods of one compiled program.
+
+    In a ``TRAINING_ROLE=TRAINER`` process it drives that one trainer (``trainers`` holds
+    just it) against servers in other processes; otherwise every trainer of the plan.
+    """
 
     def __init__(self, plan: Any, trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
-                 *, engine: str = ""):
+                 *, engine: str = "", timeout: float = DEFAULT_TIMEOUT,
+                 closers: Sequence[Callable[[], None]] = (), patience: float = 0.0):
         self.plan = plan
         self.engine = engine
+        self.timeout = timeout
+        self._patience = patience      # extra wait an engine may need (a server restarting)
         self._trainers = list(trainers)
         self._pservers = dict(pservers)
         self._lock = threading.RLock()
         self._closed = False
-        program = plan.trainer_program(0)
+        self._step = 0                       # numbers of this object's distributed calls
+        self._uncommitted: Optional[int] = None
+        self._final: Optional[dict[str, np.ndarray]] = None   # the state when closed
+        program = plan.trainer_program(self._trainers[0].trainer_id)
         self._program = program
         self.methods: dict[str, DistributedMethod] = {}
         for block in program.method_blocks():
@@ -97,7 +114,8 @@ class DistributedProgram:
             setattr(self, block.name, method)
         self._pull(self._trainers)
         # Stop the workers even when a notebook drops the object without close().
-        self._finalizer = weakref.finalize(self, _shut_down, self._trainers, self._pservers)
+        self._finalizer = weakref.finalize(self, _shut_down, self._trainers, self._pservers,
+                                           list(closers))
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -141,28 +159,77 @@ class DistributedProgram:
         with self._lock:
             self._check_open()
             shards = self._split(method, arrays)
-            futures = [t.call(method.__name__, shard)
+            self._step += 1
+            step = self._step
+            futures = [t.call(method.__name__, shard, step)
                        for t, shard in zip(self._trainers, shards)]
-            results = self._gather(futures)
+            results = self._gather(futures, step)
+            self._uncommitted = step
             return _combine(self._program, method.block, method.block.returns, results)
 
-    def _gather(self, futures: list[Future]) -> list[Any]:
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        first = next((f.exception() for f in done if f.exception() is not None), None)
-        if first is None:
-            return [f.result() for f in futures]
-        for ps in self._pservers.values():
-            ps.abort(first)
-        wait(futures)
-        errors = [(k, f.exception()) for k, f in enumerate(futures)
-                  if f.exception() is not None]
-        for ps in self._pservers.values():
-            ps.reset()
-        self._pull(self._trainers)   # a trainer that failed late may have missed the update
-        k, root = next(((k, e) for k, e in errors if not _caused_by_abort(e)), errors[0])
-        root.add_note(f"(raised by trainer {k} of {len(futures)}; the other trainers stopped "
-                      f"their step too)")
-        raise root
+    def _gather(self, futures: list[Future], step: int) -> list[Any]:
+        """The trainers' values, or the step settled everywhere and its first error raised.
+        Waits at most about ``timeout``: a trainer still busy then is left to finish its
+        abandoned step on its own."""
+        grace = min(_SETTLE_GRACE, self.timeout)
+        deadline = time.monotonic() + self.timeout + self._patience + grace
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=max(0.0, deadline - time.monotonic()),
+                                 return_when=FIRST_COMPLETED)
+            if not done:
+                break
+            if any(_outcome(f).error is not None for f in done):
+                # Give the others a moment to report (they fail fast once the servers
+                # hear about the step), but no longer than the grace.
+                deadline = min(deadline, time.monotonic() + grace)
+        results = [_outcome(f) if f.done() else None for f in futures]
+        if all(r is not None and r.error is None for r in results):
+            return [r.value for r in results]
+        self._settle_failed_step(step, results)
+        raise self._step_error(step, results)
+
+    def _settle_failed_step(self, step: int, results: list[Optional[CallResult]]) -> None:
+        """A trainer that received the step's values from every server saw it succeed
+        there, so it is committed; otherwise no server applies it. Then every trainer
+        starts again from the servers' values."""
+        self._ensure_committed()       # the step before succeeded everywhere
+        if _applied(results):
+            for ps in self._pservers.values():
+                ps.commit(step)
+        else:
+            reason = f"step {step} abandoned: {self._failure_summary(results)}"
+            for ps in self._pservers.values():
+                ps.abort(step, reason)
+        self._uncommitted = None
+        self._pull(self._trainers, wait_s=0.0)
+
+    def _failure_summary(self, results: list[Optional[CallResult]]) -> str:
+        for t, r in zip(self._trainers, results):
+            if r is not None and r.error is not None:
+                return f"trainer {t.trainer_id}: {type(r.error).__name__}: {r.error}"
+        return (f"trainer(s) {', '.join(map(str, self._stalled(results)))} did not finish "
+                f"within timeout={self.timeout:g}s")
+
+    def _stalled(self, results: list[Optional[CallResult]]) -> list[int]:
+        return [t.trainer_id for t, r in zip(self._trainers, results) if r is None]
+
+    def _step_error(self, step: int, results: list[Optional[CallResult]]) -> BaseException:
+        failed = [(t.trainer_id, r.error) for t, r in zip(self._trainers, results)
+                  if r is not None and r.error is not None]
+        stalled = self._stalled(results)
+        outcome = "every server" if _applied(results) else "no server"
+        if failed:
+            k, root = next(((k, e) for k, e in failed if not _caused_by_abort(e)), failed[0])
+            root.add_note(f"(raised by trainer {k} of {self.plan.trainers}; step {step} was "
+                          f"applied on {outcome})")
+        else:
+            root = DistributedTimeout(f"step {step}: {self._failure_summary(results)}; it was "
+                                      f"applied on {outcome}")
+        if stalled:
+            root.add_note(f"trainer(s) {', '.join(map(str, stalled))} still running the "
+                          f"abandoned step {step}; they catch up before their next call")
+        return root
 
     def _run_local(self, method: DistributedMethod, arrays: list[Any]) -> Any:
         if method.updates:
@@ -174,9 +241,20 @@ class DistributedProgram:
             self._check_open()
             if not self.plan.sync:
                 self._pull(self._trainers[:1])   # async: the servers may have moved on
-            return self._trainers[0].call(method.__name__, arrays).result()
+            result = self._trainers[0].call(method.__name__, arrays, None).result()
+            if result.error is not None:
+                raise result.error
+            return result.value
 
     # --- state --------------------------------------------------------------------------------
+
+    def _ensure_committed(self) -> None:
+        """The last step is only prepared on the servers until the next exchange commits
+        it; a read of their state commits it first."""
+        if self._uncommitted is not None:
+            for ps in self._pservers.values():
+                ps.commit(self._uncommitted)
+            self._uncommitted = None
 
     def _fetch(self, name: str) -> np.ndarray:
         loc = self.plan.locate(name)
@@ -190,16 +268,25 @@ class DistributedProgram:
                 parts[i] = v
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
-    def _pull(self, trainers: Sequence[Trainer]) -> None:
+    def _pull(self, trainers: Sequence[Trainer], wait_s: Optional[float] = None) -> None:
+        """Give ``trainers`` the servers' parameters (after their running calls); waits
+        for that unless ``wait_s`` bounds the wait (a stalled trainer catches up later)."""
+        self._ensure_committed()
         values = {p: self._fetch(p) for p in self.plan.distributed_params()}
-        for t in trainers:
-            t.set_vars(values)
+        futures = [t.set_vars(values) for t in trainers]
+        done, _ = wait(futures, timeout=wait_s)
+        for f in done:
+            f.result()
 
     def parameters(self) -> dict[str, np.ndarray]:
         """Every parameter (name -> a NumPy copy): those the servers update joined from
-        their blocks, the others from trainer 0."""
+        their blocks, the others from trainer 0 (after ``close()``: as they were then)."""
         with self._lock:
+            if self._final is not None:
+                return {n: v.copy() for n, v in self._final.items()
+                        if self.plan.program.global_block().vars[n].is_parameter}
             self._check_open()
+            self._ensure_committed()
             out = {}
             served = set(self.plan.distributed_params())
             for name, var in self._program.global_block().vars.items():
@@ -218,18 +305,55 @@ class DistributedProgram:
         """A persistable var of the original program: from the servers when they hold it
         (parameters, accumulators, learning rates), else from trainer 0."""
         with self._lock:
+            if self._final is not None and name in self._final:
+                return self._final[name].copy()
             self._check_open()
+            self._ensure_committed()
             if self.plan.locate(name) is not None:
                 return self._fetch(name)
             return self._trainers[0].get_var(name)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Every persistable tensor of the original program, as one process would hold it:
+        from the servers where they keep it, else from trainer 0."""
+        with self._lock:
+            if self._final is not None:
+                return {n: v.copy() for n, v in self._final.items()}
+            self._check_open()
+            self._ensure_committed()
+            trainer_state = self._trainers[0].tensor_state()
+            out = {}
+            for var in self.plan.program.global_block().vars.values():
+                if not (var.persistable and var.kind == "tensor"):
+                    continue
+                if self.plan.locate(var.name) is not None:
+                    out[var.name] = self._fetch(var.name)
+                elif var.name in trainer_state:
+                    out[var.name] = trainer_state[var.name]
+            return out
+
+    def save(self, path: str) -> None:
+        """Write an ordinary checkpoint of the job (the original program, with the state
+        gathered from the servers and trainer 0) that `fluid.load(path)` opens as a
+        single-process program."""
+        program = self.plan.program
+        compiled = CompiledProgram(program, seed=self.plan.seed, device="cpu",
+                                   initialize=False, initial_values=self.state())
+        compiled.save(path)
+
     # --- life cycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the trainers' threads and the servers. Safe to call twice."""
+        """End the job for this object's trainers: tell the servers they are done, stop
+        the trainers and release the servers. `parameters`, `get_var`, `state` and `save`
+        still answer afterwards, with the values at this moment. Safe to call twice."""
         with self._lock:
             if self._closed:
                 return
+            try:
+                self._final = self.state()
+            except Exception:   # a server that is gone cannot answer; close the rest
+                pass
             self._closed = True
             self._finalizer()
 
@@ -259,11 +383,31 @@ class DistributedProgram:
                 f"{', '.join(self.plan.main)}>")
 
 
-def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer]) -> None:
+def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
+               closers: Sequence[Callable[[], None]]) -> None:
+    for ps in pservers.values():
+        for t in trainers:
+            try:
+                ps.finish(t.trainer_id)
+            except Exception:   # a server that is gone needs no goodbye
+                pass
     for t in trainers:
         t.close()
     for ps in pservers.values():
         ps.close()
+    for close in closers:
+        close()
+
+
+def _outcome(future: Future) -> CallResult:
+    """A finished call's result; an engine-level failure (a trainer process that died)
+    becomes the call's error."""
+    error = future.exception()
+    return CallResult(error=error) if error is not None else future.result()
+
+
+def _applied(results: Sequence[Optional[CallResult]]) -> bool:
+    return any(r is not None and r.exchanged for r in results)
 
 
 def _combine(program: ProgramDesc, block: BlockDesc, spec: Any, values: list[Any]) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import NotCompiledError, ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec
+from ..distributed.roles import distribute_if_requested
 from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
@@ -169,6 +170,12 @@ class Program:
 
         ``seed`` makes parameter initialisation (and any random op) reproducible;
         ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
+
+        When the script runs with ``--distributed main=train_step`` (or the environment
+        variable ``FLUID_DISTRIBUTED``), the program is transpiled and what comes back
+        depends on ``TRAINING_ROLE`` (docs/distributed.md): a program whose ``main``
+        method runs as a trainer against parameter servers, or, for a parameter server,
+        nothing: it serves until the trainers are done and ends the script.
         """
         trace = trace_methods(self)
         compiled = CompiledProgram(trace.program, seed=seed, device=device,
@@ -179,7 +186,7 @@ class Program:
         compiled.record_origin(type(self), {k: v for k, v in vars(self).items()
                                             if k in self.option_names()},
                                {"seed": seed, "device": device})
-        return compiled
+        return distribute_if_requested(compiled)
 
     compile = Compile
 

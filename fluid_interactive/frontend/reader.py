@@ -99,13 +99,16 @@ def batch_reader(file: Union[str, Sequence[str], None] = None, batch_size: int =
                  shape: Optional[Shapes] = None, dtype: Any = None, format: str = "recordio",
                  shuffle: bool = False, shuffle_buffer: Optional[int] = None,
                  seed: Optional[int] = None, epochs: Optional[int] = 1,
-                 drop_last: bool = False, data: Any = None) -> Reader:
+                 drop_last: bool = False, data: Any = None, trainer_shard: bool = True
+                 ) -> Reader:
     """A reader of batches from RecordIO ``file`` (a path, a glob or a list of them) or from
     in-memory ``data=(X, Y, ...)``.
 
     ``shape`` and ``dtype`` give each slot's per-sample shape and dtype (from the arrays
     when ``data`` is given). ``epochs=N`` passes over the data N times, ``None`` forever.
-    Shuffling is deterministic for a given ``seed``.
+    Shuffling is deterministic for a given ``seed``. In a program transpiled for several
+    trainers, trainer ``i`` of ``n`` reads samples ``i, i+n, i+2n, ...`` of the files
+    (``trainer_shard=False``: every trainer reads all of them).
     """
     trace = current_trace("fluid.batch_reader")
     if (file is None) == (data is None):
@@ -129,7 +132,8 @@ def batch_reader(file: Union[str, Sequence[str], None] = None, batch_size: int =
              "shuffle": bool(shuffle),
              "shuffle_buffer": -1 if shuffle_buffer is None else int(shuffle_buffer),
              "seed": -1 if seed is None else int(seed),
-             "epochs": -1 if epochs is None else int(epochs), "drop_last": bool(drop_last)}
+             "epochs": -1 if epochs is None else int(epochs), "drop_last": bool(drop_last),
+             "trainer_shard": bool(trainer_shard)}
     trace.append_op("create_batch_reader", {"Data": inputs}, {"Out": [name]}, attrs,
                     in_global=True)
     reader = Reader(trace, name, shapes, dtypes)

@@ -139,7 +139,7 @@ def _dropout_grad_kernel(ctx: KernelContext):
 
 
 register(OpSpec("dropout", slots("X"), slots("Out", "Mask"), _dropout_infer, _dropout_kernel,
-                _dropout_grad, attrs=_DROPOUT_ATTRS, random=True, random_in_test=False,
+                _dropout_grad, attrs=_DROPOUT_ATTRS, random=True, inert_in_test=True,
                 doc="Zeroes elements with probability dropout_prob (Mask: 1 where kept). "
                     "downgrade_in_infer: train X*Mask, infer X*(1-p); upscale_in_train: "
                     "train X*Mask/(1-p), infer X."))

@@ -211,7 +211,7 @@ def _bn_grad_kernel(ctx: KernelContext):
 
 register(OpSpec("batch_norm", slots("X", "Scale", "Bias", "Mean", "Variance"),
                 slots("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"),
-                _bn_infer, _bn_kernel, _bn_grad, attrs=_BN_ATTRS,
+                _bn_infer, _bn_kernel, _bn_grad, attrs=_BN_ATTRS, inert_in_test=True,
                 doc="Batch normalisation over every axis but the channel one; training "
                     "updates MeanOut/VarianceOut = momentum * old + (1 - momentum) * batch "
                     "statistics, inference uses Mean/Variance. is_test None: the block "

@@ -18,7 +18,7 @@ _FILE_PREFETCH = 64  # batches
 READER_ATTRS = {
     "files": [], "batch_size": 1, "shapes": [], "dtypes": [], "shuffle": False,
     "shuffle_buffer": -1, "seed": -1, "epochs": 1, "drop_last": False, "format": "recordio",
-    "shard_index": 0, "num_shards": 1,
+    "shard_index": 0, "num_shards": 1, "trainer_shard": True,
 }
 
 

@@ -90,7 +90,9 @@ class OpSpec:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     cupy_kernel: Optional[Callable[["KernelContext"], Callable]] = None
     random: bool = False      # draws random numbers: never constant-folded
-    random_in_test: bool = True  # still draws when its block runs in inference mode
+    # In inference mode (its ``is_test`` attr, else its block's mode) the op draws nothing
+    # and its persistable outputs are its inputs, unchanged (dropout, batch_norm).
+    inert_in_test: bool = False
     entry: bool = False       # runs in a method's entry, before its plan (a reader's read)
     aliases: bool = False     # the kernel may return an input, or a view of one
     shape_only: tuple[str, ...] = ()  # input slots read for their type alone, never values
@@ -104,6 +106,14 @@ class OpSpec:
             if s.name == name:
                 return s
         raise KeyError(name)
+
+    def inert(self, attrs: Mapping[str, Any], block_is_test: bool) -> bool:
+        """Whether the op, with these attrs in a block of this mode, changes nothing that
+        outlives a call (no draw, no new value for a persistable output)."""
+        if not self.inert_in_test:
+            return False
+        flag = attrs.get("is_test")
+        return block_is_test if flag is None else bool(flag)
 
     def full_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """The op's attrs with defaults filled in; unknown names are an error."""

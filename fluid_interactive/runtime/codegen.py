@@ -135,6 +135,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
             outs = [em.fresh_local(n) for n in step.outputs]
             target = outs[0] if len(outs) == 1 else ", ".join(outs)
             em.emit(f"{target} = {k}({args})  # {comment}", step.index)
+        if step.spec.inert(step.spec.full_attrs(step.op.attrs), is_test):
+            continue  # its persistable outputs are its inputs: nothing to commit
         for name in step.outputs:
             if name in analysis.persistables:
                 if step.spec.aliases:  # the scope must not keep a view into a temporary

@@ -55,17 +55,24 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     at a time; the others may run concurrently."""
     for op in block.ops:
         spec = get_spec(op.type)
-        if spec.entry or (spec.random and (spec.random_in_test or not is_test)):
+        if spec.entry:
             return True
-        if any(program.find_var(block, n).persistable for n in op.output_names()):
+        if spec.inert(spec.full_attrs(op.attrs), is_test):
+            continue
+        if spec.random or any(program.find_var(block, n).persistable
+                              for n in op.output_names()):
             return True
     return False
 
 
-def written_state(program: ProgramDesc, block: BlockDesc) -> list[str]:
-    """The persistable vars a call of ``block`` may write, in the order its ops do."""
+def written_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> list[str]:
+    """The persistable vars a call of ``block`` may write, in the order its ops do (an op
+    that is inert in this mode commits nothing)."""
     out: list[str] = []
     for op in block.ops:
+        spec = get_spec(op.type)
+        if spec.inert(spec.full_attrs(op.attrs), is_test):
+            continue
         for name in op.output_names():
             var = program.find_var(block, name)
             if var is not None and var.persistable and name not in out:
@@ -101,7 +108,7 @@ class CompiledMethod:
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
         self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
         #: the persistable vars a call writes: what the history keeps of each call
-        self.writes = written_state(owner.program, block)
+        self.writes = written_state(owner.program, block, self._runner.is_test)
         self._make_entry()
 
     def _make_entry(self) -> None:

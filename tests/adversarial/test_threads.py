@@ -175,3 +175,44 @@ def test_state_changing_calls_keep_counters_in_step(threads):
     _run_threads([lambda: [prog.train_step(x, y) for _ in range(5)]] * threads)
     counter = prog.get_var("@LR_DECAY_COUNTER@")
     assert int(counter[0]) == 5 * threads
+
+
+class Normalised(fluid.Program):
+    @fluid.network("x")
+    def train_step(self, x):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        loss = fluid.layers.mean(self.net(x))
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        return loss
+
+    @fluid.network("x")
+    def infer(self, x):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        return self.net(x)
+
+    @fluid.network("x", is_test=True)
+    def sample(self, x):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        with fluid.var_scope("net"):
+            return fluid.layers.dropout(x, dropout_prob=0.5, is_test=False)
+
+    def net(self, x):
+        with fluid.var_scope("net"):
+            h = fluid.layers.batch_norm(fluid.layers.fc(input=x, size=8))
+            return fluid.layers.dropout(h, dropout_prob=0.5)
+
+
+def test_inference_with_batch_norm_and_dropout_changes_nothing_and_runs_unlocked():
+    prog = Normalised().Compile(seed=0)
+    x = np.random.default_rng(0).standard_normal((16, 4)).astype("float32")
+    prog.train_step(x)
+    stats = {n: prog.get_var(n) for n in prog.var_names()}
+    assert prog.train_step.changes_state and not prog.infer.changes_state
+    assert prog.sample.changes_state        # dropout told to train draws even in inference
+    outs = []
+    _run_threads([lambda: outs.append(prog.infer(x)) for _ in range(4)])
+    for out in outs:
+        np.testing.assert_array_equal(out, outs[0])
+    for name, value in stats.items():
+        np.testing.assert_array_equal(prog.get_var(name), value)
+    assert "S.update" not in prog.infer.source

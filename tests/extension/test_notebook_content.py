@@ -122,8 +122,13 @@ def test_distributed_story(tmp_path, kernel_env):
         'cut': [len(mlp_plan.param_blocks(p)) for p in
                 ('mlp/fc_0.w_0', 'mlp/fc_1.w_0', 'mlp/fc_2.w_0')],
         'threads': [t.name for t in threading.enumerate()
-                    if t.name.startswith('fluid-trainer')]}""", tmp_path)
+                    if t.name.startswith('fluid-trainer')],
+        'ray': [ray_identical, on_ray.closed, on_ray.engine,
+                float(trained.infer(sample)[0, 0]), float(ray_infer[0, 0])]}""",
+        tmp_path)
     assert facts["trainers"] == [2, 2] and facts["servers"] == [2, 2]
+    identical, closed, engine, loaded, on_ray = facts["ray"]
+    assert identical and closed and engine == "ray" and loaded == on_ray
     assert facts["cut"] == [2, 2, 1]
     assert max(facts["fit"]) < 1e-5
     assert max(facts["mlp"]) < 1e-4
@@ -143,7 +148,7 @@ def test_distributed_story(tmp_path, kernel_env):
     added = stdout_of(nb, "for op in mlp_plan.trainer_program(0)")
     assert "= split(" in added and "= concat(" in added
     if HAS_DOT:
-        for cell in ("fluid.Graph(plan.to_dot()", "fluid.Graph(mlp_plan.to_dot("):
+        for cell in ("fluid.graph(plan)", "fluid.graph(mlp_plan,"):
             (svg,) = svgs_of(nb, cell)
             for name in ("trainer 0", "pserver 127.0.0.1:6174", "pserver 127.0.0.1:6175"):
                 assert name in svg, (cell, name)

@@ -403,7 +403,7 @@ def test_transpiled_schedule_runs_on_every_pserver_and_matches_one_process(sched
         assert not any(op.role & OpRole.LRSCHED for b in trainer.blocks for op in b.ops)
         assert LR_COUNTER not in trainer.global_block().vars
 
-    with plan.launch() as dist:
+    with fluid.distributed.launch(plan) as dist:
         for k, (x, y) in enumerate(regression()):
             a, b = single.train(x, y), dist.train(x, y)
             assert b == pytest.approx(a, rel=1e-5, abs=1e-6), k

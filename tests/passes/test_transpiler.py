@@ -144,7 +144,7 @@ def test_summary_text_and_dot(fit):
     assert "sync mode, 2 trainer(s), 2 parameter server(s)" in text
     assert EP0 in text and EP1 in text and "rows 7:13 of 13" in text
     assert "=== trainer 1 ===" in plan.text()
-    dot = plan.to_dot()
+    dot = fluid.graph(plan).dot
     assert dot.startswith("digraph") and "trainer 0" in dot and f"pserver {EP1}" in dot
     edges = plan.edges()
     assert ("trainer 0", WG + ".block0", f"pserver {EP1}", WG + ".block0.trainer_0") in edges
@@ -359,7 +359,7 @@ def test_transpile_never_changes_its_input():
     before = program_to_json(compiled.program)
     plan = transpile(compiled, trainers=3, pservers=2, min_block_size=16)
     plan.programs()
-    plan.to_dot()
+    fluid.graph(plan)
     str(plan)
     assert program_to_json(compiled.program) == before
     # and the programs it hands out are copies

@@ -2,13 +2,13 @@
 
 ``transpile`` is pure: it copies the program it is given and never changes it. The plan
 builds each trainer and parameter-server program on first request and hands out copies.
-``plan.launch()`` starts a runtime for it; runtimes live in `fluid_interactive.distributed`,
-a layer above this one, and register themselves here with `register_engine`.
+Running a plan is the business of `fluid_interactive.distributed` (``launch(plan)``), a
+layer above this one, and drawing it of ``fluid.graph(plan)``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from ...errors import OpArgumentError, ProgramDefinitionError
 from ...ir.records import ProgramDesc, VarDesc
@@ -38,25 +38,6 @@ class Location:
     one element, learning rates)."""
     kind: str
     pieces: tuple[Piece, ...]
-
-
-# --- runtimes -----------------------------------------------------------------------------------
-
-_ENGINES: dict[str, Callable[[], Any]] = {}
-_DEFAULT_ENGINE: list[str] = []
-
-
-def register_engine(name: str, factory: Callable[[], Any], *, default: bool = False) -> None:
-    """Make ``plan.launch(engine=name)`` use ``factory()``: an object with
-    ``launch(plan, **options)``. The local engine registers itself as the default when
-    `fluid_interactive.distributed` is imported."""
-    _ENGINES[name] = factory
-    if default or not _DEFAULT_ENGINE:
-        _DEFAULT_ENGINE[:] = [name]
-
-
-def registered_engines() -> list[str]:
-    return sorted(_ENGINES)
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -232,9 +213,22 @@ class TranspilePlan:
         return "\n\n".join(f"=== {name} ===\n{format_program(p)}"
                            for name, p in self.programs().items())
 
+    def received(self, method: str) -> dict[str, list[str]]:
+        """The parameter blocks a trainer receives in a transpiled ``method``, by server
+        (what its ``recv`` ops ask for, in their order)."""
+        if method not in self.main:
+            raise KeyError(f"{method!r} is not transpiled; transpiled: {', '.join(self.main)}")
+        out: dict[str, list[str]] = {}
+        for p in self._layout.roles_of(method).params():
+            pl = self._layout.params[p]
+            for b, ep in zip(pl.blocks, pl.endpoints):
+                out.setdefault(ep, []).append(b.name)
+        return out
+
     def edges(self, trainer_id: int = 0) -> list[tuple[str, str, str, str]]:
-        """``(from_program, var, to_program, var)`` for every send and recv of a trainer,
-        with the program names of `to_dot`."""
+        """``(from_program, var, to_program, var)`` for every send and recv of a trainer;
+        the programs are named as in `programs` (``'trainer 0'``, ``'pserver <endpoint>'``),
+        so ``fluid.graph(plan)`` can draw them side by side."""
         lay = self._layout
         tname = f"trainer {self._trainer_id(trainer_id)}"
         out: list[tuple[str, str, str, str]] = []
@@ -250,50 +244,6 @@ class TranspilePlan:
             for b, ep in zip(pl.blocks, pl.endpoints):
                 out.append((f"pserver {ep}", b.name, tname, b.name))
         return out
-
-    def to_dot(self, trainer_id: int = 0, **options: Any) -> str:
-        """DOT text: one trainer beside every parameter server, with an edge per send and
-        recv. ``options`` go to `render.dot.split_to_dot`."""
-        programs = {f"trainer {self._trainer_id(trainer_id)}": self.trainer_program(trainer_id)}
-        for ep in self.endpoints:
-            programs[f"pserver {ep}"] = self.pserver_program(ep)
-        edges = self.edges(trainer_id)
-        try:
-            from ...render.dot import split_to_dot
-        except ImportError:  # the renderer is optional for this layer
-            return _plain_dot(programs, edges)
-        return split_to_dot(programs, edges, title=f"{self.mode} transpile", **options)
-
-    # --- running it ---------------------------------------------------------------------------
-
-    def launch(self, engine: Union[str, Any, None] = None, **options: Any) -> Any:
-        """Start the trainers and parameter servers; returns an object with the compiled
-        program's methods. ``engine``: a registered name (default ``'local'``: one
-        process, trainers on threads) or an object with ``launch(plan, **options)``."""
-        if engine is None or isinstance(engine, str):
-            name = engine or (_DEFAULT_ENGINE[0] if _DEFAULT_ENGINE else None)
-            if name is None or name not in _ENGINES:
-                raise RuntimeError(
-                    f"no distributed engine {'named ' + repr(name) if name else 'is'} "
-                    f"registered (registered: {', '.join(_ENGINES) or 'none'}); import "
-                    f"fluid_interactive.distributed (`import fluid` does) to get the local one")
-            engine = _ENGINES[name]()
-        return engine.launch(self, **options)
-
-
-def _plain_dot(programs: dict[str, ProgramDesc], edges) -> str:
-    lines = ["digraph transpiled {", "  rankdir=LR; node [shape=box, fontsize=10];"]
-    for k, (name, prog) in enumerate(programs.items()):
-        lines.append(f"  subgraph cluster_{k} {{ label=\"{name}\";")
-        for b in prog.blocks:
-            for i, op in enumerate(b.ops):
-                lines.append(f"    \"{name}/{b.idx}/{i}\" [label=\"{op.type}\"];")
-        lines.append("  }")
-    for src, a, dst, b in edges:
-        lines.append(f"  \"{src}:{a}\" -> \"{dst}:{b}\" [label=\"{a}\"];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
 
 # --- the pass -----------------------------------------------------------------------------------
 

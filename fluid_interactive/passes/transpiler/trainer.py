@@ -12,7 +12,8 @@ A copy of the input program in which each transpiled method
 
 Every new op carries ``op_role_var`` (param, grad). Block 0 loses the optimizer state that
 moved to the servers (accumulators, learning rates) with the ops that initialised it, and
-gains the communicator var the RPC ops talk through. Trainer ``i`` differs from trainer 0
+gains the communicator var the RPC ops talk through. File readers read trainer ``i``'s
+shard of their files. Trainer ``i`` differs from trainer 0
 only in attrs: its ``trainer_id`` and, in sync mode, the names its gradients arrive under
 (``<grad>.trainer_<i>``), so the servers can average them.
 """
@@ -43,9 +44,23 @@ def build_trainer_program(layout: Layout, trainer_id: int) -> ProgramDesc:
     for roles in layout.methods:
         _rewrite_method(program, layout, roles, trainer_id)
     _prune_global(program, layout)
+    _shard_readers(program, trainer_id, layout.trainers)
     program.global_block().vars[COMM_VAR] = VarDesc(COMM_VAR, (), "float32", persistable=True,
                                                     kind=COMM_KIND)
     return program
+
+
+def _shard_readers(program: ProgramDesc, trainer_id: int, trainers: int) -> None:
+    """File readers that allow it (attr ``trainer_shard``, on by default) read every
+    ``trainers``-th sample, starting at ``trainer_id``: trainers see different samples, and
+    together those of the batches one process with ``trainers`` times the batch size
+    would read."""
+    if trainers < 2:
+        return
+    for op in program.global_block().ops:
+        if op.attrs.get("trainer_shard") and op.attrs.get("files"):
+            op.attrs["shard_index"] = trainer_id
+            op.attrs["num_shards"] = trainers
 
 
 def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,

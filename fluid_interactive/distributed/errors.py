@@ -1,0 +1,26 @@
+"""Errors of distributed runs. Each message names the role (trainer k, pserver j), the
+endpoint and what was awaited, so a log line alone says where a job broke."""
+from __future__ import annotations
+
+from ..errors import FluidError
+
+
+class DistributedError(FluidError, RuntimeError):
+    """A distributed step or job failed."""
+
+
+class StepAborted(DistributedError):
+    """A step was abandoned (another trainer failed, or a server's update failed) and
+    applied on no server."""
+
+
+class StepFailed(DistributedError):
+    """A parameter server's update of a step failed; the step is applied on no server."""
+
+
+class DistributedTimeout(DistributedError, TimeoutError):
+    """A bounded wait ran out: the message says who waited for whom, and for what."""
+
+
+class ServerUnreachable(DistributedError):
+    """A parameter server could not be reached (dead, or not started) within the wait."""

@@ -1,0 +1,399 @@
+"""The parameter server, written once: `ParameterServer` is a plain thread-safe object that
+the in-process engine uses as it is and the Ray engine runs inside an actor.
+
+The protocol, per trainer and step (numbered by the trainer side, never reused)::
+
+    exchange(trainer, step, committed, blocks, names) -> values of `names`
+
+In sync mode the server holds each trainer's gradient blocks of ``step`` until every
+trainer's have arrived, then *prepares* the step: it runs its optimize blocks on a copy of
+its state (state arrays are never changed in place, so the copy is a new dict) and keeps
+the result beside the committed state. Every waiting exchange then returns the prepared
+values. The step becomes the server's state only when it is *committed*: by `commit`, or
+implicitly by a later exchange whose ``committed`` says the trainer saw that step succeed on
+every server. `abort` drops a prepared or incomplete step. A trainer commits only after
+every server returned its values, and aborts when one of them failed, so a step is applied
+on every server or on none.
+
+Outcomes are sticky: a step whose update failed, or that waited longer than ``timeout``
+for a trainer, fails for every trainer that asks. Exchanges are idempotent: a repeated one
+(a trainer retrying after this server restarted) is answered from what the server already
+holds. With a state directory the server writes each prepared step before answering
+(`state.StateDir`), so a restarted server resumes where it stopped.
+
+In async mode an exchange applies its gradients at once and returns the current values;
+each trainer's pushes are applied at most once (by step number).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..backend import array_module_for, to_device
+from ..ir.records import ProgramDesc
+from ..ir.serialize import program_to_json
+from ..runtime.compiled import CompiledProgram
+from ..runtime.runner import BlockRunner
+from .errors import DistributedTimeout, StepAborted, StepFailed
+from .interface import PServer
+from .state import Snapshot, StateDir, values_equal_layout
+
+DEFAULT_TIMEOUT = 120.0
+_ABORTED_KEPT = 256
+
+
+@dataclass(frozen=True)
+class PServerSpec:
+    """Everything a parameter server needs, picklable (it travels to a Ray actor)."""
+    endpoint: str
+    index: int
+    program: ProgramDesc
+    startup: ProgramDesc
+    info: Any                 # passes.transpiler.PServerInfo
+    trainers: int
+    sync: bool
+    digest: str               # of the programs: trainers check they run the same plan
+
+    @property
+    def role(self) -> str:
+        return f"pserver {self.index} ({self.endpoint})"
+
+
+def plan_digest(plan: Any, endpoint: str) -> str:
+    text = program_to_json(plan.pserver_program(endpoint)) + program_to_json(
+        plan.startup_program(endpoint))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def pserver_spec(plan: Any, endpoint: str) -> PServerSpec:
+    return PServerSpec(endpoint, plan.endpoints.index(endpoint), plan.pserver_program(endpoint),
+                       plan.startup_program(endpoint), plan.pserver_info(endpoint),
+                       plan.trainers, plan.sync, plan_digest(plan, endpoint))
+
+
+class _Round:
+    """One sync step on its way through this server."""
+
+    def __init__(self, step: int):
+        self.step = step
+        self.pending: dict[int, dict[str, Any]] = {}
+        self.staged: Optional[dict[str, Any]] = None
+        self.error: Optional[BaseException] = None
+        self.started = time.monotonic()
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A new exception like a sticky one, so that each waiter's traceback and notes are its
+    own."""
+    copy = type(error)(*error.args)
+    copy.__cause__ = error.__cause__
+    return copy
+
+
+class ParameterServer(PServer):
+    """One parameter server's state and update logic (see the module docstring)."""
+
+    def __init__(self, spec: PServerSpec, *, seed: Optional[int] = None, device: str = "cpu",
+                 timeout: float = DEFAULT_TIMEOUT, state_dir: Optional[str] = None):
+        self.spec = spec
+        self.endpoint = spec.endpoint
+        self.trainers = spec.trainers
+        self.sync = spec.sync
+        self.timeout = float(timeout)
+        self._xp = array_module_for(device)
+        self._values = self._initial_values(spec, seed, device)
+        self._runners = {b.idx: BlockRunner(spec.program, b, self._xp, seed)
+                         for b in spec.program.blocks[1:]}
+        self._feeds = {f: b for b in spec.info.optimize_blocks for f in b.feeds}
+        self._cond = threading.Condition()
+        self.step = 0                       # last committed step (sync)
+        self._applied = [0] * self.trainers  # last step pushed by each trainer (async)
+        self._round: Optional[_Round] = None
+        self._aborted: dict[int, str] = {}
+        self._finished: dict[int, Optional[str]] = {}
+        self._last_seen: dict[int, float] = {}
+        self._missing: dict[int, str] = {}       # trainers a sync step timed out waiting for
+        self._started = time.monotonic()
+        self._closed = False
+        self.updates = 0                    # optimize-block runs
+        self.restored = False
+        self._state = StateDir(state_dir) if state_dir else None
+        if self._state is not None:
+            self._restore_or_save()
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    def _initial_values(self, spec: PServerSpec, seed: Optional[int], device: str
+                        ) -> dict[str, Any]:
+        startup = CompiledProgram(spec.startup, seed=seed, device=device)
+        values: dict[str, Any] = {}
+        for n in startup.var_names():
+            try:
+                values[n] = to_device(startup.get_var(n), self._xp)
+            except KeyError:   # computed each step by a schedule block, not initialised
+                pass
+        return values
+
+    def _restore_or_save(self) -> None:
+        committed, prepared = self._state.load()
+        if committed is None:
+            self._state.save_committed(Snapshot(0, self._values, list(self._applied)))
+            return
+        if not values_equal_layout(committed.values, self._values) or \
+                len(committed.applied) != self.trainers:
+            raise StepFailed(f"{self.role}: the saved state in {self._state.path} does not "
+                             f"fit this server's program (another job's files?); remove the "
+                             f"directory to start afresh")
+        self._values = {n: to_device(v, self._xp) for n, v in committed.values.items()}
+        self.step, self._applied = committed.step, list(committed.applied)
+        if prepared is not None:
+            self._round = _Round(prepared.step)
+            self._round.staged = {n: to_device(v, self._xp) for n, v in prepared.values.items()}
+        self.restored = True
+
+    # --- the protocol -------------------------------------------------------------------------
+
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+        """Push this trainer's gradient blocks of ``step`` and return the values of
+        ``names`` after the step (sync: once every trainer's blocks are in and the update is
+        prepared; async: at once). ``committed``: the last step this trainer saw succeed on
+        every server (commits it here if it is still only prepared)."""
+        with self._cond:
+            self._check_trainer(trainer_id)
+            self._last_seen[trainer_id] = time.monotonic()
+            self._missing.pop(trainer_id, None)
+            if committed is not None:
+                self._commit_upto(committed)
+            if not self.sync:
+                return self._exchange_async(trainer_id, step, blocks, names)
+            if step <= self.step:              # committed already: a repeated exchange
+                return self._read(self._values, names)
+            r = self._round_for(step)
+            if r.staged is None and r.error is None and trainer_id not in r.pending:
+                r.pending[trainer_id] = dict(blocks)
+                if len(r.pending) == self.trainers:
+                    self._prepare(r)
+            return self._read(self._await(r, trainer_id), names)
+
+    def commit(self, step: int) -> None:
+        """Every server has prepared ``step`` (and the steps before it): make it the state."""
+        with self._cond:
+            self._commit_upto(step)
+
+    def abort(self, step: int, reason: str) -> None:
+        """Drop ``step`` (prepared or not); later exchanges of it fail with the reason."""
+        with self._cond:
+            if step <= self.step:
+                return                          # committed: too late, and not needed
+            self._aborted[step] = reason
+            while len(self._aborted) > _ABORTED_KEPT:
+                del self._aborted[next(iter(self._aborted))]
+            r = self._round
+            if r is not None and r.step == step:
+                self._drop_round()
+            self._cond.notify_all()
+
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
+        """Copies of committed values."""
+        with self._cond:
+            return [np.array(v, copy=True) for v in self._read(self._values, names)]
+
+    def set_values(self, values: Mapping[str, Any]) -> None:
+        """Overwrite committed values (checked by name, shape and dtype); only between
+        steps."""
+        with self._cond:
+            for n, v in values.items():
+                old = self._values.get(n)
+                if old is None or tuple(old.shape) != tuple(np.shape(v)):
+                    raise KeyError(f"{self.role} holds no {n!r} of shape {np.shape(v)}")
+            self._values = dict(self._values)
+            for n, v in values.items():
+                self._values[n] = to_device(np.array(v, dtype=self._values[n].dtype), self._xp)
+            if self._state is not None:
+                self._state.save_committed(Snapshot(self.step, self._values, list(self._applied)))
+
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
+        """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed)."""
+        with self._cond:
+            self._check_trainer(trainer_id)
+            self._finished[trainer_id] = error
+            self._cond.notify_all()
+
+    def status(self) -> dict[str, Any]:
+        """What a supervisor needs to decide whether the job is over."""
+        with self._cond:
+            now = time.monotonic()
+            r = self._round
+            failed = r is not None and r.error is not None
+            absent = [t for t in range(self.trainers) if r is not None and t not in r.pending]
+            return {
+                "endpoint": self.endpoint, "step": self.step, "updates": self.updates,
+                "pid": os.getpid(),
+                "finished": dict(self._finished), "restored": self.restored,
+                "idle_s": {t: now - self._last_seen.get(t, self._started)
+                           for t in range(self.trainers)},
+                "waiting_for": absent if r is not None and r.pending and not failed and
+                r.staged is None else [],
+                "failed": f"{type(r.error).__name__}: {r.error}" if failed else None,
+                "missing": dict(self._missing),
+            }
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def remove_state(self) -> None:
+        """Delete the state files (the job finished cleanly)."""
+        if self._state is not None:
+            self._state.remove()
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _check_trainer(self, trainer_id: int) -> None:
+        if self._closed:
+            raise StepAborted(f"{self.role} is closed")
+        if not 0 <= trainer_id < self.trainers:
+            raise StepFailed(f"{self.role}: trainer {trainer_id} is not one of the plan's "
+                             f"{self.trainers} trainers (ids 0..{self.trainers - 1})")
+
+    def _read(self, values: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise KeyError(f"{self.role} holds no {', '.join(missing)}; it holds: "
+                           f"{', '.join(values)}")
+        return [values[n] for n in names]
+
+    def _round_for(self, step: int) -> _Round:
+        if step in self._aborted:
+            raise StepAborted(self._aborted[step])
+        r = self._round
+        if r is not None and r.step != step:
+            if r.step > step:
+                raise StepAborted(f"{self.role}: step {step} is over (the servers are at "
+                                  f"step {r.step})")
+            # A later step means the trainers gave up on this one without telling us.
+            self._drop_round()
+            r = None
+        if r is None:
+            r = self._round = _Round(step)
+        return r
+
+    def _await(self, r: _Round, trainer_id: int) -> dict[str, Any]:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if self._closed:
+                raise StepAborted(f"{self.role} closed while trainer {trainer_id} waited "
+                                  f"for step {r.step}")
+            if r.step in self._aborted:
+                raise StepAborted(self._aborted[r.step])
+            if self.step >= r.step:
+                return self._values
+            if self._round is not r:
+                raise StepAborted(f"{self.role}: step {r.step} was abandoned")
+            if r.error is not None:
+                raise _fresh(r.error)
+            if r.staged is not None:
+                return r.staged
+            gone = [t for t in self._finished if t not in r.pending]
+            if gone:
+                r.error = StepFailed(
+                    f"{self.role}: step {r.step} cannot complete: trainer(s) "
+                    f"{', '.join(map(str, gone))} finished without sending it (sync mode "
+                    f"needs every trainer in every step: give each trainer as many "
+                    f"batches, e.g. drop_last=True or equal shards)")
+                self._cond.notify_all()
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = [t for t in range(self.trainers) if t not in r.pending]
+                r.error = DistributedTimeout(
+                    f"{self.role}: trainer {trainer_id} waited {self.timeout:g}s for "
+                    f"step {r.step}; trainer(s) {', '.join(map(str, missing))} never sent "
+                    f"their gradients")
+                for t in missing:
+                    self._missing[t] = f"step {r.step} waited {self.timeout:g}s for it"
+                self._cond.notify_all()
+                continue
+            self._cond.wait(left)
+
+    def _prepare(self, r: _Round) -> None:
+        arrived: dict[str, Any] = {}
+        for t in sorted(r.pending):
+            arrived.update(r.pending[t])
+        r.pending = dict.fromkeys(r.pending, {})  # keep who arrived, drop the arrays
+        try:
+            staged = self._run(arrived)
+            if self._state is not None:
+                self._state.save_prepared(Snapshot(r.step, staged, list(self._applied)))
+        except BaseException as e:
+            r.error = StepFailed(f"{self.role}: the update of step {r.step} failed, so no "
+                                 f"server applies it: {type(e).__name__}: {e}")
+            r.error.__cause__ = e
+        else:
+            r.staged = staged
+        self._cond.notify_all()
+
+    def _commit_upto(self, step: int) -> None:
+        r = self._round
+        if r is None or r.step > step or r.staged is None:
+            return
+        self._values = r.staged
+        self.step = r.step
+        self._round = None
+        if self._state is not None:
+            self._state.commit(r.step)
+        self._cond.notify_all()
+
+    def _drop_round(self) -> None:
+        r = self._round
+        self._round = None
+        if r is not None and r.staged is not None and self._state is not None:
+            self._state.drop(r.step)
+        self._cond.notify_all()
+
+    def _exchange_async(self, trainer_id: int, step: int, blocks: Mapping[str, Any],
+                        names: Sequence[str]) -> list[Any]:
+        if blocks and step > self._applied[trainer_id]:
+            values = self._run(dict(blocks))
+            applied = list(self._applied)
+            applied[trainer_id] = step
+            if self._state is not None:
+                self._state.save_committed(Snapshot(self.step, values, applied))
+            self._values, self._applied = values, applied
+        return self._read(self._values, names)
+
+    def _run(self, arrived: dict[str, Any]) -> dict[str, Any]:
+        """The state after applying ``arrived``, as a new dict (nothing changes in place)."""
+        unknown = [n for n in arrived if n not in self._feeds]
+        if unknown:
+            raise KeyError(f"{self.role} got gradient(s) it has no block for: "
+                           f"{', '.join(unknown)}")
+        blocks = [b for b in self.spec.info.optimize_blocks
+                  if any(f in arrived for f in b.feeds)]
+        for b in blocks:
+            missing = [f for f in b.feeds if f not in arrived]
+            if missing:
+                raise RuntimeError(f"{self.role}: the update of {b.param_block} lacks "
+                                   f"{', '.join(missing)}")
+        values = dict(self._values)
+        for method in dict.fromkeys(b.method for b in blocks):
+            lr = self.spec.info.lr_blocks.get(method)
+            if lr is not None:
+                self._runners[lr].run(values, [])
+        for b in blocks:
+            self._runners[b.block_idx].run(
+                values, [to_device(arrived[f], self._xp) for f in b.feeds])
+        self.updates += len(blocks)
+        return values
