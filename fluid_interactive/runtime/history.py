@@ -216,6 +216,11 @@ class History:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __repr__(self) -> str:
+        state = "on" if self.enabled else "off"
+        return (f"<history {state}: {len(self._entries)} change(s) in {_mib(self.nbytes)} of "
+                f"{_mib(self.memory)}, at most {self.calls} changes; changes() lists them>")
+
     def changes(self) -> list[Change]:
         """Every change that can be rewound, newest first."""
         with self.lock:
@@ -310,8 +315,10 @@ class Rewound:
         for change in self.undone:
             calls[change.label] = calls.get(change.label, 0) + 1
         what = ", ".join(f"{label} x{k}" if k > 1 else label for label, k in calls.items())
+        when = (f"after change {self.number}" if self.number else
+                "when its history began")
         text = (f"fluid: rewound {self.label} by {len(self.undone)} change(s) ({what}); "
-                f"its state is as it was after change {self.number}")
+                f"its state is as it was {when}")
         if self.program_restored:
             text += f"; it runs the earlier program of {self.program_restored} again"
         if self.readers:

@@ -47,7 +47,6 @@ def no_history_reason(program: ProgramDesc) -> Optional[str]:
     return None
 
 
-
 class Versions:
     """The history, rewind and recompile methods of `CompiledProgram`."""
 

@@ -317,3 +317,12 @@ def test_a_trainer_program_of_parameter_servers_keeps_no_history():
     assert not trainer.history.enabled
     with pytest.raises(fluid.RewindError, match="parameter servers"):
         trainer.keep_history()
+
+
+def test_reports_read_well(prog, data):
+    prog.train_step(*data)
+    prog.train_step(*data)
+    assert repr(prog.history).startswith("<history on: 2 change(s) in ")
+    text = str(prog.rewind(2))
+    assert text == ("fluid: rewound Net by 2 change(s) (train_step x2); its state is as it "
+                    "was when its history began")
