@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 from ..errors import RewindError
 from ..ir.records import OpRole, ProgramDesc, VarDesc
 from .history import Generation, History, Rewound, Site, array_bytes
+from .recompile import Recompiled, recompile
 
 if TYPE_CHECKING:
-    from .recompile import Recompiled
     from .scope import Scope
 
 
@@ -165,13 +165,12 @@ class Versions:
                 if values.get(name) is not value:
                     close_value(value)
 
-    def recompile(self, source: Optional[type] = None) -> "Recompiled":
+    def recompile(self, source: Optional[type] = None) -> Recompiled:
         """Rebuild this program from ``source`` (a `fluid.Program` subclass; default: the
         class it was compiled from), in place: the methods become the new class's, and
         each persistable var whose value still fits keeps it (`fluid.diff` tells which).
         The options and seed it was compiled with stay; options the new class no longer
         has are left out. If the new class does not compile, the error is raised and
         nothing changes."""
-        from .recompile import recompile
-        return recompile(self, source)
+        return recompile(self, source)  # type: ignore[arg-type]
 
