@@ -1,7 +1,9 @@
-"""The generated reference pages match the code."""
+"""The generated reference pages match the code, and the examples users read first run."""
 import os
+import re
 import subprocess
 import sys
+import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -18,3 +20,21 @@ def test_readme_starts_with_the_two_setup_commands():
     assert lines[:2] and lines[0].startswith("./dev demo") and lines[1].startswith("./dev test")
     with open(os.path.join(ROOT, ".ci", "run")) as f:
         assert "./dev test" in f.read()
+
+
+def test_the_readmes_first_snippet_runs_as_written():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        snippet = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+    namespace: dict = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+    assert isinstance(namespace["loss"], float) and namespace["y"].shape == (1, 1)
+
+
+def test_help_of_program_shows_a_working_example():
+    import fluid
+    doc = fluid.Program.__doc__
+    assert "Example::" in doc and "@fluid.network" in doc and "Compile(" in doc
+    code = textwrap.dedent(doc.split("Example::", 1)[1].split("See docs/", 1)[0])
+    namespace: dict = {}
+    exec(compile(code, "Program.__doc__", "exec"), namespace)  # noqa: S102
+    assert isinstance(namespace["loss"], float) and namespace["y"].shape == (4, 1)

@@ -1,35 +1,46 @@
 """Pictures and tables of programs for notebooks; nothing here imports IPython.
 
 `graph(obj)` returns a `Graph`: DOT text from `fluid_interactive.render`, drawn as SVG when
-graphviz's ``dot`` is on the PATH. Jupyter shows it through ``_repr_mimebundle_``; a plain
-script can call ``.svg`` or ``.save('net.svg')``. `Table` is a small display object with a
-text and an HTML form, used by ``%fluid programs`` and ``%fluid vars``.
+graphviz's ``dot`` is on the PATH. Jupyter shows it through ``_repr_mimebundle_`` as HTML
+(see `graph_html`): the title, the drawing fitted to the width of the cell, zoom buttons
+and the layers drawn op by op underneath; a plain script can call ``.svg`` or
+``.save('net.svg')``. When ``dot`` fails, the cell says why and how to fix it. `Table` is a
+small display object with a text and an HTML form, used by ``%fluid programs``, ``%fluid
+vars`` and ``prog.summary()``.
 
-The mimebundle helpers at the bottom are what the extension registers as IPython
-formatters for `CompiledProgram`, `CompiledMethod` and `ProgramDesc`.
+The helpers at the bottom are what the extension registers as IPython formatters for
+`CompiledProgram`, `CompiledMethod` and `ProgramDesc`.
 """
 from __future__ import annotations
 
-import html
 from collections import OrderedDict
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
-from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, has_dot, program_to_dot,
-                                     split_to_dot)
+from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
+                                      layer_drawings, program_to_dot, split_to_dot)
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.table import Table
 
-__all__ = ["Graph", "graph", "Table", "NO_DOT_HINT", "svg_for", "text_for", "owner_of",
-           "plan_to_dot"]
+from .graph_html import error_html, graph_html, svg_size
+
+__all__ = ["Graph", "graph", "Table", "NO_DOT_HINT", "svg_for", "html_for", "text_for",
+           "owner_of", "plan_to_dot", "WIDTH_BUDGET_PX"]
 
 #: The one line shown under a program's text when graphviz is missing.
 NO_DOT_HINT = ("(install graphviz to see this as a graph: `apt install graphviz`, "
                "`brew install graphviz` or `conda install graphviz`)")
 
-#: Above this many ops, a default drawing folds backward and optimizer ops into one node
-#: each per block, so the picture stays readable.
+#: Above this many ops, an op-level drawing (detail='ops') folds backward and optimizer ops
+#: into one node each per block, so the picture stays readable.
 AUTO_COLLAPSE_OPS = 60
+
+#: A drawing whose methods side by side are wider than this (in CSS pixels at 100%) is
+#: drawn with its methods one under the other instead, when that is narrower. Fitted to
+#: JupyterLab's output area at a 1280 px window (about 850 px with the file browser open),
+#: a drawing this wide keeps its 13 px labels at least 10 px tall.
+WIDTH_BUDGET_PX = 1100
 
 _SVG_CACHE: "OrderedDict[str, Optional[str]]" = OrderedDict()
 _SVG_CACHE_SIZE = 32
@@ -43,15 +54,20 @@ def owner_of(method: CompiledMethod) -> CompiledProgram:
     return owner
 
 
-def _svg(dot: str) -> Optional[str]:
+def _inline(svg: Optional[str]) -> Optional[str]:
+    if svg is not None and "<svg" in svg:
+        svg = svg[svg.index("<svg"):]   # inline SVG: no XML declaration, doctype or comment
+    return svg
+
+
+def _svg(dot: str, timeout: Optional[float] = None) -> Optional[str]:
     """SVG for DOT text, cached by the text (drawing the same program twice costs one run
-    of dot); None without graphviz."""
+    of dot); None without graphviz. A `DotError` is not cached: the next try runs dot
+    again."""
     if dot in _SVG_CACHE:
         _SVG_CACHE.move_to_end(dot)
         return _SVG_CACHE[dot]
-    svg = dot_to_svg(dot)
-    if svg is not None and "<svg" in svg:
-        svg = svg[svg.index("<svg"):]   # inline SVG: no XML declaration, doctype or comment
+    svg = _inline(dot_to_svg(dot) if timeout is None else dot_to_svg(dot, timeout))
     _SVG_CACHE[dot] = svg
     while len(_SVG_CACHE) > _SVG_CACHE_SIZE:
         _SVG_CACHE.popitem(last=False)
@@ -62,21 +78,57 @@ class Graph:
     """A drawing of a program, a method's block, or a set of them.
 
     ``dot`` is the DOT text; ``svg`` lays it out with graphviz (None without ``dot``).
-    In a notebook it displays as the SVG, with the DOT text as the plain-text form.
+    ``title`` heads the drawing in a notebook; ``text`` (the canonical text form) is
+    shown when there is no graphviz. ``narrow`` is a second DOT text with the methods
+    stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
+    narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings
+    of single layers, shown under the drawing to expand them. ``timeout`` limits each run
+    of ``dot``.
     """
 
-    def __init__(self, dot: str, title: str = "", text: str = ""):
+    def __init__(self, dot: str, title: str = "", text: str = "", *,
+                 narrow: Optional[str] = None,
+                 layers: Sequence[tuple[str, str, str]] = (),
+                 timeout: Optional[float] = None):
         self.dot = dot
         self.title = title
         self.text = text    # the canonical text form of what is drawn, shown without graphviz
+        self.narrow = narrow
+        self.layers = list(layers)
+        self.timeout = timeout
+        self._layers_svg: Optional[list[str]] = None
 
     @property
     def svg(self) -> Optional[str]:
-        return _svg(self.dot)
+        """The SVG drawing (None without graphviz); raises `DotError` when dot fails."""
+        svg = _svg(self.dot, self.timeout)
+        if svg is not None and self.narrow is not None and self.narrow != self.dot:
+            narrow, self.narrow = self.narrow, None
+            if svg_size(svg)[0] > WIDTH_BUDGET_PX:
+                stacked = _svg(narrow, self.timeout)
+                if stacked is not None and svg_size(stacked)[0] < svg_size(svg)[0]:
+                    self.dot, svg = narrow, stacked
+        return svg
+
+    def layer_svgs(self) -> list[tuple[str, str, str]]:
+        """``(node id, label, SVG)`` for each layer drawing (one run of dot for all)."""
+        if not self.layers:
+            return []
+        if self._layers_svg is None:
+            svgs = dots_to_svgs([d for _, _, d in self.layers],
+                                *(() if self.timeout is None else (self.timeout,)))
+            self._layers_svg = [_inline(s) or "" for s in svgs or []]
+        return [(node, label, svg) for (node, label, _), svg
+                in zip(self.layers, self._layers_svg)]
 
     def save(self, path: str) -> str:
         """Write ``.svg`` (needs graphviz) or ``.dot`` depending on the file name."""
         if path.endswith(".dot") or path.endswith(".gv"):
+            if has_dot():
+                try:
+                    self.svg     # settles which layout (side by side or stacked) is drawn
+                except DotError:
+                    pass
             data = self.dot
         else:
             data = self.svg
@@ -88,15 +140,23 @@ class Graph:
         return path
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        svg = None
+        plain = (self.text or self.dot).rstrip("\n")
         try:
             svg = self.svg
-        except DotError:
-            svg = None
-        plain = self.text or self.dot
+            layers = self.layer_svgs() if svg is not None else []
+        except DotError as exc:
+            head = f"{self.title}: " if self.title else ""
+            return {"text/html": error_html(self.title, exc.reason, exc.fix, plain),
+                    "text/plain": f"{head}the graph could not be drawn: {exc.reason}\n"
+                                  f"{exc.fix}\n\n{plain}"}
         if svg is None:
-            return {"text/plain": plain.rstrip("\n") + "\n" + NO_DOT_HINT}
-        return {"image/svg+xml": svg, "text/plain": f"<graph {self.title}>"}
+            return {"text/plain": plain + "\n" + NO_DOT_HINT}
+        return {"text/html": graph_html(svg, self.title, layers),
+                "image/svg+xml": svg,
+                "text/plain": f"<graph {self.title}>"}
+
+    def _repr_html_(self) -> Optional[str]:
+        return self._repr_mimebundle_().get("text/html")
 
     def __repr__(self) -> str:
         return f"<fluid.Graph {self.title!r}: {self.dot.count(' -> ')} edges>"
@@ -106,56 +166,85 @@ def _op_count(program: ProgramDesc, block_idxs: Iterable[int]) -> int:
     return sum(len(program.blocks[i].ops) for i in block_idxs)
 
 
-def graph(obj: Any, methods: Any = None, *, forward_only: bool = False,
+def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
+          expand: Union[None, str, Iterable[str]] = None, forward_only: bool = False,
           collapse_grads: Optional[bool] = None, show_global: bool = True,
-          legend: bool = True) -> Graph:
+          stack: Optional[bool] = None, legend: bool = True, trainer: int = 0,
+          timeout: Optional[float] = None) -> Graph:
     """Draw a compiled program, one of its methods (``prog.train_step``), a
-    `ProgramDesc`, or a transpile plan (trainers and pservers side by side).
+    `ProgramDesc`, or a transpile plan (trainer ``trainer`` with the parameter servers
+    stacked under it).
+
+    By default every layer is one box (``detail='layers'``): its parameters and output
+    type inside, the layers of a ``var_scope`` in a box named after the scope, the whole
+    backward pass folded into one node and the optimizer as one box per parameter.
+    ``expand`` draws some of them op by op (``'mlp/fc_1'``, a whole scope ``'mlp'``,
+    ``'backward'``, ``'optimize'``); ``detail='ops'`` draws every op and var.
 
     ``methods`` picks method blocks of a program by name; ``forward_only`` leaves out the
-    backward and optimizer ops; ``collapse_grads`` folds them into one node per block
-    (default: only when the drawing would hold more than 60 ops).
+    backward and optimizer ops; ``stack`` puts the methods one under the other (default:
+    only when side by side would be too wide to read in a notebook cell). With
+    ``detail='ops'``, ``collapse_grads`` folds backward and optimizer ops into one node per
+    block (default: only when the drawing would hold more than 60 ops) and
+    ``show_global`` draws block 0 with its initialisers. ``timeout`` (seconds) limits
+    graphviz.
     """
-    if isinstance(obj, CompiledMethod):
-        owner = owner_of(obj)
-        program, block = owner.program, obj.block
-        if collapse_grads is None:
-            collapse_grads = len(block.ops) > AUTO_COLLAPSE_OPS
-        dot = block_to_dot(program, block.idx, forward_only=forward_only,
-                           collapse_grads=collapse_grads, show_global=show_global,
-                           legend=legend)
-        return Graph(dot, f"{program.name}.{block.name}", obj.text)
+    if detail not in ("layers", "ops"):
+        raise ValueError(f"detail must be 'layers' or 'ops'; got {detail!r}")
+    layered = detail == "layers"
+
+    def variants(draw) -> tuple[str, Optional[str]]:
+        if not layered:
+            return draw(False), None
+        if stack is not None:
+            return draw(stack), None
+        return draw(False), draw(True)
+
     if isinstance(obj, TranspilePlan):
-        return Graph(plan_to_dot(obj, forward_only=forward_only,
-                                 collapse_grads=bool(collapse_grads), legend=legend),
-                     "distributed plan", obj.text())
-    if isinstance(obj, CompiledProgram):
-        program = obj.program
-    elif isinstance(obj, ProgramDesc):
-        program = obj
+        wide, narrow = variants(lambda s: plan_to_dot(
+            obj, trainer, forward_only=forward_only, collapse_grads=bool(collapse_grads),
+            show_global=show_global, legend=legend, detail=detail, expand=expand,
+            stack_methods=s, title=f"{obj.mode} transpile: trainer {trainer} and "
+                                   f"{len(obj.endpoints)} parameter servers"))
+        return Graph(wide, "distributed plan", obj.text(), narrow=narrow, timeout=timeout)
+    if isinstance(obj, CompiledMethod):
+        program, blocks, title, text = owner_of(obj).program, [obj.block.idx], \
+            f"{owner_of(obj).program.name}.{obj.block.name}", obj.text
+    elif isinstance(obj, (CompiledProgram, ProgramDesc)):
+        program = obj.program if isinstance(obj, CompiledProgram) else obj
+        blocks = None if methods is None else methods
+        title, text = program.name or "program", format_program(program)
     else:
         raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
                         f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
-    if collapse_grads is None:
-        if methods is None:
-            idxs = range(len(program.blocks))
-        else:
-            names = [methods] if isinstance(methods, (str, int)) else list(methods)
-            idxs = [program.block(m).idx for m in names]
+    if collapse_grads is None and not layered:
+        idxs = range(len(program.blocks)) if blocks is None else [
+            program.block(m).idx for m in ([blocks] if isinstance(blocks, (str, int))
+                                           else blocks)]
         collapse_grads = _op_count(program, idxs) > AUTO_COLLAPSE_OPS
-    dot = program_to_dot(program, methods, forward_only=forward_only,
-                         collapse_grads=collapse_grads, show_global=show_global, legend=legend)
-    return Graph(dot, program.name or "program", format_program(program))
+    if isinstance(obj, CompiledMethod):
+        wide, narrow = variants(lambda s: block_to_dot(
+            program, blocks[0], forward_only=forward_only, collapse_grads=bool(collapse_grads),
+            show_global=show_global, legend=legend, detail=detail, expand=expand,
+            stack_methods=s))
+    else:
+        wide, narrow = variants(lambda s: program_to_dot(
+            program, blocks, forward_only=forward_only, collapse_grads=bool(collapse_grads),
+            show_global=show_global, legend=legend, detail=detail, expand=expand,
+            stack_methods=s))
+    layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
+    return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
 
 
 def plan_to_dot(plan: TranspilePlan, trainer_id: int = 0, **options: Any) -> str:
-    """DOT text of a transpile plan: trainer ``trainer_id`` beside every parameter server,
-    with an edge per send and receive (``options`` go to `split_to_dot`)."""
+    """DOT text of a transpile plan: trainer ``trainer_id`` with every parameter server
+    stacked under it, and the sends and receives between them (``options`` go to
+    `split_to_dot`)."""
     programs = {f"trainer {trainer_id}": plan.trainer_program(trainer_id)}
     for ep in plan.endpoints:
         programs[f"pserver {ep}"] = plan.pserver_program(ep)
-    return split_to_dot(programs, plan.edges(trainer_id), title=f"{plan.mode} transpile",
-                        **options)
+    options.setdefault("title", f"{plan.mode} transpile")
+    return split_to_dot(programs, plan.edges(trainer_id), **options)
 
 
 # --- formatters the extension registers ----------------------------------------------------
@@ -166,6 +255,12 @@ def svg_for(obj: Any) -> Optional[str]:
         return graph(obj).svg
     except DotError:
         return None
+
+
+def html_for(obj: Any) -> Optional[str]:
+    """The notebook view of a program-like object (fitted drawing, zoom, layers), or the
+    error that kept graphviz from drawing it; None without graphviz."""
+    return graph(obj)._repr_mimebundle_().get("text/html")
 
 
 def text_for(obj: Any) -> str:
@@ -181,69 +276,3 @@ def text_for(obj: Any) -> str:
     if not has_dot():
         text += "\n" + NO_DOT_HINT
     return text
-
-
-# --- tables --------------------------------------------------------------------------------
-
-class Table:
-    """Rows under a header; prints as aligned text and displays as an HTML table."""
-
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "",
-                 align: str = ""):
-        self.columns = list(columns)
-        self.rows = [["" if v is None else str(v) for v in row] for row in rows]
-        self.title = title
-        # one letter per column: 'l' or 'r' (default: left for the first, right for numbers)
-        self.align = align or "".join(
-            "l" if i == 0 or not all(_numeric(r[i]) for r in self.rows if r[i]) else "r"
-            for i in range(len(self.columns)))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def column(self, name: str) -> list[str]:
-        i = self.columns.index(name)
-        return [r[i] for r in self.rows]
-
-    def __repr__(self) -> str:
-        widths = [max([len(c)] + [len(r[i]) for r in self.rows])
-                  for i, c in enumerate(self.columns)]
-
-        def line(cells: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
-                             for c, w, a in zip(cells, widths, self.align)).rstrip()
-
-        out = [self.title] if self.title else []
-        out.append(line(self.columns))
-        out.append("  ".join("-" * w for w in widths))
-        out += [line(r) for r in self.rows]
-        if not self.rows:
-            out.append("(none)")
-        return "\n".join(out)
-
-    def _repr_html_(self) -> str:
-        style = "text-align:{};padding:2px 8px;font-family:monospace"
-        head = "".join(f'<th style="{style.format("left" if a == "l" else "right")}">'
-                       f"{html.escape(c)}</th>" for c, a in zip(self.columns, self.align))
-        body = "".join(
-            "<tr>" + "".join(f'<td style="{style.format("left" if a == "l" else "right")}">'
-                             f"{html.escape(v)}</td>" for v, a in zip(r, self.align)) + "</tr>"
-            for r in self.rows)
-        caption = (f'<caption style="text-align:left;font-weight:bold">'
-                   f"{html.escape(self.title)}</caption>") if self.title else ""
-        empty = "" if self.rows else f'<tr><td colspan="{len(self.columns)}">(none)</td></tr>'
-        return (f'<table class="fluid-table">{caption}<thead><tr>{head}</tr></thead>'
-                f"<tbody>{body}{empty}</tbody></table>")
-
-
-def _numeric(text: str) -> bool:
-    text = text.replace(",", "").replace(" ", "")
-    for unit in ("KiB", "MiB", "GiB", "B"):
-        if text.endswith(unit):
-            text = text[:-len(unit)]
-            break
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return text in ("-", "nan", "inf", "-inf")

@@ -4,7 +4,8 @@ Loading
   * puts ``fluid`` into the user namespace;
   * registers the ``%fluid`` line magic and the ``%%fluid`` cell magic (`fluid.magics`);
   * registers display formatters: a `CompiledProgram`, a `CompiledMethod` and a
-    `ProgramDesc` show as an SVG graph when graphviz's ``dot`` exists; their text/plain
+    `ProgramDesc` show as a graph when graphviz's ``dot`` exists (HTML: the drawing fitted
+    to the cell with zoom buttons; SVG for front ends without HTML); their text/plain
     form stays the canonical text (with a one-line hint when the graph cannot be drawn);
   * a `ProgramDiff` (`fluid.diff`) shows as its text and a drawing of what changed;
   * listens for `fluid.Program` class statements (`frontend.program.on_class_defined`):
@@ -14,7 +15,10 @@ Loading
   * turns on the history that ``%fluid rewind`` and ``prog.rewind(n)`` use, for programs
     compiled from then on (`fluid_interactive.history_defaults`);
   * installs a traceback filter: an error raised through fluid's own frames is shown
-    without them, ending at the user's line (``%fluid traceback full`` shows everything).
+    without them, ending at the user's line (``%fluid traceback full`` shows everything);
+  * names cells as IPython does wherever fluid prints a location (the text form, graph
+    tooltips, error messages): ``Cell In[14], line 12`` instead of the cell's temporary
+    file ``/tmp/ipykernel_4242/675052645.py:12``.
 
 Unloading undoes each of these, and loading twice does nothing the second time, so
 ``%reload_ext fluid`` always leaves exactly one set. The state lives on the shell object
@@ -32,7 +36,7 @@ from fluid_interactive.errors import FluidError
 from fluid_interactive.frontend.program import on_class_defined
 from fluid_interactive.ir import ProgramDesc
 from fluid_interactive.ir.diff import ProgramDiff
-from fluid_interactive.ir.source import is_internal
+from fluid_interactive.ir.source import add_file_labeller, is_internal, remove_file_labeller
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 from fluid_interactive.runtime.history import history_defaults
 
@@ -104,6 +108,10 @@ def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
 
 # --- formatters ---------------------------------------------------------------------------------
 
+def _html_formatter(obj: Any) -> Optional[str]:
+    return display.html_for(obj)
+
+
 def _svg_formatter(obj: Any) -> Optional[str]:
     return display.svg_for(obj)
 
@@ -131,6 +139,14 @@ class FluidExtension:
         self._history_before: Optional[bool] = None
         self._magics: Any = None
         self.reports: list[str] = []   # this cell's recompile reports (tests read them)
+
+    # locations ----------------------------------------------------------------------------
+
+    def file_label(self, filename: str) -> Optional[str]:
+        """``'Cell In[14]'`` for the file IPython compiled cell 14 into; None for others."""
+        name = getattr(self.shell.compile, "format_code_name", None)
+        parts = name(filename) if name is not None else None
+        return " ".join(parts) if parts else None
 
     # cell hooks ---------------------------------------------------------------------------
 
@@ -164,7 +180,8 @@ class FluidExtension:
         from .magics import FluidMagics
         self._magics = FluidMagics(shell, self)
         shell.register_magics(self._magics)
-        for mime, func in (("image/svg+xml", _svg_formatter), ("text/plain", _text_formatter)):
+        for mime, func in (("text/html", _html_formatter), ("image/svg+xml", _svg_formatter),
+                           ("text/plain", _text_formatter)):
             formatter = shell.display_formatter.formatters[mime]
             for typ in _DISPLAY_TYPES:
                 previous = formatter.type_printers.get(typ)
@@ -181,6 +198,7 @@ class FluidExtension:
         on_class_defined(self.class_defined)
         self._history_before = history_defaults()["enabled"]
         history_defaults(True)
+        add_file_labeller(self.file_label)
         shell.push({"fluid": sys.modules[__package__]})
 
     def unload(self) -> None:
@@ -212,6 +230,7 @@ class FluidExtension:
         if self._history_before is not None:
             history_defaults(self._history_before)
             self._history_before = None
+        remove_file_labeller(self.file_label)
         if shell.user_ns.get("fluid") is sys.modules.get(__package__):
             shell.user_ns.pop("fluid", None)
 

@@ -3,6 +3,8 @@
     %fluid programs                   live compiled programs: class, blocks, parameters, bytes
     %fluid vars PROG                  PROG's scope: name, shape, dtype, bytes, device, min/max/mean
     %fluid graph PROG[.method]        draw a program or one method's block
+    %fluid summary PROG[.method]      the layers: output shapes, parameter counts, totals
+    %fluid inspect PROG[.method]      the last call's watched activations and gradients
     %fluid device [cpu|gpu|auto]      where new compiles run (no argument: show it)
     %fluid explore [PROG]             the variable explorer widget
     %fluid live [on|off]              recompile live programs when their class is redefined
@@ -10,7 +12,7 @@
     %fluid history [PROG] [--all]     the changes PROG can rewind, newest first
     %fluid rewind [N] [PROG]          take back PROG's last N changes (default 1)
 
-    %%fluid [--as NAME] [--seed N] [--forward-only] [--collapse-grads] [--no-graph]
+    %%fluid [--as NAME] [--seed N] [--forward-only] [--ops] [--collapse-grads] [--no-graph]
     class Net(fluid.Program): ...     runs the cell, compiles each Program subclass it
                                       defines and shows its graph
 
@@ -37,8 +39,8 @@ from .scope import programs_table, vars_table
 
 __all__ = ["FluidMagics"]
 
-_COMMANDS = ("programs", "vars", "graph", "device", "explore", "live", "traceback", "history",
-             "rewind")
+_COMMANDS = ("programs", "vars", "graph", "summary", "inspect", "device", "explore", "live",
+             "traceback", "history", "rewind")
 
 
 @magics_class
@@ -83,6 +85,7 @@ class FluidMagics(Magics):
     @argument("--collapse-grads", action="store_true",
               help="graph: one node for all backward and one for all optimizer ops")
     @argument("--dot", action="store_true", help="graph: print the DOT text instead")
+    @argument("--ops", action="store_true", help="graph: one node per op, not per layer")
     @argument("--all", action="store_true", help="history: every change, not the newest 20")
     @line_magic
     def fluid(self, line: str = "") -> Any:
@@ -118,11 +121,35 @@ class FluidMagics(Magics):
             raise UsageError(f"%fluid graph: {args.target} is a {type(obj).__name__}; give a "
                              f"compiled program, one of its methods, or a ProgramDesc")
         g = fdisplay.graph(obj, forward_only=args.forward_only,
+                           detail="ops" if args.ops or args.collapse_grads else "layers",
                            collapse_grads=True if args.collapse_grads else None)
         if args.dot:
             print(g.dot)
             return None
         return g
+
+    def _program_or_method(self, args: Any) -> tuple[CompiledProgram, Optional[str]]:
+        __tracebackhide__ = True
+        what = args.command
+        if not args.target:
+            raise UsageError(f"%fluid {what} needs a compiled program or one of its methods, "
+                             f"e.g. %fluid {what} my_prog or %fluid {what} my_prog.train_step")
+        obj = self._eval(args.target, what)
+        if isinstance(obj, CompiledMethod):
+            return obj.owner, obj.block.name
+        if isinstance(obj, CompiledProgram):
+            return obj, None
+        raise UsageError(f"%fluid {what}: {args.target} is a {type(obj).__name__}; give a "
+                         f"compiled program or one of its methods")
+
+    def _cmd_summary(self, args: Any) -> Any:
+        prog, method = self._program_or_method(args)
+        return prog.summary(method)
+
+    def _cmd_inspect(self, args: Any) -> Any:
+        from .inspection import inspect
+        prog, method = self._program_or_method(args)
+        return inspect(prog, method)
 
     def _cmd_device(self, args: Any) -> Any:
         if args.target is None:
@@ -210,8 +237,9 @@ class FluidMagics(Magics):
               help="bind the compiled program to this name (one class in the cell)")
     @argument("--seed", type=int, default=None, help="seed for Compile()")
     @argument("--forward-only", action="store_true", help="draw forward ops only")
+    @argument("--ops", action="store_true", help="draw one node per op, not per layer")
     @argument("--collapse-grads", action="store_true",
-              help="draw backward and optimizer ops as one node each")
+              help="draw op by op, with backward and optimizer ops as one node each")
     @argument("--no-graph", action="store_true", help="compile only, draw nothing")
     @cell_magic("fluid")
     def fluid_cell(self, line: str, cell: str) -> None:
@@ -240,5 +268,7 @@ class FluidMagics(Magics):
             if args.name is not None:
                 shell.user_ns[args.name] = compiled
             if not args.no_graph:
-                display(fdisplay.graph(compiled, forward_only=args.forward_only,
-                                       collapse_grads=True if args.collapse_grads else None))
+                display(fdisplay.graph(
+                    compiled, forward_only=args.forward_only,
+                    detail="ops" if args.ops or args.collapse_grads else "layers",
+                    collapse_grads=True if args.collapse_grads else None))

@@ -12,36 +12,33 @@ import html
 from typing import Any, Optional
 
 from fluid_interactive.ir.diff import ProgramDiff
-from fluid_interactive.render import DotError, dot_to_svg
 from fluid_interactive.render.diff_dot import diff_to_dot
 from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.table import Table
 
-from .display import Table
+from .display import Graph
 from .scope import format_bytes
 
 __all__ = ["DiffView", "diff_html", "history_table", "programs_with_history", "pick_program"]
 
 
 class DiffView:
-    """A `ProgramDiff` for display: its text, and its drawing when graphviz is there."""
+    """A `ProgramDiff` for display: its text, and its drawing (a `Graph`, fitted to the
+    cell like every drawing) when graphviz is there."""
 
     def __init__(self, diff: ProgramDiff, title: str = ""):
         self.diff = diff
         self.title = title
+        self.graph = Graph(diff_to_dot(diff), title or f"{diff.old_label} -> {diff.new_label}",
+                           diff.text())
 
     @property
     def dot(self) -> str:
-        return diff_to_dot(self.diff)
+        return self.graph.dot
 
     @property
     def svg(self) -> Optional[str]:
-        try:
-            svg = dot_to_svg(self.dot)
-        except DotError:
-            return None
-        if svg is not None and "<svg" in svg:
-            svg = svg[svg.index("<svg"):]
-        return svg
+        return self.graph.svg
 
     def text(self) -> str:
         return (self.title + "\n" if self.title else "") + self.diff.text()
@@ -50,18 +47,17 @@ class DiffView:
         return {"text/plain": self.text(), "text/html": self._repr_html_()}
 
     def _repr_html_(self) -> str:
-        return diff_html(self.diff, self.title, self.svg)
+        return diff_html(self.diff, self.title, self.graph._repr_html_())
 
     def __repr__(self) -> str:
         return self.text()
 
 
-def diff_html(diff: ProgramDiff, title: str = "", svg: Optional[str] = None) -> str:
-    """The diff's text (escaped) in a ``<pre>``, and the drawing under it."""
+def diff_html(diff: ProgramDiff, title: str = "", drawing: Optional[str] = None) -> str:
+    """The diff's text (escaped) in a ``<pre>``, and the drawing's HTML under it."""
     heading = f"<b>{html.escape(title)}</b>" if title else ""
-    picture = f'<div class="fluid-diff-graph">{svg}</div>' if svg else ""
     return (f'<div class="fluid-diff">{heading}<pre style="font-size:11px">'
-            f"{html.escape(diff.text())}</pre>{picture}</div>")
+            f"{html.escape(diff.text())}</pre>{drawing or ''}</div>")
 
 
 def history_table(label: str, compiled: CompiledProgram, rows: int = 20) -> Table:

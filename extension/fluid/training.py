@@ -30,6 +30,15 @@ __all__ = ["train", "History", "loss_curve_svg", "REFRESH_SECONDS"]
 #: The shortest time between two redraws of the progress display (~10 Hz).
 REFRESH_SECONDS = 0.1
 
+#: How much a loss curve is smoothed by default (an exponential moving average with this
+#: weight on the past, debiased at the start, as TensorBoard draws it; 0: raw losses only).
+DEFAULT_SMOOTHING = 0.6
+
+
+def _rate(per_second: Optional[float]) -> str:
+    """Steps per second, spelled the same in the progress line and the History."""
+    return "- steps/s" if per_second is None else f"{per_second:,.0f} steps/s"
+
 
 @dataclass
 class History:
@@ -45,13 +54,21 @@ class History:
     def last_loss(self) -> Optional[float]:
         return self.loss[-1] if self.loss else None
 
-    def plot(self, width: int = 480, height: int = 160) -> "LossCurve":
-        """The loss curve as a displayable SVG."""
-        return LossCurve(loss_curve_svg(self.loss, self.requested or self.steps, width, height))
+    @property
+    def steps_per_second(self) -> Optional[float]:
+        """Completed steps per second of the whole loop (what the progress line shows at
+        the end, too)."""
+        return self.steps / self.seconds if self.seconds > 0 else None
+
+    def plot(self, width: int = 480, height: int = 160,
+             smoothing: float = DEFAULT_SMOOTHING) -> "LossCurve":
+        """The loss curve as a displayable SVG; ``smoothing`` as in `train`."""
+        return LossCurve(loss_curve_svg(self.loss, self.requested or self.steps, width, height,
+                                        smoothing=smoothing))
 
     def __repr__(self) -> str:
         loss = f", last loss {self.last_loss:.6g}" if self.loss else ""
-        rate = f", {self.steps / self.seconds:.0f} steps/s" if self.seconds > 0 else ""
+        rate = f", {_rate(self.steps_per_second)}" if self.seconds > 0 else ""
         return (f"<fluid.History: {self.steps}/{self.requested} steps, {self.stopped}"
                 f"{loss}{rate}>")
 
@@ -115,10 +132,31 @@ def _downsample(values: list[float], limit: int) -> tuple[np.ndarray, np.ndarray
     return xs, ys
 
 
+def smooth(values: "np.ndarray", weight: float) -> "np.ndarray":
+    """An exponential moving average with ``weight`` on the past, debiased so the first
+    points are not pulled towards 0 (TensorBoard's smoothing). NaNs are carried over."""
+    if weight <= 0:
+        return np.asarray(values, dtype=np.float64)
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing must be in [0, 1), got {weight!r}")
+    out = np.empty(len(values))
+    last, n = 0.0, 0
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            out[i] = v
+            continue
+        n += 1
+        last = last * weight + (1 - weight) * v
+        out[i] = last / (1 - weight ** n)
+    return out
+
+
 def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: int = 160,
-                   max_points: int = 400) -> str:
+                   max_points: int = 400, smoothing: float = DEFAULT_SMOOTHING) -> str:
     """An inline SVG line of ``loss`` against the step; a log scale when the losses are
-    positive and span more than two decades."""
+    positive and span more than two decades. With ``smoothing`` (in [0, 1)) the raw losses
+    are drawn faint and their moving average over them, so a noisy loss reads as a line
+    instead of a band."""
     pad_l, pad_r, pad_t, pad_b = 52, 10, 16, 20
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -127,20 +165,28 @@ def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: 
              f'stroke="#ccc"/>']
     finite = [v for v in loss if math.isfinite(v)]
     if finite:
-        xs, ys = _downsample(loss, max_points)
-        keep = np.isfinite(ys)
-        xs, ys = xs[keep], ys[keep]
         log = min(finite) > 0 and max(finite) / min(finite) > 100
-        ty = np.log10(ys) if log else ys
-        lo, hi = float(ty.min()), float(ty.max())
+        n = max(total, len(loss), 2)
+        lines = [(list(loss), "#d6604d", 1.5, 1.0)]
+        if smoothing > 0 and len(finite) > 2:
+            lines = [(list(loss), "#d6604d", 1.0, 0.3),
+                     (list(smooth(loss, smoothing)), "#b2182b", 1.8, 1.0)]
+        shapes = []
+        for values, colour, width_px, opacity in lines:
+            xs, ys = _downsample(values, max_points)
+            keep = np.isfinite(ys)
+            shapes.append((xs[keep], np.log10(ys[keep]) if log else ys[keep], colour,
+                           width_px, opacity))
+        ty_all = shapes[0][1]
+        lo, hi = float(ty_all.min()), float(ty_all.max())
         if hi - lo < 1e-12:
             lo, hi = lo - 0.5, hi + 0.5
-        n = max(total, len(loss), 2)
-        px = pad_l + (xs - 1) / (n - 1) * w
-        py = pad_t + (hi - ty) / (hi - lo) * h
-        points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
-        parts.append(f'<polyline fill="none" stroke="#d6604d" stroke-width="1.5" '
-                     f'points="{points}"/>')
+        for xs, ty, colour, width_px, opacity in shapes:
+            px = pad_l + (xs - 1) / (n - 1) * w
+            py = pad_t + (hi - ty) / (hi - lo) * h
+            points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="{width_px}" '
+                         f'stroke-opacity="{opacity}" points="{points}"/>')
         top, bottom = (10 ** hi, 10 ** lo) if log else (hi, lo)
         parts.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" text-anchor="end">{top:.3g}</text>')
         parts.append(f'<text x="{pad_l - 4}" y="{pad_t + h}" text-anchor="end">'
@@ -148,7 +194,9 @@ def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: 
         if log:
             parts.append(f'<text x="{pad_l - 4}" y="{pad_t + h / 2 + 4}" text-anchor="end" '
                          f'fill="#888">log</text>')
-        label = f"loss {finite[-1]:.5g} at step {len(loss)}"
+        label = f"loss {finite[-1]:.5g} at step {len(loss)}" + (
+            f" (smoothed {float(smooth(loss, smoothing)[-1]):.5g})"
+            if smoothing > 0 and len(lines) > 1 else "")
     else:
         label = "loss: no values yet"
     parts.append(f'<text x="{pad_l}" y="{pad_t - 4}">{html.escape(label)}</text>')
@@ -161,16 +209,14 @@ def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: 
 
 # --- progress views ----------------------------------------------------------------------------
 
-def _status(step: int, total: int, loss: Optional[float], started: float,
-            stopped: str = "") -> str:
-    elapsed = time.perf_counter() - started
-    rate = step / elapsed if elapsed > 0 else 0.0
-    text = f"{step}/{total}"
-    if loss is not None:
-        text += f"  loss {loss:.5g}"
-    text += f"  {rate:.0f} steps/s"
-    if stopped and stopped != "finished":
-        text += f"  ({stopped})"
+def _status(history: History, total: int, seconds: float, final: bool = False) -> str:
+    """The progress line: the same steps/s as the History's repr once training ended."""
+    text = f"{history.steps}/{total}"
+    if history.last_loss is not None:
+        text += f"  loss {history.last_loss:.5g}"
+    text += f"  {_rate(history.steps / seconds if seconds > 0 else None)}"
+    if final and history.stopped != "finished":
+        text += f"  ({history.stopped})"
     return text
 
 
@@ -179,9 +225,9 @@ class _View:
     ``REFRESH_SECONDS`` (``final`` redraws regardless)."""
     renders = 0
 
-    def __init__(self, total: int, title: str):
-        self.total, self.title = total, title
-        self.started = time.perf_counter()
+    def __init__(self, total: int, title: str, smoothing: float = DEFAULT_SMOOTHING):
+        self.total, self.title, self.smoothing = total, title, smoothing
+        self.started = time.perf_counter()     # train() sets the loop's own start
         self._last = -math.inf
 
     def update(self, history: History, final: bool = False) -> None:
@@ -191,6 +237,10 @@ class _View:
         self._last = now
         self.renders += 1
         self.render(history, final)
+
+    def status(self, history: History, final: bool) -> str:
+        seconds = history.seconds if final else time.perf_counter() - self.started
+        return _status(history, self.total, seconds, final)
 
     def render(self, history: History, final: bool) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -204,8 +254,8 @@ class _NoView(_View):
 class _TextView(_View):
     """Plain lines on stdout, at most one a second, and one at the end."""
 
-    def __init__(self, total: int, title: str):
-        super().__init__(total, title)
+    def __init__(self, total: int, title: str, smoothing: float = DEFAULT_SMOOTHING):
+        super().__init__(total, title, smoothing)
         self._printed = -math.inf
 
     def render(self, history: History, final: bool) -> None:
@@ -213,13 +263,12 @@ class _TextView(_View):
         if final or now - self._printed >= 1.0:
             self._printed = now
             prefix = f"{self.title}: " if self.title else ""
-            print(prefix + _status(history.steps, self.total, history.last_loss, self.started,
-                                   history.stopped if final else ""), flush=True)
+            print(prefix + self.status(history, final), flush=True)
 
 
 class _TqdmView(_View):
-    def __init__(self, total: int, title: str):
-        super().__init__(total, title)
+    def __init__(self, total: int, title: str, smoothing: float = DEFAULT_SMOOTHING):
+        super().__init__(total, title, smoothing)
         from tqdm import tqdm
         self.bar = tqdm(total=total, desc=title or "train", leave=True)
         self._shown = 0
@@ -236,29 +285,43 @@ class _TqdmView(_View):
 
 
 class _WidgetView(_View):
-    """A progress bar, a status line and the loss curve in one ipywidgets box."""
+    """A title, a progress bar, a status line and the loss curve in one ipywidgets box.
 
-    def __init__(self, total: int, title: str):
-        super().__init__(total, title)
+    Its plain-text form (what a front end without widgets shows: a notebook rendered as
+    text, a console) is the progress line itself, brought up to date when training ends,
+    never the widgets' own repr."""
+
+    def __init__(self, total: int, title: str, smoothing: float = DEFAULT_SMOOTHING):
+        super().__init__(total, title, smoothing)
         import ipywidgets as w
         from IPython.display import display
-        self.bar = w.IntProgress(value=0, min=0, max=max(total, 1), description=title or "train",
-                                 bar_style="info", layout=w.Layout(width="420px"))
+        # the title in its own label, at its full length: a progress bar's description
+        # would cut it to a few characters
+        self.heading = w.Label(value=title or "train")
+        self.heading.add_class("fluid-train-title")
+        self.bar = w.IntProgress(value=0, min=0, max=max(total, 1), bar_style="info",
+                                 layout=w.Layout(width="360px"))
         self.label = w.Label(value=f"0/{total}")
         self.label.add_class("fluid-train-status")
-        self.curve = w.HTML(value=loss_curve_svg([], total))
-        self.box = w.VBox([w.HBox([self.bar, self.label]), self.curve])
+        self.curve = w.HTML(value=loss_curve_svg([], total, smoothing=smoothing))
+        self.box = w.VBox([w.HBox([self.heading, self.bar, self.label]), self.curve])
         self.box.add_class("fluid-train")
-        display(self.box)
+        self.handle = display(self._bundle(f"0/{total}"), raw=True, display_id=True)
+
+    def _bundle(self, status: str) -> dict:
+        bundle = dict(self.box._repr_mimebundle_())
+        bundle["text/plain"] = f"{self.title or 'train'}: {status}"
+        return bundle
 
     def render(self, history: History, final: bool) -> None:
         self.bar.value = history.steps
-        self.label.value = _status(history.steps, self.total, history.last_loss, self.started,
-                                   history.stopped if final else "")
-        self.curve.value = loss_curve_svg(history.loss, self.total)
+        self.label.value = self.status(history, final)
+        self.curve.value = loss_curve_svg(history.loss, self.total, smoothing=self.smoothing)
         if final:
             self.bar.bar_style = {"finished": "success", "interrupted": "warning"}.get(
                 history.stopped, "info")
+            if self.handle is not None:
+                self.handle.update(self._bundle(self.label.value), raw=True)
 
 
 def in_kernel() -> bool:
@@ -269,9 +332,10 @@ def in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def _make_view(progress: Union[bool, str], total: int, title: str) -> _View:
+def _make_view(progress: Union[bool, str], total: int, title: str,
+               smoothing: float = DEFAULT_SMOOTHING) -> _View:
     if progress is False or progress == "none":
-        return _NoView(total, title)
+        return _NoView(total, title, smoothing)
     choice = progress if isinstance(progress, str) else "auto"
     if choice not in ("auto", "widget", "tqdm", "text"):
         raise ValueError(f"progress must be True, False, 'auto', 'widget', 'tqdm', 'text' or "
@@ -289,7 +353,8 @@ def _make_view(progress: Union[bool, str], total: int, title: str) -> _View:
                 choice = "tqdm"
             except ImportError:
                 choice = "text"
-    return {"widget": _WidgetView, "tqdm": _TqdmView, "text": _TextView}[choice](total, title)
+    return {"widget": _WidgetView, "tqdm": _TqdmView, "text": _TextView}[choice](
+        total, title, smoothing)
 
 
 # --- the loop ----------------------------------------------------------------------------------
@@ -350,7 +415,8 @@ class _DeferInterrupt:
 def train(method: Callable, steps: int = 1000, data: Any = None, *,
           loss: Union[None, str, int, Callable] = None, progress: Union[bool, str] = True,
           title: Optional[str] = None, keep_results: bool = False,
-          callback: Optional[Callable[[int, Any], Any]] = None) -> History:
+          callback: Optional[Callable[[int, Any], Any]] = None,
+          smoothing: float = DEFAULT_SMOOTHING) -> History:
     """Call ``method`` up to ``steps`` times and return the `History`.
 
     ``data`` gives each step's arguments: None (the method reads its own data, e.g. from a
@@ -365,18 +431,21 @@ def train(method: Callable, steps: int = 1000, data: Any = None, *,
     by default a scalar result, a tuple's first element, or a dict's 'loss'/'cost' entry).
     ``progress``: True/'auto' (a widget in Jupyter, tqdm or text elsewhere), 'widget',
     'tqdm', 'text', or False. ``callback(step, result)`` runs after every step; returning
-    False stops the loop.
+    False stops the loop. ``smoothing`` (in [0, 1), default 0.6) draws a moving average of
+    the loss over the faint raw curve, as TensorBoard does; 0 draws the raw losses only.
     """
     if not callable(method):
         raise TypeError(f"train() needs a callable method, e.g. prog.train_step; got "
                         f"{type(method).__name__}")
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}")
     next_batch = _batches(data)
     name = title if title is not None else getattr(method, "__name__", "train")
     history = History(requested=steps)
-    view = _make_view(progress, steps, name)
-    started = time.perf_counter()
+    view = _make_view(progress, steps, name, float(smoothing))
+    started = view.started = time.perf_counter()
     guard = _DeferInterrupt()
     try:
         with guard:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..errors import NotCompiledError, ProgramDefinitionError
-from ..ir.records import ProgramDesc, ReturnSpec
 from ..distributed.roles import distribute_if_requested
+from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
+from ..ir.source import format_location
 from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
 from .layers.helpers import as_variable
@@ -107,7 +108,9 @@ def _check_method_name(cls: type, name: str) -> None:
 
 def _def_site(fn: Callable) -> str:
     code = getattr(inspect.unwrap(fn), "__code__", None)
-    return f"\n  at {code.co_filename}:{code.co_firstlineno}" if code else ""
+    if code is None:
+        return ""
+    return f"\n  at {format_location(SourceLoc(code.co_filename, code.co_firstlineno))}"
 
 
 _class_listeners: list[Callable[[type], None]] = []
@@ -125,8 +128,44 @@ def on_class_defined(listener: Callable[[type], None], add: bool = True) -> None
 
 
 class Program:
-    """Base class of user programs. Class attributes are options that keyword arguments
-    override: ``FitALine(batch_size=256)``."""
+    """Base class of user programs: subclass it, mark methods with ``@fluid.network``, and
+    ``Compile()`` an instance into a live program whose methods share one scope.
+
+    Each ``@fluid.network`` method is traced once, when the program compiles, into a block
+    of ops; ``@fluid.network("x", "y")`` maps the call's arguments to the data vars the
+    method declares. Class attributes are options that keyword arguments override
+    (``FitALine(batch_size=256)``); layers inside the same ``fluid.var_scope`` share their
+    parameters across methods. Example::
+
+        import numpy as np
+        import fluid
+
+        class FitALine(fluid.Program):
+            learning_rate = 0.01
+
+            @fluid.network("x", "y")
+            def train_step(self, x, y):
+                x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+                y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+                with fluid.var_scope("prediction"):
+                    y_predict = fluid.layers.fc(input=x, size=1)
+                loss = fluid.layers.mean(fluid.layers.square_error_cost(y_predict, y))
+                fluid.optimizer.SGD(learning_rate=self.learning_rate).minimize(loss)
+                return loss
+
+            @fluid.network("x")
+            def infer(self, x):
+                x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+                with fluid.var_scope("prediction"):
+                    return fluid.layers.fc(input=x, size=1)
+
+        prog = FitALine(learning_rate=0.05).Compile(seed=0)
+        x = np.random.rand(64, 13).astype("float32")
+        loss = prog.train_step(x, x.sum(axis=1, keepdims=True))   # a float
+        y = prog.infer(x[:4])                                      # an array [4, 1]
+        prog.summary()        # the layers; prog.watch("prediction") keeps their values
+
+    See docs/getting-started.md and, in a notebook, docs/notebook.md."""
 
     _networks: tuple[str, ...] = ()
 
@@ -233,7 +272,7 @@ def _check_feeds(trace: TraceContext, where: str, feeds: list[str], fn: Callable
     for var in block.vars.values():
         if var.is_data and var.name not in feeds and var.name not in written:
             loc = trace.data_locs.get(var.name)
-            site = f"\n  at {loc.file}:{loc.line}" if loc else _def_site(fn)
+            site = f"\n  at {format_location(loc)}" if loc else _def_site(fn)
             raise ProgramDefinitionError(
                 f"{where} declares data var {var.name!r} but no argument feeds it; map it "
                 f"with @fluid.network({', '.join(repr(f) for f in feeds + [var.name])}) and "

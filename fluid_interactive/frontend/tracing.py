@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
 from ..ir.names import name_problem
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
-from ..ir.source import user_location
+from ..ir.source import format_location, user_location
 from ..ir.text import short_type
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
@@ -36,7 +36,7 @@ def is_tracing() -> bool:
 
 
 def where(loc: Optional[SourceLoc]) -> str:
-    return f"{loc.file}:{loc.line}" if loc else "<unknown location>"
+    return format_location(loc) or "<unknown location>"
 
 
 class _StateNames(UniqueNameGenerator):

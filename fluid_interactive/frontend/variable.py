@@ -1,5 +1,7 @@
 """`Variable`: a handle on a var of the program being traced, with Python operators that
-record ops (``a + b``, ``x * 2``, ``-x``, ``x ** 2``)."""
+record ops, so it behaves like an array where users expect it: arithmetic (``a + b``,
+``x * 2``, ``-x``, ``x ** 2``, ``a @ b``), ``abs(x)``, comparisons (``x > 0``, ``a == b``:
+bool Variables) and indexing (``h[:, 0]``, ``h[..., 1:3]``, ``h[None]``)."""
 from __future__ import annotations
 
 import math
@@ -112,6 +114,41 @@ class Variable:
     def __matmul__(self, other: Any) -> "Variable":
         return _binary("matmul", self, other)
 
+    def __abs__(self) -> "Variable":
+        return _unary("abs", self)
+
+    # --- comparisons: bool Variables, no gradient ---------------------------------------------
+
+    def __lt__(self, other: Any) -> "Variable":
+        return _compare("less_than", self, other)
+
+    def __le__(self, other: Any) -> "Variable":
+        return _compare("less_equal", self, other)
+
+    def __gt__(self, other: Any) -> "Variable":
+        return _compare("greater_than", self, other)
+
+    def __ge__(self, other: Any) -> "Variable":
+        return _compare("greater_equal", self, other)
+
+    def __eq__(self, other: Any) -> "Variable":  # type: ignore[override]
+        return _compare("equal", self, other)
+
+    def __ne__(self, other: Any) -> "Variable":  # type: ignore[override]
+        return _compare("not_equal", self, other)
+
+    # --- indexing -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> "Variable":
+        from .indexing import getitem
+        return getitem(self, key)
+
+    def __iter__(self) -> Any:
+        # without this, Python would iterate by indexing 0, 1, 2, ... for ever
+        raise error_at(ProgramDefinitionError,
+                       f"Variable {self.name!r} cannot be iterated while tracing; index it "
+                       f"(x[i], x[:, 0]) or split it with fluid.layers.split")
+
     __hash__ = object.__hash__
 
 
@@ -150,6 +187,11 @@ def _binary(op_type: str, x: Variable, other: Any, scalar=None) -> Variable:
 def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
     from .layers.helpers import append_simple
     return append_simple(op_type, {"X": x}, attrs, layer=op_type)
+
+
+def _compare(op_type: str, x: Variable, other: Any) -> Variable:
+    from .layers.compare import _compare as compare
+    return compare(op_type, x, other, -1, None)
 
 
 def _scale(x: Variable, scale: float, bias: float) -> Variable:

@@ -1,15 +1,28 @@
-"""Finding the user's line: the first frame of the live stack outside our own packages."""
+"""Finding the user's line (the first frame of the live stack outside our own packages), and
+printing it.
+
+Every place that prints where an op was recorded (the text form, graph tooltips, error
+messages) goes through `format_location`. A file is shown as ``fit.py:21`` (or its full path
+in errors). A front end whose code lives in generated files can say how to name them:
+the Jupyter extension registers a *file labeller* that names a cell's temporary file
+``Cell In[14]``, so locations read ``Cell In[14], line 12`` as IPython's own tracebacks do.
+The engine itself never imports IPython.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 from .records import SourceLoc
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _excluded: list[str] = [_PACKAGE_ROOT + os.sep]
+
+#: file name -> a label such as 'Cell In[14]', or None when the labeller does not know it
+FileLabeller = Callable[[str], Optional[str]]
+_labellers: list[FileLabeller] = []
 
 
 def exclude_path(path: str) -> None:
@@ -40,3 +53,46 @@ def user_location(skip: int = 1) -> Optional[SourceLoc]:
             return SourceLoc(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+# --- printing locations ------------------------------------------------------------------------
+
+def add_file_labeller(labeller: FileLabeller) -> None:
+    """Ask ``labeller(filename)`` first when printing a location in that file; it returns a
+    label (``'Cell In[14]'``) or None. Added once however often it is called."""
+    if labeller not in _labellers:
+        _labellers.insert(0, labeller)
+
+
+def remove_file_labeller(labeller: FileLabeller) -> None:
+    if labeller in _labellers:
+        _labellers.remove(labeller)
+
+
+def file_label(filename: str) -> Optional[str]:
+    """The label a registered labeller gives ``filename``, or None."""
+    for labeller in list(_labellers):
+        try:
+            label = labeller(filename)
+        except Exception:   # a broken labeller must never hide an error message
+            label = None
+        if label:
+            return label
+    return None
+
+
+def format_location(loc: Optional[SourceLoc], *, short: bool = False,
+                    function: bool = False) -> str:
+    """``'fit.py:21'`` (``short``: the file's base name, else its full path), or
+    ``'Cell In[14], line 12'`` for a file a labeller knows; ``''`` for no location.
+    ``function`` adds ``' (in f())'``."""
+    if loc is None:
+        return ""
+    label = file_label(loc.file)
+    if label is not None:
+        text = f"{label}, line {loc.line}"
+    else:
+        text = f"{os.path.basename(loc.file) if short else loc.file}:{loc.line}"
+    if function and loc.function and not loc.function.startswith("<"):
+        text += f" (in {loc.function}())"
+    return text

@@ -8,15 +8,21 @@ One op per line, jaxpr-like, with short types and the user's ``file:line``::
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from .names import escape_unprintable
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
+from .source import format_location
 
 
 def short_shape(shape: tuple[int, ...]) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def format_shape(shape) -> str:
+    """A shape as messages spell it: ``[?, 13]``, '?' for a dim unknown while tracing (the
+    batch dimension), as in the text form's ``f32[?,13]``."""
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def short_type(var: Optional[VarDesc]) -> str:
@@ -39,9 +45,8 @@ def _format_attr(value) -> str:
 
 
 def format_loc(loc) -> str:
-    if loc is None:
-        return ""
-    return f"{os.path.basename(loc.file)}:{loc.line}"
+    """``fit.py:21``, or ``Cell In[3], line 7`` for a notebook cell (see `source`)."""
+    return format_location(loc, short=True)
 
 
 def format_op(op: OpDesc, lookup=None) -> str:

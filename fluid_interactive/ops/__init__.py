@@ -2,8 +2,8 @@
 
 Importing this package registers every op. See `spec.py` for what a spec holds.
 """
-from . import (accumulate, conv, dist, elementwise, fill, linalg, lr, metric,  # noqa: F401
-               nn_misc, norm, optim, pool, reader, reduce, shape, softmax, unary)
+from . import (accumulate, compare, conv, dist, elementwise, fill, linalg,  # noqa: F401
+               lr, metric, nn_misc, norm, optim, pool, reader, reduce, shape, softmax, unary)
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, Slot, TensorType,

@@ -2,6 +2,7 @@
 ``fill_zeros_like`` and ``assign``."""
 from __future__ import annotations
 
+from ..ir.text import format_shape
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
 
@@ -15,7 +16,8 @@ def _sum_infer(ctx: InferContext) -> None:
         if t.dtype != first.dtype or len(t.shape) != len(first.shape) or any(
                 a >= 0 and b >= 0 and a != b for a, b in zip(t.shape, first.shape)):
             ctx.fail(f"sum inputs must share shape and dtype: input 0 is "
-                     f"{first.dtype}{list(first.shape)}, input {i} is {t.dtype}{list(t.shape)}")
+                     f"{first.dtype}{format_shape(first.shape)}, input {i} is "
+                     f"{t.dtype}{format_shape(t.shape)}")
     ctx.set_output("Out", first.shape, first.dtype)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+from ..ir.text import format_shape
 from .spec import InferContext
 
 
@@ -69,7 +70,7 @@ def infer_binary(ctx: InferContext) -> tuple[int, ...]:
     try:
         y_aligned = aligned_y_shape(x.shape, y.shape, axis)
     except ValueError as e:
-        ctx.fail(f"cannot broadcast Y {list(y.shape)} into X {list(x.shape)}: {e}")
+        ctx.fail(f"cannot broadcast Y {format_shape(y.shape)} into X {format_shape(x.shape)}: {e}")
     if y_aligned is not None:
         out = broadcast_shape(x.shape, y_aligned)
         if out is not None and len(out) != len(x.shape):
@@ -77,7 +78,8 @@ def infer_binary(ctx: InferContext) -> tuple[int, ...]:
     else:
         out = broadcast_shape(x.shape, y.shape)
     if out is None:
-        ctx.fail(f"X {list(x.shape)} and Y {list(y.shape)} do not broadcast (axis={axis}); "
+        ctx.fail(f"X {format_shape(x.shape)} and Y {format_shape(y.shape)} do not broadcast "
+                 f"(axis={axis}); "
                  f"with axis=-1 shapes follow NumPy broadcasting, with axis=k Y must match "
                  f"X's dims from k on")
     ctx.set_output("Out", out, x.dtype)

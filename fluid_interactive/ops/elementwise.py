@@ -10,7 +10,7 @@ from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, slots
 _ATTRS = {"axis": -1}
 
 
-def _binary_kernel(ufunc_name: str):
+def binary_kernel(ufunc_name: str):
     def kernel(ctx: KernelContext):
         ufunc = getattr(ctx.xp, ufunc_name)
         out = ctx.buffer("Out")
@@ -76,7 +76,7 @@ def _infer(ctx) -> None:
 def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
             doc: str = "", identity_x: bool = False) -> None:
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
-                    infer=_infer, kernel=_binary_kernel(ufunc),
+                    infer=_infer, kernel=binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc))
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.text import format_shape
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, slots
 
@@ -14,7 +15,7 @@ from .spec import InferContext, KernelContext, OpSpec, slots
 def _shape_dtype_infer(ctx: InferContext) -> None:
     shape = tuple(int(d) for d in ctx.attrs["shape"])
     if any(d < 0 for d in shape) and not ctx.has_input("Like"):
-        ctx.fail(f"shape {list(shape)} has an unknown dim; give a concrete shape")
+        ctx.fail(f"shape {format_shape(shape)} has an unknown dim; give a concrete shape")
     ctx.set_output("Out", shape, ctx.attrs["dtype"])
 
 

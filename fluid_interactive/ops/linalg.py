@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from math import prod
 
+from ..ir.text import format_shape
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, slots
 from .spec import dims_compatible
@@ -16,8 +17,8 @@ def _mul_infer(ctx: InferContext) -> None:
     x, y = ctx.input("X"), ctx.input("Y")
     xk, yk = ctx.attrs["x_num_col_dims"], ctx.attrs["y_num_col_dims"]
     if not (1 <= xk <= x.rank - 1 and 1 <= yk <= y.rank - 1):
-        ctx.fail(f"x_num_col_dims={xk} / y_num_col_dims={yk} do not fit X {list(x.shape)} and "
-                 f"Y {list(y.shape)}")
+        ctx.fail(f"x_num_col_dims={xk} / y_num_col_dims={yk} do not fit X "
+                 f"{format_shape(x.shape)} and Y {format_shape(y.shape)}")
     if x.dtype != y.dtype:
         ctx.fail_dtype(f"X is {x.dtype} but Y is {y.dtype}")
     inner_x = x.shape[xk:]
@@ -25,8 +26,8 @@ def _mul_infer(ctx: InferContext) -> None:
     kx = -1 if any(d < 0 for d in inner_x) else prod(inner_x)
     ky = -1 if any(d < 0 for d in inner_y) else prod(inner_y)
     if not dims_compatible(kx, ky):
-        ctx.fail(f"X {list(x.shape)} flattened at {xk} gives {kx} columns but Y "
-                 f"{list(y.shape)} flattened at {yk} gives {ky} rows; they must be equal")
+        ctx.fail(f"X {format_shape(x.shape)} flattened at {xk} gives {kx} columns but Y "
+                 f"{format_shape(y.shape)} flattened at {yk} gives {ky} rows; they must be equal")
     ctx.set_output("Out", x.shape[:xk] + y.shape[yk:], x.dtype)
 
 
@@ -111,11 +112,13 @@ def _matmul_infer(ctx: InferContext) -> None:
     tx, ty = ctx.attrs["transpose_X"], ctx.attrs["transpose_Y"]
     xs, ys = _mm_shapes(x.shape, y.shape, tx, ty)
     if not dims_compatible(xs[-1], ys[-2]):
-        ctx.fail(f"matmul of X {list(x.shape)} (transpose_X={tx}) and Y {list(y.shape)} "
+        ctx.fail(f"matmul of X {format_shape(x.shape)} (transpose_X={tx}) and Y "
+                 f"{format_shape(y.shape)} "
                  f"(transpose_Y={ty}): inner dims {xs[-1]} and {ys[-2]} differ")
     batch = broadcast_shape(xs[:-2], ys[:-2])
     if batch is None:
-        ctx.fail(f"matmul batch dims of X {list(x.shape)} and Y {list(y.shape)} do not "
+        ctx.fail(f"matmul batch dims of X {format_shape(x.shape)} and Y "
+                 f"{format_shape(y.shape)} do not "
                  f"broadcast")
     out = batch + (xs[-2], ys[-1])
     if x.rank == 1:

@@ -16,6 +16,7 @@ from math import prod
 from typing import Any, Callable, Optional, Sequence
 
 from ..ir.records import FLOAT_DTYPES, canonical_dtype
+from ..ir.text import format_shape
 from .registry import register
 from .spec import (Forward, GradContext, InferContext, KernelContext, OpSpec, TensorType,
                    emit_default_grad, infer_like, slots)
@@ -23,7 +24,7 @@ from .spec import (Forward, GradContext, InferContext, KernelContext, OpSpec, Te
 
 def fmt_shape(shape: Sequence[int]) -> str:
     """A shape as users read it: ``[?, 2, 3]``, '?' marking a dim unknown while tracing."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+    return format_shape(shape)
 
 
 def normalize_axis(ctx: Any, axis: int, rank: int, what: str, shape: Sequence[int]) -> int:

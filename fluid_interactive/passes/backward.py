@@ -18,6 +18,7 @@ from typing import Iterable, Optional, Sequence
 
 from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.text import format_shape
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
 from ..ops.spec import GradContext, TensorType
@@ -134,8 +135,8 @@ def _seed(program: ProgramDesc, block: BlockDesc, target: str, name: str,
         raise OpArgumentError(f"{target!r} is not a var of block {block.name!r}")
     if require_scalar and var.has_batch_dim:
         raise OpArgumentError(
-            f"loss {target!r} has shape {list(var.shape)} with a batch dimension; reduce it "
-            f"to a scalar first, e.g. fluid.layers.mean(cost)")
+            f"loss {target!r} has shape {format_shape(var.shape)} with a batch dimension; "
+            f"reduce it to a scalar first, e.g. fluid.layers.mean(cost)")
     if var.dtype not in FLOAT_DTYPES:
         raise OpArgumentError(f"{target!r} is {var.dtype}; gradients need a float target")
     for op in reversed(block.ops):

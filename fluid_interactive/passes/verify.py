@@ -6,6 +6,7 @@ from typing import Optional
 
 from ..errors import FluidError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.text import format_shape
 from ..ir.verify import check_structure
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
@@ -39,8 +40,8 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Optional[
                 continue  # readers and other objects have no tensor type to compare
             if declared.dtype != t.dtype or len(declared.shape) != len(t.shape) or any(
                     a >= 0 and b >= 0 and a != b for a, b in zip(declared.shape, t.shape)):
-                return (f"{name!r} is declared {declared.dtype}{list(declared.shape)} but "
-                        f"{op.type} produces {t.dtype}{list(t.shape)}")
+                return (f"{name!r} is declared {declared.dtype}{format_shape(declared.shape)} "
+                        f"but {op.type} produces {t.dtype}{format_shape(t.shape)}")
     return None
 
 

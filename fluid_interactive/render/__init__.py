@@ -2,15 +2,22 @@
 binary exists. Imports only `ir`.
 
     program_to_dot(program, methods=None, forward_only=False, collapse_grads=False,
-                   show_global=True, legend=True) -> str
+                   show_global=True, legend=True, *, detail="layers", expand=None,
+                   stack_methods=False) -> str
     block_to_dot(program, block, ...) -> str
     split_to_dot({"trainer": p0, "pserver0": p1}, [("trainer", "w@GRAD", "pserver0", "w@GRAD")])
+    layer_drawings(program, methods=None) -> [(node id, label, dot)]   # each layer, op by op
     dot_to_svg(dot_text) -> str | None        # None without graphviz
+    dots_to_svgs([dot_text, ...]) -> [str] | None
     has_dot() -> bool
-"""
-from .dot import block_to_dot, program_to_dot, split_to_dot
-from .style import OP_STYLES, VAR_STYLES, op_kind
-from .svg import DotError, dot_to_svg, has_dot
 
-__all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "dot_to_svg", "has_dot",
-           "DotError", "OP_STYLES", "VAR_STYLES", "op_kind"]
+``detail="layers"`` (the default) draws one node per layer (see `groups`), ``"ops"`` one
+node per op.
+"""
+from .dot import DETAILS, block_to_dot, layer_drawings, program_to_dot, split_to_dot
+from .style import OP_STYLES, VAR_STYLES, op_kind
+from .svg import DotError, dot_to_svg, dots_to_svgs, has_dot
+
+__all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "layer_drawings", "dot_to_svg",
+           "dots_to_svgs", "has_dot", "DotError", "DETAILS", "OP_STYLES", "VAR_STYLES",
+           "op_kind"]

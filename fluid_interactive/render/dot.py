@@ -23,131 +23,23 @@ Drawing rules (DESIGN §3 Rendering, style L12):
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
-from ..ir.text import format_returns, short_type
+from ..ir.text import short_type
 from . import style as S
+from .groups import NOT_FORWARD as _NOT_FORWARD
+from .parts import Legend as _Legend
+from .parts import MethodRef, document as _document, quote
+from .parts import as_program as _as_program, attrs as _attrs
+from .parts import plural as _plural, record as _record
+from .parts import select_blocks as _select_blocks, signature as _signature
+from .parts import op_node_attrs, stack_edges, unique as _unique
+from .grouped import GroupedGraph, GroupOptions
 
 __all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "quote"]
-
-MethodRef = Union[str, int]
-
-# forward_only drops every op carrying one of these bits (LR schedule ops only feed the
-# optimizer, so they go with it).
-_NOT_FORWARD = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED
-
-
-# --- quoting -------------------------------------------------------------------------------
-
-def quote(text: str) -> str:
-    """A DOT double-quoted string whose *label* reads exactly ``text``.
-
-    Inside quotes DOT only unescapes ``\\"``; labels then read backslash escapes (``\\n``,
-    ``\\l``, ``\\N`` ...), so a literal backslash is doubled and a newline becomes ``\\n``.
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-class _Raw(str):
-    """An attribute value already in DOT form (not quoted again)."""
-
-
-def _html(text: str) -> str:
-    """Text inside an HTML-like label (where backslashes are literal)."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;"))
-
-
-def _record(cells: list[str], st: "S.VarStyle", first_bold: bool = False) -> "_Raw":
-    """A record-looking HTML-like table: one cell per field.
-
-    Graphviz's own ``shape=record`` fails on flat edges ("lost edge") as soon as an edge
-    has ``constraint=false``, which the write-back edges need; tables draw the same."""
-    tds = []
-    for i, text in enumerate(cells):
-        body = _html(text)
-        if i == 0 and first_bold:
-            body = f"<b>{body}</b>"
-        if st.fontcolor != "#000000":
-            body = f'<font color="{st.fontcolor}">{body}</font>'
-        tds.append(f"<td>{body}</td>")
-    return _Raw(f'<<table border="0" cellborder="{st.width}" cellspacing="0" cellpadding="3" '
-                f'bgcolor="{st.fill}" color="{st.border}"><tr>{"".join(tds)}</tr></table>>')
-
-
-def _attrs(pairs: Iterable[tuple[str, Any]]) -> str:
-    out = []
-    for key, value in pairs:
-        if isinstance(value, _Raw):
-            text = str(value)
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, (int, float)):
-            text = repr(value)
-        else:
-            text = quote(str(value))
-        out.append(f"{key}={text}")
-    return "[" + ", ".join(out) + "]"
-
-
-def _loc_text(op: OpDesc) -> str:
-    if op.loc is None:
-        return ""
-    return f"{os.path.basename(op.loc.file)}:{op.loc.line}"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-# --- what the graph holds ------------------------------------------------------------------
-
-@dataclass
-class _Legend:
-    """What the drawn graphs used, so the legend lists only that."""
-    op_kinds: set = field(default_factory=set)
-    var_kinds: set = field(default_factory=set)
-    loss: bool = False
-    summary: bool = False
-    cross: bool = False
-
-    def lines(self, indent: str = "  ") -> list[str]:
-        """One plain node holding an HTML-like table: a swatch per kind used."""
-        rows: list[str] = []
-
-        def cell(text: str, fill: str, border: str, *, rounded: bool = False, width: int = 1,
-                 font: str = "#000000") -> None:
-            style = ' style="rounded"' if rounded else ""
-            body = _html(text)
-            if font != "#000000":
-                body = f'<font color="{font}">{body}</font>'
-            rows.append(f'<tr><td bgcolor="{fill}" color="{border}" border="{width}"{style}>'
-                        f"{body}</td></tr>")
-
-        for kind, st in S.OP_STYLES.items():
-            if kind in self.op_kinds:
-                cell(f"{st.legend} op", st.fill, st.border, rounded=True)
-        if self.loss:
-            cell("loss op (double border)", "#ffffff", S.LOSS_BORDER, rounded=True, width=2)
-        if self.summary:
-            cell("collapsed ops (box)", "#ffffff", S.EDGE_COLOR)
-        for kind, st in S.VAR_STYLES.items():
-            if kind in self.var_kinds:
-                text = st.legend + (f" [{st.tag}]" if st.tag else "")
-                cell(text, st.fill, st.border, width=st.width, font=st.fontcolor)
-        if self.cross:
-            cell("edge between programs", "#ffffff", S.CROSS_EDGE_COLOR,
-                 font=S.CROSS_EDGE_COLOR)
-        if not rows:
-            return []
-        table = ('<table border="0" cellborder="1" cellspacing="2" cellpadding="3">'
-                 '<tr><td border="0"><b>legend</b></td></tr>' + "".join(rows) + "</table>")
-        return [f"{indent}\"legend\" [shape=plaintext, margin=0, fontsize=9, label=<{table}>];"]
-
 
 @dataclass
 class _Elem:
@@ -166,20 +58,6 @@ class _Options:
     show_global: bool = True
 
 
-def _as_program(program: Any) -> ProgramDesc:
-    if isinstance(program, ProgramDesc):
-        return program
-    inner = getattr(program, "program", None)   # a compiled program holds its description
-    if isinstance(inner, ProgramDesc):
-        return inner
-    raise TypeError(f"expected a ProgramDesc or a compiled program (the result of "
-                    f"Compile()), got {type(program).__name__}")
-
-
-def _unique(names: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(names))
-
-
 def _collapse_group(op: OpDesc) -> Optional[str]:
     """Which summary node an op folds into under ``collapse_grads`` (None: drawn itself)."""
     if S.op_kind(op) in ("rpc", "dist", "reader", "unspecified"):
@@ -189,15 +67,6 @@ def _collapse_group(op: OpDesc) -> Optional[str]:
     if op.role & OpRole.OPTIMIZE:
         return "optimize"
     return None
-
-
-def _signature(program: ProgramDesc, block: BlockDesc) -> str:
-    if block.idx == 0:
-        return "global (block 0): parameters and state"
-    if not block.name:
-        return f"block {block.idx} (parent {block.parent_idx})"
-    args = ", ".join(f"{n}: {short_type(program.find_var(block, n))}" for n in block.feeds)
-    return f"block {block.idx}: {block.name}({args}) -> {format_returns(block.returns)}"
 
 
 class _ProgramGraph:
@@ -218,6 +87,7 @@ class _ProgramGraph:
         self._owner_cache: dict[tuple[int, str], tuple[int, Optional[VarDesc]]] = {}
         self.elems: dict[int, list[_Elem]] = {}
         self.links: list[tuple[str, str, int]] = []   # summary -> summary, count
+        self.cluster_labels: dict[int, str] = {}       # block idx -> label (default: signature)
         self._build(global_all)
 
     # ids
@@ -255,19 +125,9 @@ class _ProgramGraph:
 
     # building
     def _op_elem(self, block: BlockDesc, index: int, op: OpDesc) -> _Elem:
-        kind = S.op_kind(op)
-        st = S.OP_STYLES[kind]
-        self.legend.op_kinds.add(kind)
-        pairs: list[tuple[str, Any]] = [("label", op.type), ("shape", "ellipse"),
-                                        ("style", "filled"), ("fillcolor", st.fill)]
-        if S.is_loss(op):
-            self.legend.loss = True
-            pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
-        else:
-            pairs.append(("color", st.border))
-        pairs.append(("tooltip", _loc_text(op) or f"{op.type} (no source line)"))
-        return _Elem(self.op_id(block.idx, index), _attrs(pairs),
-                     _unique(op.input_names()), _unique(op.output_names()), st.border)
+        return _Elem(self.op_id(block.idx, index), _attrs(op_node_attrs(op, self.legend)),
+                     _unique(op.input_names()), _unique(op.output_names()),
+                     S.OP_STYLES[S.op_kind(op)].border)
 
     def _summary_elem(self, block: BlockDesc, group: str, ops: list[OpDesc],
                       ins: list[str], outs: list[str]) -> _Elem:
@@ -417,12 +277,31 @@ class _ProgramGraph:
             lines.extend(indent + v for v in global_vars)
         for block in self.blocks:
             lines.append(f"{indent}subgraph cluster_{self.cprefix}{block.idx} {{")
-            lines.append(f"{i2}label={quote(_signature(self.program, block))}; "
+            label = self.cluster_labels.get(block.idx) or _signature(self.program, block)
+            lines.append(f"{i2}label={quote(label)}; "
                          f"style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};")
             lines.extend(i2 + v for v in self._vars_of(block))
             lines.extend(f"{i2}{quote(e.node_id)} {e.attrs};" for e in self.elems[block.idx])
             lines.append(f"{indent}}}")
         return lines
+
+    @property
+    def nodes(self) -> list[str]:
+        """Every node id, vars first (for stacking programs)."""
+        return ([self.var_id(owner, n) for owner, n in self.used]
+                + [e.node_id for elems in self.elems.values() for e in elems])
+
+    @property
+    def flow(self) -> list[tuple[str, str]]:
+        """The edges that rank nodes (write-backs and links do not)."""
+        pairs = []
+        for idx, elems in self.elems.items():
+            block = self.program.blocks[idx]
+            for e in elems:
+                pairs += [(self.var_id(*self._key(block, n)), e.node_id) for n in e.ins]
+                pairs += [(e.node_id, self.var_id(*self._key(block, n))) for n in e.outs
+                          if n not in e.ins and self._key(block, n)[0] == block.idx]
+        return pairs
 
     def edge_lines(self, indent: str) -> list[str]:
         seen: set[tuple[str, str]] = set()
@@ -450,71 +329,55 @@ class _ProgramGraph:
         return lines
 
 
-def _select_blocks(program: ProgramDesc, methods: Union[None, MethodRef, Sequence[MethodRef]]
-                   ) -> list[BlockDesc]:
-    """The non-global blocks to draw: the named methods (by name or block index) and the
-    sub-blocks under them; every non-global block when ``methods`` is None."""
-    if methods is None:
-        return [b for b in program.blocks if b.idx != 0]
-    if isinstance(methods, (str, int, BlockDesc)):
-        methods = [methods]
-    chosen: set[int] = set()
-    for m in methods:
-        if isinstance(m, BlockDesc):
-            m = m.idx
-        if isinstance(m, int) and not 0 <= m < len(program.blocks):
-            raise KeyError(f"program has no block {m}; it has blocks 0..{len(program.blocks) - 1}")
-        chosen.add(program.block(m).idx)
-    chosen.discard(0)
-    picked = []
-    for b in program.blocks:
-        a: Optional[BlockDesc] = b
-        while a is not None and a.idx not in chosen:
-            a = program.blocks[a.parent_idx] if a.parent_idx > 0 else None
-        if a is not None:
-            picked.append(b)
-    return picked
-
-
-_GRAPH_ATTRS = _attrs([("rankdir", "TB"), ("newrank", True), ("nodesep", 0.3),
-                       ("ranksep", 0.4), ("fontname", S.FONT), ("fontsize", 12),
-                       ("labelloc", "t"), ("labeljust", "l")])
-_NODE_ATTRS = _attrs([("fontname", S.FONT), ("fontsize", 10), ("height", 0.3)])
-_EDGE_ATTRS = _attrs([("color", S.EDGE_COLOR), ("arrowsize", 0.6), ("fontname", S.FONT)])
-
-
-def _document(title: str, body: list[str], legend: Optional[_Legend]) -> str:
-    lines = [f"digraph {quote(title or 'program')} {{",
-             f"  graph {_GRAPH_ATTRS};"]
-    if title:
-        lines.append(f"  label={quote(title)};")
-    lines += [f"  node {_NODE_ATTRS};", f"  edge {_EDGE_ATTRS};"]
-    lines += body
-    if legend is not None:
-        lines += legend.lines()
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
 # --- public entry points -------------------------------------------------------------------
+
+DETAILS = ("layers", "ops")
+
+
+def _check_detail(detail: str) -> None:
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be 'layers' (one node per layer, the default) or "
+                         f"'ops' (one node per op); got {detail!r}")
+
+
+def _expand_set(expand: Union[None, str, Iterable[str]]) -> frozenset:
+    if expand is None:
+        return frozenset()
+    if isinstance(expand, str):
+        return frozenset([expand])
+    return frozenset(expand)
+
 
 def program_to_dot(program: Any, methods: Union[None, MethodRef, Sequence[MethodRef]] = None,
                    forward_only: bool = False, collapse_grads: bool = False,
-                   show_global: bool = True, legend: bool = True) -> str:
+                   show_global: bool = True, legend: bool = True, *,
+                   detail: str = "layers", expand: Union[None, str, Iterable[str]] = None,
+                   stack_methods: bool = False) -> str:
     """DOT text for a whole program (or the given methods of it).
 
     ``program`` is a `ProgramDesc` or a compiled program. ``methods`` names the method
-    blocks to draw (names or block indices; default all). ``forward_only`` drops backward,
-    optimize and LR-schedule ops and the vars only they touch. ``collapse_grads`` draws all
-    backward ops of a block as one node and all optimize ops as another, keeping their
-    edges to parameters, other persistable state and the loss. ``show_global`` draws block
-    0 as a cluster with its initialiser ops; without it the global vars the methods read
-    are drawn as free nodes. ``legend`` adds a legend of the colours used.
+    blocks to draw (names or block indices; default all).
+
+    ``detail='layers'`` (the default) draws one node per layer, the layers of a
+    ``var_scope`` inside a box named after it, the backward pass as one folded node and the
+    optimizer as one node per parameter; ``expand`` names groups to draw op by op instead
+    (a layer such as ``'mlp/fc_1'``, a scope such as ``'mlp'``, ``'backward'`` or
+    ``'optimize'``) and ``stack_methods`` draws the method blocks one under the other
+    rather than side by side. ``detail='ops'`` draws every op and var, with the global block:
+    ``collapse_grads`` then folds each block's backward ops into one node and its optimize
+    ops into another, and ``show_global`` draws block 0 as a cluster with its initialiser
+    ops (without it, the global vars the methods read are free nodes).
+
+    ``forward_only`` drops backward, optimize and LR-schedule ops and the vars only they
+    touch. ``legend`` adds a legend of the colours used.
     """
+    _check_detail(detail)
     program = _as_program(program)
     blocks = _select_blocks(program, methods)
-    opts = _Options(forward_only, collapse_grads, show_global)
+    if detail == "layers":
+        return _grouped_document(program, blocks, forward_only, expand, legend, stack_methods)
     lg = _Legend()
+    opts = _Options(forward_only, collapse_grads, show_global)
     graph = _ProgramGraph(program, blocks, opts, lg,
                           global_all=methods is None and not forward_only)
     body = graph.node_lines("  ") + graph.edge_lines("  ")
@@ -523,9 +386,13 @@ def program_to_dot(program: Any, methods: Union[None, MethodRef, Sequence[Method
 
 def block_to_dot(program: Any, block: Union[BlockDesc, MethodRef], forward_only: bool = False,
                  collapse_grads: bool = False, show_global: bool = True,
-                 legend: bool = True) -> str:
+                 legend: bool = True, *, detail: str = "layers",
+                 expand: Union[None, str, Iterable[str]] = None,
+                 stack_methods: bool = False) -> str:
     """DOT text for one block: a method (by `BlockDesc`, name or index) with the global
-    vars it reads, or block 0 on its own (all state and its initialisers)."""
+    vars it reads, or block 0 on its own (all state and its initialisers). Options as
+    for `program_to_dot`."""
+    _check_detail(detail)
     program = _as_program(program)
     if isinstance(block, BlockDesc):
         block = block.idx
@@ -535,10 +402,11 @@ def block_to_dot(program: Any, block: Union[BlockDesc, MethodRef], forward_only:
             raise KeyError(f"program has no block {block}; "
                            f"it has blocks 0..{len(program.blocks) - 1}")
         target = program.blocks[block]
+    if detail == "layers":
+        return _grouped_document(program, [target], forward_only, expand, legend, stack_methods)
     if target.idx != 0:
-        return program_to_dot(program, [target.idx], forward_only=forward_only,
-                              collapse_grads=collapse_grads, show_global=show_global,
-                              legend=legend)
+        return program_to_dot(program, [target.idx], forward_only, collapse_grads,
+                              show_global, legend, detail=detail)
     opts = _Options(forward_only, collapse_grads, True)
     lg = _Legend()
     graph = _ProgramGraph(program, [], opts, lg, global_all=True)
@@ -546,53 +414,96 @@ def block_to_dot(program: Any, block: Union[BlockDesc, MethodRef], forward_only:
     return _document(program.name, body, lg if legend else None)
 
 
+def _grouped_document(program: ProgramDesc, blocks: list[BlockDesc], forward_only: bool,
+                      expand: Union[None, str, Iterable[str]], legend: bool,
+                      stack_methods: bool) -> str:
+    lg = _Legend()
+    graph = GroupedGraph(program, blocks,
+                         GroupOptions(forward_only, _expand_set(expand), stack_methods), lg)
+    body = graph.node_lines("  ") + graph.edge_lines("  ")
+    return _document(program.name, body, lg if legend else None, compound=True)
+
+
+def layer_drawings(program: Any, methods: Union[None, MethodRef, Sequence[MethodRef]] = None,
+                   *, forward_only: bool = False, stack_methods: bool = False,
+                   limit: int = 40) -> list[tuple[str, str, str]]:
+    """The op-level drawing of each group that `program_to_dot` (same arguments) draws as
+    one node: ``(node id, label, DOT text)`` for its forward layers and its folded backward
+    pass, at most ``limit`` of them. A notebook shows them as the layers' expansions."""
+    program = _as_program(program)
+    graph = GroupedGraph(program, _select_blocks(program, methods),
+                         GroupOptions(forward_only, frozenset(), stack_methods), _Legend())
+    out = []
+    for node, block, group in graph.folded:
+        if group.kind not in ("forward", "backward"):
+            continue
+        ops = [block.ops[i] for i in group.ops]
+        touched = {n for op in ops for n in op.input_names() + op.output_names()}
+        part = dataclasses.replace(
+            block, ops=ops, vars={n: v for n, v in block.vars.items() if n in touched},
+            feeds=[n for n in block.feeds if n in touched], returns=None)
+        label = (f"{group.layer} ({group.call})" if group.call > 1 else group.layer) \
+            if group.kind == "forward" else f"{block.name or 'block'}: backward pass"
+        lg = _Legend()
+        drawing = _ProgramGraph(program, [part], _Options(show_global=False), lg,
+                                global_all=False)
+        drawing.cluster_labels[block.idx] = f"{label}: {_plural(len(ops), 'op')}"
+        body = drawing.node_lines("  ") + drawing.edge_lines("  ")
+        out.append((node, label, _document(label, body, lg)))
+        if len(out) == limit:
+            break
+    return out
+
+
 CrossEdge = Union[tuple[str, str, str, str], tuple[str, str, str, str, str]]
 
 
 def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *,
                  forward_only: bool = False, collapse_grads: bool = False,
-                 show_global: bool = True, legend: bool = True, title: str = "") -> str:
-    """Several programs side by side, each a cluster (with its blocks as clusters inside),
-    and labelled edges between them.
+                 show_global: bool = True, legend: bool = True, title: str = "",
+                 detail: str = "layers", stack: bool = True,
+                 expand: Union[None, str, Iterable[str]] = None,
+                 stack_methods: bool = True) -> str:
+    """Several programs, each a cluster (with its blocks as clusters inside), and labelled
+    edges between them.
 
-    ``programs`` maps a display name to a program (in the order given). Each edge is
-    ``(from_program, var, to_program, var)`` with an optional fifth element, the label
+    ``programs`` maps a display name to a program (in the order given). ``stack`` (the
+    default) draws them one under the other, so a trainer and its servers grow downwards;
+    ``stack=False`` puts them side by side (``stack_methods``: the same for the method
+    blocks inside each program, with ``detail='layers'``; also on by default). Each edge
+    is ``(from_program, var, to_program, var)`` with an optional fifth element, the label
     (default: the var name, or ``a -> b`` when the names differ), e.g. a trainer's
-    ``send`` of ``w@GRAD`` to a pserver's ``w@GRAD``. Edge ends are var nodes; a var the
-    options filtered out is drawn anyway when an edge needs it.
+    ``send`` of ``w@GRAD`` to a pserver's ``w@GRAD``.
+
+    With ``detail='ops'`` edge ends are var nodes (a var the options filtered out is drawn
+    anyway when an edge needs it). With ``detail='layers'`` an edge ends at the node that
+    uses the var (the last to touch it in the sending program, the first in the receiving
+    one), and the edges between two programs are merged into one per pair of ends; where
+    the vars of one program spread over several of its nodes, the merged edge ends at that
+    program's border.
     """
-    opts = _Options(forward_only, collapse_grads, show_global)
+    _check_detail(detail)
     lg = _Legend()
-    graphs: dict[str, _ProgramGraph] = {}
-    for i, (name, prog) in enumerate(programs.items()):
-        prog = _as_program(prog)
-        graphs[name] = _ProgramGraph(prog, _select_blocks(prog, None), opts, lg,
-                                     global_all=not forward_only,
-                                     id_prefix=f"p{i}.", cluster_prefix=f"p{i}_")
-
-    def end(prog_name: str, var: str) -> str:
-        graph = graphs.get(prog_name)
-        if graph is None:
-            raise KeyError(f"edge names program {prog_name!r}; the programs are: "
-                           f"{', '.join(repr(k) for k in graphs)}")
-        try:
-            return graph.require_var(var)
-        except KeyError:
-            raise KeyError(f"program {prog_name!r} has no variable {var!r}") from None
-
-    cross = []
-    for e in edges:
-        if len(e) not in (4, 5):
-            raise ValueError(f"a cross-program edge is (from_program, var, to_program, var"
-                             f"[, label]); got {e!r}")
-        src, dst = end(e[0], e[1]), end(e[2], e[3])
-        label = e[4] if len(e) == 5 else (e[1] if e[1] == e[3] else f"{e[1]} -> {e[3]}")
-        cross.append(f"  {quote(src)} -> {quote(dst)} " + _attrs([
-            ("label", label), ("color", S.CROSS_EDGE_COLOR), ("fontcolor", S.CROSS_EDGE_COLOR),
-            ("fontsize", 9), ("penwidth", 1.5), ("constraint", False)]) + ";")
+    names = list(programs)
+    if detail == "layers":
+        grouped = {name: GroupedGraph(_as_program(p), _select_blocks(_as_program(p), None),
+                                      GroupOptions(forward_only, _expand_set(expand),
+                                                   stack_methods), lg,
+                                      id_prefix=f"p{i}.", cluster_prefix=f"p{i}_")
+                   for i, (name, p) in enumerate(programs.items())}
+        cross = _grouped_cross_edges(grouped, edges, names)
+        graphs: Mapping[str, Any] = grouped
+    else:
+        graphs = {}
+        for i, (name, prog) in enumerate(programs.items()):
+            prog = _as_program(prog)
+            graphs[name] = _ProgramGraph(prog, _select_blocks(prog, None),
+                                         _Options(forward_only, collapse_grads, show_global),
+                                         lg, global_all=not forward_only,
+                                         id_prefix=f"p{i}.", cluster_prefix=f"p{i}_")
+        cross = _op_cross_edges(graphs, edges)
     if cross:
         lg.cross = True
-
     body: list[str] = []
     for i, (name, graph) in enumerate(graphs.items()):
         body.append(f"  subgraph cluster_p{i} {{")
@@ -603,7 +514,104 @@ def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *
     for graph in graphs.values():
         body.extend(graph.edge_lines("  "))
     body.extend(cross)
-    return _document(title, body, lg if legend else None)
+    if stack:
+        body.extend(_stacking(list(graphs.values())))
+    return _document(title, body, lg if legend else None, compound=detail == "layers")
+
+
+def _check_edge(e: Sequence[str]) -> str:
+    if len(e) not in (4, 5):
+        raise ValueError(f"a cross-program edge is (from_program, var, to_program, var"
+                         f"[, label]); got {e!r}")
+    return e[4] if len(e) == 5 else (e[1] if e[1] == e[3] else f"{e[1]} -> {e[3]}")
+
+
+def _unknown_program(name: str, graphs: Mapping[str, Any]) -> KeyError:
+    return KeyError(f"edge names program {name!r}; the programs are: "
+                    f"{', '.join(repr(k) for k in graphs)}")
+
+
+def _cross_attrs(label: str, tooltip: str = "", *, xlabel: bool = False
+                 ) -> list[tuple[str, Any]]:
+    """A cross-program edge; ``xlabel`` places its label after layout, so a long edge
+    round the drawing does not widen it."""
+    pairs: list[tuple[str, Any]] = [
+        ("xlabel" if xlabel else "label", label), ("color", S.CROSS_EDGE_COLOR),
+        ("fontcolor", S.CROSS_EDGE_COLOR), ("fontsize", 9), ("penwidth", 1.5),
+        ("constraint", False)]
+    if tooltip:
+        pairs.append(("tooltip", tooltip))
+    return pairs
+
+
+def _op_cross_edges(graphs: Mapping[str, "_ProgramGraph"], edges: Sequence[CrossEdge]
+                    ) -> list[str]:
+    def end(prog_name: str, var: str) -> str:
+        graph = graphs.get(prog_name)
+        if graph is None:
+            raise _unknown_program(prog_name, graphs)
+        try:
+            return graph.require_var(var)
+        except KeyError:
+            raise KeyError(f"program {prog_name!r} has no variable {var!r}") from None
+
+    cross = []
+    for e in edges:
+        label = _check_edge(e)
+        src, dst = end(e[0], e[1]), end(e[2], e[3])
+        cross.append(f"  {quote(src)} -> {quote(dst)} " + _attrs(_cross_attrs(label)) + ";")
+    return cross
+
+
+def _grouped_cross_edges(graphs: Mapping[str, GroupedGraph], edges: Sequence[CrossEdge],
+                         names: list[str]) -> list[str]:
+    """One edge per pair of ends; an end whose vars spread over several nodes of its
+    program is that program's border."""
+    merged: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
+    for e in edges:
+        label = _check_edge(e)
+        for prog in (e[0], e[2]):
+            if prog not in graphs:
+                raise _unknown_program(prog, graphs)
+        src = graphs[e[0]].last_touch.get(e[1])
+        # a var the receiving program writes (a parameter coming back) ends where it is
+        # written, one it only reads (a gradient arriving) where it is first read
+        dst = graphs[e[2]].first_write.get(e[3]) or graphs[e[2]].first_touch.get(e[3])
+        for node, prog, var in ((src, e[0], e[1]), (dst, e[2], e[3])):
+            if node is None and not _declares(graphs[prog].program, var):
+                raise KeyError(f"program {prog!r} has no variable {var!r}")
+        if src is None or dst is None:
+            continue     # a var no op of the drawing touches: nothing to join
+        merged.setdefault((e[0], e[2]), []).append((src, dst, label, e[1]))
+    out = []
+    for (a, b), items in merged.items():
+        srcs = _unique(s for s, _, _, _ in items)
+        dsts = _unique(d for _, d, _, _ in items)
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for s, d, label, var in items:
+            key = (s if len(srcs) == 1 else srcs[0], d if len(dsts) == 1 else dsts[0])
+            groups.setdefault(key, []).append((label, var))
+        for (s, d), labels in groups.items():
+            texts = _unique(lb for lb, _ in labels)
+            label = texts[0] if len(texts) == 1 and len(labels) == 1 else \
+                _plural(len(labels), "var")
+            pairs = _cross_attrs(label, "\n".join(lb for lb, _ in labels), xlabel=True)
+            if len(srcs) > 1:
+                pairs.append(("ltail", f"cluster_p{names.index(a)}"))
+            if len(dsts) > 1:
+                pairs.append(("lhead", f"cluster_p{names.index(b)}"))
+            out.append(f"  {quote(s)} -> {quote(d)} " + _attrs(pairs) + ";")
+    return out
+
+
+def _declares(program: ProgramDesc, var: str) -> bool:
+    return any(var in b.vars for b in program.blocks)
+
+
+def _stacking(graphs: list[Any]) -> list[str]:
+    """Invisible edges that stack the programs top to bottom."""
+    return ["  " + e for upper, lower in zip(graphs, graphs[1:])
+            for e in stack_edges(upper.nodes, upper.flow, lower.nodes, lower.flow)]
 
 
 def _reindent(lines: list[str], extra: str) -> list[str]:

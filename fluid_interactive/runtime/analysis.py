@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import ShapeError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.source import format_location
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from ..ops.registry import get_spec
@@ -52,7 +53,7 @@ def returned_names(returns) -> list[str]:
 def describe_op(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
     line = format_op(op, lambda n: program.find_var(block, n))
     where = format_loc(op.loc)
-    return f"{line}" + (f"\n  recorded at {op.loc.file}:{op.loc.line}" if where else "")
+    return f"{line}" + (f"\n  recorded at {format_location(op.loc)}" if where else "")
 
 
 def _concrete_types(program: ProgramDesc, block: BlockDesc,

@@ -12,7 +12,7 @@ import itertools
 import math
 import weakref
 import zlib
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,12 +29,16 @@ from .runner import BlockRunner
 from .scope import Scope
 from .versions import Versions, close_readers, no_history_reason, persistable_descs
 
+if TYPE_CHECKING:
+    from .summary import Summary
+    from .watch import Watched, WatchSet
+
 #: Names a compiled program uses itself; a traced method may not take them.
 RESERVED_NAMES = frozenset({
     "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
     "scope", "methods", "close", "reset_readers", "reader_names", "device", "seed", "summary",
     "to_json", "source_class", "options", "compile_args", "history", "keep_history",
-    "rewind", "recompile", "record_origin",
+    "rewind", "recompile", "record_origin", "watch", "unwatch", "watched",
 })
 
 
@@ -112,14 +116,21 @@ class CompiledMethod:
         self._make_entry()
 
     def _make_entry(self) -> None:
-        """Generate ``__call__`` for the owner's current settings (history on or off)."""
-        owner, block = self._owner, self.block
+        """Generate the plain ``__call__`` for the owner's current settings (history on or
+        off)."""
+        type(self).__call__ = self.entry_for(self._runner)
+
+    def entry_for(self, runner: BlockRunner) -> Any:
+        """The generated ``__call__`` that runs ``runner``'s plans (the method's own, or a
+        watching variant of it: see `watch`), recording each call in the program's history
+        while that is on."""
+        block, owner = self.block, self._owner
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
-        type(self).__call__ = make_entry(
+        return make_entry(
             self._n, [v.shape for v in feed_vars], [np.dtype(v.dtype) for v in feed_vars],
             [make_converter(block.name, v) for v in feed_vars], self._bind,
-            self._runner, owner.scope.values, self._runner.kernel_error,
+            runner, owner.scope.values, runner.kernel_error,
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
             owner.scope.lock if self.changes_state else None, self._reads,
             self._recording() if self.changes_state else None)
@@ -187,6 +198,13 @@ class CompiledMethod:
     @property
     def text(self) -> str:
         return format_block(self._owner.program, self.block)
+
+    @property
+    def watched(self) -> "Watched":
+        """The watched values of this method's last call (see `CompiledProgram.watch`)."""
+        from .watch import Watched
+        return self._owner._watch_set().by_method.get(self.block.name,
+                                                      Watched(self.block.name, 0, {}))
 
     def __repr__(self) -> str:
         return self.text
@@ -282,6 +300,7 @@ class CompiledProgram(Versions):
             method = CompiledMethod(self, block)
             self.methods[block.name] = method
             setattr(self, block.name, method)
+        self._rewatch()
 
     def record_origin(self, source_class: type, options: Mapping[str, Any],
                       compile_args: Mapping[str, Any]) -> None:
@@ -401,7 +420,72 @@ class CompiledProgram(Versions):
             _compiled_from_classes.pop(key, None)
         self.scope.values.clear()
 
+    # --- watching values -----------------------------------------------------------------
+
+    def _rewatch(self) -> None:
+        """Give the methods, whose plain entries were just made anew (a recompilation,
+        history turned on or off), their watching entries again."""
+        watch = self.__dict__.get("_watch")
+        if watch is not None and watch.patterns:
+            from .watch import reinstall
+            reinstall(self, watch)
+
+    def _watch_set(self) -> "WatchSet":
+        from .watch import WatchSet
+        return self.__dict__.setdefault("_watch", WatchSet())
+
+    def watch(self, *names: str, methods: Union[None, str, Sequence[str]] = None
+              ) -> dict[str, list[str]]:
+        """Keep the values of the named vars after each call, to read from `watched`.
+
+        A name is a var (``'mlp/fc_0.tmp_2'``, a gradient ``'mlp/fc_0.w_0@GRAD'``), a layer
+        or a var_scope (``'mlp'``: all its activations and gradients), or a pattern with
+        ``*``; ``methods`` limits watching to some methods. Calls add to what is watched;
+        returns what each method now keeps. Unwatched methods run exactly as before."""
+        from .watch import install, select
+        watch = self._watch_set()
+        patterns = list(dict.fromkeys(watch.patterns + list(names)))
+        wanted = None if methods is None else {methods} if isinstance(methods, str) \
+            else set(methods)
+        for m in wanted or ():
+            if m not in self.methods:
+                raise KeyError(f"watch: no method {m!r}; the methods are: "
+                               f"{', '.join(self.methods)}")
+        persistable = {n: v for n, v in self.program.global_block().vars.items()
+                       if v.persistable}
+        for name in names:
+            if not any(select(m.block, [name], persistable) for m in self.methods.values()
+                       if wanted is None or m.block.name in wanted):
+                raise KeyError(f"watch: {name!r} names no var of "
+                               f"{'any method' if wanted is None else ', '.join(wanted)}; "
+                               f"give a var, a layer or var_scope such as 'mlp', or a "
+                               f"pattern such as '*@GRAD' (the text form lists the vars)")
+        watch.patterns, watch.methods = patterns, wanted
+        return install(self, watch)
+
+    def unwatch(self, *names: str) -> dict[str, list[str]]:
+        """Stop watching ``names`` (no names: everything); methods no longer watched run
+        their plain entry again. Returns what each method still keeps."""
+        from .watch import install
+        watch = self._watch_set()
+        watch.patterns = [p for p in watch.patterns if names and p not in names]
+        return install(self, watch)
+
+    @property
+    def watched(self) -> "Watched":
+        """The watched values of the last call of any method (see `watch`): a mapping of var
+        name to array, with ``.method`` and ``.call``."""
+        return self._watch_set().last
+
     # --- printing --------------------------------------------------------------------------
+
+    def summary(self, methods: Union[None, str, Sequence[str]] = None) -> "Summary":
+        """The model's layers in a table, as Keras' ``model.summary()``: each layer (under
+        its var_scope) with its type, output shape and parameter count, then trainable,
+        non-trainable and optimizer-state totals. ``methods`` limits it to some methods.
+        Prints as text; displays as HTML in a notebook."""
+        from .summary import summarize
+        return summarize(self.program, methods)
 
     def __str__(self) -> str:
         return format_program(self.program)

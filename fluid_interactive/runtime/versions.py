@@ -63,6 +63,9 @@ class Versions:
     def _label(self) -> str:  # provided by CompiledProgram
         raise NotImplementedError
 
+    def _rewatch(self) -> None:  # provided by CompiledProgram
+        raise NotImplementedError
+
     @property
     def history(self) -> History:
         """The changes `rewind` can take back, newest first (``history.changes()``), and
@@ -81,6 +84,7 @@ class Versions:
             self.scope.history.configure(enabled, calls, memory)
             for method in self.methods.values():
                 method._make_entry()
+            self._rewatch()
         return self.scope.history
 
     def rewind(self, n: int = 1) -> Rewound:

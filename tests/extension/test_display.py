@@ -1,5 +1,8 @@
 """Display of programs: an SVG graph when graphviz's dot exists, the canonical text form as
 text/plain, and a one-line hint instead of the graph when dot is missing."""
+import html
+import os
+import re
 import shutil
 
 import pytest
@@ -27,12 +30,70 @@ def bundle(ip, obj):
 
 
 @needs_dot
-def test_program_method_and_desc_show_as_svg(ip, net):
+def test_program_method_and_desc_show_as_a_fitted_drawing(ip, net):
     for obj in (net, net.train_step, net.program):
         data = bundle(ip, obj)
         assert data["image/svg+xml"].lstrip().startswith("<svg"), type(obj)
         assert "<?xml" not in data["image/svg+xml"]
+        page = data["text/html"]
+        assert 'class="fluid-graph"' in page and "max-width:100%" in page
+        assert '<span class="fluid-graph-controls" hidden>' in page   # shown by the script
+        assert page.count("<svg") >= 1 and "<script>" in page
     assert "train_step" in bundle(ip, net.train_step)["image/svg+xml"]
+
+
+@needs_dot
+def test_graph_shows_its_title_and_the_layers_op_by_op(net):
+    g = fluid.Graph(fluid.graph(net.train_step).dot, "my <title>", "text form")
+    page = g._repr_html_()
+    assert '<span class="fluid-graph-title" style="font-weight:bold">my &lt;title&gt;</span>' \
+        in page
+    page = fluid.graph(net.train_step)._repr_html_()
+    layers = re.findall(r'<details class="fluid-graph-layer" data-node="([^"]+)"', page)
+    assert layers and "<summary>the layers op by op" in page
+    titles = set(re.findall(r"<title>([^<]*)</title>", page))
+    assert set(layers) <= titles          # each expansion belongs to a box of the drawing
+    assert page.count("<svg") == 1 + len(layers)
+
+
+@needs_dot
+def test_a_drawing_too_wide_side_by_side_stacks_its_methods(net, monkeypatch):
+    g = fluid.graph(net)
+    side = g.dot
+    assert g.narrow is not None and g.narrow != side
+    monkeypatch.setattr(display, "WIDTH_BUDGET_PX", 10)
+    display._SVG_CACHE.clear()
+    g.svg
+    assert g.dot != side and g.narrow is None          # it now draws the stacked layout
+    assert fluid.graph(net, stack=False).narrow is None
+
+
+def _fake_dot(tmp_path, monkeypatch, script):
+    exe = tmp_path / "dot"
+    exe.write_text("#!/bin/sh\n" + script + "\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    display._SVG_CACHE.clear()
+
+
+def test_a_crashing_graphviz_is_explained_in_the_cell(net, tmp_path, monkeypatch):
+    _fake_dot(tmp_path, monkeypatch, "kill -SEGV $$")
+    data = fluid.graph(net.infer)._repr_mimebundle_()
+    assert "image/svg+xml" not in data
+    page = data["text/html"]
+    assert "graph could not be drawn" in page and "crashed (SIGSEGV)" in page
+    assert "How to fix it:" in page and "detail=&#x27;ops&#x27;" in page
+    assert html.escape(net.infer.text.rstrip("\n")) in page       # the text form, too
+    assert "crashed (SIGSEGV)" in data["text/plain"]
+    display._SVG_CACHE.clear()
+
+
+def test_a_graphviz_timeout_is_explained_in_the_cell(net, tmp_path, monkeypatch):
+    _fake_dot(tmp_path, monkeypatch, "sleep 5")
+    data = fluid.graph(net.infer, timeout=0.2)._repr_mimebundle_()
+    assert "did not finish within 0.2 s" in data["text/html"]
+    assert "font cache" in data["text/html"] and "dot -V" in data["text/plain"]
+    display._SVG_CACHE.clear()
 
 
 def test_text_plain_is_the_canonical_text(ip, net, monkeypatch):
@@ -66,9 +127,11 @@ def test_without_the_extension_nothing_is_registered(shell):
 def test_graph_options(ip, net, tmp_path):
     full = fluid.graph(net)
     fwd = fluid.graph(net, forward_only=True)
-    collapsed = fluid.graph(net, collapse_grads=True)
-    assert "sgd" in full.dot and "sgd" not in fwd.dot
-    assert collapsed.dot != full.dot
+    ops = fluid.graph(net, detail="ops")
+    assert "optimizer: sgd" in full.dot and "sgd" not in fwd.dot
+    assert '"sgd"' in ops.dot and '"sgd"' not in full.dot      # op nodes only at op level
+    assert fluid.graph(net, detail="ops", collapse_grads=True).dot != ops.dot
+    assert "mul_grad" in fluid.graph(net, expand="backward").dot
     only_infer = fluid.graph(net, methods="infer")
     assert "train_step" not in only_infer.dot
     path = full.save(str(tmp_path / "net.dot"))
@@ -79,12 +142,16 @@ def test_graph_options(ip, net, tmp_path):
             assert "</svg>" in fh.read()
     with pytest.raises(TypeError, match="draws a compiled program"):
         fluid.graph(42)
+    with pytest.raises(ValueError, match="detail"):
+        fluid.graph(net, detail="everything")
 
 
-def test_big_programs_collapse_by_default(ip, net, monkeypatch):
+def test_big_programs_collapse_by_default_at_op_level(ip, net, monkeypatch):
     monkeypatch.setattr(display, "AUTO_COLLAPSE_OPS", 5)
-    assert fluid.graph(net).dot == fluid.graph(net, collapse_grads=True).dot
-    assert fluid.graph(net.infer).dot == fluid.graph(net.infer, collapse_grads=False).dot
+    assert fluid.graph(net, detail="ops").dot == fluid.graph(
+        net, detail="ops", collapse_grads=True).dot
+    assert fluid.graph(net.infer, detail="ops").dot == fluid.graph(
+        net.infer, detail="ops", collapse_grads=False).dot
 
 
 def test_table_text_and_html():
@@ -111,5 +178,23 @@ def test_graph_draws_a_transpile_plan():
 
     plan = fluid.transpile(Line().Compile(seed=0), main="train_step", trainers=2, pservers=2)
     g = fluid.graph(plan)
-    assert "send" in g.dot and "recv" in g.dot and "cluster" in g.dot
-    assert "send" in repr(g) or "send" in plan.text()
+    assert "send / recv" in g.dot and "cluster_p2" in g.dot and "trainer 0" in g.dot
+    assert "send" in plan.text() and g.title == "distributed plan"
+    assert '"send"' in fluid.graph(plan, detail="ops").dot
+    assert "trainer 1" in fluid.graph(plan, trainer=1).dot
+
+
+@needs_dot
+def test_names_from_a_program_never_reach_the_page_as_markup():
+    class Hostile(fluid.Program):
+        @fluid.network("x")
+        def f(self, x):
+            x = fluid.layers.data(name="x", shape=[2], dtype="float32")
+            with fluid.var_scope("<script>alert(1)<\\script>"):
+                return fluid.layers.fc(input=x, size=2, act="relu")
+
+    prog = Hostile().Compile(seed=0)
+    page = fluid.graph(prog)._repr_html_()
+    assert "<script>alert" not in page and "alert(1)" in page      # shown, escaped
+    assert page.count("<script>") == 1                              # ours alone
+    assert "<script>alert" not in prog.summary()._repr_html_()

@@ -6,7 +6,7 @@ pytest.importorskip("IPython")
 
 import fluid  # noqa: E402
 from fluid import ipython as fext  # noqa: E402
-from fluid_interactive.ir import ProgramDesc  # noqa: E402
+from fluid_interactive.ir import ProgramDesc, source  # noqa: E402
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram  # noqa: E402
 from fluid_interactive.frontend import program as frontend_program  # noqa: E402
 from fluid_interactive.ir.diff import ProgramDiff  # noqa: E402
@@ -29,6 +29,10 @@ def ours(shell):
                    for t in TYPES),
         "text": sum(formatters["text/plain"].type_printers.get(t) is fext._text_formatter
                     for t in TYPES),
+        "html": sum(formatters["text/html"].type_printers.get(t) is fext._html_formatter
+                    for t in TYPES),
+        "labeller": int(any(isinstance(getattr(f, "__self__", None), fext.FluidExtension)
+                            for f in source._labellers)),
         "line_magic": int("fluid" in shell.magics_manager.magics["line"]),
         "cell_magic": int("fluid" in shell.magics_manager.magics["cell"]),
         "custom_exc": int(shell.custom_exceptions == (Exception,)),
@@ -38,9 +42,9 @@ def ours(shell):
     }
 
 
-ONE = {"pre_run_cell": 1, "post_run_cell": 0, "diff_html": 1, "svg": 3, "text": 3,
-       "line_magic": 1, "cell_magic": 1, "custom_exc": 1, "class_listener": 1, "history_on": 1,
-       "fluid_in_ns": 1}
+ONE = {"pre_run_cell": 1, "post_run_cell": 0, "diff_html": 1, "svg": 3, "text": 3, "html": 3,
+       "labeller": 1, "line_magic": 1, "cell_magic": 1, "custom_exc": 1, "class_listener": 1,
+       "history_on": 1, "fluid_in_ns": 1}
 NONE = {k: 0 for k in ONE}
 
 

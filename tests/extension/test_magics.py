@@ -83,6 +83,10 @@ def test_graph_of_program_and_method(ip, net, capsys):
     assert "sgd" not in g.dot and "mul" in g.dot
     ip.run_line_magic("fluid", "graph net.train_step --collapse-grads --dot")
     assert capsys.readouterr().out.startswith("digraph")
+    grouped = ip.run_line_magic("fluid", "graph net.train_step")
+    ops = ip.run_line_magic("fluid", "graph net.train_step --ops")
+    assert 'label="mul"' in ops.dot and 'label="mul"' not in grouped.dot
+    assert "optimizer: sgd" in grouped.dot
     if shutil.which("dot"):
         assert "<svg" in g._repr_mimebundle_()["image/svg+xml"]
 
@@ -143,6 +147,27 @@ def test_cell_magic_compiles_binds_and_draws(ip):
     assert len(shown) == 1
     key = "image/svg+xml" if shutil.which("dot") else "text/plain"
     assert key in shown[0]
+    if shutil.which("dot"):
+        assert 'class="fluid-graph"' in shown[0]["text/html"]
+
+
+def test_cell_magic_draws_by_op_when_asked(ip):
+    shown = []
+    ip.display_pub.publish = lambda data, metadata=None, **kw: shown.append(data)
+    cell = ("class Tiny(fluid.Program):\n"
+            "    @fluid.network('x')\n"
+            "    def f(self, x):\n"
+            "        x = fluid.layers.data(name='x', shape=[2], dtype='float32')\n"
+            "        return fluid.layers.fc(input=x, size=1, act='relu')\n")
+    try:
+        run(ip, "%%fluid --as a\n" + cell)
+        run(ip, "%%fluid --as b --ops\n" + cell)
+    finally:
+        del ip.display_pub.publish
+    assert "label=\"relu\"" not in fluid.graph(ip.user_ns["a"]).dot
+    assert "label=\"relu\"" in fluid.graph(ip.user_ns["b"], detail="ops").dot
+    if shutil.which("dot"):
+        assert ">relu<" not in shown[0]["image/svg+xml"] and ">relu<" in shown[1]["image/svg+xml"]
 
 
 def test_cell_magic_as_needs_exactly_one_class(ip):

@@ -76,6 +76,17 @@ def test_digits_story(tmp_path, kernel_env):
     if HAS_DOT:
         assert svgs_of(nb, "fluid.graph(mlp.train, collapse_grads=True)")
         assert svgs_of(nb, "fluid.graph(cnn.train, forward_only=True)")
+    # the summaries count the layers' parameters; inspect shows the last watched step
+    mlp_summary = "".join(o.data["text/plain"] for o in outputs_of(nb, "mlp.summary()")
+                          if "text/plain" in o.get("data", {}))
+    assert "mlp/" in mlp_summary and "total parameters: 17,226" in mlp_summary
+    cnn_summary = "".join(o.data["text/plain"] for o in outputs_of(nb, "cnn.summary()")
+                          if "text/plain" in o.get("data", {}))
+    assert "non-trainable: 48" in cnn_summary     # batch norm's running statistics
+    inspected = "".join(o.data.get("text/html", "") for o in outputs_of(
+        nb, "%fluid inspect mlp.train") if "data" in o)
+    assert "MLP.train(), call 220" in inspected and "dead units" in inspected
+    assert inspected.count('class="fluid-histogram"') == 3 + 6
 
 
 def test_gan_story(tmp_path, kernel_env):

@@ -1,4 +1,7 @@
-"""Errors end at the user's line: fluid's own frames are hidden from tracebacks."""
+"""Errors end at the user's line: fluid's own frames are hidden from tracebacks, and
+locations name the cell as IPython does."""
+import re
+
 import pytest
 
 pytest.importorskip("IPython")
@@ -28,7 +31,8 @@ def test_compile_error_points_at_the_cell_line(ip):
     assert "line 6, in Bad.f(self, x)" in text
     assert "----> 6 return fluid.layers.elementwise_add(h, x)" in text
     assert "\nShapeError: elementwise_add" in text
-    assert text.count("Cell In[") == 2       # the Compile() call and the method's line
+    # the Compile() call and the method's line, and the message's own "at Cell In[..]"
+    assert text.count("Cell In[") == 3
 
 
 def test_user_errors_inside_a_method_end_at_that_line(ip):
@@ -94,3 +98,22 @@ def test_a_bug_inside_fluid_keeps_its_frames():
         tb = e.__traceback__
     assert strip_internal_frames(tb) is tb            # no internal frames at all
     assert strip_internal_frames(None) is None
+
+
+def test_locations_name_the_cell_as_ipython_does(ip):
+    """The text form, graph tooltips and error messages say ``Cell In[N], line L``, not
+    the cell's temporary file."""
+    result, out, err = run_capture(ip, BAD_CELL)
+    message = str(result.error_in_exec)
+    cell = re.search(r"at (Cell In\[\d+\]), line 6 \(in f\(\)\)$", message)
+    assert cell, message
+    run(ip, NET_CELL)
+    run(ip, "net = Net().Compile(seed=0)")
+    text = ip.user_ns["net"].train_step.text
+    assert re.search(r"# Cell In\[\d+\], line \d+$", text.splitlines()[1])
+    dot = fluid.graph(ip.user_ns["net"].train_step, detail="ops").dot
+    assert re.search(r'tooltip="Cell In\[\d+\], line \d+"', dot)
+    grouped = fluid.graph(ip.user_ns["net"].train_step).dot
+    assert re.search(r"at Cell In\[\d+\], line \d+", grouped)
+    fluid.unload_ipython_extension(ip)
+    assert "Cell In[" not in ip.user_ns["net"].train_step.text    # the file's name again

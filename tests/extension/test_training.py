@@ -2,6 +2,7 @@
 history, and redraws its display at most ~10 times a second."""
 import os
 import signal
+import re
 import threading
 import time
 
@@ -215,21 +216,85 @@ def test_tqdm_outside_a_kernel(capsys):
     assert "fit" in err and "30/30" in err
 
 
-def test_widget_view_updates_in_place(monkeypatch):
+class _Handle:
+    """What IPython's display(..., display_id=True) returns, recording updates."""
+
+    def __init__(self, shown):
+        self.shown = shown
+
+    def update(self, obj, **kw):
+        self.shown.append(("update", obj, kw))
+
+
+def _fake_display(monkeypatch):
     pytest.importorskip("ipywidgets")
     pytest.importorskip("IPython")
     shown = []
     import IPython.display
-    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
-    h = train(lambda: 0.5, steps=40, progress="widget", title="w")
-    (box,) = shown
+
+    def display(*objs, **kw):
+        shown.extend(("display", o, kw) for o in objs)
+        return _Handle(shown) if kw.get("display_id") else None
+    monkeypatch.setattr(IPython.display, "display", display)
+    return shown
+
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def test_widget_view_updates_in_place(monkeypatch):
+    shown = _fake_display(monkeypatch)
+    views = []
+
+    class Recorded(training._WidgetView):
+        def __init__(self, *args):
+            super().__init__(*args)
+            views.append(self)
+    monkeypatch.setitem(training.__dict__, "_WidgetView", Recorded)
+    title = "fit_a_line, 2 trainers and 2 parameter servers"
+    h = train(lambda: 0.5, steps=40, progress="widget", title=title)
+    (kind, first, kw), (kind2, last, kw2) = shown
+    assert (kind, kind2) == ("display", "update") and kw["raw"] and kw2["raw"]
+    box = views[0].box
+    assert first[WIDGET]["model_id"] == box.model_id
     assert "fluid-train" in box._dom_classes
-    bar, label = box.children[0].children
+    heading, bar, label = box.children[0].children
     curve = box.children[1]
+    assert heading.value == title                  # the whole title, not cut
     assert bar.value == 40 and bar.max == 40 and bar.bar_style == "success"
     assert label.value.startswith("40/40  loss 0.5")
     assert "<polyline" in curve.value and "loss 0.5 at step 40" in curve.value
     assert h.stopped == "finished"
+    # without widgets, a front end shows a progress line, brought up to date at the end
+    assert first["text/plain"] == f"{title}: 0/40"
+    assert last["text/plain"] == f"{title}: {label.value}"
+    assert last[WIDGET] == first[WIDGET]
+
+
+def test_the_progress_line_and_the_history_agree_on_steps_per_second(monkeypatch):
+    shown = _fake_display(monkeypatch)
+
+    def step():
+        time.sleep(0.002)
+        return 1.0
+    h = train(step, steps=30, progress="widget")
+    final = shown[-1][1]["text/plain"]
+    rate = re.search(r"([\d,]+) steps/s", repr(h)).group(1)
+    assert final.endswith(f"{rate} steps/s") and h.steps_per_second == 30 / h.seconds
+
+
+def test_smoothing_draws_a_moving_average_over_the_raw_loss():
+    noisy = list(1.0 + 0.5 * np.sin(np.arange(200) * 2.1))
+    raw = loss_curve_svg(noisy, smoothing=0)
+    smoothed = loss_curve_svg(noisy)
+    assert raw.count("<polyline") == 1 and smoothed.count("<polyline") == 2
+    assert 'stroke-opacity="0.3"' in smoothed and "(smoothed " in smoothed
+    ema = training.smooth(noisy, 0.6)
+    assert ema[0] == pytest.approx(noisy[0])              # debiased: no pull towards 0
+    assert np.std(ema[50:]) < 0.5 * np.std(noisy[50:])
+    assert np.allclose(training.smooth([1.0, 1.0, 1.0], 0.9), 1.0)
+    with pytest.raises(ValueError, match="smoothing"):
+        train(lambda: 1.0, steps=1, progress=False, smoothing=1.0)
 
 
 def test_loss_curve_svg():

@@ -32,8 +32,9 @@ def _compile_error(cls, error_type, marker):
 
 
 def _mentions_shape(message: str, dims: list) -> bool:
-    """The message shows ``dims`` in one of the package's notations ([-1, 4] or f32[?,4])."""
-    long = "[" + ", ".join(str(d) for d in dims) + "]"
+    """The message shows ``dims`` as messages spell shapes ([?, 4]) or as the text form does
+    (f32[?,4]): an unknown batch dimension is always '?', never -1."""
+    long = "[" + ", ".join("?" if d < 0 else str(d) for d in dims) + "]"
     short = "[" + ",".join("?" if d < 0 else str(d) for d in dims) + "]"
     return long in message or short in message
 

@@ -187,7 +187,7 @@ def test_assign_into_an_existing_var():
 def test_assign_output_shape_mismatch():
     def body(x):
         return L.assign(x, output=L.reshape(x, [0, 6]))
-    with pytest.raises(fluid.ShapeError, match=r"assign: input is float32\[-1, 2, 3\] but output"):
+    with pytest.raises(fluid.ShapeError, match=r"assign: input is float32\[\?, 2, 3\] but output"):
         compile_one(body)
 
 

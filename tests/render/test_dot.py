@@ -1,4 +1,5 @@
-"""The render layer: DOT text for programs, blocks and the trainer/pserver split; SVG via dot.
+"""The render layer at op level (``detail="ops"``): DOT text for programs, blocks and the
+trainer/pserver split; SVG via dot. The grouped drawing is tested in test_grouped.py.
 
 The two models sit at the top of this file on purpose: op tooltips carry ``test_dot.py:<line>``
 and the golden files record those lines, so tests added further down never move them.
@@ -6,6 +7,7 @@ After an intended change of the drawing (or of the ops a layer emits), regenerat
 files with ``FLUID_UPDATE_GOLDEN=1 python3 -m pytest tests/render`` and review the diff.
 """
 import ast
+import functools
 import html
 import os
 import re
@@ -53,9 +55,12 @@ class MLP(fluid.Program):
 from fluid_interactive import render  # noqa: E402
 from fluid_interactive.ir.records import (BlockDesc, OpDesc, OpRole, ProgramDesc,  # noqa: E402
                                           SourceLoc, VarDesc)
-from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, has_dot,  # noqa: E402
-                                      program_to_dot, split_to_dot)
+from fluid_interactive.render import DotError, dot_to_svg, has_dot  # noqa: E402
 from fluid_interactive.render import style  # noqa: E402
+
+block_to_dot = functools.partial(render.block_to_dot, detail="ops")
+program_to_dot = functools.partial(render.program_to_dot, detail="ops")
+split_to_dot = functools.partial(render.split_to_dot, detail="ops", stack=False)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "golden")
@@ -106,7 +111,7 @@ def nodes(dot: str) -> dict:
     out = {}
     for line in dot.splitlines():
         m = _NODE.match(line)
-        if not m or " -> " in line:
+        if not m or _EDGE.match(line):
             continue
         rest = m.group(2)
         table = _HTML_LABEL.search(rest)
@@ -122,6 +127,12 @@ def nodes(dot: str) -> dict:
             attrs["fontcolor"] = fonts[0] if fonts else None
         out[_unq(m.group(1))] = attrs
     return out
+
+
+def legend_of(dot: str) -> str:
+    """The drawing's label line (its title and legend), or '' when it has no legend."""
+    line = next((x for x in dot.splitlines() if x.startswith("  label=")), "")
+    return line if "<b>legend</b>" in line else ""
 
 
 def edges(dot: str) -> dict:
@@ -147,7 +158,7 @@ def clusters(dot: str) -> dict:
             stack.pop()
             continue
         n = _NODE.match(line)
-        if n and " -> " not in line:
+        if n and not _EDGE.match(line):
             for c in stack:
                 out[c].append(_unq(n.group(1)))
     return out
@@ -283,12 +294,12 @@ def test_ops_are_coloured_by_role(fit):
     mean = ns[f"op1.{[op.type for op in block.ops].index('mean')}"]
     assert mean["color"] == style.LOSS_BORDER
     # the legend lists what is used, and only that
-    legend = next(line for line in dot.splitlines() if line.strip().startswith('"legend"'))
+    legend = legend_of(dot)
     for word in ("forward op", "backward op", "optimize op", "loss op", "parameter [param]",
                  "other persistable state [state]", "fed data [data]", "gradient"):
         assert word in legend
     assert "RPC" not in legend and "reader" not in legend
-    assert '"legend"' not in program_to_dot(fit, legend=False)
+    assert legend_of(program_to_dot(fit, legend=False)) == ""
 
 
 def test_all_role_kinds_have_distinct_colours():
@@ -325,7 +336,7 @@ def test_rpc_dist_lrsched_reader_and_unspecified_roles():
     for node_id, kind in expect.items():
         assert ns[node_id]["fillcolor"] == style.OP_STYLES[kind].fill, node_id
     assert ns["v0:reader"]["label"] == "reader|reader|state"
-    legend = next(line for line in dot.splitlines() if line.strip().startswith('"legend"'))
+    legend = legend_of(dot)
     for word in ("reader op", "LR schedule op", "RPC (send/recv) op", "distributed op",
                  "role not set op"):
         assert word in legend

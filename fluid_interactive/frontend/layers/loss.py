@@ -14,6 +14,7 @@ from typing import Optional, Union
 
 from ...errors import DTypeError, OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, INT_DTYPES
+from ...ir.text import format_shape
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
@@ -22,8 +23,8 @@ from .helpers import LayerHelper, as_variable
 def _same_shape(layer: str, input: Variable, label: Variable) -> None:
     a, b = input.shape, label.shape
     if len(a) != len(b) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b)):
-        raise error_at(ShapeError, f"{layer}: input {input.name!r} has shape {list(a)} but "
-                                   f"label {label.name!r} has shape {list(b)}; they must "
+        raise error_at(ShapeError, f"{layer}: input {input.name!r} has shape {_dims(a)} but "
+                                   f"label {label.name!r} has shape {_dims(b)}; they must "
                                    f"match (declare the label as shape=[1] for one value "
                                    f"per sample)")
 
@@ -39,7 +40,7 @@ def square_error_cost(input: Variable, label: Variable) -> Variable:
 
 def _dims(shape) -> str:
     """``[?, 3]``: a shape as messages show it, ``?`` for a dim unknown until run time."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+    return format_shape(shape)
 
 
 def _compatible(a, b) -> bool:

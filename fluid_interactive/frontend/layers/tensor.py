@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, canonical_dtype
+from ...ir.text import format_shape
 from ...ops.spec import dims_compatible
 from ..tracing import error_at
 from ..variable import Variable
@@ -107,7 +108,7 @@ def squeeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Varia
         dims = [i for i, d in enumerate(x.shape) if d == 1]
         if not dims:
             raise error_at(ShapeError, f"squeeze: input {x.name!r} of shape "
-                                       f"{list(x.shape)} has no size-1 dim to remove")
+                                       f"{format_shape(x.shape)} has no size-1 dim to remove")
     return append_simple("squeeze", {"X": x}, {"axes": dims}, name=name)
 
 
@@ -194,9 +195,9 @@ def assign(input: Union[Variable, np.ndarray], output: Optional[Variable] = None
     out = as_variable(output, "assign output")
     if out.dtype != dt or len(out.shape) != len(shape) or not all(
             dims_compatible(a, b) for a, b in zip(out.shape, shape)):
-        raise error_at(ShapeError, f"assign: input is {dt}{list(shape)} but output "
-                                   f"{out.name!r} is {out.dtype}{list(out.shape)}; they must "
-                                   f"match (cast or reshape the input first)")
+        raise error_at(ShapeError, f"assign: input is {dt}{format_shape(shape)} but output "
+                                   f"{out.name!r} is {out.dtype}{format_shape(out.shape)}; "
+                                   f"they must match (cast or reshape the input first)")
     helper.append(op_type, inputs, attrs, outputs={"Out": [out.name]})
     return out
 

@@ -1,0 +1,91 @@
+"""``h[:, 0]``, ``h[..., 1:3]``, ``h[None]``: indexing a Variable records slice, squeeze and
+unsqueeze ops (views, with gradients), as NumPy's basic indexing would give.
+
+Supported: integers (negative ones count from the end), slices with step 1 (bounds clamp as
+in Python), ``...`` and ``None``. An integer on a dim known while tracing is checked
+against it; on the batch dimension it is checked when the method runs.
+"""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any
+
+from ..errors import OpArgumentError
+from .tracing import error_at
+
+_END = 2 ** 31 - 1      # "to the end" for the slice op, whose ends clamp like Python's
+
+
+def _expand(key: tuple, rank: int, where: str) -> list:
+    """The key with ``...`` replaced by full slices and missing trailing dims added."""
+    if sum(k is Ellipsis for k in key) > 1:
+        raise error_at(OpArgumentError, f"{where}: an index can have only one '...'")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > rank:
+        raise error_at(OpArgumentError, f"{where}: too many indices ({used}) for a Variable "
+                                        f"of rank {rank}")
+    fill = [slice(None)] * (rank - used)
+    # by identity: `Ellipsis in key` would compare Variables in the key with ==
+    at = [i for i, k in enumerate(key) if k is Ellipsis]
+    if at:
+        return list(key[:at[0]]) + fill + list(key[at[0] + 1:])
+    return list(key) + fill
+
+
+def getitem(x: Any, key: Any) -> Any:
+    """``x[key]`` for a Variable ``x`` (see the module docstring)."""
+    from .layers.tensor import slice as slice_layer, squeeze, unsqueeze
+    from .variable import Variable
+
+    shape = x.shape
+    where = f"indexing {x.name} {list(shape)}"
+    parts = _expand(key if isinstance(key, tuple) else (key,), len(shape), where)
+    axes, starts, ends, drop, new = [], [], [], [], []
+    dim = out_dim = 0
+    for k in parts:
+        if k is None:
+            new.append(out_dim)
+            out_dim += 1
+        elif isinstance(k, slice):
+            if k.step not in (None, 1):
+                raise error_at(OpArgumentError, f"{where}: a slice step of {k.step} is not "
+                                                f"supported, only 1; reverse or subsample "
+                                                f"with fluid.layers.reshape and a slice")
+            start = 0 if k.start is None else _integer(k.start, where)
+            stop = _END if k.stop is None else _integer(k.stop, where)
+            if (start, stop) != (0, _END):
+                axes.append(dim), starts.append(start), ends.append(stop)
+            dim += 1
+            out_dim += 1
+        elif isinstance(k, Integral) and not isinstance(k, bool):
+            i, size = int(k), shape[dim]
+            if size >= 0 and not -size <= i < size:
+                raise error_at(OpArgumentError, f"{where}: index {i} is out of range for "
+                                                f"dim {dim} of size {size}")
+            axes.append(dim), starts.append(i), ends.append(i + 1 if i != -1 else _END)
+            drop.append(dim)
+            dim += 1
+        elif isinstance(k, Variable):
+            raise error_at(OpArgumentError, f"{where}: indexing with a Variable (a mask or "
+                                            f"indices) is not supported; to keep where a "
+                                            f"mask holds, multiply: x * fluid.layers.cast("
+                                            f"mask, x.dtype)")
+        else:
+            raise error_at(OpArgumentError, f"{where}: cannot index with "
+                                            f"{type(k).__name__} {k!r:.40}; use integers, "
+                                            f"slices with step 1, ... and None")
+    out = x
+    if axes:
+        out = slice_layer(out, axes, starts, ends)
+    if drop:
+        out = squeeze(out, drop)
+    if new:
+        out = unsqueeze(out, new)
+    return out
+
+
+def _integer(value: Any, where: str) -> int:
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    raise error_at(OpArgumentError, f"{where}: slice bounds must be integers, got "
+                                    f"{type(value).__name__} {value!r:.40}")

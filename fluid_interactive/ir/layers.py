@@ -1,0 +1,38 @@
+"""Which layer and which ``var_scope`` a var belongs to, read from its name.
+
+A layer helper names a layer ``<scope>/<type>_<n>`` (``mlp/fc_0``), its outputs
+``<layer>.tmp_<k>`` and its parameters ``<layer>.w_<k>`` / ``<layer>.b_<k>``, so the layer of
+a var is its name up to the first ``.`` after the last ``/``, and its scope what comes
+before that ``/``. Drawings group ops by it (`render.groups`), summaries count parameters
+by it, watching a scope selects by it.
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["layer_of", "scope_of", "layer_type", "in_scope"]
+
+
+def layer_of(name: str) -> str:
+    """``mlp/fc_0.tmp_2`` -> ``mlp/fc_0``; ``avg_cost`` -> ``avg_cost``."""
+    head, sep, last = name.rpartition("/")
+    stem = last.split(".", 1)[0] or last
+    return head + sep + stem
+
+
+def scope_of(layer: str) -> str:
+    """``mlp/fc_0`` -> ``mlp``; ``fc_0`` -> ``''``."""
+    return layer.rpartition("/")[0]
+
+
+def layer_type(layer: str) -> str:
+    """``mlp/fc_0`` -> ``fc``: the layer function that made it."""
+    short = layer.rpartition("/")[2]
+    return re.sub(r"_\d+$", "", short) or short
+
+
+def in_scope(name: str, scope: str) -> bool:
+    """Whether var ``name`` lies in ``scope`` (``'mlp'`` or ``'mlp/'``) or is that layer
+    (``'mlp/fc_0'`` holds ``mlp/fc_0.tmp_2``)."""
+    scope = scope.rstrip("/")
+    return name.startswith(scope + "/") or layer_of(name) == scope

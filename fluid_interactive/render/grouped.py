@@ -1,0 +1,507 @@
+"""The grouped drawing of a program: one node per layer, not per op.
+
+This is the drawing a notebook shows by default. Each method block is a cluster; inside it
+every layer (see `groups`) is one box listing its parameters and its output type, layers of
+one ``var_scope`` sit in a cluster named after the scope, the whole backward pass is one
+folded box, and the optimizer is a column with one box per parameter (its update and its
+state), so a model grows downwards and stays readable however many accumulators its
+optimizer keeps. Data vars and returned vars are drawn as in the op-level drawing.
+
+Groups named in ``expand`` (a layer such as ``mlp/fc_1``, a scope such as ``mlp``, or
+``backward`` / ``optimize``) are drawn op by op inside a cluster of their own.
+
+Only layers that connect are joined by edges: an edge stands for one or more vars a group
+writes and another reads. Parameters and other state are listed inside the boxes, not drawn
+as nodes, so no edge crosses the drawing to reach them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.text import short_type
+from . import style as S
+from .groups import Group, group_ops, layer_type
+from .parts import (Legend, Raw, attrs, html, loc_text, op_node_attrs, plural, quote, record,
+                    signature, stack_edges, unique)
+
+__all__ = ["GroupedGraph", "GroupOptions"]
+
+_MUTED = "#555555"
+
+
+@dataclass(frozen=True)
+class GroupOptions:
+    forward_only: bool = False
+    expand: frozenset = frozenset()   # layer names, scopes, 'backward', 'optimize'
+    stack: bool = False               # method blocks one under the other
+
+
+@dataclass
+class _Drawn:
+    """How one group is drawn: one node, or (expanded) one node per op in a cluster."""
+    group: Group
+    node: Optional[str]                        # the group's node; None when expanded
+    op_nodes: dict[int, str] = field(default_factory=dict)
+    loss: bool = False
+
+
+def _strip_prefix(name: str, owner: str) -> str:
+    """A var's name without the parts it shares with its owner's: ``mlp/fc_0.w_0`` in
+    layer ``mlp/fc_0`` -> ``w_0``; state ``w_0_moment1_0.block1`` of the parameter block
+    ``w_0.block1`` -> ``moment1_0``. Only whole name parts are dropped."""
+    def boundary(k: int) -> bool:
+        if k >= len(name) or name[k] not in "._/":
+            return False
+        return k == len(owner) or owner[k] in "./"
+
+    k = 0
+    while k < min(len(name), len(owner)) and name[k] == owner[k]:
+        k += 1
+    while k and not boundary(k):
+        k -= 1
+    rest = name[k + 1:] if k else name
+    j = 0   # a shared suffix such as '.block1'
+    while j < min(len(rest), len(owner)) and rest[-1 - j] == owner[-1 - j]:
+        j += 1
+    while j and rest[-j] != ".":
+        j -= 1
+    if j and rest[:-j]:
+        rest = rest[:-j]
+    return rest or name
+
+
+class GroupedGraph:
+    """The nodes and edges of one program's grouped drawing."""
+
+    def __init__(self, program: ProgramDesc, blocks: list[BlockDesc], opts: GroupOptions,
+                 legend: Legend, *, id_prefix: str = "", cluster_prefix: str = "") -> None:
+        self.program = program
+        self.blocks = blocks
+        self.opts = opts
+        self.legend = legend
+        self.prefix = id_prefix
+        self.cprefix = cluster_prefix
+        self.node_lines_by_block: dict[int, list[str]] = {}
+        self.flow: list[tuple[str, str]] = []     # edges that rank (for stacking programs)
+        self.nodes: list[str] = []
+        self._edges: list[str] = []
+        self._seen: set[tuple[str, str]] = set()
+        self.first_touch: dict[str, str] = {}     # var -> node of the first op touching it
+        self.last_touch: dict[str, str] = {}      # var -> node of the last op touching it
+        self.first_write: dict[str, str] = {}     # var -> node of the first op writing it
+        self.single: dict[int, str] = {}          # block drawn as one node -> that node
+        self.folded: list[tuple[str, BlockDesc, Group]] = []   # (node, block, group)
+        # optimizer state several parameters' updates read (a learning rate)
+        self.shared_state = self._shared(blocks)
+        self._block_ends: list[tuple[list[str], list[tuple[str, str]]]] = []
+        for block in blocks:
+            nodes, flow = len(self.nodes), len(self.flow)
+            self.node_lines_by_block[block.idx] = self._block(block)
+            self._block_ends.append((self.nodes[nodes:], self.flow[flow:]))
+
+    # --- ids ----------------------------------------------------------------------------------
+    def _id(self, text: str) -> str:
+        return f"{self.prefix}{text}"
+
+    def var_id(self, block: BlockDesc, name: str) -> str:
+        return self._id(f"v{block.idx}:{name}")
+
+    # --- edges --------------------------------------------------------------------------------
+    def _edge(self, src: str, dst: str, extra: Iterable[tuple[str, Any]] = (),
+              ranks: bool = True) -> None:
+        if src == dst or (src, dst) in self._seen:
+            return
+        self._seen.add((src, dst))
+        pairs = list(extra)
+        if not ranks:
+            pairs.append(("constraint", False))
+        else:
+            self.flow.append((src, dst))
+        self._edges.append(f"{quote(src)} -> {quote(dst)}" + (f" {attrs(pairs)}" if pairs else "")
+                           + ";")
+
+    def edge_lines(self, indent: str) -> list[str]:
+        return [indent + e for e in self._edges]
+
+    # --- labels -------------------------------------------------------------------------------
+    def _var(self, block: BlockDesc, name: str) -> Optional[VarDesc]:
+        return self.program.find_var(block, name)
+
+    def _var_node(self, block: BlockDesc, name: str) -> str:
+        var = self._var(block, name)
+        kind = S.var_kind(name, var)
+        st = S.VAR_STYLES[kind]
+        self.legend.var_kinds.add(kind)
+        type_text = short_type(var)
+        cells = [name, type_text] + ([st.tag] if st.tag else [])
+        node = self.var_id(block, name)
+        self.nodes.append(node)
+        return (f"{quote(node)} " + attrs([
+            ("shape", "none"), ("margin", 0), ("label", record(cells, st, first_bold=st.bold)),
+            ("tooltip", f"{name}: {type_text}" + (f" ({st.tag})" if st.tag else ""))]) + ";")
+
+    def _op_node(self, node: str, op: OpDesc) -> str:
+        self.nodes.append(node)
+        return f"{quote(node)} {attrs(op_node_attrs(op, self.legend))};"
+
+    def _state_of(self, block: BlockDesc, group: Group) -> tuple[list[str], list[str]]:
+        """(parameters, other persistable vars) the group's ops read or write."""
+        params: list[str] = []
+        state: list[str] = []
+        for i in group.ops:
+            op = block.ops[i]
+            for n in op.input_names() + op.output_names():
+                var = self._var(block, n)
+                if var is None or not var.persistable or var.kind != "tensor":
+                    continue
+                (params if var.is_parameter else state).append(n)
+        return unique(params), [n for n in unique(state) if n not in params]
+
+    def _heading(self, block: BlockDesc, g: Group) -> tuple[str, str, str]:
+        """(title, note, owner) of a box: ``fc_0  fc`` for a layer, the parameter, its type
+        and update op for an optimizer box; ``owner`` is what names inside are relative to."""
+        if g.kind == "forward":
+            return (g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer),
+                    g.layer)
+        if g.kind == "optimize":
+            var = self._var(block, g.layer)
+            updates = unique(block.ops[i].type for i in g.ops
+                             if g.layer in block.ops[i].output_names())
+            note = " · ".join(x for x in (short_type(var) if var is not None else "",
+                                          ", ".join(updates)) if x)
+            return g.layer or "optimizer", note, g.layer
+        return _GROUP_TITLES.get(g.kind, g.kind), "", ""
+
+    def _rows(self, block: BlockDesc, g: Group, outputs: list[str]) -> tuple[list[str], str]:
+        """The lines of a box (HTML-like markup) and its title."""
+        title, note, owner = self._heading(block, g)
+        params, state = self._state_of(block, g)
+        params = [p for p in params if p != g.layer] if g.kind == "forward" else []
+        state = [n for n in state if n not in self.shared_state and n != g.layer]
+        rows = [f"<b>{html(title)}</b>" + (f'  <font color="{_MUTED}">{html(note)}</font>'
+                                           if note else "")]
+        if g.kind in ("backward", "rpc", "lrsched") or (g.kind == "forward" and not params):
+            rows.append(f'<font color="{_MUTED}">{html(plural(len(g.ops), "op"))}</font>')
+        rows += [f'<font color="{S.VAR_STYLES["param"].border}">{html(_strip_prefix(p, owner))} '
+                 f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+        names = [_strip_prefix(n, owner) for n in state]
+        rows += [f'<font color="{_MUTED}">{html(", ".join(names[k:k + 2]))}</font>'
+                 for k in range(0, len(names), 2)]     # two per line keeps the box narrow
+        if g.kind == "forward" and outputs:
+            rows.append(f'<font color="{_MUTED}">&#8594; '
+                        f"{html(short_type(self._var(block, outputs[0])))}</font>")
+        return rows, title
+
+    @staticmethod
+    def _tooltip(block: BlockDesc, g: Group, title: str, head: str) -> str:
+        """The layer's full name, its ops with counts, where the user's code made them."""
+        ops = [block.ops[i] for i in g.ops]
+        counts: dict[str, int] = {}
+        for op in ops:
+            counts[op.type] = counts.get(op.type, 0) + 1
+        lines = ([head] if head else []) + [g.layer or title, "ops: " + ", ".join(
+            f"{t} x{c}" if c > 1 else t for t, c in counts.items())]
+        locs = unique(loc_text(op) for op in ops if op.loc is not None)
+        if locs:
+            lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
+        return "\n".join(lines)
+
+    def _group_node(self, block: BlockDesc, drawn: _Drawn, outputs: list[str],
+                    tooltip_head: str = "") -> str:
+        """One box standing for a group of ops."""
+        g = drawn.group
+        st = S.OP_STYLES[g.kind]
+        self.legend.op_kinds.add(g.kind)
+        self.legend.summary = True
+        rows, title = self._rows(block, g, outputs)
+        label = ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
+                 + "".join(f'<tr><td align="left">{r}</td></tr>' for r in rows) + "</table>>")
+        folded = g.kind == "backward"
+        pairs: list[tuple[str, Any]] = [
+            ("shape", S.SUMMARY_SHAPE if folded else "box"),
+            ("style", "filled" if folded else "rounded,filled"), ("fillcolor", st.fill),
+            ("label", Raw(label)), ("tooltip", self._tooltip(block, g, title, tooltip_head)),
+            ("margin", "0.08,0.04")]
+        if drawn.loss:
+            self.legend.loss = True
+            pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
+        else:
+            pairs.append(("color", st.border))
+        self.nodes.append(drawn.node)
+        return f"{quote(drawn.node)} {attrs(pairs)};"
+
+    # --- one block ----------------------------------------------------------------------------
+    def _expanded(self, g: Group) -> bool:
+        wanted = self.opts.expand
+        if not wanted:
+            return False
+        if g.kind == "forward":
+            layer = g.layer
+            return g.key in wanted or layer in wanted or any(
+                layer.startswith(s.rstrip("/") + "/") for s in wanted)
+        names = {"backward": "backward", "optimize": "optimize", "lrsched": "lr",
+                 "rpc": "communication", "reader": "reader"}
+        return names.get(g.kind) in wanted or (g.kind == "optimize" and g.layer in wanted)
+
+    def _shared(self, blocks: list[BlockDesc]) -> list[str]:
+        """Persistable non-parameters that several optimize groups read (a learning rate):
+        named once on the optimizer's cluster, not in every box."""
+        seen: dict[str, int] = {}
+        for block in blocks:
+            for g in group_ops(self.program, block, forward_only=self.opts.forward_only):
+                if g.kind == "optimize":
+                    for n in self._state_of(block, g)[1]:
+                        seen[n] = seen.get(n, 0) + 1
+        return [n for n, k in seen.items() if k > 1]
+
+    def _plan(self, block: BlockDesc, groups: list[Group]) -> list[_Drawn]:
+        plan = []
+        for gi, g in enumerate(groups):
+            loss = g.kind == "forward" and any(block.ops[i].role & OpRole.LOSS for i in g.ops)
+            single_op = len(g.ops) == 1 and g.kind not in ("optimize", "backward")
+            if single_op and g.kind == "forward":
+                single_op = not self._state_of(block, g)[0]   # a one-op layer with weights
+            if self._expanded(g) or single_op:
+                d = _Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
+            else:
+                d = _Drawn(g, self._id(f"g{block.idx}.{gi}"), {}, loss)
+                d.op_nodes = {i: d.node for i in g.ops}
+                self.folded.append((d.node, block, g))
+            plan.append(d)
+        return plan
+
+    def _block(self, block: BlockDesc) -> list[str]:
+        groups = _params_in_declared_order(
+            self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
+        walk = _Walk(self, block, self._plan(block, groups))
+        for i, op in enumerate(block.ops):
+            if i in walk.node_of:
+                walk.op(i, op)
+        walk.finish()
+        plan = walk.plan
+        if len(plan) == 1 and plan[0].node is not None and not walk.var_lines:
+            self.single[block.idx] = plan[0].node
+            return [self._group_node(block, plan[0], [], signature(self.program, block))]
+        return self._layout_block(block, plan, walk.var_lines, walk.inner_vars,
+                                  walk.outputs_of, walk.opt_cluster)
+
+    def _layout_block(self, block: BlockDesc, plan: list[_Drawn], var_lines: list[str],
+                      inner_vars: dict[int, list[str]], outputs_of: dict[str, list[str]],
+                      opt_cluster: str) -> list[str]:
+        """Node lines of the block: scopes and expanded groups as nested clusters, the
+        optimizer as one column."""
+        tree = _Scopes()
+        loose: list[str] = []
+        opt: list[str] = []
+        opt_chain: list[str] = []
+        for k, d in enumerate(plan):
+            g = d.group
+            if d.node is not None:
+                lines = [self._group_node(block, d, unique(outputs_of.get(d.node, [])))]
+                first = d.node
+            else:
+                lines = [self._op_node(d.op_nodes[i], block.ops[i]) for i in g.ops]
+                lines += inner_vars.get(id(d), [])
+                first = d.op_nodes[g.ops[0]]
+                if len(g.ops) > 1:
+                    label = g.layer or _GROUP_TITLES.get(g.kind, g.kind)
+                    lines = ([f"subgraph cluster_{self.cprefix}{block.idx}_g{k} {{",
+                              f"  label={quote(label)}; style=\"rounded,dashed\"; "
+                              f"color={quote(S.OP_STYLES[g.kind].border)};"]
+                             + ["  " + x for x in lines] + ["}"])
+            if g.kind == "optimize":
+                opt.extend(lines)
+                opt_chain.append(first)
+            elif g.scope:
+                tree.add(g.scope, lines)
+            else:
+                loose.extend(lines)
+        out = list(var_lines)
+        out += tree.lines(f"{self.cprefix}{block.idx}_s", self._scope_style)
+        out += loose
+        if opt:
+            kinds = unique(block.ops[i].type for d in plan if d.group.kind == "optimize"
+                           for i in d.group.ops
+                           if d.group.layer in block.ops[i].output_names())
+            shared = [n for n in self.shared_state
+                      if any(n in block.ops[i].input_names()
+                             for d in plan if d.group.kind == "optimize" for i in d.group.ops)]
+            label = "optimizer" + (f": {', '.join(kinds)}" if kinds else "") + \
+                f" ({plural(len(opt_chain), 'parameter')}" + \
+                (f"; {', '.join(shared)}" if shared else "") + ")"
+            out.append(f"subgraph {opt_cluster} {{")
+            out.append(f"  label={quote(label)}; style=\"rounded\"; "
+                       f"color={quote(S.OP_STYLES['optimize'].border)};")
+            out += ["  " + x for x in opt]
+            out += ["  " + e for e in _chain(opt_chain)]
+            out.append("}")
+        return out
+
+    @staticmethod
+    def _scope_style(name: str) -> str:
+        return f"label={quote(name)}; style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};"
+
+    # --- the whole program ----------------------------------------------------------------
+    def node_lines(self, indent: str) -> list[str]:
+        """Every block as a cluster labelled with its signature; a block drawn as one node
+        (a server's optimize block) is that node alone, stacked under the previous one."""
+        lines: list[str] = []
+        for block in self.blocks:
+            body = self.node_lines_by_block[block.idx]
+            if block.idx in self.single:
+                lines += [indent + x for x in body]
+                continue
+            lines.append(f"{indent}subgraph cluster_{self.cprefix}{block.idx} {{")
+            lines.append(f"{indent * 2}label={quote(signature(self.program, block))}; "
+                         f"style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};")
+            lines += [indent * 2 + x for x in body]
+            lines.append(f"{indent}}}")
+        lines += [indent + e for e in _chain(list(self.single.values()))]
+        if self.opts.stack:
+            for upper, lower in zip(self._block_ends, self._block_ends[1:]):
+                lines += [indent + e for e in stack_edges(*upper, *lower)]
+        return lines
+
+
+class _Walk:
+    """The edges of one block's grouped drawing, found by walking its ops in order: each
+    var joins the node that last wrote it to each node that reads it."""
+
+    def __init__(self, graph: "GroupedGraph", block: BlockDesc, plan: list[_Drawn]):
+        self.graph, self.block, self.plan = graph, block, plan
+        self.node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
+        self.drawn_of = {i: d for d in plan for i in d.group.ops}
+        self.loss_nodes = {n for d in plan if d.loss for n in d.op_nodes.values()}
+        opt = [d for d in plan if d.group.kind == "optimize"]
+        self.opt_first = (opt[0].node or next(iter(opt[0].op_nodes.values()))) if opt else None
+        self.opt_members = {n for d in opt for n in d.op_nodes.values()}
+        self.opt_cluster = f"cluster_{graph.cprefix}{block.idx}_opt"
+        self.writer: dict[str, str] = {}
+        self.inner_vars: dict[int, list[str]] = {}   # expanded group -> its var node lines
+        self.var_lines: list[str] = []
+        self.drawn_vars: set[str] = set()
+        self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
+        # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
+        self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
+                                             for d in plan) else set()
+
+    def var_node(self, name: str, holder: Optional[list[str]] = None) -> str:
+        node = self.graph.var_id(self.block, name)
+        if name not in self.drawn_vars:
+            self.drawn_vars.add(name)
+            (holder if holder is not None else self.var_lines).append(
+                self.graph._var_node(self.block, name))
+        return node
+
+    def _touch(self, name: str, node: str) -> None:
+        g = self.graph
+        g.first_touch.setdefault(name, node)
+        g.last_touch[name] = node
+
+    def op(self, i: int, op: OpDesc) -> None:
+        node, d = self.node_of[i], self.drawn_of[i]
+        for n in unique(op.input_names()):
+            self._touch(n, node)
+            self._read(n, node, d)
+        for n in unique(op.output_names()):
+            self._touch(n, node)
+            self.graph.first_write.setdefault(n, node)
+            if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
+                # an expanded group draws its vars: op -> var -> readers
+                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), []))
+                self.graph._edge(node, vnode)
+                self.writer[n] = vnode
+            else:
+                self.writer[n] = node
+
+    def _read(self, name: str, node: str, d: _Drawn) -> None:
+        src = self.writer.get(name)
+        if d.group.kind == "backward" and d.node is not None:
+            return      # the folded backward pass is drawn from the loss only (`finish`)
+        if src is None:
+            var = self.graph._var(self.block, name)
+            if name in self.feeds or (self.feeds and var is not None and var.is_data):
+                self.graph._edge(self.var_node(name), node)
+            return
+        if src == node:
+            return
+        if node in self.opt_members and src not in self.opt_members:
+            self.graph._edge(src, self.opt_first, [("lhead", self.opt_cluster)])
+            return
+        self.graph._edge(src, node)
+        self.outputs_of.setdefault(src, []).append(name)
+
+    def finish(self) -> None:
+        """The loss into the folded backward pass, and the returned vars."""
+        for d in self.plan:
+            if d.group.kind == "backward" and d.node is not None:
+                for src in self.loss_nodes:
+                    self.graph._edge(src, d.node)
+        for n in _returned(self.block.returns):
+            src = self.writer.get(n)
+            vnode = self.var_node(n)
+            if src is not None:
+                self.graph._edge(src, vnode)
+                self.outputs_of.setdefault(src, []).append(n)
+
+
+_GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",
+                 "reader": "reader", "optimize": "optimizer"}
+
+
+def _params_in_declared_order(program: ProgramDesc, groups: list[Group]) -> list[Group]:
+    """Optimize groups in the order their parameters are declared (``fc_0.w_0`` before
+    ``fc_0.b_0`` before ``fc_1.w_0``), where the backward pass made them in reverse."""
+    order = {n: k for k, n in enumerate(program.global_block().vars)}
+    opt = sorted((g for g in groups if g.kind == "optimize"),
+                 key=lambda g: order.get(g.layer, len(order)))
+    it = iter(opt)
+    return [next(it) if g.kind == "optimize" else g for g in groups]
+
+
+def _chain(nodes: list[str]) -> list[str]:
+    """Invisible edges that stack ``nodes`` in a column."""
+    return [f"{quote(a)} -> {quote(b)} [style=invis, weight=10];"
+            for a, b in zip(nodes, nodes[1:])]
+
+
+def _returned(returns: Any) -> list[str]:
+    if returns is None:
+        return []
+    if isinstance(returns, str):
+        return [returns]
+    values = returns if isinstance(returns, tuple) else returns.values()
+    return unique(n for r in values for n in _returned(r))
+
+
+class _Scopes:
+    """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, "_Scopes"] = {}
+        self.body: list[str] = []
+
+    def add(self, scope: str, lines: list[str]) -> None:
+        node = self
+        for part in scope.split("/"):
+            node = node.children.setdefault(part, _Scopes())
+        node.body.extend(lines)
+
+    def lines(self, prefix: str, style, path: str = "") -> list[str]:
+        out: list[str] = []
+        for k, (name, child) in enumerate(self.children.items()):
+            full = f"{path}/{name}" if path else name
+            out.append(f"subgraph cluster_{prefix}{_slug(full)} {{")
+            out.append("  " + style(full))
+            out += ["  " + x for x in child.lines(prefix, style, full)]
+            out += ["  " + x for x in child.body]
+            out.append("}")
+        return out
+
+
+def _slug(text: str) -> str:
+    """A cluster-id-safe form of a scope path (ids are quoted elsewhere; cluster names are
+    bare, so only letters, digits and '_')."""
+    return "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in text)

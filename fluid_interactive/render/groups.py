@@ -1,0 +1,109 @@
+"""Which ops are drawn together: one node per layer, per parameter's optimizer update, and
+one for the whole backward pass.
+
+A layer's vars carry its name (`ir.layers`: ``mlp/fc_0.tmp_2`` belongs to layer ``mlp/fc_0``
+in scope ``mlp``). Everything else is decided by op roles:
+
+* forward ops group by the layer of their first output; a layer whose ops run again later in
+  the block (a network called twice, a shared discriminator) is a second *call*, drawn as its
+  own node, so the drawing follows the data;
+* backward ops form one group (drawn folded unless asked for);
+* optimize ops group by the parameter in their ``op_role_var``: one group per parameter,
+  holding its update and its optimizer state;
+* learning-rate schedule ops form one group, RPC and distributed ops another, reader ops a
+  third.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.layers import layer_of, layer_type, scope_of
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from .style import is_reader_op
+
+__all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD"]
+
+# forward_only drops every op carrying one of these bits (LR schedule ops only feed the
+# optimizer, so they go with it).
+NOT_FORWARD = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED
+
+
+@dataclass
+class Group:
+    """Ops of one block drawn as one node (or, when expanded, as one cluster)."""
+    key: str                 # unique within the block: 'mlp/fc_0', 'mlp/fc_0#2', '@backward'
+    kind: str                # palette key: forward, backward, optimize, lrsched, rpc, reader
+    layer: str = ""          # forward: the layer; optimize: the parameter; else ''
+    ops: list[int] = field(default_factory=list)
+    call: int = 1            # forward: which use of the layer in this block
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.layer) if self.kind == "forward" else ""
+
+    @property
+    def short(self) -> str:
+        return self.layer.rpartition("/")[2] if self.layer else self.key
+
+
+def _first_name(op: OpDesc) -> Optional[str]:
+    for names in list(op.outputs.values()) + list(op.inputs.values()):
+        if names:
+            return names[0]
+    return None
+
+
+def _classify(op: OpDesc) -> tuple[str, str, str]:
+    """(kind, group key, layer) of one op; forward keys are made unique by the caller."""
+    role = op.role
+    # keys of non-forward groups start with '@', which no layer name does
+    if is_reader_op(op.type):
+        return "reader", "@reader", ""
+    if role & (OpRole.RPC | OpRole.DIST):
+        return "rpc", "@communication", ""
+    if role & OpRole.LRSCHED:
+        return "lrsched", "@lr", ""
+    if role & OpRole.OPTIMIZE:
+        param = op.role_var[0] if op.role_var else ""
+        return "optimize", "@optimize:" + param, param
+    if role & OpRole.BACKWARD:
+        return "backward", "@backward", ""
+    first = _first_name(op)
+    return "forward", "", layer_of(first) if first else op.type
+
+
+def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = False
+              ) -> list[Group]:
+    """The groups of ``block``'s ops, in the order their first op appears."""
+    groups: list[Group] = []
+    by_key: dict[str, Group] = {}
+    calls: dict[str, int] = {}
+    run_state: set[str] = set()   # persistable vars the current forward run has read
+    for i, op in enumerate(block.ops):
+        if forward_only and op.role & NOT_FORWARD:
+            continue
+        kind, key, layer = _classify(op)
+        if kind == "forward":
+            state = {n for n in op.input_names()
+                     if (v := program.find_var(block, n)) is not None and v.persistable}
+            last = groups[-1] if groups else None
+            # the same layer again right away is a second call once it reads its weights
+            # a second time
+            if last is not None and last.kind == "forward" and last.layer == layer \
+                    and not state & run_state:
+                last.ops.append(i)
+                run_state |= state
+                continue
+            run_state = set(state)
+            n = calls[layer] = calls.get(layer, 0) + 1
+            group = Group(layer if n == 1 else f"{layer}#{n}", kind, layer, [i], n)
+            groups.append(group)
+            by_key[group.key] = group
+            continue
+        group = by_key.get(key)
+        if group is None:
+            group = by_key[key] = Group(key, kind, layer)
+            groups.append(group)
+        group.ops.append(i)
+    return groups

@@ -1,0 +1,244 @@
+"""What both drawings of a program share: DOT quoting, HTML-like labels, the legend, block
+signatures, choosing blocks, and the document around the body.
+
+The op-level drawing (`dot`) and the grouped one (`grouped`) write their nodes and edges
+with these, so both quote untrusted names the same way and look alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.source import format_location
+from ..ir.text import format_returns, short_type
+from . import style as S
+
+MethodRef = Union[str, int]
+
+
+# --- quoting -------------------------------------------------------------------------------
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string whose *label* reads exactly ``text``.
+
+    Inside quotes DOT only unescapes ``\\"``; labels then read backslash escapes (``\\n``,
+    ``\\l``, ``\\N`` ...), so a literal backslash is doubled and a newline becomes ``\\n``.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class Raw(str):
+    """An attribute value already in DOT form (not quoted again)."""
+
+
+def html(text: str) -> str:
+    """Text inside an HTML-like label (where backslashes are literal)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def record(cells: list[str], st: "S.VarStyle", first_bold: bool = False) -> "Raw":
+    """A record-looking HTML-like table: one cell per field.
+
+    Graphviz's own ``shape=record`` fails on flat edges ("lost edge") as soon as an edge
+    has ``constraint=false``, which the write-back edges need; tables draw the same."""
+    tds = []
+    for i, text in enumerate(cells):
+        body = html(text)
+        if i == 0 and first_bold:
+            body = f"<b>{body}</b>"
+        if st.fontcolor != "#000000":
+            body = f'<font color="{st.fontcolor}">{body}</font>'
+        tds.append(f"<td>{body}</td>")
+    return Raw(f'<<table border="0" cellborder="{st.width}" cellspacing="0" cellpadding="3" '
+                f'bgcolor="{st.fill}" color="{st.border}"><tr>{"".join(tds)}</tr></table>>')
+
+
+def attrs(pairs: Iterable[tuple[str, Any]]) -> str:
+    out = []
+    for key, value in pairs:
+        if isinstance(value, Raw):
+            text = str(value)
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            text = repr(value)
+        else:
+            text = quote(str(value))
+        out.append(f"{key}={text}")
+    return "[" + ", ".join(out) + "]"
+
+
+def loc_text(op: OpDesc) -> str:
+    """Where the user's code made ``op``, short: ``fit.py:21`` or ``Cell In[3], line 7``."""
+    return format_location(op.loc, short=True)
+
+
+def op_node_attrs(op: OpDesc, legend: "Legend") -> list[tuple[str, Any]]:
+    """An op drawn by itself: an ellipse labelled with its type, filled by its role, a red
+    double border for the loss, and where the user's code made it as the tooltip."""
+    kind = S.op_kind(op)
+    st = S.OP_STYLES[kind]
+    legend.op_kinds.add(kind)
+    pairs: list[tuple[str, Any]] = [("label", op.type), ("shape", "ellipse"),
+                                    ("style", "filled"), ("fillcolor", st.fill)]
+    if S.is_loss(op):
+        legend.loss = True
+        pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
+    else:
+        pairs.append(("color", st.border))
+    pairs.append(("tooltip", loc_text(op) or f"{op.type} (no source line)"))
+    return pairs
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+# --- what the graph holds ------------------------------------------------------------------
+
+@dataclass
+class Legend:
+    """What the drawn graphs used, so the legend lists only that."""
+    op_kinds: set = field(default_factory=set)
+    var_kinds: set = field(default_factory=set)
+    loss: bool = False
+    summary: bool = False
+    cross: bool = False
+
+    def cells(self) -> list[str]:
+        """One HTML-like table cell per kind used: a swatch with its meaning."""
+        out: list[str] = []
+
+        def cell(text: str, fill: str, border: str, *, rounded: bool = False, width: int = 1,
+                 font: str = "#000000") -> None:
+            style = ' style="rounded"' if rounded else ""
+            body = html(text)
+            if font != "#000000":
+                body = f'<font color="{font}">{body}</font>'
+            out.append(f'<td bgcolor="{fill}" color="{border}" border="{width}"{style}>'
+                       f"{body}</td>")
+
+        for kind, st in S.OP_STYLES.items():
+            if kind in self.op_kinds:
+                cell(f"{st.legend} op", st.fill, st.border, rounded=True)
+        if self.loss:
+            cell("loss op (double border)", "#ffffff", S.LOSS_BORDER, rounded=True, width=2)
+        if self.summary:
+            cell("several ops drawn as one (box)", "#ffffff", S.EDGE_COLOR)
+        for kind, st in S.VAR_STYLES.items():
+            if kind in self.var_kinds:
+                text = st.legend + (f" [{st.tag}]" if st.tag else "")
+                cell(text, st.fill, st.border, width=st.width, font=st.fontcolor)
+        if self.cross:
+            cell("edge between programs", "#ffffff", S.CROSS_EDGE_COLOR,
+                 font=S.CROSS_EDGE_COLOR)
+        return out
+
+
+def graph_label(title: str, legend: Optional[Legend], per_row: int = 3) -> str:
+    """The drawing's label, above it: the title, then the legend in rows of ``per_row``
+    swatches, so the legend never makes the drawing wider than a few swatches."""
+    cells = legend.cells() if legend is not None else []
+    if not cells:
+        return quote(title) if title else ""
+    rows = []
+    if title:
+        rows.append(f'<tr><td border="0" colspan="{per_row}" align="left">'
+                    f'<font point-size="12">{html(title)}</font></td></tr>')
+    rows.append(f'<tr><td border="0" colspan="{per_row}" align="left"><b>legend</b></td></tr>')
+    for k in range(0, len(cells), per_row):
+        rows.append("<tr>" + "".join(cells[k:k + per_row]) + "</tr>")
+    return ('<<table border="0" cellborder="1" cellspacing="3" cellpadding="2">'
+            + "".join(rows) + "</table>>")
+
+
+def as_program(program: Any) -> ProgramDesc:
+    if isinstance(program, ProgramDesc):
+        return program
+    inner = getattr(program, "program", None)   # a compiled program holds its description
+    if isinstance(inner, ProgramDesc):
+        return inner
+    raise TypeError(f"expected a ProgramDesc or a compiled program (the result of "
+                    f"Compile()), got {type(program).__name__}")
+
+
+def unique(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def signature(program: ProgramDesc, block: BlockDesc) -> str:
+    if block.idx == 0:
+        return "global (block 0): parameters and state"
+    if not block.name:
+        return f"block {block.idx} (parent {block.parent_idx})"
+    args = ", ".join(f"{n}: {short_type(program.find_var(block, n))}" for n in block.feeds)
+    return f"block {block.idx}: {block.name}({args}) -> {format_returns(block.returns)}"
+
+
+def select_blocks(program: ProgramDesc, methods: Union[None, MethodRef, Sequence[MethodRef]]
+                   ) -> list[BlockDesc]:
+    """The non-global blocks to draw: the named methods (by name or block index) and the
+    sub-blocks under them; every non-global block when ``methods`` is None."""
+    if methods is None:
+        return [b for b in program.blocks if b.idx != 0]
+    if isinstance(methods, (str, int, BlockDesc)):
+        methods = [methods]
+    chosen: set[int] = set()
+    for m in methods:
+        if isinstance(m, BlockDesc):
+            m = m.idx
+        if isinstance(m, int) and not 0 <= m < len(program.blocks):
+            raise KeyError(f"program has no block {m}; it has blocks 0..{len(program.blocks) - 1}")
+        chosen.add(program.block(m).idx)
+    chosen.discard(0)
+    picked = []
+    for b in program.blocks:
+        a: Optional[BlockDesc] = b
+        while a is not None and a.idx not in chosen:
+            a = program.blocks[a.parent_idx] if a.parent_idx > 0 else None
+        if a is not None:
+            picked.append(b)
+    return picked
+
+
+GRAPH_ATTRS = attrs([("rankdir", "TB"), ("newrank", True), ("nodesep", 0.3),
+                       ("ranksep", 0.4), ("fontname", S.FONT), ("fontsize", 12),
+                       ("labelloc", "t"), ("labeljust", "l")])
+NODE_ATTRS = attrs([("fontname", S.FONT), ("fontsize", 10), ("height", 0.3)])
+EDGE_ATTRS = attrs([("color", S.EDGE_COLOR), ("arrowsize", 0.6), ("fontname", S.FONT)])
+
+
+def document(title: str, body: list[str], legend: Optional[Legend], *,
+             compound: bool = False) -> str:
+    """The ``digraph`` around ``body``, labelled with the title and the legend.
+    ``compound`` lets edges end at a cluster's border (``lhead``/``ltail``)."""
+    lines = [f"digraph {quote(title or 'program')} {{",
+             f"  graph {GRAPH_ATTRS};"]
+    if compound:
+        lines.append("  compound=true;")
+    label = graph_label(title, legend)
+    if label:
+        lines.append(f"  label={label};")
+    lines += [f"  node {NODE_ATTRS};", f"  edge {EDGE_ATTRS};"]
+    lines += body
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def stack_edges(upper_nodes: Sequence[str], upper_flow: Sequence[tuple[str, str]],
+                lower_nodes: Sequence[str], lower_flow: Sequence[tuple[str, str]]) -> list[str]:
+    """Invisible edges that lay one part of a drawing out under another: every last node
+    of the upper part (no ranking edge leaves it) comes before the lower part's first node,
+    and the upper part's bottom node before each of the lower part's first nodes (no
+    ranking edge enters them). Only the edge from the bottom node to the first node pulls,
+    so the parts line up in one column instead of drifting apart."""
+    sinks = [n for n in upper_nodes if n not in {a for a, _ in upper_flow}]
+    sources = [n for n in lower_nodes if n not in {b for _, b in lower_flow}]
+    if not sinks or not sources:
+        return []
+    pairs = [(a, sources[0]) for a in sinks[:-1]] + [(sinks[-1], b) for b in sources[1:]]
+    return ([f"{quote(a)} -> {quote(b)} [style=invis, weight=0];" for a, b in pairs]
+            + [f"{quote(sinks[-1])} -> {quote(sources[0])} [style=invis];"])
