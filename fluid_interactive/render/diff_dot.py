@@ -172,12 +172,16 @@ def _state_lines(d: ProgramDiff, drawings: list[_BlockDrawing]) -> list[str]:
     return out
 
 
-def _legend() -> list[str]:
+def _legend(kinds: set[str]) -> list[str]:
+    """A swatch for each look the drawing uses."""
     rows = "".join(
         f'<tr><td bgcolor="{LOOKS[k][0]}" color="{LOOKS[k][1]}" border="1">{text}</td></tr>'
         for k, text in (("added", "added op / state"), ("removed", "removed op"),
                         ("changed", "changed op"), ("reinitialised", "state that starts again"),
-                        ("same", "unchanged op")))
+                        ("dropped", "dropped state"), ("same", "unchanged op"))
+        if k in kinds)
+    if not rows:
+        return []
     return [f'  "legend" [shape=plaintext, margin=0, fontsize=9, label=<<table border="0" '
             f'cellborder="1" cellspacing="2" cellpadding="3"><tr><td border="0"><b>legend'
             f"</b></td></tr>{rows}</table>>];"]
@@ -204,6 +208,9 @@ def diff_to_dot(d: ProgramDiff, context_limit: int = CONTEXT_LIMIT, legend: bool
         lines += drawing.lines()
     lines += _state_lines(d, drawings)
     if legend:
-        lines += _legend()
+        kinds = {d_.kinds[e] for d_ in drawings for e in d_.shown}
+        kinds |= {"reinitialised" if s.status == "reinitialised" else s.status
+                  for s in d.state if s.status != "kept"}
+        lines += _legend(kinds)
     lines.append("}")
     return "\n".join(lines) + "\n"

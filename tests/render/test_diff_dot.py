@@ -83,3 +83,11 @@ def test_it_lays_out():
     svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert "<svg" in svg and LOOKS["changed"][1] in svg and LOOKS["added"][1] in svg
+
+
+def test_the_legend_lists_what_is_drawn():
+    dot = diff_to_dot(fluid.diff(make("relu"), make("tanh")))
+    legend = dot[dot.index('"legend"'):]
+    assert "changed op" in legend and "unchanged op" in legend
+    assert "added op" not in legend and "removed op" not in legend
+    assert '"legend"' not in diff_to_dot(fluid.diff(make(), make()))
