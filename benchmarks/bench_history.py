@@ -16,27 +16,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-import statistics  # noqa: E402
 from typing import Callable  # noqa: E402
 
 import fluid  # noqa: E402
+from _timing import interleaved_us  # noqa: E402
 from bench_fit_a_line import BATCH, FEATURES, FitALine  # noqa: E402
-
-
-def interleaved_cpu_us(contenders: dict[str, Callable[[], object]], calls: int,
-                       rounds: int = 15) -> dict[str, float]:
-    """Median CPU µs per call of each contender, alternating blocks between them."""
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for fn in contenders.values():  # warm up
-        for _ in range(max(10, calls // 10)):
-            fn()
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            t0 = time.thread_time()
-            for _ in range(calls):
-                fn()
-            samples[name].append((time.thread_time() - t0) / calls * 1e6)
-    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 class MLP(fluid.Program):
@@ -62,11 +46,12 @@ def _faults_per_call(fn: Callable[[], object], calls: int) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
 
 
-def compare(name: str, cls: type, args: tuple, calls: int) -> None:
+def compare(name: str, cls: type, args: tuple, calls: int, rounds: int) -> None:
     off, on = cls().Compile(seed=0), cls().Compile(seed=0)
     on.keep_history()
-    times = interleaved_cpu_us({"off": lambda: off.train_step(*args),
-                                "on": lambda: on.train_step(*args)}, calls=calls)
+    times = interleaved_us({"off": lambda: off.train_step(*args),
+                            "on": lambda: on.train_step(*args)}, calls=calls, rounds=rounds,
+                           clock=time.thread_time)
     per_step = on.history.changes()[0].nbytes
     faults = {k: _faults_per_call(lambda: p.train_step(*args), 50)
               for k, p in (("off", off), ("on", on))}
@@ -88,10 +73,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, FEATURES)).astype(np.float32)
     y = rng.standard_normal((BATCH, 1)).astype(np.float32)
-    compare("fit_a_line (batch 256, SGD)", FitALine, (x, y), calls=2000)
+    compare("fit_a_line (batch 256, SGD)", FitALine, (x, y), calls=2000, rounds=15)
     xm = rng.standard_normal((64, 784)).astype(np.float32)
     ym = rng.integers(0, 10, (64, 1)).astype(np.int64)
-    compare("MLP 784-256-256-10 (batch 64, Adam)", MLP, (xm, ym), calls=50)
+    compare("MLP 784-256-256-10 (batch 64, Adam)", MLP, (xm, ym), calls=20, rounds=61)
 
 
 if __name__ == "__main__":
