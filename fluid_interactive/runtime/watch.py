@@ -136,3 +136,11 @@ def install(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]
         type(method).__call__ = _watching_call(method, names, watch)
         kept[name] = names
     return kept
+
+
+def reinstall(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]:
+    """`install` after the methods' plain entries were made anew (the program was
+    recompiled, or its history turned on or off): the plain entries kept from before are
+    stale."""
+    watch._installed.clear()
+    return install(program, watch)
