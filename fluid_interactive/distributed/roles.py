@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..passes.transpiler import transpile
 from .errors import DistributedError, ServerUnreachable
-from .launch import RoleConfig, launch, role_from_env
+from .launch import RoleConfig, distributed_options, launch, role_from_env
 from .pserver import DEFAULT_TIMEOUT, plan_digest
 from .state import default_root
 
@@ -43,9 +43,10 @@ def distribute_if_requested(compiled: Any, argv: Optional[Sequence[str]] = None,
     """``compiled`` itself without ``--distributed``; otherwise what the role asks for
     (see the module docstring)."""
     env = os.environ if environ is None else environ
-    cfg = role_from_env(env, sys.argv if argv is None else argv)
-    if not cfg.distributed:
-        return compiled
+    argv = sys.argv if argv is None else argv
+    if not distributed_options(argv, env):
+        return compiled  # a plain script never reads (or trips over) the role variables
+    cfg = role_from_env(env, argv)
     plan = transpile(compiled, **cfg.transpile_kwargs())
     if cfg.role == "TRAINER":
         return start_trainer(plan, cfg, env)
