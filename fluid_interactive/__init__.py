@@ -9,10 +9,11 @@ from .backend import get_device, set_device
 from .errors import (CheckpointError, DTypeError, EOFException, FeedError, FluidError,
                      KernelError, NameConflictError, NotCompiledError, OnnxError,
                      OpArgumentError, ProgramDefinitionError,
-                     ReaderError, RecordIOError, ShapeError, VerifyError)
+                     ReaderError, RecordIOError, RewindError, ShapeError, VerifyError)
 from .io import recordio
 from .frontend import backward, initializer, layers, optimizer, regularizer
 from .frontend.backward import gradients
+from .frontend.diff import diff
 from .frontend.naming import var_scope
 from .frontend.param_attr import ParamAttr
 from .frontend.parameters import parameters
@@ -22,8 +23,10 @@ from .frontend.variable import Variable
 from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, format_program,
                  program_from_json, program_to_json)
 from .passes.verify import check_program
-from .runtime.checkpoint import load
+from .ir.diff import ProgramDiff
 from .runtime.compiled import CompiledMethod, CompiledProgram
+from .runtime.history import history_defaults
+from .runtime.load import load
 from .passes.transpiler import TranspilePlan, transpile
 from . import distributed  # noqa: F401,E402  (registers the in-process engine)
 
@@ -33,11 +36,12 @@ __all__ = [
     "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "optimizer", "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
+    "diff", "ProgramDiff", "history_defaults",
     "distributed", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "NotCompiledError", "KernelError", "VerifyError",
-    "CheckpointError", "OnnxError", "EOFException", "RecordIOError", "ReaderError", "recordio",
+    "CheckpointError", "OnnxError", "RewindError", "EOFException", "RecordIOError", "ReaderError", "recordio",
     "__version__",
 ]

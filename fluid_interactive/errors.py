@@ -60,6 +60,12 @@ class CheckpointError(FluidError, ValueError):
     """A checkpoint directory is missing, incomplete, corrupt or does not match the program."""
 
 
+class RewindError(FluidError, ValueError):
+    """`CompiledProgram.rewind` cannot go back as far as asked: the program keeps no
+    history, or its history holds fewer changes (its bounds forgot older ones). Nothing
+    was changed."""
+
+
 class EOFException(FluidError):
     """A reader reached the end of its data. Call ``reset()`` to start again."""
 

@@ -81,9 +81,9 @@ thread while the notebook calls `infer`:
   lock: each concurrent call gets its own instance of the plan (buffers and kernel state),
   and reads every parameter it needs in one step, so its results are identical to a
   sequential call's and it never mixes parameters of two training steps.
-- `set_var`, `set_parameters`, `reset_readers`, `close` and `fluid.load`'s restore take the
-  lock too, so they land between steps; `parameters()` and `save` read one consistent
-  moment of the scope.
+- `set_var`, `set_parameters`, `reset_readers`, `close`, `rewind` and `recompile` (and so a
+  class redefined in a notebook) take the lock too, so they land between steps;
+  `parameters()` and `save` read one consistent moment of the scope.
 - The cost: a state-changing call takes an uncontended lock (well under a microsecond);
   a concurrent call of a read-only method builds one more plan instance the first time two
   calls overlap.

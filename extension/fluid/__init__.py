@@ -6,6 +6,8 @@ work in a plain script too: `fluid.train` (a training loop with a progress displ
 (the activations and gradients a watched call kept, layer by layer) and
 `fluid.live_reload` (recompile live programs when their class is redefined), and ONNX in
 and out: `fluid.export_onnx`, `fluid.import_onnx`, `fluid.onnx_program` (docs/export.md).
+`fluid.diff` (what differs between two programs) and ``prog.rewind(n)`` come from the
+engine; the extension shows diffs as drawings and adds ``%fluid history`` / ``%fluid rewind``.
 
 In IPython or Jupyter, ``%load_ext fluid`` also puts ``fluid`` into the namespace,
 registers the ``%fluid`` / ``%%fluid`` magics, graph display of programs, the cell hooks

@@ -18,8 +18,9 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
-from fluid_interactive.render import (DotError, block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
-                                      layer_drawings, program_to_dot, split_to_dot)
+from fluid_interactive.render import (DETAILS, DotError, block_to_dot, dot_to_svg, dots_to_svgs,
+                                      has_dot, layer_drawings, program_to_dot, split_to_dot)
+from fluid_interactive.render.svg import DEFAULT_TIMEOUT
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 from fluid_interactive.table import Table
 
@@ -60,14 +61,14 @@ def _inline(svg: Optional[str]) -> Optional[str]:
     return svg
 
 
-def _svg(dot: str, timeout: Optional[float] = None) -> Optional[str]:
+def _svg(dot: str, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Optional[str]:
     """SVG for DOT text, cached by the text (drawing the same program twice costs one run
     of dot); None without graphviz. A `DotError` is not cached: the next try runs dot
     again."""
     if dot in _SVG_CACHE:
         _SVG_CACHE.move_to_end(dot)
         return _SVG_CACHE[dot]
-    svg = _inline(dot_to_svg(dot) if timeout is None else dot_to_svg(dot, timeout))
+    svg = _inline(dot_to_svg(dot, timeout))
     _SVG_CACHE[dot] = svg
     while len(_SVG_CACHE) > _SVG_CACHE_SIZE:
         _SVG_CACHE.popitem(last=False)
@@ -83,7 +84,7 @@ class Graph:
     stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
     narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings
     of single layers, shown under the drawing to expand them. ``timeout`` limits each run
-    of ``dot``.
+    of ``dot`` (None: `render.svg.DEFAULT_TIMEOUT`).
     """
 
     def __init__(self, dot: str, title: str = "", text: str = "", *,
@@ -95,7 +96,7 @@ class Graph:
         self.text = text    # the canonical text form of what is drawn, shown without graphviz
         self.narrow = narrow
         self.layers = list(layers)
-        self.timeout = timeout
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._layers_svg: Optional[list[str]] = None
 
     @property
@@ -115,8 +116,7 @@ class Graph:
         if not self.layers:
             return []
         if self._layers_svg is None:
-            svgs = dots_to_svgs([d for _, _, d in self.layers],
-                                *(() if self.timeout is None else (self.timeout,)))
+            svgs = dots_to_svgs([d for _, _, d in self.layers], self.timeout)
             self._layers_svg = [_inline(s) or "" for s in svgs or []]
         return [(node, label, svg) for (node, label, _), svg
                 in zip(self.layers, self._layers_svg)]
@@ -189,7 +189,7 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
     ``show_global`` draws block 0 with its initialisers. ``timeout`` (seconds) limits
     graphviz.
     """
-    if detail not in ("layers", "ops"):
+    if detail not in DETAILS:
         raise ValueError(f"detail must be 'layers' or 'ops'; got {detail!r}")
     layered = detail == "layers"
 
@@ -200,20 +200,29 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
             return draw(stack), None
         return draw(False), draw(True)
 
+    def options(collapse: Optional[bool]) -> dict[str, Any]:
+        return dict(forward_only=forward_only, collapse_grads=bool(collapse),
+                    show_global=show_global, legend=legend, detail=detail, expand=expand)
+
     if isinstance(obj, TranspilePlan):
+        title = f"{obj.mode} transpile: trainer {trainer} and {len(obj.endpoints)} " \
+                f"parameter servers"
         wide, narrow = variants(lambda s: plan_to_dot(
-            obj, trainer, forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s, title=f"{obj.mode} transpile: trainer {trainer} and "
-                                   f"{len(obj.endpoints)} parameter servers"))
+            obj, trainer, **options(collapse_grads), stack_methods=s, title=title))
         return Graph(wide, "distributed plan", obj.text(), narrow=narrow, timeout=timeout)
     if isinstance(obj, CompiledMethod):
-        program, blocks, title, text = owner_of(obj).program, [obj.block.idx], \
-            f"{owner_of(obj).program.name}.{obj.block.name}", obj.text
+        program, blocks = owner_of(obj).program, [obj.block.idx]
+        title, text = f"{program.name}.{obj.block.name}", obj.text
+
+        def draw(**kw: Any) -> str:
+            return block_to_dot(program, obj.block.idx, **kw)
     elif isinstance(obj, (CompiledProgram, ProgramDesc)):
         program = obj.program if isinstance(obj, CompiledProgram) else obj
-        blocks = None if methods is None else methods
+        blocks = methods
         title, text = program.name or "program", format_program(program)
+
+        def draw(**kw: Any) -> str:
+            return program_to_dot(program, blocks, **kw)
     else:
         raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
                         f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
@@ -222,16 +231,7 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
             program.block(m).idx for m in ([blocks] if isinstance(blocks, (str, int))
                                            else blocks)]
         collapse_grads = _op_count(program, idxs) > AUTO_COLLAPSE_OPS
-    if isinstance(obj, CompiledMethod):
-        wide, narrow = variants(lambda s: block_to_dot(
-            program, blocks[0], forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s))
-    else:
-        wide, narrow = variants(lambda s: program_to_dot(
-            program, blocks, forward_only=forward_only, collapse_grads=bool(collapse_grads),
-            show_global=show_global, legend=legend, detail=detail, expand=expand,
-            stack_methods=s))
+    wide, narrow = variants(lambda s: draw(**options(collapse_grads), stack_methods=s))
     layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
     return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
 

@@ -155,7 +155,7 @@ def graph_html(svg: str, title: str = "", layers: Sequence[tuple[str, str, str]]
     width, height = svg_size(svg)
     return (f'<div class="fluid-graph" id="{dom_id}" style="max-width:100%">'
             + _head(title, width, height, interactive=True)
-            + f'<div class="fluid-graph-view" style="max-width:100%;overflow:auto">'
+            + '<div class="fluid-graph-view" style="max-width:100%;overflow:auto">'
             + fit_svg(svg) + "</div>" + _layers(layers)
             + _SCRIPT % {"id": dom_id} + "</div>")
 

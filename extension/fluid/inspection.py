@@ -22,17 +22,13 @@ from typing import Any, Optional
 import numpy as np
 
 from fluid_interactive.backend import to_host
-from fluid_interactive.ir.layers import layer_of
-from fluid_interactive.ir.records import OpRole
+from fluid_interactive.ir.layers import model_ops
 from fluid_interactive.runtime.compiled import CompiledProgram
 from fluid_interactive.table import Table
 
 from .scope import histogram_svg
 
 __all__ = ["inspect", "Inspection", "LayerValues"]
-
-_NOT_FORWARD = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED | OpRole.RPC | OpRole.DIST
-
 
 def _host(value: Any) -> np.ndarray:
     return np.asarray(to_host(value), dtype=np.float64)
@@ -142,11 +138,9 @@ def inspect(program: CompiledProgram, method: Optional[str] = None) -> Inspectio
     block = program.methods[kept.method].block
     grads_of = {op.role_var[0]: op.role_var[1] for op in block.ops if len(op.role_var) == 2}
     layers: dict[str, LayerValues] = {}
-    for op in block.ops:
-        if op.role & _NOT_FORWARD or not op.output_names():
-            continue
+    for layer, op in model_ops(block):
         out = op.output_names()[0]
-        lv = layers.setdefault(layer_of(out), LayerValues(layer_of(out)))
+        lv = layers.setdefault(layer, LayerValues(layer))
         if out in kept:
             lv.activation, lv.values = out, _host(kept[out])
         for param in op.input_names():

@@ -7,10 +7,13 @@ Loading
     `ProgramDesc` show as a graph when graphviz's ``dot`` exists (HTML: the drawing fitted
     to the cell with zoom buttons; SVG for front ends without HTML); their text/plain
     form stays the canonical text (with a one-line hint when the graph cannot be drawn);
-  * registers two cell hooks: ``pre_run_cell`` notes which `fluid.Program` subclasses the
-    namespace holds, ``post_run_cell`` recompiles the live programs of any class the cell
-    defined anew (`fluid.live`);
-  * wraps `Program.Compile` so every compiled program records its class and options;
+  * a `ProgramDiff` (`fluid.diff`) shows as its text and a drawing of what changed;
+  * listens for `fluid.Program` class statements (`frontend.program.on_class_defined`):
+    a class defined anew recompiles the live programs of the earlier class right there,
+    so the rest of the cell runs the new program; the report, and the diff when the
+    program changed, are shown (`fluid.live`, `fluid.timetravel`);
+  * turns on the history that ``%fluid rewind`` and ``prog.rewind(n)`` use, for programs
+    compiled from then on (`fluid_interactive.history_defaults`);
   * installs a traceback filter: an error raised through fluid's own frames is shown
     without them, ending at the user's line (``%fluid traceback full`` shows everything);
   * names cells as IPython does wherever fluid prints a location (the text form, graph
@@ -30,11 +33,14 @@ import types
 from typing import Any, Optional
 
 from fluid_interactive.errors import FluidError
+from fluid_interactive.frontend.program import on_class_defined
 from fluid_interactive.ir import ProgramDesc
+from fluid_interactive.ir.diff import ProgramDiff
 from fluid_interactive.ir.source import add_file_labeller, is_internal, remove_file_labeller
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.runtime.history import history_defaults
 
-from . import display, live
+from . import display, live, timetravel
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "FluidExtension",
            "strip_internal_frames"]
@@ -114,6 +120,10 @@ def _text_formatter(obj: Any, printer: Any, cycle: bool) -> None:
     printer.text(display.text_for(obj))
 
 
+def _diff_formatter(obj: ProgramDiff) -> str:
+    return timetravel.DiffView(obj)._repr_html_()
+
+
 # --- the extension's state on one shell ----------------------------------------------------------
 
 class FluidExtension:
@@ -123,12 +133,12 @@ class FluidExtension:
     def __init__(self, shell: Any):
         self.shell = shell
         self.full_tracebacks = False
-        self._classes_before: dict[str, type] = {}
         self._formatters: list[tuple[Any, type, Any]] = []   # (formatter, type, previous)
         self._events: list[tuple[str, Any]] = []
         self._custom_exc_before: Optional[tuple] = None
+        self._history_before: Optional[bool] = None
         self._magics: Any = None
-        self.reports: list[str] = []   # the last cell's recompile reports (tests read them)
+        self.reports: list[str] = []   # this cell's recompile reports (tests read them)
 
     # locations ----------------------------------------------------------------------------
 
@@ -141,26 +151,27 @@ class FluidExtension:
     # cell hooks ---------------------------------------------------------------------------
 
     def pre_run_cell(self, info: Any = None) -> None:
-        self._classes_before = live.program_classes(self.shell.user_ns)
-
-    def post_run_cell(self, result: Any = None) -> None:
         self.reports = []
-        if not live.is_live_reload():
+
+    def class_defined(self, cls: type) -> None:
+        """A `fluid.Program` subclass was just defined: recompile the live programs of an
+        earlier class of that name, now, before the rest of the cell runs."""
+        ns = self.shell.user_ns
+        if not live.is_live_reload() or not live.is_redefinable(cls, ns):
             return
-        after = live.program_classes(self.shell.user_ns)
-        changed = live.redefined(self._classes_before, after)
-        self._classes_before = after
-        if not changed:
+        if not live.stale_programs(cls, live.live_programs()):
             return
         gc.collect()   # programs nobody holds any more are not worth recompiling
-        programs = live.live_programs()
-        names = {id(p): label for label, p, _ in live.named_live_programs(self.shell.user_ns)}
-        for cls in changed:
-            for compiled in live.stale_programs(cls, programs):
-                report = live.recompile(compiled, cls)
-                text = report.summary(names.get(id(compiled), ""))
-                self.reports.append(text)
-                print(text, file=sys.stderr if report.error else sys.stdout)
+        names = {id(p): label for label, p, _ in live.named_live_programs(ns)}
+        for compiled in live.stale_programs(cls, live.live_programs()):
+            report = live.recompile(compiled, cls)
+            label = names.get(id(compiled), "")
+            text = report.summary(label)
+            self.reports.append(text)
+            print(text, file=sys.stderr if report.error else sys.stdout)
+            if report.diff is not None and report.diff.changed:
+                from IPython.display import display as show
+                show(timetravel.DiffView(report.diff, f"what changed in {label or cls.__name__}"))
 
     # load / unload ---------------------------------------------------------------------------
 
@@ -176,16 +187,18 @@ class FluidExtension:
                 previous = formatter.type_printers.get(typ)
                 formatter.for_type(typ, func)
                 self._formatters.append((formatter, typ, previous))
-        for event in ("pre_run_cell", "post_run_cell"):
-            callback = getattr(self, event)
-            shell.events.register(event, callback)
-            self._events.append((event, callback))
+        html = shell.display_formatter.formatters["text/html"]
+        self._formatters.append((html, ProgramDiff, html.type_printers.get(ProgramDiff)))
+        html.for_type(ProgramDiff, _diff_formatter)
+        shell.events.register("pre_run_cell", self.pre_run_cell)
+        self._events.append(("pre_run_cell", self.pre_run_cell))
         self._custom_exc_before = (shell.custom_exceptions, getattr(shell, "CustomTB", None))
         if not shell.custom_exceptions:   # never take the slot from another extension
             shell.set_custom_exc((Exception,), _custom_exc)
-        live.install_compile_hook()
+        on_class_defined(self.class_defined)
+        self._history_before = history_defaults()["enabled"]
+        history_defaults(True)
         add_file_labeller(self.file_label)
-        self._classes_before = live.program_classes(shell.user_ns)
         shell.push({"fluid": sys.modules[__package__]})
 
     def unload(self) -> None:
@@ -213,7 +226,10 @@ class FluidExtension:
             shell.custom_exceptions = exc_tuple
             if custom_tb is not None:
                 shell.CustomTB = custom_tb
-        live.remove_compile_hook()
+        on_class_defined(self.class_defined, add=False)
+        if self._history_before is not None:
+            history_defaults(self._history_before)
+            self._history_before = None
         remove_file_labeller(self.file_label)
         if shell.user_ns.get("fluid") is sys.modules.get(__package__):
             shell.user_ns.pop("fluid", None)

@@ -9,6 +9,8 @@
     %fluid explore [PROG]             the variable explorer widget
     %fluid live [on|off]              recompile live programs when their class is redefined
     %fluid traceback [user|full]      hide (default) or show fluid's own frames in errors
+    %fluid history [PROG] [--all]     the changes PROG can rewind, newest first
+    %fluid rewind [N] [PROG]          take back PROG's last N changes (default 1)
 
     %%fluid [--as NAME] [--seed N] [--forward-only] [--ops] [--collapse-grads] [--no-graph]
     class Net(fluid.Program): ...     runs the cell, compiles each Program subclass it
@@ -27,6 +29,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from fluid_interactive.backend import get_device, set_device
+from fluid_interactive.errors import FluidError
 from fluid_interactive.ir import ProgramDesc
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
@@ -37,7 +40,7 @@ from .scope import programs_table, vars_table
 __all__ = ["FluidMagics"]
 
 _COMMANDS = ("programs", "vars", "graph", "summary", "inspect", "device", "explore", "live",
-             "traceback")
+             "traceback", "history", "rewind")
 
 
 @magics_class
@@ -75,13 +78,15 @@ class FluidMagics(Magics):
     @magic_arguments()
     @argument("command", choices=_COMMANDS, help="what to show or set")
     @argument("target", nargs="?", default=None,
-              help="a program (PROG or PROG.method), a device, or on/off")
+              help="a program (PROG or PROG.method), a device, on/off, or a count")
+    @argument("more", nargs="?", default=None, help="rewind: the program or the count")
     @argument("--forward-only", action="store_true",
               help="graph: leave out backward and optimizer ops")
     @argument("--collapse-grads", action="store_true",
               help="graph: one node for all backward and one for all optimizer ops")
     @argument("--dot", action="store_true", help="graph: print the DOT text instead")
     @argument("--ops", action="store_true", help="graph: one node per op, not per layer")
+    @argument("--all", action="store_true", help="history: every change, not the newest 20")
     @line_magic
     def fluid(self, line: str = "") -> Any:
         """Inspect and steer fluid programs; see ``%fluid?`` for the subcommands."""
@@ -90,6 +95,8 @@ class FluidMagics(Magics):
             raise UsageError("%fluid needs a subcommand: " + ", ".join(_COMMANDS) +
                              " (see %fluid?)")
         args = parse_argstring(self.fluid, line)
+        if args.more is not None and args.command != "rewind":
+            raise UsageError(f"%fluid {args.command}: unexpected argument {args.more!r}")
         return getattr(self, "_cmd_" + args.command)(args)
 
     def _no_target(self, args: Any) -> None:
@@ -185,6 +192,43 @@ class FluidMagics(Magics):
                  "your code only (%fluid traceback full shows fluid's frames too)")
         print(f"fluid: tracebacks show {shown}")
         return None
+
+    def _cmd_history(self, args: Any) -> Any:
+        from .timetravel import history_table
+        rows = 0 if args.all else 20
+        if args.target is not None:
+            return history_table(args.target, self._program(args.target, "history"), rows)
+        return self._with_history(lambda label, prog: history_table(label, prog, rows),
+                                  "history")
+
+    def _cmd_rewind(self, args: Any) -> Any:
+        __tracebackhide__ = True
+        words = [w for w in (args.target, args.more) if w is not None]
+        counts = [w for w in words if w.isdigit()]
+        names = [w for w in words if not w.isdigit()]
+        if len(counts) > 1 or len(names) > 1:
+            raise UsageError(f"%fluid rewind takes a count and a program, e.g. %fluid rewind "
+                             f"10 my_prog; got {' '.join(words)!r}")
+        n = int(counts[0]) if counts else 1
+
+        def rewind(label: str, prog: CompiledProgram) -> None:
+            try:
+                report = prog.rewind(n)
+            except FluidError as exc:
+                raise UsageError(f"%fluid rewind {label}: {exc}") from None
+            report.label = label
+            print(report)
+        if names:
+            return rewind(names[0], self._program(names[0], "rewind"))
+        return self._with_history(rewind, "rewind")
+
+    def _with_history(self, action: Any, what: str) -> Any:
+        from .timetravel import pick_program
+        try:
+            label, prog = pick_program(live.named_live_programs(self.shell.user_ns), what)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return action(label, prog)
 
     # --- %%fluid -----------------------------------------------------------------------------
 

@@ -168,9 +168,9 @@ def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: 
         log = min(finite) > 0 and max(finite) / min(finite) > 100
         n = max(total, len(loss), 2)
         lines = [(list(loss), "#d6604d", 1.5, 1.0)]
-        if smoothing > 0 and len(finite) > 2:
-            lines = [(list(loss), "#d6604d", 1.0, 0.3),
-                     (list(smooth(loss, smoothing)), "#b2182b", 1.8, 1.0)]
+        smoothed = smooth(loss, smoothing) if smoothing > 0 and len(finite) > 2 else None
+        if smoothed is not None:
+            lines = [(list(loss), "#d6604d", 1.0, 0.3), (list(smoothed), "#b2182b", 1.8, 1.0)]
         shapes = []
         for values, colour, width_px, opacity in lines:
             xs, ys = _downsample(values, max_points)
@@ -195,8 +195,7 @@ def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: 
             parts.append(f'<text x="{pad_l - 4}" y="{pad_t + h / 2 + 4}" text-anchor="end" '
                          f'fill="#888">log</text>')
         label = f"loss {finite[-1]:.5g} at step {len(loss)}" + (
-            f" (smoothed {float(smooth(loss, smoothing)[-1]):.5g})"
-            if smoothing > 0 and len(lines) > 1 else "")
+            f" (smoothed {float(smoothed[-1]):.5g})" if smoothed is not None else "")
     else:
         label = "loss: no values yet"
     parts.append(f'<text x="{pad_l}" y="{pad_t - 4}">{html.escape(label)}</text>')

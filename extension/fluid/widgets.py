@@ -128,7 +128,8 @@ def explore(program: Optional[CompiledProgram] = None, var: Optional[str] = None
                         f"fluid.load); got {type(program).__name__}")
     named = [(label, prog) for label, prog, _ in named_live_programs()]
     if program is not None:
-        label = next((lb for lb, p in named if p is program), program.program.name or "program")
+        label = next((lb for lb, p in named if p is program and not lb.startswith("<")),
+                     program.program.name or "program")   # a name it is bound to, if any
         programs = [(label, program)]
     else:
         programs = named

@@ -30,8 +30,9 @@ import time
 import uuid
 from typing import Optional, Sequence
 
-from .launch import DISTRIBUTED_VAR, parse_distributed_arg
+from .launch import distributed_options
 from .ray_cluster import RayHead, stop_pids
+from .roles import timeout_from_env
 from .state import default_root
 
 USAGE = ("usage: fluid run SCRIPT [ARGS...] [--trainers N --pservers M]\n"
@@ -120,9 +121,7 @@ class Launcher:
             print(line, flush=True)
 
     def _check_args(self) -> Optional[str]:
-        options = parse_distributed_arg(self.args)
-        if not options and os.environ.get(DISTRIBUTED_VAR):
-            options = parse_distributed_arg(["--distributed", os.environ[DISTRIBUTED_VAR]])
+        options = distributed_options(self.args, os.environ)
         if not options:
             return "a job needs the script's --distributed option, e.g. --distributed " \
                    "main=train_step"
@@ -193,7 +192,7 @@ class Launcher:
             proc = self._spawn(f"trainer {i}", [sys.executable, self.script, *self.args],
                                dict(env, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(i)))
             self.say(f"trainer {i} pid {proc.pid}")
-        return self._wait(float(env.get("FLUID_TIMEOUT") or 120.0))
+        return self._wait(timeout_from_env(env))
 
     def _wait(self, timeout: float) -> int:
         trainers = {n: p for n, p in self._procs.items() if n.startswith("trainer")}

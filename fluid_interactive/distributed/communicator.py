@@ -72,14 +72,15 @@ class StepCommunicator(Communicator):
                            f"known: {', '.join(self._pservers)}")
         return ps
 
-    def send(self, trainer_id, names, arrays, epmap, sync):
+    def send(self, trainer_id: int, names: Sequence[str], arrays: Sequence[Any],
+             epmap: Sequence[str], sync: bool) -> None:
         self._check_step()
         for name, a, ep in zip(names, arrays, epmap):
             self._server(ep)
             # A copy: the plan may reuse the kernel's buffer before the exchange.
             self._outbox.setdefault(ep, {})[name] = np.array(to_host(a), copy=True)
 
-    def send_barrier(self, trainer_id, endpoints):
+    def send_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
         self._check_step()
         stray = [ep for ep in self._outbox if ep not in endpoints]
         if stray:
@@ -87,7 +88,7 @@ class StepCommunicator(Communicator):
                                f"send_barrier does not name them")
         self._exchange(endpoints)
 
-    def recv(self, trainer_id, names, epmap):
+    def recv(self, trainer_id: int, names: Sequence[str], epmap: Sequence[str]) -> list[Any]:
         self._check_step()
         if self._values is None:
             self._exchange(())
@@ -97,7 +98,7 @@ class StepCommunicator(Communicator):
             raise KeyError(f"trainer {trainer_id}: {e.args[0]} was not among the values "
                            f"received in step {self._step}") from None
 
-    def fetch_barrier(self, trainer_id, endpoints):
+    def fetch_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
         pass   # the exchange already waited for every server
 
     # --- inside -------------------------------------------------------------------------------

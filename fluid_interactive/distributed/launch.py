@@ -87,11 +87,18 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
             raise OpArgumentError(f"this pserver's endpoint {current!r} "
                                   f"(PADDLE_CURRENT_ENDPOINT, or POD_IP:PADDLE_PORT) is not in "
                                   f"PADDLE_PSERVERS_IP_PORT_LIST ({', '.join(pservers)})")
-    options = parse_distributed_arg(argv if argv is not None else [])
-    if not options and env.get(DISTRIBUTED_VAR):
-        options = parse_distributed_arg(["--distributed", env[DISTRIBUTED_VAR]])
+    options = distributed_options(argv if argv is not None else [], env)
     return RoleConfig(role, trainer_id, trainers, pservers, current, options,
                       None if pserver_id < 0 else pserver_id)
+
+
+def distributed_options(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``--distributed`` from ``argv`` as transpile keyword arguments or, without the flag,
+    the environment variable ``FLUID_DISTRIBUTED`` (the same value); {} without either."""
+    options = parse_distributed_arg(argv)
+    if not options and environ.get(DISTRIBUTED_VAR):
+        options = parse_distributed_arg(["--distributed", environ[DISTRIBUTED_VAR]])
+    return options
 
 
 _INT_OPTIONS = ("trainers", "min_block_size")

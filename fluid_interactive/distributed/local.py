@@ -17,15 +17,9 @@ import numpy as np
 
 from ..backend import get_device
 from .interface import CallResult, Engine, PServer, Trainer
-from .program import DistributedProgram
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, pserver_spec
+from .program import DistributedProgram, start_job
+from .pserver import DEFAULT_TIMEOUT, ParameterServer, check_timeout, pserver_spec
 from .trainer import TrainerRuntime
-
-
-def check_timeout(timeout: Any) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
-    return float(timeout)
 
 
 class LocalTrainer(Trainer):
@@ -117,25 +111,10 @@ class LocalEngine(Engine):
         seed = plan.seed if seed is None else seed
         device = device or plan.device or get_device()
         timeout = check_timeout(timeout)
-        pservers: dict[str, ParameterServer] = {}
-        trainers: list[LocalTrainer] = []
-        try:
-            for ep in plan.endpoints:
-                pservers[ep] = ParameterServer(pserver_spec(plan, ep), seed=seed,
-                                               device=device, timeout=timeout)
-            for k in range(plan.trainers):
-                # Trainer k draws its own random numbers (dropout, ...); all start from the
-                # values of trainer 0 and then of the servers.
-                trainers.append(LocalTrainer(plan, k, pservers, device=device, timeout=timeout,
-                                             seed=None if seed is None else seed + k))
-            state = trainers[0].tensor_state()
-            for t in trainers[1:]:
-                t.set_vars(state).result()
-            return DistributedProgram(plan, trainers, pservers, engine=self.name,
-                                      timeout=timeout)
-        except BaseException:
-            for t in trainers:
-                t.close()
-            for ps in pservers.values():
-                ps.close()
-            raise
+        return start_job(
+            plan, lambda ep: ParameterServer(pserver_spec(plan, ep), seed=seed, device=device,
+                                             timeout=timeout),
+            lambda k, seed_k, servers: LocalTrainer(plan, k, servers, seed=seed_k,
+                                                    device=device, timeout=timeout),
+            seed, lambda servers, trainers: DistributedProgram(
+                plan, trainers, servers, engine=self.name, timeout=timeout))

@@ -383,6 +383,35 @@ class DistributedProgram:
                 f"{', '.join(self.plan.main)}>")
 
 
+def start_job(plan: Any, start_pserver: Callable[[str], PServer],
+              start_trainer: Callable[[int, Optional[int], dict[str, PServer]], Trainer],
+              seed: Optional[int],
+              program: Callable[[dict[str, PServer], list[Trainer]], "DistributedProgram"],
+              timeout: Optional[float] = None) -> "DistributedProgram":
+    """An engine's job: every server of ``plan`` (``start_pserver(endpoint)``), then every
+    trainer (``start_trainer(k, seed of trainer k, the servers)``: each draws its own random
+    numbers, dropout and the like) starting from trainer 0's initial values (waiting at
+    most ``timeout`` for each), and ``program(servers, trainers)`` over them. When anything
+    fails, what started is closed again."""
+    pservers: dict[str, PServer] = {}
+    trainers: list[Trainer] = []
+    try:
+        for ep in plan.endpoints:
+            pservers[ep] = start_pserver(ep)
+        for k in range(plan.trainers):
+            trainers.append(start_trainer(k, None if seed is None else seed + k, pservers))
+        state = trainers[0].tensor_state()
+        for t in trainers[1:]:
+            t.set_vars(state).result(timeout=timeout)
+        return program(pservers, trainers)
+    except BaseException:
+        for t in trainers:
+            t.close()
+        for ps in pservers.values():
+            ps.close()
+        raise
+
+
 def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
                closers: Sequence[Callable[[], None]]) -> None:
     for ps in pservers.values():

@@ -48,6 +48,14 @@ DEFAULT_TIMEOUT = 120.0
 _ABORTED_KEPT = 256
 
 
+def check_timeout(timeout: Any) -> float:
+    """``timeout`` (an engine's option: how long a sync step waits for a missing trainer)
+    as seconds; a clear error unless it is a positive number."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+    return float(timeout)
+
+
 @dataclass(frozen=True)
 class PServerSpec:
     """Everything a parameter server needs, picklable (it travels to a Ray actor)."""

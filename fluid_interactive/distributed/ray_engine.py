@@ -13,6 +13,7 @@ the parameters an uninterrupted run would have.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -24,8 +25,9 @@ import numpy as np
 from ..errors import FluidError
 from .errors import DistributedError, DistributedTimeout, ServerUnreachable
 from .interface import CallResult, Engine, PServer, Pending, Trainer
-from .program import DistributedProgram
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, pserver_spec
+from .program import DistributedProgram, start_job
+from .pserver import (DEFAULT_TIMEOUT, ParameterServer, PServerSpec, check_timeout,
+                      pserver_spec)
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
 from .state import default_root
 from .trainer import TrainerRuntime
@@ -51,34 +53,35 @@ class PServerActor:
         self.server = ParameterServer(spec, seed=seed, device="cpu", timeout=timeout,
                                       state_dir=state_dir)
 
-    def exchange(self, trainer_id, step, committed, blocks, names):
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.server.exchange(trainer_id, step, committed, blocks, names)
 
-    def commit(self, step):
+    def commit(self, step: int) -> None:
         self.server.commit(step)
 
-    def abort(self, step, reason):
+    def abort(self, step: int, reason: str) -> None:
         self.server.abort(step, reason)
 
-    def get(self, names):
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
         return self.server.get(names)
 
-    def set_values(self, values):
+    def set_values(self, values: Mapping[str, Any]) -> None:
         self.server.set_values(values)
 
-    def finish(self, trainer_id, error=None):
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
         self.server.finish(trainer_id, error)
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         return self.server.status()
 
-    def digest(self):
+    def digest(self) -> str:
         return self.server.spec.digest
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
-    def shut_down(self, remove_state: bool):
+    def shut_down(self, remove_state: bool) -> None:
         self.server.close()
         if remove_state:
             self.server.remove_state()
@@ -96,19 +99,19 @@ class TrainerActor:
         self.runtime = TrainerRuntime(plan, trainer_id, pservers, seed=seed, device="cpu",
                                       timeout=timeout)
 
-    def call(self, method, args, step):
+    def call(self, method: str, args: Sequence[Any], step: Optional[int]) -> CallResult:
         return self.runtime.call(method, args, step)
 
-    def get_var(self, name):
+    def get_var(self, name: str) -> np.ndarray:
         return self.runtime.get_var(name)
 
-    def set_vars(self, values):
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> None:
         self.runtime.set_vars(values)
 
-    def tensor_state(self):
+    def tensor_state(self) -> dict[str, np.ndarray]:
         return self.runtime.tensor_state()
 
-    def pid(self):
+    def pid(self) -> int:
         return os.getpid()
 
 
@@ -215,31 +218,33 @@ class RayPServer(PServer):
 
     # --- the PServer interface --------------------------------------------------------------
 
-    def submit_exchange(self, trainer_id, step, committed, blocks, names) -> Pending:
+    def submit_exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                        blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
         handle = self.handle
         return _RayPending(
             self, lambda: handle.exchange.remote(trainer_id, step, committed, blocks, names),
             f"step {step} (trainer {trainer_id})")
 
-    def exchange(self, trainer_id, step, committed, blocks, names):
+    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.submit_exchange(trainer_id, step, committed, blocks, names).result()
 
-    def commit(self, step):
+    def commit(self, step: int) -> None:
         self._call("commit", step, what=f"the commit of step {step}")
 
-    def abort(self, step, reason):
+    def abort(self, step: int, reason: str) -> None:
         self._call("abort", step, reason, what=f"the abort of step {step}")
 
-    def get(self, names):
+    def get(self, names: Sequence[str]) -> list[np.ndarray]:
         return self._call("get", list(names), what="parameter values")
 
-    def set_values(self, values):
+    def set_values(self, values: Mapping[str, Any]) -> None:
         self._call("set_values", dict(values), what="new values")
 
-    def finish(self, trainer_id, error=None):
+    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
         self._call("finish", trainer_id, error, what=f"the end of trainer {trainer_id}")
 
-    def status(self):
+    def status(self) -> dict[str, Any]:
         return self._call("status", what="its status")
 
     def digest(self) -> str:
@@ -350,7 +355,7 @@ _PRIVATE_HEAD: list[RayHead] = []
 def ensure_connected(address: Optional[str], namespace: str) -> Any:
     """``ray`` connected to ``address``, ``RAY_ADDRESS``, or a private local cluster that
     this process starts once (and stops at exit or with `shutdown`)."""
-    ray_imported = "ray" in __import__("sys").modules
+    ray_imported = "ray" in sys.modules
     if ray_imported and import_ray().is_initialized():
         return import_ray()
     if address or os.environ.get("RAY_ADDRESS"):
@@ -372,7 +377,7 @@ def ensure_connected(address: Optional[str], namespace: str) -> Any:
 
 def shutdown() -> None:
     """Disconnect from Ray, and stop the private cluster this process started (if any)."""
-    if "ray" in __import__("sys").modules:
+    if "ray" in sys.modules:
         ray = import_ray()
         if ray.is_initialized():
             ray.shutdown()
@@ -397,40 +402,33 @@ class RayEngine(Engine):
         restart from (default: a temporary directory, removed by ``close()``);
         ``restarts``: how often a server may restart; ``restart_timeout``: how long
         callers wait for it."""
-        from .local import check_timeout
         timeout = check_timeout(timeout)
         seed = plan.seed if seed is None else seed
         namespace = namespace or f"fluid-{uuid.uuid4().hex[:12]}"
         ensure_connected(address, namespace)
         own_state = state_dir is None
         state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
-        pservers: dict[str, RayPServer] = {}
-        trainers: list[RayTrainer] = []
+        closers = [(lambda: _remove_dir(state_dir))] if own_state else []
+
+        def start_trainer(k: int, seed_k: Optional[int], servers: Any) -> RayTrainer:
+            handle = trainer_actor.options(namespace=namespace).remote(
+                plan, k, namespace, seed_k, timeout, restart_timeout)
+            return RayTrainer(handle, k, timeout + restart_timeout)
+
         try:
-            for ep in plan.endpoints:
-                pservers[ep] = start_pserver(plan, ep, namespace=namespace, seed=seed,
-                                             timeout=timeout, state_dir=state_dir,
-                                             restarts=restarts, restart_timeout=restart_timeout)
-            cls = remote_class(TrainerActor, num_cpus=0, max_concurrency=1, max_restarts=0)
-            for k in range(plan.trainers):
-                handle = cls.options(namespace=namespace).remote(
-                    plan, k, namespace, None if seed is None else seed + k, timeout,
-                    restart_timeout)
-                trainers.append(RayTrainer(handle, k, timeout + restart_timeout))
-            state = trainers[0].tensor_state()
-            for t in trainers[1:]:
-                t.set_vars(state).result(timeout=timeout)
-            closers = [(lambda: _remove_dir(state_dir))] if own_state else []
-            return DistributedProgram(plan, trainers, pservers, engine=self.name,
-                                      timeout=timeout, closers=closers,
-                                      patience=restart_timeout)
+            trainer_actor = remote_class(TrainerActor, num_cpus=0, max_concurrency=1,
+                                         max_restarts=0)
+            return start_job(
+                plan, lambda ep: start_pserver(plan, ep, namespace=namespace, seed=seed,
+                                               timeout=timeout, state_dir=state_dir,
+                                               restarts=restarts,
+                                               restart_timeout=restart_timeout),
+                start_trainer, seed, lambda servers, trainers: DistributedProgram(
+                    plan, trainers, servers, engine=self.name, timeout=timeout,
+                    closers=closers, patience=restart_timeout), timeout)
         except BaseException:
-            for t in trainers:
-                t.close()
-            for ps in pservers.values():
-                ps.close()
-            if own_state:
-                _remove_dir(state_dir)
+            for close in closers:
+                close()
             raise
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..passes.transpiler import transpile
 from .errors import DistributedError, ServerUnreachable
-from .launch import RoleConfig, launch, role_from_env
+from .launch import RoleConfig, distributed_options, launch, role_from_env
 from .pserver import DEFAULT_TIMEOUT, plan_digest
 from .state import default_root
 
@@ -43,18 +43,19 @@ def distribute_if_requested(compiled: Any, argv: Optional[Sequence[str]] = None,
     """``compiled`` itself without ``--distributed``; otherwise what the role asks for
     (see the module docstring)."""
     env = os.environ if environ is None else environ
-    cfg = role_from_env(env, sys.argv if argv is None else argv)
-    if not cfg.distributed:
-        return compiled
+    argv = sys.argv if argv is None else argv
+    if not distributed_options(argv, env):
+        return compiled  # a plain script never reads (or trips over) the role variables
+    cfg = role_from_env(env, argv)
     plan = transpile(compiled, **cfg.transpile_kwargs())
     if cfg.role == "TRAINER":
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
         raise SystemExit(serve(plan, cfg, env))
-    return launch(plan, env.get(ENGINE_VAR) or "local", timeout=_timeout(env))
+    return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
 
 
-def _timeout(env: Mapping[str, str]) -> float:
+def timeout_from_env(env: Mapping[str, str]) -> float:
     raw = env.get(TIMEOUT_VAR)
     try:
         value = float(raw) if raw else DEFAULT_TIMEOUT
@@ -78,7 +79,7 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
     from .ray_cluster import connect
     from .ray_engine import RESTART_TIMEOUT, RayPServer
 
-    tid, timeout, namespace = cfg.trainer_id, _timeout(env), _namespace(env)
+    tid, timeout, namespace = cfg.trainer_id, timeout_from_env(env), _namespace(env)
     who = f"trainer {tid}"
     connect(None, namespace, env)
     pservers = {}
@@ -153,7 +154,7 @@ def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
     from .ray_cluster import connect
     from .ray_engine import shut_down_actor, start_pserver
 
-    ep, timeout, namespace = _endpoint(plan, cfg), _timeout(env), _namespace(env)
+    ep, timeout, namespace = _endpoint(plan, cfg), timeout_from_env(env), _namespace(env)
     j = plan.endpoints.index(ep)
     ray = connect(None, namespace, env)
     state_root = env.get(STATE_VAR) or os.path.join(default_root(), f"fluid-state-{namespace}")

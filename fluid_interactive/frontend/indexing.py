@@ -11,6 +11,7 @@ from numbers import Integral
 from typing import Any
 
 from ..errors import OpArgumentError
+from ..ir.text import format_shape
 from .tracing import error_at
 
 _END = 2 ** 31 - 1      # "to the end" for the slice op, whose ends clamp like Python's
@@ -38,7 +39,7 @@ def getitem(x: Any, key: Any) -> Any:
     from .variable import Variable
 
     shape = x.shape
-    where = f"indexing {x.name} {list(shape)}"
+    where = f"indexing {x.name} {format_shape(shape)}"
     parts = _expand(key if isinstance(key, tuple) else (key,), len(shape), where)
     axes, starts, ends, drop, new = [], [], [], [], []
     dim = out_dim = 0

@@ -114,6 +114,20 @@ def _def_site(fn: Callable) -> str:
     return f"\n  at {format_location(SourceLoc(code.co_filename, code.co_firstlineno))}"
 
 
+_class_listeners: list[Callable[[type], None]] = []
+
+
+def on_class_defined(listener: Callable[[type], None], add: bool = True) -> None:
+    """Call ``listener(cls)`` whenever a `Program` subclass is defined, at the class
+    statement (``add=False`` removes it). The notebook extension recompiles live programs
+    of a redefined class this way, so code below the class statement in the same cell
+    already runs the new program. A listener must not raise."""
+    if add and listener not in _class_listeners:
+        _class_listeners.append(listener)
+    elif not add and listener in _class_listeners:
+        _class_listeners.remove(listener)
+
+
 class Program:
     """Base class of user programs: subclass it, mark methods with ``@fluid.network``, and
     ``Compile()`` an instance into a live program whose methods share one scope.
@@ -162,6 +176,8 @@ class Program:
         for name in names:
             _check_method_name(cls, name)
         cls._networks = tuple(names)
+        for listener in list(_class_listeners):
+            listener(cls)
 
     def __init__(self, **options: Any) -> None:
         known = self.option_names()
@@ -207,10 +223,10 @@ class Program:
                                        initial_values=trace.initial_values)
         for reader in trace.readers:
             reader.bind(compiled)
-        # Where the program came from, so a notebook can recompile it from a redefined class.
-        compiled.source_class = type(self)
-        compiled.options = {k: v for k, v in vars(self).items() if k in self.option_names()}
-        compiled.compile_args = {"seed": seed, "device": device}
+        # Where the program came from, so it can be recompiled from a redefined class.
+        compiled.record_origin(type(self), {k: v for k, v in vars(self).items()
+                                            if k in self.option_names()},
+                               {"seed": seed, "device": device})
         return distribute_if_requested(compiled)
 
     compile = Compile

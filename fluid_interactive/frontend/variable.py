@@ -189,9 +189,9 @@ def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
     return append_simple(op_type, {"X": x}, attrs, layer=op_type)
 
 
-def _compare(op_type: str, x: Variable, other: Any) -> Variable:
-    from .layers.compare import _compare as compare
-    return compare(op_type, x, other, -1, None)
+def _compare(layer: str, x: Variable, other: Any) -> Variable:
+    from .layers import compare   # x < y is fluid.layers.less_than(x, y), and so on
+    return getattr(compare, layer)(x, other)
 
 
 def _scale(x: Variable, scale: float, bias: float) -> Variable:

@@ -519,6 +519,7 @@ class BatchReader:
         self._done: BaseException | None = None  # EOFException or the ReaderError to repeat
         # batches and samples of the epoch returned before the current group
         self._epoch, self._batch, self._samples = 0, 0, 0
+        self._taken = 0  # batches returned since the last reset, before the current group
         self._group: list = []  # batches handed over by the pipeline; `next` walks them
         self._pos = self._have = 0
 
@@ -531,6 +532,7 @@ class BatchReader:
         """Count the batches taken from the current group, and drop the rest."""
         batches, samples = self._taken_from_group()
         self._batch, self._samples = self._batch + batches, self._samples + samples
+        self._taken += batches
         self._group, self._pos, self._have = [], 0, 0
 
     def state(self) -> dict[str, int]:
@@ -540,6 +542,27 @@ class BatchReader:
         batches, samples = self._taken_from_group()
         return {"epoch": self._epoch, "batch": self._batch + batches,
                 "samples": self._samples + samples}
+
+    def tell(self) -> int:
+        """How many batches `next` returned since the last `reset` (or since creation)."""
+        return self._taken + self._pos
+
+    def seek(self, position: int) -> None:
+        """Make the next `next` return the batch it returned as number ``position``
+        (counting from 0 at the last `reset`), with the same contents: batches the reader
+        still holds are handed out again; otherwise it starts again from the first epoch
+        (the same shuffle orders) and reads up to ``position``. A closed reader or one at
+        the end of its data reads again."""
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or \
+                position < 0:
+            raise ReaderError(f"seek takes a batch count >= 0, got {position!r}")
+        position = int(position)
+        if self._taken <= position <= self._taken + self._have and not self._closed:
+            self._pos = position - self._taken
+            return
+        self.reset()
+        for _ in range(position):
+            self.next()
 
     @property
     def batch_size(self) -> int:

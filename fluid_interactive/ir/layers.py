@@ -9,8 +9,15 @@ by it, watching a scope selects by it.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
-__all__ = ["layer_of", "scope_of", "layer_type", "in_scope"]
+from .records import BlockDesc, OpDesc, OpRole
+
+__all__ = ["layer_of", "scope_of", "layer_type", "in_scope", "model_ops", "NOT_MODEL"]
+
+#: Roles of ops that are not the model's own computation: its gradient, its optimizer, the
+#: learning-rate schedule and communication.
+NOT_MODEL = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED | OpRole.RPC | OpRole.DIST
 
 
 def layer_of(name: str) -> str:
@@ -36,3 +43,12 @@ def in_scope(name: str, scope: str) -> bool:
     (``'mlp/fc_0'`` holds ``mlp/fc_0.tmp_2``)."""
     scope = scope.rstrip("/")
     return name.startswith(scope + "/") or layer_of(name) == scope
+
+
+def model_ops(block: BlockDesc) -> Iterator[tuple[str, OpDesc]]:
+    """``(layer, op)`` for each op of the model in ``block`` (a forward op that writes
+    something), in block order; the layer is that of the op's first output."""
+    for op in block.ops:
+        outputs = op.output_names()
+        if outputs and not op.role & NOT_MODEL:
+            yield layer_of(outputs[0]), op

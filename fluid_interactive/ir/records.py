@@ -146,14 +146,14 @@ class OpDesc:
 ReturnSpec = Union[None, str, tuple, dict]
 
 
-def return_names(returns: ReturnSpec) -> list[str]:
-    """Every var name in a return structure, in order."""
+def returned_names(returns: ReturnSpec) -> list[str]:
+    """The var names a return structure holds, in order (a name returned twice, twice)."""
     if returns is None:
         return []
     if isinstance(returns, str):
         return [returns]
     values = returns if isinstance(returns, tuple) else returns.values()
-    return [n for r in values for n in return_names(r)]
+    return [n for r in values for n in returned_names(r)]
 
 
 @dataclass(slots=True)

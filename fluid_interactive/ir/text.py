@@ -8,7 +8,7 @@ One op per line, jaxpr-like, with short types and the user's ``file:line``::
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from .names import escape_unprintable
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
@@ -19,7 +19,7 @@ def short_shape(shape: tuple[int, ...]) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
-def format_shape(shape) -> str:
+def format_shape(shape: Sequence[int]) -> str:
     """A shape as messages spell it: ``[?, 13]``, '?' for a dim unknown while tracing (the
     batch dimension), as in the text form's ``f32[?,13]``."""
     return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"

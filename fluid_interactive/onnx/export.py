@@ -14,7 +14,7 @@ import tempfile
 from typing import Any, Optional
 
 from ..errors import OnnxError
-from ..ir.records import BlockDesc, OpRole, ProgramDesc
+from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.compiled import CompiledProgram
 from . import export_math, export_nn, export_shape  # noqa: F401  (register the rules)
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
@@ -132,22 +132,13 @@ def _add_state(compiled: CompiledProgram, block: BlockDesc, graph: GraphBuilder)
 
 def _read_later(block: BlockDesc) -> list[set[str]]:
     """For each op index, the names read by later ops or returned."""
-    returned = set(_flatten(block.returns))
+    returned = set(returned_names(block.returns))
     after: list[set[str]] = []
     reads: set[str] = set(returned)
     for op in reversed(block.ops):
         after.append(set(reads))
         reads.update(op.input_names())
     return list(reversed(after))
-
-
-def _flatten(returns: Any) -> list[str]:
-    if returns is None:
-        return []
-    if isinstance(returns, str):
-        return [returns]
-    values = returns.values() if isinstance(returns, dict) else returns
-    return [n for r in values for n in _flatten(r)]
 
 
 def _outputs(program: ProgramDesc, block: BlockDesc, graph: GraphBuilder) -> tuple[list, Any]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import OnnxError
 from ..ir.records import OpDesc, ProgramDesc, BlockDesc, VarDesc
+from ..ir.source import format_location
 from ..ir.text import format_op
 from ..ops.registry import get_spec
 from .proto import onnx_dtype, onnx_module
@@ -92,6 +93,8 @@ class OpExport:
         self.opset = graph.opset
         self.method = method
         self._is_test = is_test
+        # what the names of the nodes and values this op adds start with
+        self._stem = op.output_names()[0] if op.output_names() else op.type
 
     # --- reading the op ----------------------------------------------------------------
 
@@ -135,17 +138,14 @@ class OpExport:
         Returns the output names."""
         if outputs is None:
             outputs = [self.tmp(op_type.lower())]
-        first = self.op.output_names()[0] if self.op.output_names() else self.op.type
-        loc = f" at {self.op.loc.file.rsplit('/', 1)[-1]}:{self.op.loc.line}" if self.op.loc \
-            else ""
-        self.graph.node(op_type, inputs, outputs, name=f"{first}/{op_type}",
+        loc = f" at {format_location(self.op.loc, short=True)}" if self.op.loc else ""
+        self.graph.node(op_type, inputs, outputs, name=f"{self._stem}/{op_type}",
                         doc=f"{self.op.type}{loc}", **attrs)
         return list(outputs)
 
     def tmp(self, suffix: str) -> str:
         """A fresh value name for an intermediate result, derived from the op's output."""
-        first = self.op.output_names()[0] if self.op.output_names() else self.op.type
-        return self.graph.fresh(f"{first}.{suffix}")
+        return self.graph.fresh(self.tmp_hint(suffix))
 
     def const(self, value: Any, dtype: str, hint: str = "const") -> str:
         """A Constant node holding ``value`` as ``dtype``."""
@@ -160,8 +160,7 @@ class OpExport:
         return self.const(value, self.dtype(like), hint)
 
     def tmp_hint(self, suffix: str) -> str:
-        first = self.op.output_names()[0] if self.op.output_names() else self.op.type
-        return f"{first}.{suffix}"
+        return f"{self._stem}.{suffix}"
 
     def onnx_dtype(self, dtype: str) -> int:
         return onnx_dtype(dtype)
@@ -181,6 +180,6 @@ def export_error(program: ProgramDesc, block: BlockDesc, op: OpDesc, method: str
                  problem: str) -> OnnxError:
     """An `OnnxError` naming the op, its text line and the user's line that recorded it."""
     line = format_op(op, lambda n: program.find_var(block, n)).split("   # ")[0]
-    where = f"{op.loc.file}:{op.loc.line}" if op.loc else "an unknown location"
+    where = format_location(op.loc) or "an unknown location"
     return OnnxError(f"cannot export {method}() to ONNX: op {op.type!r} {problem}\n"
                      f"  {line}\n  recorded at {where}")

@@ -99,12 +99,7 @@ def _conv(n: NodeImport) -> None:
     kernel = list(n.shape(w)[2:])
     attrs = _window(n, x, kernel)
     attrs["groups"] = int(n.attr("group", 1))
-    if not n.has_input(2):
-        n.op("conv2d", {"Input": x, "Filter": w}, attrs)
-        return
-    conv = n.op("conv2d", {"Input": x, "Filter": w}, attrs,
-                name=f"{n.node.outputs[0]}.conv")
-    n.op("elementwise_add", {"X": conv, "Y": n.var(2)}, {"axis": 1})
+    _conv_op(n, "conv2d", x, w, attrs)
 
 
 @import_rule("ConvTranspose")
@@ -129,11 +124,15 @@ def _conv_transpose(n: NodeImport) -> None:
         attrs["output_size"] = [
             (h - 1) * sh - pads[0] - pads[1] + dh * (kernel[0] - 1) + 1 + extra[0],
             (wd - 1) * sw - pads[2] - pads[3] + dw * (kernel[1] - 1) + 1 + extra[1]]
+    _conv_op(n, "conv2d_transpose", x, w, attrs)
+
+
+def _conv_op(n: NodeImport, op_type: str, x: str, w: str, attrs: dict) -> None:
+    """The convolution, then the node's optional bias (input 2) added per channel."""
     if not n.has_input(2):
-        n.op("conv2d_transpose", {"Input": x, "Filter": w}, attrs)
+        n.op(op_type, {"Input": x, "Filter": w}, attrs)
         return
-    conv = n.op("conv2d_transpose", {"Input": x, "Filter": w}, attrs,
-                name=f"{n.node.outputs[0]}.conv")
+    conv = n.op(op_type, {"Input": x, "Filter": w}, attrs, name=f"{n.node.outputs[0]}.conv")
     n.op("elementwise_add", {"X": conv, "Y": n.var(2)}, {"axis": 1})
 
 

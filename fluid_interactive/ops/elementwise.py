@@ -10,8 +10,10 @@ from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, slots
 _ATTRS = {"axis": -1}
 
 
-def binary_kernel(ufunc_name: str):
-    def kernel(ctx: KernelContext):
+def binary_kernel(ufunc_name: str) -> Callable[[KernelContext], Callable]:
+    """The kernel factory of a binary op computing ``xp.<ufunc_name>(X, Y)`` with Paddle's
+    ``axis`` broadcasting (the elementwise and comparison ops)."""
+    def kernel(ctx: KernelContext) -> Callable:
         ufunc = getattr(ctx.xp, ufunc_name)
         out = ctx.buffer("Out")
         x, y = ctx.input("X"), ctx.input("Y")

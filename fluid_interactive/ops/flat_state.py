@@ -67,7 +67,7 @@ class DoubleBuffer:
     somebody still holds after that is simply forgotten, and freed with its last user)."""
 
     def __init__(self, xp: Any, layouts: Sequence[Shapes], dtypes: Sequence[str],
-                 keep: int = 3):
+                 keep: int = 2):
         self.xp, self.layouts, self.dtypes, self.keep = xp, layouts, dtypes, keep
         self.generations: list[Generation] = []
 

@@ -8,16 +8,12 @@
 """
 from __future__ import annotations
 
+from ..ir.text import format_shape as _shape
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, dims_compatible, slots
 
 _FLOATS = ("float16", "float32", "float64")
 _INTS = ("int8", "uint8", "int16", "int32", "int64")
-
-
-def _shape(shape) -> str:
-    """``[?, 3]``: a shape as messages show it, ``?`` for a dim unknown until run time."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 # --- argmax -------------------------------------------------------------------------------------

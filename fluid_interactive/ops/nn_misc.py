@@ -28,13 +28,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..ir.records import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
+from ..ir.text import format_shape as _fmt
 from .registry import register
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, emit_default_grad,
                    infer_like, slots)
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def _check_float(ctx: InferContext, slot: str = "X") -> None:

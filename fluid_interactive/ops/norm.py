@@ -30,12 +30,9 @@ from math import prod
 from typing import Any, Optional
 
 from ..ir.records import FLOAT_DTYPES
+from ..ir.text import format_shape as _fmt
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def _is_test(ctx: KernelContext) -> bool:

@@ -20,6 +20,7 @@ import re
 from math import prod
 from typing import Any, Callable, Optional
 
+from ..ir.text import format_shape as _shape
 from .registry import register
 from .spec import (GradContext, InferContext, KernelContext, OpSpec, TensorType,
                    dims_compatible, emit_default_grad, infer_like, slots)
@@ -38,11 +39,6 @@ def _flowing(names: list) -> Optional[str]:
     if not names or names[0] is None or _ZERO_GRAD.search(names[0]):
         return None
     return names[0]
-
-
-def _shape(shape) -> str:
-    """``[?, 3]``: a shape as messages show it, ``?`` for a dim unknown until run time."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def _check_float(ctx: InferContext, t: TensorType, what: str) -> None:

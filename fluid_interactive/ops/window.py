@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..ir.records import FLOAT_DTYPES
+from ..ir.text import format_shape as fmt
 from .spec import InferContext
-
-
-def fmt(shape: Sequence[int]) -> str:
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def pair(ctx: Any, name: str, value: Any, minimum: int) -> tuple[int, int]:

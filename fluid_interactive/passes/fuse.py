@@ -20,7 +20,7 @@ from collections import defaultdict
 from math import prod
 from typing import Any
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, return_names
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, returned_names
 from ..ops.chain import chainable
 from ..ops.optim_fused import fused_slot
 from ..ops.registry import get_spec
@@ -124,7 +124,7 @@ def fuse_optimizer_updates(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
 
 def _protected(program: ProgramDesc, block: BlockDesc) -> set[str]:
     """Vars whose values outlive the ops that use them: fed, returned, persistable."""
-    names = set(block.feeds) | set(return_names(block.returns))
+    names = set(block.feeds) | set(returned_names(block.returns))
     names |= {n for op in block.ops for n in op.output_names()
               if program.find_var(block, n).persistable}
     return names

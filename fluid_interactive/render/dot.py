@@ -28,15 +28,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
-from ..ir.text import short_type
 from . import style as S
 from .groups import NOT_FORWARD as _NOT_FORWARD
 from .parts import Legend as _Legend
 from .parts import MethodRef, document as _document, quote
 from .parts import as_program as _as_program, attrs as _attrs
-from .parts import plural as _plural, record as _record
+from .parts import plural as _plural
 from .parts import select_blocks as _select_blocks, signature as _signature
-from .parts import op_node_attrs, stack_edges, unique as _unique
+from .parts import op_counts, op_node_attrs, stack_edges, unique as _unique, var_node_attrs
 from .grouped import GroupedGraph, GroupOptions
 
 __all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "quote"]
@@ -134,13 +133,9 @@ class _ProgramGraph:
         st = S.OP_STYLES[group]
         self.legend.summary = True
         self.legend.op_kinds.add(group)
-        counts: dict[str, int] = {}
-        for op in ops:
-            counts[op.type] = counts.get(op.type, 0) + 1
-        tooltip = ", ".join(f"{t} x{c}" if c > 1 else t for t, c in counts.items())
         attrs = _attrs([("label", f"{group}: {_plural(len(ops), 'op')}"),
                         ("shape", S.SUMMARY_SHAPE), ("style", "filled"), ("fillcolor", st.fill),
-                        ("color", st.border), ("tooltip", tooltip)])
+                        ("color", st.border), ("tooltip", op_counts(ops))])
         return _Elem(self.summary_id(block.idx, group), attrs, _unique(ins), _unique(outs),
                      st.border)
 
@@ -238,17 +233,7 @@ class _ProgramGraph:
 
     # writing
     def _var_line(self, owner: int, name: str, var: Optional[VarDesc]) -> str:
-        kind = S.var_kind(name, var)
-        st = S.VAR_STYLES[kind]
-        self.legend.var_kinds.add(kind)
-        type_text = short_type(var)
-        cells = [name, type_text] + ([st.tag] if st.tag else [])
-        tooltip = f"{name}: {type_text}" + (f" ({st.tag})" if st.tag else "")
-        if var is None:
-            tooltip += " (not declared in any block)"
-        attrs = _attrs([("shape", "none"), ("margin", 0),
-                        ("label", _record(cells, st, first_bold=st.bold)),
-                        ("tooltip", tooltip)])
+        attrs = _attrs(var_node_attrs(name, var, self.legend))
         return f"{quote(self.var_id(owner, name))} {attrs};"
 
     def _vars_of(self, block: BlockDesc) -> list[str]:

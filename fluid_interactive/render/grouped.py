@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ..ir.text import short_type
 from . import style as S
 from .groups import Group, group_ops, layer_type
-from .parts import (Legend, Raw, attrs, html, loc_text, op_node_attrs, plural, quote, record,
-                    signature, stack_edges, unique)
+from .parts import (Legend, Raw, attrs, html, loc_text, op_counts, op_node_attrs, plural, quote,
+                    signature, stack_edges, unique, var_node_attrs)
 
 __all__ = ["GroupedGraph", "GroupOptions"]
 
@@ -130,17 +130,10 @@ class GroupedGraph:
         return self.program.find_var(block, name)
 
     def _var_node(self, block: BlockDesc, name: str) -> str:
-        var = self._var(block, name)
-        kind = S.var_kind(name, var)
-        st = S.VAR_STYLES[kind]
-        self.legend.var_kinds.add(kind)
-        type_text = short_type(var)
-        cells = [name, type_text] + ([st.tag] if st.tag else [])
         node = self.var_id(block, name)
         self.nodes.append(node)
-        return (f"{quote(node)} " + attrs([
-            ("shape", "none"), ("margin", 0), ("label", record(cells, st, first_bold=st.bold)),
-            ("tooltip", f"{name}: {type_text}" + (f" ({st.tag})" if st.tag else ""))]) + ";")
+        return (f"{quote(node)} "
+                + attrs(var_node_attrs(name, self._var(block, name), self.legend)) + ";")
 
     def _op_node(self, node: str, op: OpDesc) -> str:
         self.nodes.append(node)
@@ -198,11 +191,7 @@ class GroupedGraph:
     def _tooltip(block: BlockDesc, g: Group, title: str, head: str) -> str:
         """The layer's full name, its ops with counts, where the user's code made them."""
         ops = [block.ops[i] for i in g.ops]
-        counts: dict[str, int] = {}
-        for op in ops:
-            counts[op.type] = counts.get(op.type, 0) + 1
-        lines = ([head] if head else []) + [g.layer or title, "ops: " + ", ".join(
-            f"{t} x{c}" if c > 1 else t for t, c in counts.items())]
+        lines = ([head] if head else []) + [g.layer or title, "ops: " + op_counts(ops)]
         locs = unique(loc_text(op) for op in ops if op.loc is not None)
         if locs:
             lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
@@ -439,7 +428,7 @@ class _Walk:
             if d.group.kind == "backward" and d.node is not None:
                 for src in self.loss_nodes:
                     self.graph._edge(src, d.node)
-        for n in _returned(self.block.returns):
+        for n in unique(returned_names(self.block.returns)):
             src = self.writer.get(n)
             vnode = self.var_node(n)
             if src is not None:
@@ -465,15 +454,6 @@ def _chain(nodes: list[str]) -> list[str]:
     """Invisible edges that stack ``nodes`` in a column."""
     return [f"{quote(a)} -> {quote(b)} [style=invis, weight=10];"
             for a, b in zip(nodes, nodes[1:])]
-
-
-def _returned(returns: Any) -> list[str]:
-    if returns is None:
-        return []
-    if isinstance(returns, str):
-        return [returns]
-    values = returns if isinstance(returns, tuple) else returns.values()
-    return unique(n for r in values for n in _returned(r))
 
 
 class _Scopes:

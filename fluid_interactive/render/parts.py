@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_returns, short_type
 from . import style as S
@@ -91,6 +91,30 @@ def op_node_attrs(op: OpDesc, legend: "Legend") -> list[tuple[str, Any]]:
         pairs.append(("color", st.border))
     pairs.append(("tooltip", loc_text(op) or f"{op.type} (no source line)"))
     return pairs
+
+
+def var_node_attrs(name: str, var: Optional[VarDesc], legend: "Legend"
+                   ) -> list[tuple[str, Any]]:
+    """A var drawn by itself: a record ``name | type | tag`` styled by its kind (parameter,
+    state, data, ...), its type as the tooltip."""
+    kind = S.var_kind(name, var)
+    st = S.VAR_STYLES[kind]
+    legend.var_kinds.add(kind)
+    type_text = short_type(var)
+    cells = [name, type_text] + ([st.tag] if st.tag else [])
+    tooltip = f"{name}: {type_text}" + (f" ({st.tag})" if st.tag else "")
+    if var is None:
+        tooltip += " (not declared in any block)"
+    return [("shape", "none"), ("margin", 0),
+            ("label", record(cells, st, first_bold=st.bold)), ("tooltip", tooltip)]
+
+
+def op_counts(ops: Iterable[OpDesc]) -> str:
+    """The op types of ``ops`` in order of appearance, with counts: ``mul x2, relu``."""
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op.type] = counts.get(op.type, 0) + 1
+    return ", ".join(f"{t} x{c}" if c > 1 else t for t, c in counts.items())
 
 
 def plural(n: int, word: str) -> str:

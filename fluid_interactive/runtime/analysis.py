@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import ShapeError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
-from ..ir.records import return_names as returned_names
+from ..ir.records import returned_names
 from ..ir.source import format_location
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel

@@ -30,17 +30,15 @@ import shutil
 import stat
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NoReturn, Optional, Union
+from typing import Any, NamedTuple, NoReturn, Optional, Union
 
 import numpy as np
 
-from ..backend import array_module_for, to_device, to_host
+from ..backend import to_host
 from ..errors import CheckpointError, FluidError
 from ..ir.records import DTYPES, ProgramDesc, VarDesc
 from ..ir.serialize import program_from_json, program_to_json
-
-if TYPE_CHECKING:
-    from .compiled import CompiledProgram
+from .scope import Scope
 
 FORMAT = "fluid_interactive.checkpoint"
 FORMAT_VERSION = 1
@@ -224,11 +222,11 @@ def _save_in_progress(target: str) -> bool:
     return any(not _is_stale(pid, token, active) for _, _, pid, token in found)
 
 
-def _snapshot(compiled: "CompiledProgram") -> tuple[list[tuple[VarDesc, np.ndarray]],
-                                                     list[str]]:
+def _snapshot(program: ProgramDesc, scope: Scope
+              ) -> tuple[list[tuple[VarDesc, np.ndarray]], list[str]]:
     saved, missing = [], []
-    values = compiled.scope.snapshot()  # one moment, even while another thread trains
-    for var in _tensor_persistables(compiled.program):
+    values = scope.snapshot()  # one moment, even while another thread trains
+    for var in _tensor_persistables(program):
         if var.name not in values:
             missing.append(var.name)
             continue
@@ -243,22 +241,22 @@ def _snapshot(compiled: "CompiledProgram") -> tuple[list[tuple[VarDesc, np.ndarr
     return saved, missing
 
 
-def _write_checkpoint(tmp: str, compiled: "CompiledProgram") -> None:
-    saved, missing = _snapshot(compiled)
+def _write_checkpoint(tmp: str, program: ProgramDesc, scope: Scope, seed: Optional[int]
+                      ) -> None:
+    saved, missing = _snapshot(program, scope)
     files: dict[str, dict] = {}
 
     def put(name: str, data: bytes) -> None:
         _write_file(tmp, name, data)
         files[name] = {"size": len(data), "sha256": _sha256(data)}
 
-    put(PROGRAM, program_to_json(compiled.program, indent=1).encode())
+    put(PROGRAM, program_to_json(program, indent=1).encode())
     entries = []
     for i, (var, array) in enumerate(saved):
         name = f"var-{i:05d}.npy"
         put(name, _npy_bytes(array))
         entries.append({"name": var.name, "file": name, "dtype": array.dtype.name,
                         "shape": list(array.shape)})
-    seed = compiled.seed
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "seed": None if seed is None else int(seed),
@@ -273,12 +271,13 @@ def _new_sibling(parent: str, base: str, kind: str, token: str) -> str:
     return os.path.join(parent, f".{base}.{kind}-{os.getpid()}-{token}")
 
 
-def save(compiled: "CompiledProgram", path: PathLike) -> None:
-    """Write ``compiled``'s program and every persistable var to the directory ``path``.
+def save(path: PathLike, program: ProgramDesc, scope: Scope, seed: Optional[int]) -> None:
+    """Write ``program`` and the value of each of its persistable vars in ``scope`` to the
+    directory ``path`` (`CompiledProgram.save`).
 
     The checkpoint is complete in a hidden sibling directory before it replaces ``path``;
     an existing checkpoint at ``path`` is replaced, anything else there is refused.
-    ``compiled`` is not changed.
+    The scope is not changed.
     """
     target = os.path.abspath(os.fspath(path))
     parent, base = os.path.split(target)
@@ -292,11 +291,12 @@ def save(compiled: "CompiledProgram", path: PathLike) -> None:
     with _active_lock:
         lock = _path_locks.setdefault(target, threading.Lock())
     with lock:
-        _save_locked(compiled, target, parent, base)
+        _save_locked(program, scope, seed, target, parent, base)
         _clean_leftovers(parent, base)
 
 
-def _save_locked(compiled: "CompiledProgram", target: str, parent: str, base: str) -> None:
+def _save_locked(program: ProgramDesc, scope: Scope, seed: Optional[int], target: str,
+                 parent: str, base: str) -> None:
     token = secrets.token_hex(8)
     with _active_lock:  # before any directory of this save exists
         _active.add(token)
@@ -304,7 +304,7 @@ def _save_locked(compiled: "CompiledProgram", target: str, parent: str, base: st
     try:
         os.mkdir(tmp)
         try:
-            _write_checkpoint(tmp, compiled)
+            _write_checkpoint(tmp, program, scope, seed)
             _swap_in(tmp, target, parent, base, token)
         except BaseException:
             _remove(tmp)
@@ -620,22 +620,25 @@ def _read_checkpoint(reader: _Reader, check_program: Any
     return doc, program, values
 
 
-def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
-    """Load a checkpoint written by `CompiledProgram.save` into a new `CompiledProgram`.
+class Checkpoint(NamedTuple):
+    """A verified checkpoint: the program, its seed, and host arrays of its state."""
+    program: ProgramDesc
+    seed: Optional[int]
+    values: dict[str, np.ndarray]
 
-    Everything is verified first (manifest, file sizes and hashes, array dtypes and shapes
-    against the program); any problem raises `CheckpointError` naming the file and what is
-    wrong. ``device`` is 'cpu', 'gpu' or 'auto' (default: `fluid.set_device`'s choice).
-    """
+
+def read(path: PathLike) -> Checkpoint:
+    """Read and verify the checkpoint at ``path`` (manifest, file sizes and hashes, array
+    dtypes and shapes against the program); any problem raises `CheckpointError` naming
+    the file and what is wrong. `fluid.load` compiles what this returns."""
     from ..passes.verify import check_program
-    from .compiled import CompiledProgram
 
     target = os.path.abspath(os.fspath(path))
     for attempt in range(_LOAD_ATTEMPTS):
         with _Reader(target) as reader:
             try:
                 doc, program, values = _read_checkpoint(reader, check_program)
-                break
+                return Checkpoint(program, doc["seed"], values)
             except CheckpointError:
                 # A save replaced the checkpoint while it was read, or is between its two
                 # renames: read the new one.
@@ -644,12 +647,4 @@ def load(path: PathLike, device: Optional[str] = None) -> "CompiledProgram":
                 if attempt + 1 == _LOAD_ATTEMPTS or not racing:
                     raise
         time.sleep(0.01 * (attempt + 1))
-
-    try:
-        compiled = CompiledProgram(program, seed=doc["seed"], device=device, initialize=False)
-    except FluidError as e:  # e.g. a method named like the compiled program's own API
-        raise CheckpointError(f"checkpoint {target}: {PROGRAM}: cannot be compiled "
-                              f"({type(e).__name__}: {e})") from None
-    xp = array_module_for(compiled.device)
-    compiled.scope.set({n: to_device(a, xp) for n, a in values.items()})
-    return compiled
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,7 +1,15 @@
-"""The live object `Compile()` returns: one program, one scope, one callable per method."""
+"""The live object `Compile()` returns: one program, one scope, one callable per method.
+
+The program it runs can change while it lives: `recompile` puts in the program of an edited
+class, keeping the state that still fits, and `rewind` takes changes back, an earlier
+program included (`runtime.versions`). The object, its scope and the user's variable stay
+the same; method objects of the earlier program are retired and say so when called.
+"""
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import weakref
 import zlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
@@ -13,10 +21,13 @@ from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
 from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
-from .entry import MISSING, make_entry
+from . import checkpoint
+from .entry import MISSING, Recording, make_entry
 from .feed import make_converter
+from .history import ARRAY_OVERHEAD, method_site
 from .runner import BlockRunner
 from .scope import Scope
+from .versions import Versions, close_readers, no_history_reason, persistable_descs
 
 if TYPE_CHECKING:
     from .summary import Summary
@@ -26,7 +37,8 @@ if TYPE_CHECKING:
 RESERVED_NAMES = frozenset({
     "save", "parameters", "set_parameters", "get_var", "set_var", "var_names", "program",
     "scope", "methods", "close", "reset_readers", "reader_names", "device", "seed", "summary",
-    "to_json", "source_class", "options", "compile_args", "watch", "unwatch", "watched",
+    "to_json", "source_class", "options", "compile_args", "history", "keep_history",
+    "rewind", "recompile", "record_origin", "watch", "unwatch", "watched",
 })
 
 
@@ -57,6 +69,28 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     return False
 
 
+def written_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> list[str]:
+    """The persistable vars a call of ``block`` may write, in the order its ops do (an op
+    that is inert in this mode commits nothing)."""
+    out: list[str] = []
+    for op in block.ops:
+        spec = get_spec(op.type)
+        if spec.inert(spec.full_attrs(op.attrs), is_test):
+            continue
+        for name in op.output_names():
+            var = program.find_var(block, name)
+            if var is not None and var.persistable and name not in out:
+                out.append(name)
+    return out
+
+
+def _nbytes(var: VarDesc) -> int:
+    """What the history counts for keeping a value of ``var`` (see `array_bytes`)."""
+    if var.kind != "tensor" or any(d < 0 for d in var.shape):
+        return 0
+    return math.prod(var.shape) * np.dtype(var.dtype).itemsize + ARRAY_OVERHEAD
+
+
 class CompiledMethod:
     """A traced method, callable with the values of its data vars."""
 
@@ -77,11 +111,19 @@ class CompiledMethod:
                                    owner.seed, is_test=block.is_test)
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
         self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
+        #: the persistable vars a call writes: what the history keeps of each call
+        self.writes = written_state(owner.program, block, self._runner.is_test)
+        self._make_entry()
+
+    def _make_entry(self) -> None:
+        """Generate the plain ``__call__`` for the owner's current settings (history on or
+        off)."""
         type(self).__call__ = self.entry_for(self._runner)
 
     def entry_for(self, runner: BlockRunner) -> Any:
         """The generated ``__call__`` that runs ``runner``'s plans (the method's own, or a
-        watching variant of it: see `watch`)."""
+        watching variant of it: see `watch`), recording each call in the program's history
+        while that is on."""
         block, owner = self.block, self._owner
         feed_vars = [block.vars[n] for n in block.feeds]
         xp = owner._xp
@@ -90,7 +132,23 @@ class CompiledMethod:
             [make_converter(block.name, v) for v in feed_vars], self._bind,
             runner, owner.scope.values, runner.kernel_error,
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
-            owner.scope.lock if self.changes_state else None, self._reads)
+            owner.scope.lock if self.changes_state else None, self._reads,
+            self._recording() if self.changes_state else None)
+
+    def _recording(self) -> Optional[Recording]:
+        history = self._owner.scope.history
+        if not history.enabled:
+            return None
+        descs = self._owner.scope.descs
+        site = method_site(self.block.name, self.writes, [r for r, _ in self._reads],
+                           sum(_nbytes(descs[n]) for n in self.writes if n in descs))
+        return Recording(site.names, history.recorder(site))
+
+    def _retire(self, why: str) -> None:
+        """Make calls of this method object fail with ``why`` (its program was replaced)."""
+        def __call__(self: "CompiledMethod", *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(why)
+        type(self).__call__ = __call__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -184,34 +242,55 @@ def checked_value(var: VarDesc, value: Any) -> np.ndarray:
     return np.array(arr, dtype=var.dtype)
 
 
-def _close_readers(values: dict) -> None:
-    for value in list(values.values()):
-        close = getattr(value, "close", None)
-        if close is not None and not hasattr(value, "shape"):
-            close()
+# Programs compiled from a class (`Program.Compile`), oldest first; weakly held.
+_compiled_from_classes: "weakref.WeakValueDictionary[int, CompiledProgram]" = \
+    weakref.WeakValueDictionary()
+_order = itertools.count()
 
 
-class CompiledProgram:
+def live_programs() -> list["CompiledProgram"]:
+    """Every program compiled from a `fluid.Program` class that is still alive, oldest
+    first (what the notebook extension recompiles when a class is defined again)."""
+    return [p for _, p in sorted(_compiled_from_classes.items())]
+
+
+class CompiledProgram(Versions):
     """Owns a program description and the scope every method reads and writes."""
 
     def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
                  device: Optional[str] = None, initialize: bool = True,
                  initial_values: Optional[Mapping[str, Any]] = None):
-        self.program = program
         self.seed = check_seed(seed)
         self.device = resolve_device(device or get_device())   # 'auto' -> 'cpu' or 'gpu'
         self._xp = array_module_for(self.device)
-        self.scope = Scope()
+        self.scope = Scope(persistable_descs(program))
+        self.program = program
         self.methods: dict[str, CompiledMethod] = {}
-        self.source_class: Optional[type] = None   # set by Program.Compile
+        self.source_class: Optional[type] = None   # set by Program.Compile (record_origin)
         self.options: dict[str, Any] = {}
         self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
-        self._finalizer = weakref.finalize(self, _close_readers, self.scope.values)
+        self._finalizer = weakref.finalize(self, close_readers, self.scope.values)
+        if no_history_reason(program) is not None:
+            self.scope.history.enabled = False
         for name, value in (initial_values or {}).items():
             self.scope.values[name] = to_device(value, self._xp)
         if initialize:
             self._run_startup()
+        self._install(program)
+
+    def _install(self, program: ProgramDesc) -> None:
+        """Make ``program`` the code this object runs: one method per method block.
+        Method objects of the previous program are retired."""
+        for name, method in self.methods.items():
+            method._retire(f"{name}() belongs to an earlier program of this object, which "
+                           f"was recompiled or rewound; call the object's current method "
+                           f"(e.g. prog.{name}(...)) instead of one kept from before")
+            if self.__dict__.get(name) is method:
+                delattr(self, name)
+        self.program = program
+        self.scope.descs = persistable_descs(program)
+        self.methods = {}
         for block in program.method_blocks():
             if block.name in RESERVED_NAMES or block.name.startswith("_") or hasattr(
                     self, block.name):
@@ -221,6 +300,20 @@ class CompiledProgram:
             method = CompiledMethod(self, block)
             self.methods[block.name] = method
             setattr(self, block.name, method)
+        self._rewatch()
+
+    def record_origin(self, source_class: type, options: Mapping[str, Any],
+                      compile_args: Mapping[str, Any]) -> None:
+        """Remember how this program was made: ``source_class(**options).Compile(
+        **compile_args)`` (`Program.Compile` calls this); `recompile` and the notebook's
+        live reload read it."""
+        self.source_class = source_class
+        self.options = dict(options)
+        self.compile_args = dict(compile_args)
+        _compiled_from_classes[next(_order)] = self
+
+    def _label(self) -> str:
+        return self.program.name or "this program"
 
     # --- state -----------------------------------------------------------------------------
 
@@ -245,7 +338,7 @@ class CompiledProgram:
             self.scope.values)
 
     def _persistable(self, name: str) -> VarDesc:
-        var = self.program.global_block().vars.get(name)
+        var = self.scope.descs.get(name)
         if var is None or not var.persistable:
             known = ", ".join(self.var_names())
             raise KeyError(f"{name!r} is not a variable of this program's scope; it holds: "
@@ -266,7 +359,9 @@ class CompiledProgram:
         """Start readers (all, or those named) again from their first epoch. Safe at any
         time: a reader that has not opened yet simply stays closed."""
         with self.scope.lock:  # never in the middle of a step that reads
-            for name in names if names is not None else self.reader_names():
+            names = names if names is not None else self.reader_names()
+            self.scope.record_reset(self.scope.positions(names))
+            for name in names:
                 reader = self.scope.get(name)
                 if reader is not None:
                     reader.reset()
@@ -275,7 +370,7 @@ class CompiledProgram:
         """Stop reader threads and close their files. The program stays usable: a reader
         reopens on its next read."""
         with self.scope.lock:
-            _close_readers(self.scope.values)
+            close_readers(self.scope.values)
 
     def __enter__(self) -> "CompiledProgram":
         return self
@@ -300,7 +395,7 @@ class CompiledProgram:
 
     def set_var(self, name: str, value: Any) -> None:
         """Replace one persistable var; see `set_parameters` for the checks."""
-        self.scope.set({name: self._checked(name, value)})
+        self.scope.set({name: self._checked(name, value)}, label=f"set_var {name}")
 
     def set_parameters(self, values: Mapping[str, Any]) -> None:
         """Replace parameters by name, all or none: each value must have the parameter's
@@ -311,15 +406,29 @@ class CompiledProgram:
             if not self._persistable(name).is_parameter:
                 raise KeyError(f"{name!r} is not a parameter (use set_var for other state)")
             checked[name] = self._checked(name, value)
-        self.scope.set(checked)
+        self.scope.set(checked, label="set_parameters")
 
     def save(self, path: str) -> None:
         """Write the program and every persistable var to the directory ``path``,
         atomically; `fluid.load(path)` restores it in any process."""
-        from .checkpoint import save
-        save(self, path)
+        checkpoint.save(path, self.program, self.scope, self.seed)
+
+    def _release(self) -> None:
+        """Give up this object's state without closing it: another program took it."""
+        self._finalizer.detach()
+        for key in [k for k, p in _compiled_from_classes.items() if p is self]:
+            _compiled_from_classes.pop(key, None)
+        self.scope.values.clear()
 
     # --- watching values -----------------------------------------------------------------
+
+    def _rewatch(self) -> None:
+        """Give the methods, whose plain entries were just made anew (a recompilation,
+        history turned on or off), their watching entries again."""
+        watch = self.__dict__.get("_watch")
+        if watch is not None and watch.patterns:
+            from .watch import reinstall
+            reinstall(self, watch)
 
     def _watch_set(self) -> "WatchSet":
         from .watch import WatchSet

@@ -17,10 +17,16 @@ Calls from several threads (docs/api.md, "Concurrency"):
 
 A call that fails after taking a reader's batch gives the batch back (`unread`), so a
 retry reads the same samples.
+
+With the program's history on (`runtime.history`), the entry of a method that changes state
+also reads, before the plan runs, the values the call will replace (one ``itemgetter`` over
+the names the method writes) and its readers' positions, and records them after the call
+committed. With history off those lines are not generated at all.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from operator import itemgetter
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -61,9 +67,10 @@ def _head(n_feeds: int, feed_shapes: Sequence[tuple[int, ...]], on_device: bool)
     return lines
 
 
-def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool) -> list[str]:
+def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool,
+                 recorded: Optional["Recording"]) -> list[str]:
     """Under the program's lock: take each reader's batch, plan, run; give the batches
-    back if anything fails."""
+    back if anything fails. With a ``recorded`` history, keep what the call replaces."""
     lines = ["    with lock:", "        code = None"]
     total, readers = n_feeds, []
     for k, (reader, slots) in enumerate(reads):
@@ -72,6 +79,8 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
         # The reader is looked up on each call: loading or reloading a program may put a
         # new one into the scope. An EOFException here ends the call before anything ran.
         lines.append(f"        r{k} = S[{reader!r}]")
+        if recorded is not None:
+            lines.append(f"        p{k} = r{k}.tell()")
         lines.append(f"        {', '.join(names)}, = r{k}.next()")
         readers.append(f"r{k}")
         if on_device:
@@ -81,8 +90,17 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
     lines += ["        try:",
               f"            code = plans_get({key})",
               "            if code is None:",
-              f"                code = plan([{every}])",
-              f"            return code.fn(S{', ' if total else ''}{every})"]
+              f"                code = plan([{every}])"]
+    call = f"code.fn(S{', ' if total else ''}{every})"
+    if recorded is None:
+        lines.append(f"            return {call}")
+    else:   # the arrays the call replaces, read before it runs (they are never changed)
+        if recorded.names:
+            lines += ["            try:", "                old = take(S)",
+                      "            except KeyError:", "                old = take_missing(S)"]
+        else:
+            lines.append("            old = ()")
+        lines.append(f"            result = {call}")
     if readers:
         lines += ["        except BaseException as e:",
                   *[f"            {r}.unread()" for r in reversed(readers)],
@@ -94,6 +112,9 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
                   "            raise",
                   "        except Exception as e:",
                   "            raise kernel_error(e, code) from e"]
+    if recorded is not None:
+        positions = "".join(f"p{k}, " for k in range(len(reads)))
+        lines += [f"        record(old, ({positions}), result)", "        return result"]
     return lines
 
 
@@ -115,22 +136,42 @@ def _pooled_body(n_feeds: int) -> list[str]:
             "        code.pool.append(code)"]
 
 
+class Recording(NamedTuple):
+    """How a call of a method that changes state goes into its program's history:
+    ``record(old, positions, result)`` after the call committed, where ``old`` holds the
+    values of ``names`` before it and ``positions`` its readers' positions."""
+    names: tuple[str, ...]
+    record: Callable[[tuple, tuple, Any], None]
+
+
+def _takers(names: tuple[str, ...]) -> tuple[Callable, Callable]:
+    """``take(S)``: the values of ``names`` as a tuple, in one C call (KeyError when one is
+    missing); ``take_missing(S)``: the same with None for missing names."""
+    def take_missing(values: dict) -> tuple:
+        return tuple(map(values.get, names))
+    if len(names) < 2:
+        return take_missing, take_missing
+    return itemgetter(*names), take_missing
+
+
 def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np.dtype],
                converters: list[Callable], bind: Callable, runner: Any,
                values: dict, kernel_error: Callable, to_device: Callable | None,
-               lock: Optional[Any] = None, readers: Sequence[tuple[str, int]] = ()
-               ) -> Callable:
+               lock: Optional[Any] = None, readers: Sequence[tuple[str, int]] = (),
+               recorded: Optional[Recording] = None) -> Callable:
     """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars.
 
     With a ``lock`` (a method that changes state) the call runs under it and first takes
-    the next batch of each reader in ``readers`` ((reader var, slot count) pairs); without
-    one it runs on a pooled plan instance of ``runner`` (see the module docstring)."""
+    the next batch of each reader in ``readers`` ((reader var, slot count) pairs), and
+    goes into the history when ``recorded``; without one it runs on a pooled plan instance
+    of ``runner`` (see the module docstring)."""
     on_device = to_device is not None
     lines = _head(n_feeds, feed_shapes, on_device)
     if lock is not None:
-        lines += _locked_body(n_feeds, readers, on_device)
+        lines += _locked_body(n_feeds, readers, on_device, recorded)
     else:
         assert not readers, "a method that reads a reader changes state: give it a lock"
+        assert recorded is None, "a method that changes nothing has no history"
         lines += _pooled_body(n_feeds)
     namespace: dict[str, Any] = {
         "MISSING": MISSING, "ndarray": np.ndarray, "bind": bind, "S": values,
@@ -138,6 +179,9 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
         "instance": runner.instance, "kernel_error": kernel_error, "FluidError": FluidError,
         "to_device": to_device, "lock": lock,
     }
+    if recorded is not None:
+        namespace["take"], namespace["take_missing"] = _takers(recorded.names)
+        namespace["record"] = recorded.record
     for i, (dtype, shape, conv) in enumerate(zip(dtypes, feed_shapes, converters)):
         namespace[f"d{i}"], namespace[f"t{i}"], namespace[f"c{i}"] = dtype, tuple(shape[1:]), conv
     source = "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import FeedError
 from ..ir.records import VarDesc, dtype_kind
+from ..ir.text import format_shape as _fmt
 from ..ops.spec import TensorType
 
 _KIND_NAMES = {"f": "floating-point", "i": "integer", "b": "boolean", "c": "complex"}
@@ -140,10 +141,6 @@ def check_batch_sizes(block: Any, feed_names: list[str], arrays: list[Any]) -> N
         raise FeedError(f"{method}(): the arguments disagree on the batch size: {listed}. "
                         f"Every data var shares the batch dimension: pass the same number "
                         f"of samples for each.")
-
-
-def _fmt(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def feed_type(array: Any) -> TensorType:

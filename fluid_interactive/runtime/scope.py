@@ -2,30 +2,44 @@
 
 Every method of a compiled program reads and writes one `Scope`. Generated code works on
 ``scope.values`` (a plain dict, the fastest thing to index) and commits a step's writes in
-one ``dict.update`` at its end; everything else goes through the methods here.
+one ``dict.update`` at its end; everything else goes through the methods here: `set`
+(values replaced between steps, recorded as one change), `replace` (a recompilation
+puts in another program's state) and `restore` (a rewind).
+
+``descs`` describes each persistable var (its `VarDesc`: shape, dtype, kind), so what
+reads or writes the scope without the program at hand (checkpoints, the explorer) can
+check values against it. ``history`` keeps what each change replaced, when it is on
+(`runtime.history`).
 
 Two rules make concurrent use safe (see docs/api.md, "Concurrency"):
 
 * an array in the scope is never changed in place: a step puts new arrays in, so a reader
-  holding the old ones (another thread's call, a snapshot) keeps a consistent view;
-* whatever changes values outside a step (``set``, loading) holds ``lock``, the lock that
-  methods which change state run under, so it never lands in the middle of a step.
+  holding the old ones (another thread's call, a snapshot, the history) keeps a
+  consistent view;
+* whatever changes values outside a step holds ``lock``, the lock that methods which
+  change state run under, so it never lands in the middle of a step.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Optional
+
+from ..ir.records import VarDesc
+from .history import History, Site, set_site
 
 
 class Scope:
-    """Name -> value (arrays on the program's device, reader objects) and the lock that
-    orders everything that changes them."""
+    """Name -> value (arrays on the program's device, reader objects), what each name is,
+    the lock that orders everything that changes them, and the history of changes."""
 
-    __slots__ = ("values", "lock", "__weakref__")
+    __slots__ = ("values", "lock", "descs", "history", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, descs: Optional[Mapping[str, VarDesc]] = None,
+                 history: Optional[History] = None) -> None:
         self.values: dict[str, Any] = {}
         self.lock = threading.RLock()
+        self.descs: dict[str, VarDesc] = dict(descs or {})
+        self.history = history if history is not None else History(self.lock)
 
     def __contains__(self, name: object) -> bool:
         return name in self.values
@@ -47,10 +61,52 @@ class Scope:
         never changed in place)."""
         return dict(self.values)  # one C-level copy: no step commits half-way through it
 
-    def set(self, updates: Mapping[str, Any]) -> None:
-        """Replace values, all at once, between steps."""
+    def readers(self) -> dict[str, Any]:
+        """Name -> reader object, for every reader in the scope."""
+        return {n: v for n, v in self.values.items()
+                if self.descs.get(n) is not None and self.descs[n].kind == "reader"
+                and hasattr(v, "tell")}
+
+    def positions(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
+        """Reader name -> how many batches it returned since its last reset."""
+        readers = self.readers()
+        if names is not None:
+            readers = {n: readers[n] for n in names if n in readers}
+        return {n: r.tell() for n, r in readers.items()}
+
+    def set(self, updates: Mapping[str, Any], label: str = "set_var") -> None:
+        """Replace values, all at once, between steps: one change in the history."""
+        with self.lock:
+            if self.history.enabled:
+                site, old = set_site(label, updates, map(self.values.get, updates))
+                self.values.update(updates)
+                self.history.record(site, old, ())
+            else:
+                self.values.update(updates)
+
+    def replace(self, values: Mapping[str, Any], descs: Mapping[str, VarDesc]) -> None:
+        """Make the scope hold exactly ``values``, described by ``descs`` (another
+        program's state). Names that stay are replaced before the others go, so a call
+        running concurrently (one that changes nothing runs without the lock) never finds
+        a name of both programs missing."""
+        with self.lock:
+            self.values.update(values)
+            for name in [n for n in self.values if n not in values]:
+                del self.values[name]
+            self.descs = dict(descs)
+
+    def restore(self, updates: Mapping[str, Any], removed: Iterable[str]) -> None:
+        """Put earlier values back (a rewind): ``updates`` in, ``removed`` out."""
         with self.lock:
             self.values.update(updates)
+            for name in removed:
+                self.values.pop(name, None)
+
+    def record_reset(self, positions: Mapping[str, int]) -> None:
+        """Record that the readers ``positions`` names were reset from those positions."""
+        if self.history.enabled and positions:
+            self.history.record(Site("reset_readers", "reset_readers", (),
+                                     tuple(positions)), (), tuple(positions.values()))
 
     def __repr__(self) -> str:
         return f"<Scope of {len(self.values)} values>"

@@ -12,14 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Union
 
-from ..ir.layers import layer_of, layer_type, scope_of
+from ..ir.layers import layer_type, model_ops, scope_of
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.text import format_shape
 from ..table import Table
 
 __all__ = ["LayerRow", "Summary", "summarize"]
-
-_NOT_MODEL = OpRole.BACKWARD | OpRole.OPTIMIZE | OpRole.LRSCHED | OpRole.RPC | OpRole.DIST
-
 
 def _size(var: VarDesc) -> int:
     n = 1
@@ -31,7 +29,7 @@ def _size(var: VarDesc) -> int:
 def _shape(var: Optional[VarDesc]) -> str:
     if var is None:
         return "?"
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in var.shape) + "]"
+    return format_shape(var.shape)
 
 
 def _count(n: int) -> str:
@@ -147,10 +145,7 @@ def summarize(program: ProgramDesc, methods: Union[None, str, Sequence[str]] = N
             inputs.setdefault(n, _shape(program.find_var(block, n)))
         calls: dict[str, int] = {}
         last: Optional[str] = None
-        for op in block.ops:
-            if op.role & _NOT_MODEL or not op.output_names():
-                continue
-            layer = layer_of(op.output_names()[0])
+        for layer, op in model_ops(block):
             row = rows.get(layer)
             if row is None:
                 row = rows[layer] = LayerRow(layer, layer_type(layer), "")

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
 
+from ..backend import array_module_for
 from ..ir.layers import in_scope
 from ..ir.records import BlockDesc
 from .runner import BlockRunner
@@ -97,9 +98,10 @@ class WatchSet:
 def _watching_call(method: "CompiledMethod", names: list[str], watch: WatchSet) -> Any:
     """A ``__call__`` for ``method`` that runs a plan returning ``(result, watched)``."""
     block = method._runner.block
-    runner = BlockRunner(method.owner.program, dataclasses.replace(
-        block, returns=(block.returns, {n: n for n in names})), method.owner._xp,
-        method.owner.seed, is_test=method._runner.is_test)
+    owner = method.owner
+    runner = BlockRunner(owner.program, dataclasses.replace(
+        block, returns=(block.returns, {n: n for n in names})),
+        array_module_for(owner.device), owner.seed, is_test=method._runner.is_test)
     entry = method.entry_for(runner)
     # The entry calls itself for keyword or converted arguments; that inner call must
     # give back the pair too, so it goes to the entry directly, not through `call`.
@@ -134,3 +136,11 @@ def install(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]
         type(method).__call__ = _watching_call(method, names, watch)
         kept[name] = names
     return kept
+
+
+def reinstall(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]:
+    """`install` after the methods' plain entries were made anew (the program was
+    recompiled, or its history turned on or off): the plain entries kept from before are
+    stale."""
+    watch._installed.clear()
+    return install(program, watch)

@@ -22,6 +22,18 @@ FUZZ_CASES = 2600          # per child; two children run side by side
 FUZZ_MEMORY_MB = 768       # each child's headroom over what it uses after its imports
 
 
+def _first_batch_program(path):
+    """A compiled program whose method ``first`` takes a batch reader's first batch of
+    ``path`` (one float32 slot of 3 values)."""
+    class Reads(fluid.Program):
+        @fluid.network()
+        def first(self):
+            reader = fluid.batch_reader(file=str(path), batch_size=2, shape=[[3]],
+                                        dtype=["float32"])
+            return reader.next_item()
+    return Reads().Compile(seed=0)
+
+
 def _child(args, timeout=600):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "extension")]))
     return subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env,
@@ -87,13 +99,7 @@ def test_a_batch_reader_over_a_bomb_fails_with_a_reader_error(tmp_path, monkeypa
     path = tmp_path / "bomb.recordio"
     bomb_file(str(path), 64 << 20)
 
-    class Reads(fluid.Program):
-        @fluid.network()
-        def first(self):
-            reader = fluid.batch_reader(file=str(path), batch_size=2, shape=[[3]],
-                                        dtype=["float32"])
-            return reader.next_item()
-    prog = Reads().Compile(seed=0)
+    prog = _first_batch_program(path)
     with pytest.raises(fluid.ReaderError, match="inflates beyond"):
         prog.first()
     prog.close()
@@ -124,14 +130,7 @@ def test_a_named_pipe_is_refused_by_recordio_and_batch_reader(tmp_path):
             call_within(20, lambda: list(recordio.read(str(fifo))))
         with pytest.raises(fluid.RecordIOError, match="named pipe"):
             call_within(20, lambda: list(bulk_read.read_columns(str(fifo))))
-
-        class Reads(fluid.Program):
-            @fluid.network()
-            def first(self):
-                reader = fluid.batch_reader(file=str(fifo), batch_size=2, shape=[[3]],
-                                            dtype=["float32"])
-                return reader.next_item()
-        prog = Reads().Compile(seed=0)
+        prog = _first_batch_program(fifo)
         with pytest.raises(fluid.ReaderError, match="named pipe"):
             call_within(20, prog.first)
         prog.close()

@@ -129,3 +129,14 @@ class FitALineAll(_FileFit):
         loss = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
         fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
         return loss
+
+
+def test_a_plain_script_ignores_stray_role_variables():
+    """Without --distributed, Compile() reads no role variable, so a leftover or invalid
+    TRAINING_ROLE in the environment cannot break a plain script."""
+    compiled = object()
+    env = {"TRAINING_ROLE": "NOT_A_ROLE", "PADDLE_TRAINERS_NUM": "zero"}
+    assert distribute_if_requested(compiled, argv=["main.py"], environ=env) is compiled
+    with pytest.raises(fluid.OpArgumentError, match="TRAINING_ROLE"):
+        distribute_if_requested(compiled, argv=["main.py", "--distributed", "main=train_step"],
+                                environ=env)

@@ -318,7 +318,7 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
         assert extra["widths"][0] == "100%", extra
         assert extra["status"][0].startswith("600/600"), extra
         assert "end of data" in extra["status"][1], extra
-        assert extra["bars"] >= 1 and extra["tables"] == 2, extra
+        assert extra["bars"] >= 1 and extra["tables"] == 3, extra   # programs, vars, history
 
 
 def _notebook_checks(page, name):

@@ -36,6 +36,7 @@ def test_import_fluid_and_train_without_ipython():
             raise SystemExit("the blocker did not block IPython")
         import fluid
         import fluid.display, fluid.live, fluid.training, fluid.widgets, fluid.scope
+        import fluid.timetravel
         class Net(fluid.Program):
             @fluid.network("x", "y")
             def train_step(self, x, y):
@@ -53,6 +54,10 @@ def test_import_fluid_and_train_without_ipython():
         g = fluid.graph(net)
         assert g.dot.startswith("digraph")
         print(repr(fluid.explore(net)).splitlines()[0])
+        net.keep_history()
+        net.train_step(X, Y)
+        net.rewind(1)
+        assert "train_step" in fluid.timetravel.DiffView(fluid.diff(Net, net)).text()
         bad = [m for m in sys.modules if m.split(".")[0] in ("IPython", "ipykernel", "ipywidgets")]
         assert not bad, bad
         print("OK")

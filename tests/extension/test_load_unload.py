@@ -8,7 +8,8 @@ import fluid  # noqa: E402
 from fluid import ipython as fext  # noqa: E402
 from fluid_interactive.ir import ProgramDesc, source  # noqa: E402
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram  # noqa: E402
-from fluid_interactive.frontend.program import Program  # noqa: E402
+from fluid_interactive.frontend import program as frontend_program  # noqa: E402
+from fluid_interactive.ir.diff import ProgramDiff  # noqa: E402
 
 TYPES = (CompiledProgram, CompiledMethod, ProgramDesc)
 
@@ -22,6 +23,8 @@ def ours(shell):
     return {
         "pre_run_cell": sum(map(is_ours, shell.events.callbacks["pre_run_cell"])),
         "post_run_cell": sum(map(is_ours, shell.events.callbacks["post_run_cell"])),
+        "diff_html": int(formatters["text/html"].type_printers.get(ProgramDiff)
+                         is fext._diff_formatter),
         "svg": sum(formatters["image/svg+xml"].type_printers.get(t) is fext._svg_formatter
                    for t in TYPES),
         "text": sum(formatters["text/plain"].type_printers.get(t) is fext._text_formatter
@@ -33,14 +36,15 @@ def ours(shell):
         "line_magic": int("fluid" in shell.magics_manager.magics["line"]),
         "cell_magic": int("fluid" in shell.magics_manager.magics["cell"]),
         "custom_exc": int(shell.custom_exceptions == (Exception,)),
-        "compile_hook": int(getattr(Program.__dict__["Compile"], "__fluid_live__", False)),
+        "class_listener": sum(map(is_ours, frontend_program._class_listeners)),
+        "history_on": int(fluid.history_defaults()["enabled"]),
         "fluid_in_ns": int(shell.user_ns.get("fluid") is fluid),
     }
 
 
-ONE = {"pre_run_cell": 1, "post_run_cell": 1, "svg": 3, "text": 3, "html": 3, "labeller": 1,
-       "line_magic": 1,
-       "cell_magic": 1, "custom_exc": 1, "compile_hook": 1, "fluid_in_ns": 1}
+ONE = {"pre_run_cell": 1, "post_run_cell": 0, "diff_html": 1, "svg": 3, "text": 3, "html": 3,
+       "labeller": 1, "line_magic": 1, "cell_magic": 1, "custom_exc": 1, "class_listener": 1,
+       "history_on": 1, "fluid_in_ns": 1}
 NONE = {k: 0 for k in ONE}
 
 
@@ -82,13 +86,13 @@ def test_unload_restores_what_was_there(bare):
         return "<svg/>"
 
     svg.for_type(ProgramDesc, theirs)
-    original_compile = Program.__dict__["Compile"]
     try:
         shell.run_line_magic("load_ext", "fluid")
         assert svg.type_printers[ProgramDesc] is fext._svg_formatter
         shell.run_line_magic("unload_ext", "fluid")
         assert svg.type_printers[ProgramDesc] is theirs
-        assert Program.__dict__["Compile"] is original_compile
+        assert frontend_program._class_listeners == []
+        assert fluid.history_defaults()["enabled"] is False
         assert shell.custom_exceptions == ()
     finally:
         svg.type_printers.pop(ProgramDesc, None)

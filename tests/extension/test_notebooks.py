@@ -83,3 +83,16 @@ def test_fit_a_line_story(tmp_path, kernel_env):
     assert result["methods"] == ["train_step", "infer", "evaluate"]
     report = next(t for t in texts.values() if "recompiled fit_a_line" in t)
     assert "kept 4" in report and "added 0" in report and "dropped 0" in report
+    shown = {i: "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs)
+             for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    edit = next(t for t in shown.values() if "what changed in fit_a_line" in t)
+    assert "evaluate: added" in edit and "train_step: unchanged" in edit
+    diff = next(t for t in shown.values() if t.startswith("diff FitALine"))
+    assert "reinitialised reader_0: its initialiser's batch_size changed from 256 to 64" \
+        in diff
+    rewound = next(t for t in texts.values() if "rewound fit_a_line" in t)
+    assert rewound.startswith("fluid: rewound fit_a_line by 12 change(s) (train_step x10, "
+                              "set_var learning_rate_0, reset_readers)")
+    assert "reader_0 is back at batch 1000" in rewound
+    table = next(t for t in shown.values() if "fit_a_line: history on" in t)
+    assert "set_var learning_rate_0" in table

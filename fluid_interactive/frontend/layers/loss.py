@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 from ...errors import DTypeError, OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, INT_DTYPES
-from ...ir.text import format_shape
+from ...ir.text import format_shape as _dims
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
@@ -36,11 +36,6 @@ def square_error_cost(input: Variable, label: Variable) -> Variable:
     _same_shape("square_error_cost", input, label)
     diff = helper.append_one("elementwise_sub", {"X": input, "Y": label}, final=False)
     return helper.append_one("square", {"X": diff})
-
-
-def _dims(shape) -> str:
-    """``[?, 3]``: a shape as messages show it, ``?`` for a dim unknown until run time."""
-    return format_shape(shape)
 
 
 def _compatible(a, b) -> bool:

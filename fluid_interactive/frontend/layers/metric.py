@@ -3,14 +3,10 @@ from __future__ import annotations
 
 from ...errors import DTypeError, OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, INT_DTYPES
+from ...ir.text import format_shape as _dims
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
-
-
-def _dims(shape) -> str:
-    """``[?, 3]``: a shape as messages show it, ``?`` for a dim unknown until run time."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def argmax(x: Variable, axis: int = 0) -> Variable:

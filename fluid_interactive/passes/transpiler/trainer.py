@@ -20,7 +20,8 @@ only in attrs: its ``trainer_id`` and, in sync mode, the names its gradients arr
 from __future__ import annotations
 
 from ...errors import ProgramDefinitionError
-from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, return_names
+from ...ir.records import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc,
+                           returned_names)
 from ...ops.dist import COMM_KIND, COMM_VAR
 from .layout import Layout, PairLayout
 from .roles import MethodRoles
@@ -69,7 +70,7 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
                 raise ProgramDefinitionError(
                     f"transpile: {roles.method!r} computes {n!r} in its update ops, which "
                     f"move to the parameter servers, but a trainer op reads it")
-    for n in return_names(block.returns):
+    for n in returned_names(block.returns):
         if n in moved_results:
             raise ProgramDefinitionError(
                 f"transpile: {roles.method!r} returns {n!r}, which its update ops compute; "
@@ -101,7 +102,7 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
 
     # Declarations only the moved ops used go with them.
     used = {n for op in ops for n in op.input_names() + op.output_names()}
-    used |= set(block.feeds) | set(return_names(block.returns))
+    used |= set(block.feeds) | set(returned_names(block.returns))
     for i in moved:
         for n in old[i].input_names() + old[i].output_names():
             if n in block.vars and n not in used:
@@ -197,7 +198,7 @@ def _prune_global(program: ProgramDesc, layout: Layout) -> None:
     for block in program.blocks[1:]:
         for op in block.ops:
             referenced.update(op.input_names(), op.output_names())
-        referenced.update(return_names(block.returns))
+        referenced.update(returned_names(block.returns))
     removed = {n for n in candidates if n in g0.vars and n not in referenced}
     while True:
         kept = [op for op in g0.ops

@@ -1,0 +1,157 @@
+"""fluid.diff: the ops an edit adds, removes and changes, per method, and what a
+recompilation keeps of the state; for classes, compiled programs and checkpoints."""
+import numpy as np
+import pytest
+
+import fluid
+from fluid_interactive.ir.diff import GLOBAL, diff_programs, optimizer_state_of
+
+
+class Net(fluid.Program):
+    learning_rate = 0.1
+    hidden = 4
+    act = "relu"
+    layers = 1
+    optimizer = "adam"
+
+    def body(self, x):
+        with fluid.var_scope("net"):
+            h = x
+            for _ in range(self.layers):
+                h = fluid.layers.fc(input=h, size=self.hidden, act=self.act)
+            return fluid.layers.fc(input=h, size=1)
+
+    @fluid.network("x", "y")
+    def train_step(self, x, y):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=self.body(x), label=y),
+                                 name="cost")
+        opt = (fluid.optimizer.Adam if self.optimizer == "adam" else fluid.optimizer.SGD)
+        opt(learning_rate=self.learning_rate).minimize(cost)
+        return cost
+
+    @fluid.network("x")
+    def infer(self, x):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        return self.body(x)
+
+
+def edited(diff, block):
+    """(kind, old type, new type) of each op that differs in ``block``."""
+    return [(c.kind, c.old.type if c.old else None, c.new.type if c.new else None)
+            for c in diff.block(block).ops]
+
+
+def test_the_same_class_twice_differs_in_nothing():
+    d = fluid.diff(Net, Net())
+    assert not d.changed
+    assert all(b.status == "same" for b in d.blocks)
+    assert d.kept == [v.name for v in fluid.diff(Net, Net).new.global_block().vars.values()
+                      if v.persistable]
+    assert "train_step: unchanged" in str(d)
+
+
+def test_an_activation_and_a_learning_rate_edit_list_exactly_the_edited_ops():
+    d = fluid.diff(Net(), Net(act="tanh", learning_rate=0.05))
+    assert edited(d, "train_step") == [("changed", "relu", "tanh"),
+                                       ("changed", "relu_grad", "tanh_grad")]
+    assert edited(d, "infer") == [("changed", "relu", "tanh")]
+    assert edited(d, GLOBAL) == [("changed", "fill_constant", "fill_constant")]
+    (lr,) = d.block(GLOBAL).ops
+    assert lr.new.output("Out") == ["learning_rate_0"]
+    assert lr.details == ["attr value: 0.1 -> 0.05"]
+    assert d.block("train_step").ops[0].details == ["type relu -> tanh"]
+    assert d.reinitialised == ["learning_rate_0"] and not d.added and not d.dropped
+    text = str(d)
+    assert "~ net/fc_0.tmp_2:f32[?,4] = tanh(X=net/fc_0.tmp_1)" in text
+    assert "reinitialised learning_rate_0: its initialiser's value changed from 0.1 to 0.05" \
+        in text
+
+
+def test_an_inserted_layer_shows_as_inserted_ops():
+    d = fluid.diff(Net(optimizer="sgd"), Net(optimizer="sgd", layers=2))
+    # names follow the layers' order: the inserted layer takes the names fc_1 (its mul and
+    # add are the old output layer's, now [?,4] wide) and the output layer is the new fc_2
+    assert edited(d, "infer") == [("changed", "mul", "mul"),
+                                  ("changed", "elementwise_add", "elementwise_add"),
+                                  ("added", None, "relu"), ("added", None, "mul"),
+                                  ("added", None, "elementwise_add")]
+    mul = d.block("infer").ops[0]
+    assert mul.details == ["input Y net/fc_1.w_0: f32[4,1] -> f32[4,4]",
+                           "output Out net/fc_1.tmp_0: f32[?,1] -> f32[?,4]"]
+    assert d.block("infer").unchanged == 3
+    assert d.block("infer").signature == ["returns net/fc_1.tmp_1 -> net/fc_2.tmp_1"]
+    assert d.added == ["net/fc_2.w_0", "net/fc_2.b_0"]
+    assert d.reinitialised == ["net/fc_1.w_0", "net/fc_1.b_0"]
+
+
+def test_methods_added_and_removed_and_signatures():
+    class More(Net):
+        @fluid.network("x")
+        def features(self, x):
+            x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+            return fluid.layers.fc(input=x, size=2)
+
+        @fluid.network("x", "z")
+        def infer(self, x, z):
+            x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+            z = fluid.layers.data(name="z", shape=[3], dtype="float32")
+            return self.body(x + z)
+
+    d = fluid.diff(Net, More)
+    assert d.block("features").status == "added"
+    assert d.block("infer").signature == [
+        "arguments (x:f32[?,3]) -> (x:f32[?,3], z:f32[?,3])"]
+    assert d.added == ["fc_0.w_0", "fc_0.b_0"]
+    back = fluid.diff(More, Net)
+    assert back.block("features").status == "removed" and back.dropped == d.added
+
+
+def test_a_reinitialised_parameter_takes_all_its_optimizer_state_with_it():
+    d = fluid.diff(Net(), Net(hidden=5))
+    w = "net/fc_0.w_0"
+    tied = optimizer_state_of(d.new, w)
+    assert sorted(tied) == sorted(f"{w}_{k}_0" for k in ("moment1", "moment2",
+                                                         "beta1_pow_acc", "beta2_pow_acc"))
+    status = {s.name: s for s in d.state}
+    for name in tied:
+        assert status[name].status == "reinitialised", name
+    assert status[f"{w}_beta1_pow_acc_0"].reason == f"optimizer state of {w}, which starts again"
+    # the output layer's bias keeps its shape, its value and its optimizer state
+    assert status["net/fc_1.b_0"].status == "kept"
+    assert all(status[n].status == "kept" for n in optimizer_state_of(d.new, "net/fc_1.b_0"))
+
+
+def test_compiled_programs_and_checkpoints_compare_values_too(tmp_path, rng):
+    a = Net().Compile(seed=0)
+    b = Net().Compile(seed=0)
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    y = rng.standard_normal((8, 1)).astype(np.float32)
+    assert not fluid.diff(a, b).changed
+    b.train_step(x, y)
+    d = fluid.diff(a, b.train_step)        # a method stands for its program
+    assert not any(blk.status != "same" for blk in d.blocks) and d.changed
+    notes = {s.name: s.values for s in d.state if s.values}
+    assert "net/fc_0.w_0" in notes and notes["net/fc_0.w_0"].startswith("values differ")
+    a.save(str(tmp_path / "a"))
+    b.save(str(tmp_path / "b"))
+    from_disk = fluid.diff(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert {s.name: s.values for s in from_disk.state if s.values} == notes
+    assert from_disk.old_label == "a" and from_disk.new_label == "b"
+
+
+def test_a_program_desc_and_bad_arguments():
+    desc = Net().Compile(seed=0).program
+    assert not fluid.diff(desc, Net).changed
+    with pytest.raises(TypeError, match="fluid.diff compares programs"):
+        fluid.diff(desc, 42)
+
+
+def test_diff_programs_ignores_source_lines():
+    a = Net().Compile(seed=0).program
+    b = a.clone()
+    for block in b.blocks:
+        for op in block.ops:
+            op.loc = None
+    assert not diff_programs(a, b).changed
