@@ -4,6 +4,7 @@ memory budget; with history off (the default outside a notebook) the call path h
 history code at all."""
 import gc
 import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -249,31 +250,40 @@ def test_rewinds_between_steps_of_another_thread(data):
     x, y = data
     reference = Net().Compile(seed=0)
     states = [state(reference)]
-    for _ in range(200):
-        reference.train_step(x, y)
-        states.append(state(reference))
+
+    def expected(count):
+        while len(states) <= count:
+            reference.train_step(x, y)
+            states.append(state(reference))
+        return states[count]
+
     prog = Net().Compile(seed=0)
     prog.keep_history()
+    stop = threading.Event()
 
     def train():
-        for _ in range(200):
+        for _ in range(5000):               # bounded; the main thread stops it sooner
+            if stop.is_set():
+                return
             prog.train_step(x, y)
 
     worker = threading.Thread(target=train)
     worker.start()
-    rewinds = 0
+    rewinds, deadline = 0, time.monotonic() + 60
     try:
-        while worker.is_alive():
+        while rewinds < 20 and worker.is_alive() and time.monotonic() < deadline:
             with prog.scope.lock:
                 if len(prog.history) >= 2:
                     prog.rewind(1 + rewinds % 2)
                     rewinds += 1
-                    assert_same(state(prog), states[prog.history.count])
-            worker.join(0.001)
+                    assert_same(state(prog), expected(prog.history.count))
+            time.sleep(0.002)               # let the worker take some steps
     finally:
+        stop.set()
         worker.join(30)
-    assert rewinds > 0
-    assert_same(state(prog), states[prog.history.count])
+    assert not worker.is_alive()
+    assert rewinds == 20
+    assert_same(state(prog), expected(prog.history.count))
 
 
 def test_rewinding_past_a_recompile_brings_the_earlier_program_back(prog, data):
