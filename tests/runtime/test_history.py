@@ -262,10 +262,10 @@ def test_rewinds_between_steps_of_another_thread(data):
     stop = threading.Event()
 
     def train():
-        for _ in range(5000):               # bounded; the main thread stops it sooner
-            if stop.is_set():
-                return
+        end = time.monotonic() + 60         # bounded; the main thread stops it sooner
+        while not stop.is_set() and time.monotonic() < end:
             prog.train_step(x, y)
+            time.sleep(0.0002)              # a lock is not fair: leave the rewinder a turn
 
     worker = threading.Thread(target=train)
     worker.start()
