@@ -3,9 +3,12 @@
 `CachedSource` wraps a `FileSource`. Its first pass reads the files as usual and keeps the
 decoded blocks, as long as they fit ``budget`` bytes; every later pass (the next epoch, or
 the first after `BatchReader.reset`) serves those blocks from memory, so training pays for
-decoding once. The kept blocks are handed on as not owned, so their batches are copies
-(one copy per run of batches): a caller that writes into a batch never changes the cache. The cache is dropped when the files change (another expansion of the
-globs, or a file's size or modification time), and never kept for data over the budget.
+decoding once. The kept arrays are made read-only and the pipeline's batches are views of
+them, in the first epoch and in every later one: no copy, a reshape per run of batches,
+and the reading thread hands whole blocks over at once. `BatchReader.take` (what the
+`read` op calls: kernels never write into their inputs) hands those views out;
+`BatchReader.next` copies them, so its caller still gets arrays of its own to write into. The cache is dropped when the files change (another expansion of the globs, or a
+file's size or modification time), and never kept for data over the budget.
 """
 from __future__ import annotations
 
@@ -23,6 +26,13 @@ def _stamp(paths: list[str]) -> tuple:
         st = os.stat(p)
         out.append((p, st.st_size, st.st_mtime_ns))
     return tuple(out)
+
+
+def _frozen(block: Block) -> Block:
+    """``block`` with read-only columns that may be handed out as views (owned)."""
+    for column in block.columns:
+        column.flags.writeable = False
+    return block._replace(owned=True)
 
 
 class _Store:
@@ -60,8 +70,7 @@ class CachedSource:
     def blocks(self) -> Iterator[Block]:
         store = self._store
         if store.blocks is not None:
-            for block in store.blocks:
-                yield block._replace(owned=False)
+            yield from store.blocks
             return
         kept: Optional[list[Block]] = None if store.too_big else []
         size = 0
@@ -71,8 +80,8 @@ class CachedSource:
                 if size > self.budget:
                     kept, store.too_big = None, True
                 else:
+                    block = _frozen(block)   # batches: read-only views, in every epoch
                     kept.append(block)
-                    block = block._replace(owned=False)   # batches: copies, not views
             yield block
         if kept is not None:   # a whole pass within the budget
             store.blocks = kept

@@ -570,9 +570,18 @@ class BatchReader:
 
     # -- reading
     def next(self) -> tuple[np.ndarray, ...]:
-        """The next batch: one array per slot, shaped ``(batch, *shape)``. Raises
-        `EOFException` at the end of the data, `ReaderError` for bad data or a failure in
-        the reading thread (the cause chained)."""
+        """The next batch: one C-contiguous, writable array per slot, shaped
+        ``(batch, *shape)``. Raises `EOFException` at the end of the data, `ReaderError`
+        for bad data or a failure in the reading thread (the cause chained)."""
+        batch = self.take()
+        if batch[0].flags.writeable:
+            return batch
+        return tuple(a.copy() for a in batch)   # a view of the cache: the caller's own copy
+
+    def take(self) -> tuple[np.ndarray, ...]:
+        """The next batch as `next` gives it, except that its arrays may be read-only
+        views of the reader's cache (io/cache.py) instead of copies: for a consumer that
+        never writes into a batch, like the `read` op of a compiled program."""
         pos = self._pos
         if pos < self._have:  # the usual case: called once per training step, keep it short
             self._pos = pos + 1
@@ -580,7 +589,7 @@ class BatchReader:
         return self._next_group()
 
     def unread(self) -> None:
-        """Give back the batch the last `next` returned, so that the next call returns it
+        """Give back the batch the last `next` (or `take`) returned, so that the next call returns it
         again: a training step that fails after taking its batch calls this, so that no
         sample is skipped. Only the most recent batch can be given back."""
         if self._pos == 0:

@@ -73,7 +73,7 @@ def _read_kernel(ctx: KernelContext):
     n = len(ctx.out_types)
 
     def read(reader):
-        batch = reader.next()
+        batch = reader.take()   # kernels never write into their inputs: no copy needed
         return batch[0] if n == 1 else tuple(batch)
     return read
 

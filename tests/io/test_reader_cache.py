@@ -73,15 +73,32 @@ def test_data_over_the_budget_is_read_every_epoch(tmp_path, reads):
     assert reads[0] == 5
 
 
-def test_writing_into_a_batch_leaves_later_epochs_alone(tmp_path):
+@pytest.mark.parametrize("prefetch", [0, 4])
+def test_writing_into_a_batch_leaves_later_epochs_alone(tmp_path, prefetch):
     arrays = data(200)
     path = _file(tmp_path, arrays)
-    with BatchReader(FileSource(path), 50, SHAPES, DTYPES, epochs=3, prefetch=0) as r:
+    with BatchReader(FileSource(path), 50, SHAPES, DTYPES, epochs=3,
+                     prefetch=prefetch) as r:
         got = []
         for batch in r:
             got.append(tuple(a.copy() for a in batch))
+            assert all(a.flags.writeable and a.flags.c_contiguous for a in batch)
             batch[0][...] = -1
     assert_batches_equal(got, reference(arrays, 50) * 3)
+
+
+def test_take_hands_out_read_only_views_of_the_cache(tmp_path):
+    arrays = data(200)
+    path = _file(tmp_path, arrays)
+    with BatchReader(FileSource(path), 50, SHAPES, DTYPES, epochs=2, prefetch=0) as r:
+        views = [r.take() for _ in range(8)]
+    for batch in views:
+        with pytest.raises(ValueError, match="read-only"):
+            batch[0][...] = -1
+    # the second epoch's batches are the very memory of the first's: nothing was copied
+    assert all(np.shares_memory(a, b) for i in range(4) for a, b in zip(views[i],
+                                                                         views[i + 4]))
+    assert_batches_equal(views, reference(arrays, 50) * 2)
 
 
 def test_shuffled_epochs_are_the_same_with_and_without_the_cache(tmp_path):
