@@ -81,7 +81,9 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
         lines.append(f"        r{k} = S[{reader!r}]")
         if recorded is not None:
             lines.append(f"        p{k} = r{k}.tell()")
-        lines.append(f"        {', '.join(names)}, = r{k}.next()")
+        # take(): a cached reader's batches are read-only views, and kernels never write
+        # into their inputs, so no copy is needed (next() would make one).
+        lines.append(f"        {', '.join(names)}, = r{k}.take()")
         readers.append(f"r{k}")
         if on_device:
             lines += [f"        {n} = to_device({n})" for n in names]

@@ -116,3 +116,44 @@ def test_bad_budget_is_a_clear_error(tmp_path):
     path = _file(tmp_path, data(10))
     with pytest.raises(ReaderError, match="cache_bytes"):
         BatchReader(FileSource(path), 4, SHAPES, DTYPES, cache_bytes=-1)
+
+
+def test_training_over_cached_epochs_equals_decoding_every_epoch(tmp_path, monkeypatch, reads):
+    """A compiled method takes the cache's read-only views (no copy): its kernels read
+    them and never write into them, and three epochs train exactly as with no cache."""
+    import fluid
+    from fluid_interactive.io import cache
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 13)).astype(np.float32)
+    y = (x.sum(axis=1, keepdims=True) * 0.5).astype(np.float32)
+    path = str(tmp_path / "fit.recordio")
+    recordio.write_arrays(path, (x, y))
+
+    class Fit(fluid.Program):
+        @fluid.network()
+        def train_step(self):
+            reader = fluid.batch_reader(file=path, batch_size=64, shape=[[13], [1]],
+                                        dtype=["float32", "float32"], epochs=3)
+            xb, yb = reader.next_item()
+            pred = fluid.layers.fc(input=xb, size=1, act="relu")
+            cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=yb))
+            fluid.optimizer.SGD(learning_rate=0.01).minimize(cost)
+            return cost
+
+    def losses():
+        prog = Fit().Compile(seed=0)
+        out = []
+        while True:
+            try:
+                out.append(prog.train_step())
+            except fluid.EOFException:
+                return out, prog.parameters()
+
+    cached, cached_params = losses()
+    assert reads[0] == 1            # decoded once, two epochs from memory
+    monkeypatch.setattr(cache, "DEFAULT_BUDGET", 0)
+    decoded, decoded_params = losses()
+    assert reads[0] == 1 + 3
+    assert len(cached) == 15 and cached == decoded
+    assert all(np.array_equal(cached_params[k], decoded_params[k]) for k in cached_params)

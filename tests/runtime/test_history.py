@@ -212,8 +212,12 @@ def test_memory_budget_holds_over_10000_steps(data):
     finally:
         tracemalloc.stop()
     assert len(prog.history) == 30 and prog.history.nbytes == budget
-    # arrays allocated while tracing that are still alive: the scope's and the history's
-    assert max(held) < per_call + budget + 32 * 1024, held
+    # arrays allocated while tracing that are still alive: the scope's and the history's.
+    # The budget counts array bytes plus a fixed overhead per array; what the interpreter
+    # keeps besides (view and generation objects, the float free list of `.item()`,
+    # pymalloc pools) varies with what ran before in the process: 135-149 KB were measured
+    # against a 139 KB budget + one call. Unbounded growth would be ~20 MB over 10,000 steps.
+    assert max(held) < per_call + budget + 64 * 1024, held
     assert max(held) - min(held) < 16 * 1024, held
     prog.rewind(30)
 
