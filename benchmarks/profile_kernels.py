@@ -25,7 +25,7 @@ from peers.workloads import POOL, WORKLOADS, batches, initial_parameters  # noqa
 def timed_plan(prog, method: str, args) -> dict[str, list[float]]:
     """Run the method once (to plan it), then wrap its kernels; returns the timer table."""
     getattr(prog, method)(*args)
-    code = next(iter(getattr(prog, method)._runner.plans.values()))
+    code = next(iter(getattr(prog, method).runner.plans.values()))
     ns = code.fn.__globals__
     table: dict[str, list[float]] = defaultdict(list)
     for name in [k for k in ns if k.startswith("k") and callable(ns[k])]:

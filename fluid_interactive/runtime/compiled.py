@@ -188,6 +188,12 @@ class CompiledMethod:
         return self._owner
 
     @property
+    def runner(self) -> BlockRunner:
+        """What plans and runs this method: its block as planned (`block`), whether it runs
+        in test mode (`is_test`) and its generated plans per feed signature (`plans`)."""
+        return self._runner
+
+    @property
     def source(self) -> str:
         """The generated Python of the most recently planned feed signature."""
         if not self._runner.plans:

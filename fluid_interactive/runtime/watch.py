@@ -97,11 +97,11 @@ class WatchSet:
 
 def _watching_call(method: "CompiledMethod", names: list[str], watch: WatchSet) -> Any:
     """A ``__call__`` for ``method`` that runs a plan returning ``(result, watched)``."""
-    block = method._runner.block
+    block = method.runner.block
     owner = method.owner
     runner = BlockRunner(owner.program, dataclasses.replace(
         block, returns=(block.returns, {n: n for n in names})),
-        array_module_for(owner.device), owner.seed, is_test=method._runner.is_test)
+        array_module_for(owner.device), owner.seed, is_test=method.runner.is_test)
     entry = method.entry_for(runner)
     # The entry calls itself for keyword or converted arguments; that inner call must
     # give back the pair too, so it goes to the entry directly, not through `call`.
