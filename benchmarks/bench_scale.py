@@ -42,6 +42,92 @@ def deep_mlp(layers: int) -> type:
     return Deep
 
 
+class DeepNumpy:
+    """The same network and Adam step written by hand in NumPy: preallocated activations,
+    gradients written with ``out=``, parameters, gradients and moments as views of flat
+    buffers so that the update is one set of calls for the whole model. The reference for
+    how a step's cost grows with depth."""
+
+    def __init__(self, layers: int, rng: np.random.Generator):
+        shapes = [(WIDTH, WIDTH), (WIDTH,)] * (layers - 1) + [(WIDTH, 10), (10,)]
+        total = sum(int(np.prod(s)) for s in shapes)
+        self.p, self.g = (np.empty(total, np.float32) for _ in range(2))
+        self.m1, self.m2, self.scratch = (np.zeros(total, np.float32) for _ in range(3))
+        self.p[:] = rng.standard_normal(total).astype(np.float32) * 0.1
+        views, at = [], 0
+        for s in shapes:
+            n = int(np.prod(s))
+            views.append((self.p[at:at + n].reshape(s), self.g[at:at + n].reshape(s)))
+            at += n
+        self.layers = [(views[2 * i], views[2 * i + 1]) for i in range(layers)]
+        self.acts = [np.empty((BATCH, WIDTH), np.float32) for _ in range(layers - 1)]
+        self.dh = np.empty((BATCH, WIDTH), np.float32)
+        self.dprev = np.empty((BATCH, WIDTH), np.float32)
+        self.logits = np.empty((BATCH, 10), np.float32)
+        self.rows = np.arange(BATCH)
+        self.t = 0
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        h = x
+        for ((w, _), (b, _)), out in zip(self.layers[:-1], self.acts):
+            np.matmul(h, w, out=out)
+            out += b
+            np.maximum(out, 0, out=out)
+            h = out
+        (w, gw), (b, gb) = self.layers[-1]
+        z = np.matmul(h, w, out=self.logits)
+        z += b
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        labels = y[:, 0]
+        loss = float(np.log(s).sum() - z[self.rows, labels].sum()) / BATCH
+        e /= s
+        e[self.rows, labels] -= 1
+        e /= BATCH
+        np.matmul(h.T, e, out=gw)
+        np.sum(e, axis=0, out=gb)
+        d = e
+        for i in range(len(self.layers) - 2, -1, -1):
+            (w_next, _), _ = self.layers[i + 1]
+            dh = np.matmul(d, w_next.T, out=self.dh if d is not self.dh else self.dprev)
+            dh *= self.acts[i] > 0
+            (_, gw), (_, gb) = self.layers[i]
+            np.matmul(self.acts[i - 1].T if i else x.T, dh, out=gw)
+            np.sum(dh, axis=0, out=gb)
+            d = dh
+        self._adam(1e-3, 0.9, 0.999, 1e-8)
+        return loss
+
+    def _adam(self, lr: float, b1: float, b2: float, eps: float) -> None:
+        self.t += 1
+        rate = lr * (1 - b2 ** self.t) ** 0.5 / (1 - b1 ** self.t)
+        m1, m2, g, tmp = self.m1, self.m2, self.g, self.scratch
+        m1 *= b1
+        np.multiply(g, 1 - b1, out=tmp)
+        m1 += tmp
+        m2 *= b2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - b2
+        m2 += tmp
+        np.sqrt(m2, out=tmp)
+        tmp += eps
+        np.divide(m1, tmp, out=tmp)
+        tmp *= rate
+        self.p -= tmp
+
+
+def _median_step_s(step, x, y) -> float:
+    step(x, y)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            step(x, y)
+        times.append((time.perf_counter() - t0) / 5)
+    return statistics.median(times)
+
+
 def measure(layers: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
@@ -52,18 +138,14 @@ def measure(layers: int) -> dict[str, float]:
     t0 = time.perf_counter()
     prog.train_step(x, y)
     first_s = time.perf_counter() - t0
-    steps = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(5):
-            prog.train_step(x, y)
-        steps.append((time.perf_counter() - t0) / 5)
+    step_s = _median_step_s(prog.train_step, x, y)
+    numpy_s = _median_step_s(DeepNumpy(layers, rng).step, x, y)
     t0 = time.perf_counter()
     transpile(prog, trainers=2, pservers=4)
     transpile_s = time.perf_counter() - t0
     ops = sum(len(b.ops) for b in prog.program.blocks)
     return {"layers": layers, "ops": ops, "compile": compile_s, "first": first_s,
-            "step": statistics.median(steps), "transpile": transpile_s}
+            "step": step_s, "numpy": numpy_s, "transpile": transpile_s}
 
 
 def main() -> None:
@@ -79,13 +161,13 @@ def main() -> None:
         return
     rows = [measure(int(n)) for n in args.layers.split(",")]
     print(f"MLP of N fc layers of width {WIDTH}, Adam, batch {BATCH}")
-    print("| layers | ops | compile ms | first step ms | step ms | transpile (2 x 4) ms "
-          "| µs/op: compile | first step | step | transpile |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| layers | ops | compile ms | first step ms | step ms | hand NumPy step ms "
+          "| transpile (2 x 4) ms | µs/op: compile | first step | step | transpile |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = [r[k] / r["ops"] * 1e6 for k in ("compile", "first", "step", "transpile")]
         print(f"| {r['layers']} | {r['ops']:,} | {r['compile'] * 1e3:,.0f} | "
-              f"{r['first'] * 1e3:,.0f} | {r['step'] * 1e3:,.2f} | "
+              f"{r['first'] * 1e3:,.0f} | {r['step'] * 1e3:,.2f} | {r['numpy'] * 1e3:,.2f} | "
               f"{r['transpile'] * 1e3:,.0f} | " + " | ".join(f"{p:.1f}" for p in per) + " |")
     first, last = rows[0], rows[-1]
     growth = [(last[k] / last["ops"]) / (first[k] / first["ops"])
@@ -93,6 +175,12 @@ def main() -> None:
     print(f"per-op growth from {first['layers']} to {last['layers']} layers: compile "
           f"{growth[0]:.2f}x, first step {growth[1]:.2f}x, transpile {growth[2]:.2f}x "
           f"(target <= 1.3x, each <= 100 µs/op)")
+    step_growth = (last["step"] / last["layers"]) / (first["step"] / first["layers"])
+    numpy_growth = (last["numpy"] / last["layers"]) / (first["numpy"] / first["layers"])
+    print(f"step time per layer from {first['layers']} to {last['layers']} layers: fluid "
+          f"{step_growth:.2f}x, hand NumPy {numpy_growth:.2f}x (target: fluid's growth no "
+          f"more than NumPy's); fluid / NumPy step: {first['step'] / first['numpy']:.2f}x "
+          f"at {first['layers']}, {last['step'] / last['numpy']:.2f}x at {last['layers']}")
 
 
 if __name__ == "__main__":

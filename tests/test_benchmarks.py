@@ -41,3 +41,24 @@ def test_gpu_check_fails_loudly_without_cupy():
                          env={**os.environ, "PYTHON": sys.executable})
     assert out.returncode == 1
     assert "gpu_check: FAILED" in out.stderr and "CuPy" in out.stderr
+
+
+def test_scale_benchmark_hand_numpy_step_trains_as_fluid_does():
+    """bench_scale's hand-written deep MLP is the same network and Adam step as fluid's:
+    from the same parameters both report the same losses."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import bench_scale
+    finally:
+        sys.path.pop(0)
+    layers, rng = 4, np.random.default_rng(1)
+    x = rng.standard_normal((bench_scale.BATCH, bench_scale.WIDTH)).astype(np.float32)
+    y = rng.integers(0, 10, (bench_scale.BATCH, 1)).astype(np.int64)
+    hand = bench_scale.DeepNumpy(layers, rng)
+    prog = bench_scale.deep_mlp(layers)().Compile(seed=0)
+    prog.set_parameters({f"fc_{i}.{k}_0": value.copy() for i, pair in enumerate(hand.layers)
+                         for k, (value, _) in zip("wb", pair)})
+    ours = [prog.train_step(x, y) for _ in range(8)]
+    theirs = [hand.step(x, y) for _ in range(8)]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4)
+    assert ours[-1] < ours[0]
