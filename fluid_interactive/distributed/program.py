@@ -20,6 +20,7 @@ from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ir.text import format_block
 from ..runtime.compiled import CompiledProgram
+from ..runtime.feed import bind_arguments
 from .errors import DistributedTimeout, StepAborted
 from .interface import CallResult, PServer, Trainer
 from .pserver import DEFAULT_TIMEOUT
@@ -58,22 +59,7 @@ class DistributedMethod:
         return self._owner._run_local(self, arrays)
 
     def _bind(self, args: tuple, kwargs: dict) -> list[Any]:
-        feeds, name = list(self.block.feeds), self.block.name
-        if len(args) > len(feeds):
-            raise TypeError(f"{name}() takes {len(feeds)} argument(s) ({', '.join(feeds)}) "
-                            f"but {len(args)} were given")
-        bound = dict(zip(feeds, args))
-        for key, value in kwargs.items():
-            if key not in feeds:
-                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; "
-                                f"it feeds: {', '.join(feeds) or 'nothing'}")
-            if key in bound:
-                raise TypeError(f"{name}() got multiple values for argument {key!r}")
-            bound[key] = value
-        missing = [f for f in feeds if f not in bound]
-        if missing:
-            raise TypeError(f"{name}() is missing argument(s): {', '.join(missing)}")
-        return [bound[f] for f in feeds]
+        return list(bind_arguments(self.block.name, list(self.block.feeds), args, kwargs))
 
     @property
     def text(self) -> str:

@@ -23,7 +23,7 @@ from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
 from . import checkpoint
 from .entry import MISSING, Recording, make_entry
-from .feed import make_converter
+from .feed import bind_arguments, make_converter
 from .history import ARRAY_OVERHEAD, method_site
 from .runner import BlockRunner
 from .scope import Scope
@@ -155,23 +155,7 @@ class CompiledMethod:
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         args = tuple(a for a in args if a is not MISSING)  # parameters the caller left out
-        name = self.block.name
-        if len(args) > self._n:
-            raise TypeError(f"{name}() takes {self._n} argument(s) ({', '.join(self._feeds)}) "
-                            f"but {len(args)} were given")
-        bound = dict(zip(self._feeds, args))
-        for key, value in kwargs.items():
-            if key not in self._feeds:
-                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; "
-                                f"it feeds: {', '.join(self._feeds) or 'nothing'}"
-                                f"{self._option_hint(key)}")
-            if key in bound:
-                raise TypeError(f"{name}() got multiple values for argument {key!r}")
-            bound[key] = value
-        missing = [f for f in self._feeds if f not in bound]
-        if missing:
-            raise TypeError(f"{name}() is missing argument(s): {', '.join(missing)}")
-        return tuple(bound[f] for f in self._feeds)
+        return bind_arguments(self.block.name, self._feeds, args, kwargs, self._option_hint)
 
     def _option_hint(self, key: str) -> str:
         """Where an option goes, when a call passes one of the class's options."""

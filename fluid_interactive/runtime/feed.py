@@ -8,7 +8,7 @@ names the method, the data var, what was expected and what was given.
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -18,6 +18,28 @@ from ..ir.text import format_shape as _fmt
 from ..ops.spec import TensorType
 
 _KIND_NAMES = {"f": "floating-point", "i": "integer", "b": "boolean", "c": "complex"}
+
+
+def bind_arguments(name: str, feeds: Sequence[str], args: tuple, kwargs: dict,
+                   hint: Callable[[str], str] = lambda key: "") -> tuple:
+    """The values of ``feeds`` in order from a call ``name(*args, **kwargs)``, with
+    Python's own TypeErrors for too many, unknown, repeated or missing arguments;
+    ``hint(key)`` adds to the message of an unknown keyword."""
+    if len(args) > len(feeds):
+        raise TypeError(f"{name}() takes {len(feeds)} argument(s) ({', '.join(feeds)}) "
+                        f"but {len(args)} were given")
+    bound = dict(zip(feeds, args))
+    for key, value in kwargs.items():
+        if key not in feeds:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; "
+                            f"it feeds: {', '.join(feeds) or 'nothing'}{hint(key)}")
+        if key in bound:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        bound[key] = value
+    missing = [f for f in feeds if f not in bound]
+    if missing:
+        raise TypeError(f"{name}() is missing argument(s): {', '.join(missing)}")
+    return tuple(bound[f] for f in feeds)
 
 
 def _numpy_kind(dtype: np.dtype) -> str:
