@@ -11,20 +11,12 @@ import numpy as np
 from fluid_interactive.backend import to_host
 from fluid_interactive.ir.text import short_shape
 from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.runtime.summary import format_bytes
 
 from .display import Table
 
 __all__ = ["VarStats", "var_stats", "vars_table", "programs_table", "histogram_svg",
            "format_bytes", "program_bytes"]
-
-
-def format_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _fmt(x: Optional[float]) -> str:

@@ -97,7 +97,7 @@ class Summary:
             calls = f" (x{row.calls})" if row.calls > 1 else ""
             rows.append([f"{'  ' * depth}{short}{calls}", row.type, row.output,
                          _count(row.total)])
-        footer = [f"total parameters: {_count(self.total)} ({_bytes(self.bytes)})",
+        footer = [f"total parameters: {_count(self.total)} ({format_bytes(self.bytes)})",
                   f"trainable: {_count(self.trainable)}   "
                   f"non-trainable: {_count(self.non_trainable)}"]
         if self.optimizer_state:
@@ -115,12 +115,14 @@ class Summary:
         return self.table()._repr_html_()
 
 
-def _bytes(n: int) -> str:
+def format_bytes(n: int) -> str:
+    """``n`` bytes for people: "512 B", "3.1 KiB", "256.0 MiB", "1.5 GiB"."""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
 
 
 def _blocks(program: ProgramDesc, methods: Union[None, str, Sequence[str]]) -> list[BlockDesc]:
