@@ -1,6 +1,6 @@
-"""Optional cross-checks against PyTorch (skipped when torch is not installed): conv2d,
-conv2d_transpose, pool2d, batch_norm and a few activations, forward and backward, in
-float64 so differences are the algorithms' and not rounding."""
+"""Cross-checks against PyTorch (the test extra installs it; skipped only where it is
+missing): conv2d, conv2d_transpose, pool2d, batch_norm and a few activations, forward and
+backward, in float64 so differences are the algorithms' and not rounding."""
 import numpy as np
 import pytest
 
