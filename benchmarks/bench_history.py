@@ -1,7 +1,7 @@
 """What keeping a history for `rewind` costs per training step: the same program with
 history off and on, interleaved in one process, for fit_a_line (SGD, 2 small arrays
-written per step) and an MLP 784-256-256-10 with Adam (24 arrays, 1.2 MB written per
-step); and what `rewind(10)` takes. Run:
+written per step) and an MLP 784-256-256-10 with Adam (parameters and both moments,
+3.1 MiB written per step); and what `rewind(10)` takes. Run:
 
     python benchmarks/bench_history.py
 """
