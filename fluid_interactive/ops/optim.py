@@ -140,13 +140,20 @@ def adam_rate(xp, dtype: str):
     lr_t_scalar = lr_t.reshape(())
 
     def corrected_rate(lr, b1p, b2p):
-        xp.subtract(1.0, b2p, out=lr_t)
-        xp.sqrt(lr_t, out=lr_t)
-        xp.subtract(1.0, b1p, out=denom)
-        xp.divide(lr_t, denom, out=lr_t)
-        xp.multiply(lr_t, lr, out=lr_t)
+        corrected_rates_into(xp, lr, b1p, b2p, lr_t, denom)
         return lr_t_scalar
     return corrected_rate
+
+
+def corrected_rates_into(xp, lr, b1p, b2p, out, scratch):
+    """``out`` = lr * sqrt(1 - b2p) / (1 - b1p) elementwise, on the device, with no
+    allocation (``scratch`` like ``out``): one rate, or one per parameter of a fused update."""
+    xp.subtract(1.0, b2p, out=out)
+    xp.sqrt(out, out=out)
+    xp.subtract(1.0, b1p, out=scratch)
+    xp.divide(out, scratch, out=out)
+    xp.multiply(out, lr, out=out)
+    return out
 
 
 def adam_update(xp, b1: float, b2: float, eps: float, param, grad, m1, m2, rate, p_out,

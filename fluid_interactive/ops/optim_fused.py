@@ -17,7 +17,7 @@ from math import prod
 from typing import Any, Callable, Iterator, Sequence
 
 from .flat_state import DoubleBuffer, FlatInput
-from .optim import adam_rate, adam_update, momentum_update, sgd_update
+from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, Slot
 
@@ -146,11 +146,7 @@ def _adam_kernel(ctx: KernelContext):
         one, r1 = xp.empty(n, flat.dtype), xp.empty(n, flat.dtype)
 
         def device_rates(lr, b1p, b2p):
-            xp.subtract(1.0, b2p, out=r1)
-            xp.sqrt(r1, out=r1)
-            xp.subtract(1.0, b1p, out=one)
-            xp.divide(r1, one, out=r1)
-            xp.multiply(r1, lr, out=r1)
+            corrected_rates_into(xp, lr, b1p, b2p, r1, one)
             return r1.reshape(()) if n == 1 else xp.repeat(r1, sizes)
 
     def fn(*args):
