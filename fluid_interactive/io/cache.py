@@ -5,10 +5,11 @@ decoded blocks, as long as they fit ``budget`` bytes; every later pass (the next
 the first after `BatchReader.reset`) serves those blocks from memory, so training pays for
 decoding once. The kept arrays are made read-only and the pipeline's batches are views of
 them, in the first epoch and in every later one: no copy, a reshape per run of batches,
-and the reading thread hands whole blocks over at once. `BatchReader.take` (what the
-`read` op calls: kernels never write into their inputs) hands those views out;
-`BatchReader.next` copies them, so its caller still gets arrays of its own to write into. The cache is dropped when the files change (another expansion of the globs, or a
-file's size or modification time), and never kept for data over the budget.
+and the reading thread hands whole blocks over at once. `BatchReader.take` (what a
+compiled method reads its batches with: kernels never write into their inputs) hands
+those views out; `BatchReader.next` copies them, so its caller still gets arrays of its
+own to write into. The cache is dropped when the files change (another expansion of the
+globs, or a file's size or modification time), and never kept for data over the budget.
 """
 from __future__ import annotations
 

@@ -589,9 +589,9 @@ class BatchReader:
         return self._next_group()
 
     def unread(self) -> None:
-        """Give back the batch the last `next` (or `take`) returned, so that the next call returns it
-        again: a training step that fails after taking its batch calls this, so that no
-        sample is skipped. Only the most recent batch can be given back."""
+        """Give back the batch the last `next` (or `take`) returned, so that the next call
+        returns it again: a training step that fails after taking its batch calls this, so
+        that no sample is skipped. Only the most recent batch can be given back."""
         if self._pos == 0:
             raise ReaderError("unread() gives back the batch the last next() returned, "
                               "and there is none to give back")

@@ -4,8 +4,9 @@ ops they leave alone stay the same objects).
 `fuse_optimizer_updates` replaces the per-parameter update ops of one optimizer (ops of
 role Optimize whose spec names a ``fused`` type, with the same attrs, the same shared
 inputs such as the learning-rate var, and parameters of one dtype) by one fused op, at
-the place of the last of them (groups of one or two small parameters stay as they are). It fuses only where that changes no value: no other op
-between an update and that place may read what the update writes, or write what it reads.
+the place of the last of them (groups of one or two small parameters stay as they are).
+It fuses only where that changes no value: no other op between an update and that place
+may read what the update writes, or write what it reads.
 The fused op's kernels compute bit-identical values (ops/optim_fused.py).
 
 `fuse_elementwise_chains` replaces a run of consecutive elementwise ops, each reading the

@@ -6,8 +6,9 @@ its previous owner has run. Two refinements:
 
 * **in place**: an op whose spec lists ``(output, input)`` in ``inplace`` writes that
   output into the input's own buffer when this op is the input's last reader, reads it
-  through that slot only, and the two have one shape and dtype (``relu`` of a matmul's result, the gradient of an activation
-  into the incoming gradient), which saves memory and keeps data in cache;
+  through that slot only, and the two have one shape and dtype (``relu`` of a matmul's
+  result, the gradient of an activation into the incoming gradient), which saves memory
+  and keeps data in cache;
 * **contiguous**: the vars an op reads through a slot its spec lists in ``contiguous``
   (a fused optimizer's gradients) get consecutive views of one flat array, so the op
   reads them as one array without gathering them.
