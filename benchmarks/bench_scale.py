@@ -23,6 +23,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE),
 
 import fluid  # noqa: E402
 from fluid_interactive.passes.transpiler import transpile  # noqa: E402
+from numpy_lenet import SoftmaxCrossEntropy  # noqa: E402
 
 WIDTH, BATCH = 32, 64
 
@@ -63,8 +64,8 @@ class DeepNumpy:
         self.acts = [np.empty((BATCH, WIDTH), np.float32) for _ in range(layers - 1)]
         self.dh = np.empty((BATCH, WIDTH), np.float32)
         self.dprev = np.empty((BATCH, WIDTH), np.float32)
-        self.logits = np.empty((BATCH, 10), np.float32)
-        self.rows = np.arange(BATCH)
+        self.logits, self.dlogits = (np.empty((BATCH, 10), np.float32) for _ in range(2))
+        self.xent = SoftmaxCrossEntropy(BATCH)
         self.t = 0
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
@@ -77,13 +78,8 @@ class DeepNumpy:
         (w, gw), (b, gb) = self.layers[-1]
         z = np.matmul(h, w, out=self.logits)
         z += b
-        z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        s = e.sum(axis=1, keepdims=True)
-        labels = y[:, 0]
-        loss = float(np.log(s).sum() - z[self.rows, labels].sum()) / BATCH
-        e /= s
-        e[self.rows, labels] -= 1
+        e = self.dlogits
+        loss = self.xent(z, y[:, 0], e)
         e /= BATCH
         np.matmul(h.T, e, out=gw)
         np.sum(e, axis=0, out=gb)

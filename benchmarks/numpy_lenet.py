@@ -42,6 +42,27 @@ PARAMS = (("conv1_w", (20, 1, 5, 5)), ("conv1_b", (20,)),
           ("fc2_w", (500, 10)), ("fc2_b", (10,)))
 
 
+class SoftmaxCrossEntropy:
+    """Mean softmax cross-entropy of logits [N, K] and its gradient, with buffers made
+    once: ``loss = xent(z, y, dz)`` shifts ``z`` in place and writes N * dloss/dz into
+    ``dz`` (the caller scales it, by 1/N or by lr/N)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.zmax, self.zsum = np.empty((n, 1), f32), np.empty((n, 1), f32)
+        self.rows = np.arange(n)
+
+    def __call__(self, z: np.ndarray, y: np.ndarray, dz: np.ndarray) -> float:
+        np.max(z, axis=1, keepdims=True, out=self.zmax)
+        z -= self.zmax
+        np.exp(z, out=dz)
+        np.sum(dz, axis=1, keepdims=True, out=self.zsum)
+        loss = float(np.log(self.zsum).sum() - z[self.rows, y].sum()) / self.n
+        dz /= self.zsum
+        dz[self.rows, y] -= 1.0
+        return loss
+
+
 class NumpyLeNet:
     """One SGD step per `step(x, y)`: x float32 [N, 1, 28, 28], y int [N] or [N, 1];
     returns the mean cross-entropy before the update, as a Python float."""
@@ -98,9 +119,7 @@ class NumpyLeNet:
         positions = 24 * 24 * n
         self.chunks1 = positions // (1024 if positions % 1024 == 0 else 576)
         self.dw1_parts = e((self.chunks1, 20, 25), f32)
-        self.zmax = e((n, 1), f32)
-        self.zsum = e((n, 1), f32)
-        self.rows = np.arange(n)
+        self.xent = SoftmaxCrossEntropy(n)
 
         # strided views, built once
         def windows(img: np.ndarray, k: int, out_hw: int) -> np.ndarray:
@@ -181,14 +200,8 @@ class NumpyLeNet:
         y = y.reshape(n)
         z = self.forward(x)
         # mean softmax cross-entropy and its gradient dz (z is shifted in place)
-        np.max(z, axis=1, keepdims=True, out=self.zmax)
-        z -= self.zmax
         dz = self.dz
-        np.exp(z, out=dz)
-        np.sum(dz, axis=1, keepdims=True, out=self.zsum)
-        loss = float(np.log(self.zsum).sum() - z[self.rows, y].sum()) / n
-        dz /= self.zsum
-        dz[self.rows, y] -= 1.0
+        loss = self.xent(z, y, dz)
         dz *= self.lr / f32(n)      # every gradient below comes out times lr: SGD is one call
         # fc2, fc1
         np.matmul(self.h3.T, dz, out=g["fc2_w"])

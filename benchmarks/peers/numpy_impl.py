@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numpy_lenet import NumpyLeNet
+from numpy_lenet import NumpyLeNet, SoftmaxCrossEntropy
 
 from .workloads import POOL, Contender, Workload, batches, infer_inputs
 
@@ -85,8 +85,7 @@ class W2:
         self.dh1, self.dh2 = np.empty((batch, 512), f32), np.empty((batch, 512), f32)
         self.mask = np.empty((batch, 512), bool)
         self.z, self.dz = np.empty((batch, 10), f32), np.empty((batch, 10), f32)
-        self.zmax, self.zsum = np.empty((batch, 1), f32), np.empty((batch, 1), f32)
-        self.rows = np.arange(batch)
+        self.xent = SoftmaxCrossEntropy(batch)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         p = self.p
@@ -104,14 +103,8 @@ class W2:
         n, p, g = self.n, self.p, self.g
         y = y.reshape(n)
         z = self.forward(x)
-        np.max(z, axis=1, keepdims=True, out=self.zmax)
-        z -= self.zmax
         dz = self.dz
-        np.exp(z, out=dz)
-        np.sum(dz, axis=1, keepdims=True, out=self.zsum)
-        loss = float(np.log(self.zsum).sum() - z[self.rows, y].sum()) / n
-        dz /= self.zsum
-        dz[self.rows, y] -= 1.0
+        loss = self.xent(z, y, dz)
         dz *= f32(1.0 / n)
         np.matmul(self.h2.T, dz, out=g["w2"])
         np.sum(dz, axis=0, out=g["b2"])
