@@ -24,6 +24,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE),
 import fluid  # noqa: E402
 from fluid_interactive.passes.transpiler import transpile  # noqa: E402
 from numpy_lenet import SoftmaxCrossEntropy  # noqa: E402
+from peers.numpy_impl import Flat  # noqa: E402
 
 WIDTH, BATCH = 32, 64
 
@@ -51,22 +52,19 @@ class DeepNumpy:
 
     def __init__(self, layers: int, rng: np.random.Generator):
         shapes = [(WIDTH, WIDTH), (WIDTH,)] * (layers - 1) + [(WIDTH, 10), (10,)]
-        total = sum(int(np.prod(s)) for s in shapes)
-        self.p, self.g = (np.empty(total, np.float32) for _ in range(2))
-        self.m1, self.m2, self.scratch = (np.zeros(total, np.float32) for _ in range(3))
-        self.p[:] = rng.standard_normal(total).astype(np.float32) * 0.1
-        views, at = [], 0
-        for s in shapes:
-            n = int(np.prod(s))
-            views.append((self.p[at:at + n].reshape(s), self.g[at:at + n].reshape(s)))
-            at += n
+        sizes = [int(np.prod(s)) for s in shapes]
+        values = np.split(rng.standard_normal(sum(sizes)).astype(np.float32) * 0.1,
+                          np.cumsum(sizes)[:-1])
+        names = [f"p{i}" for i in range(len(shapes))]
+        self.flat = Flat({k: v.reshape(s) for k, v, s in zip(names, values, shapes)}, names,
+                         moments=True)
+        views = [(self.flat.views[k], self.flat.grads[k]) for k in names]
         self.layers = [(views[2 * i], views[2 * i + 1]) for i in range(layers)]
         self.acts = [np.empty((BATCH, WIDTH), np.float32) for _ in range(layers - 1)]
         self.dh = np.empty((BATCH, WIDTH), np.float32)
         self.dprev = np.empty((BATCH, WIDTH), np.float32)
         self.logits, self.dlogits = (np.empty((BATCH, 10), np.float32) for _ in range(2))
         self.xent = SoftmaxCrossEntropy(BATCH)
-        self.t = 0
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
         h = x
@@ -92,25 +90,8 @@ class DeepNumpy:
             np.matmul(self.acts[i - 1].T if i else x.T, dh, out=gw)
             np.sum(dh, axis=0, out=gb)
             d = dh
-        self._adam(1e-3, 0.9, 0.999, 1e-8)
+        self.flat.adam(1e-3)
         return loss
-
-    def _adam(self, lr: float, b1: float, b2: float, eps: float) -> None:
-        self.t += 1
-        rate = lr * (1 - b2 ** self.t) ** 0.5 / (1 - b1 ** self.t)
-        m1, m2, g, tmp = self.m1, self.m2, self.g, self.scratch
-        m1 *= b1
-        np.multiply(g, 1 - b1, out=tmp)
-        m1 += tmp
-        m2 *= b2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1 - b2
-        m2 += tmp
-        np.sqrt(m2, out=tmp)
-        tmp += eps
-        np.divide(m1, tmp, out=tmp)
-        tmp *= rate
-        self.p -= tmp
 
 
 def _median_step_s(step, x, y) -> float:
