@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def per_call_us(fn: Callable[[], object], calls: int, repeats: int = 7) -> float:

@@ -17,8 +17,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-import fluid  # noqa: E402
 from _timing import interleaved_us, per_call_us  # noqa: E402
+
+import fluid  # noqa: E402
 
 BATCH, FEATURES, LR = 256, 13, 0.001
 
@@ -123,7 +124,8 @@ def main() -> None:
     print(f"  ratio             : {ratio:7.2f}x   (target <= 1.5x)")
     print(f"compile (trace + startup): {compile_ms:.1f} ms; first step (plan + run): "
           f"{first_ms:.1f} ms   (target <= 50 ms)")
-    print(f"infer one sample from a list: {infer_us:.1f} us (NumPy x @ w + b: {infer_np_us:.1f} us)")
+    print(f"infer one sample from a list: {infer_us:.1f} us "
+          f"(NumPy x @ w + b: {infer_np_us:.1f} us)")
     print(f"chain of 100 elementwise ops: {chain_us:.1f} us/call = {chain_us / 100:.2f} us/op "
           f"(the same 100 NumPy calls by hand: {np_chain / 100:.2f} us/op; overhead "
           f"{(chain_us - np_chain) / 100:.2f} us/op)")

@@ -16,11 +16,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-from typing import Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 
-import fluid  # noqa: E402
 from _timing import interleaved_us  # noqa: E402
 from bench_fit_a_line import BATCH, FEATURES, FitALine  # noqa: E402
+
+import fluid  # noqa: E402
 
 
 class MLP(fluid.Program):
@@ -53,7 +54,7 @@ def compare(name: str, cls: type, args: tuple, calls: int, rounds: int) -> None:
                             "on": lambda: on.train_step(*args)}, calls=calls, rounds=rounds,
                            clock=time.thread_time)
     per_step = on.history.changes()[0].nbytes
-    faults = {k: _faults_per_call(lambda: p.train_step(*args), 50)
+    faults = {k: _faults_per_call(lambda p=p: p.train_step(*args), 50)
               for k, p in (("off", off), ("on", on))}
     print(f"{name}: history off {times['off']:8.1f} us/step, on {times['on']:8.1f} us/step "
           f"(+{times['on'] - times['off']:.1f} us, {times['on'] / times['off']:.3f}x); "

@@ -23,8 +23,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-import fluid  # noqa: E402
 from numpy_lenet import NumpyLeNet  # noqa: E402
+
+import fluid  # noqa: E402
 
 try:
     import torch
@@ -96,7 +97,7 @@ def thread_note() -> str:
     """'2 CPUs, openblas 2 threads, torch 2 threads' (what can be found out)."""
     parts = [f"{os.cpu_count()} CPUs"]
     try:
-        from threadpoolctl import threadpool_info   # comes with scikit-learn
+        from threadpoolctl import threadpool_info  # comes with scikit-learn
         parts += [f"{d['internal_api']} {d['num_threads']} threads" for d in threadpool_info()
                   if d.get("user_api") == "blas" and "torch" not in d.get("filepath", "")]
     except ImportError:

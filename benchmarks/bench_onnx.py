@@ -20,11 +20,11 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"), os.path.join(ROOT, "examp
 
 import numpy as np  # noqa: E402
 import onnxruntime  # noqa: E402
-
-import fluid  # noqa: E402
 from _timing import interleaved_us  # noqa: E402
 from digits_cnn import DigitsCNN  # noqa: E402
 from digits_data import load_split, write_recordio  # noqa: E402
+
+import fluid  # noqa: E402
 
 
 def _median_ms(fn, repeats: int = 7) -> float:
@@ -55,8 +55,8 @@ def main() -> None:
         for batch, calls in ((1, 300), (64, 40)):
             image = np.ascontiguousarray(x[:batch])
             times = interleaved_us({
-                "compiled.infer": lambda: cnn.infer(image),
-                "onnxruntime": lambda: session.run(None, {"image": image}),
+                "compiled.infer": lambda image=image: cnn.infer(image),
+                "onnxruntime": lambda image=image: session.run(None, {"image": image}),
             }, calls)
             ratio = times["compiled.infer"] / times["onnxruntime"]
             print(f"batch {batch:3d}: compiled.infer {times['compiled.infer']:8.1f} us, "

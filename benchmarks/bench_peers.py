@@ -33,8 +33,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
 
-from peers.workloads import CHECK_AT, CHECK_STEPS, POOL, WORKLOADS, Workload, \
-    initial_parameters  # noqa: E402
+from peers.workloads import (  # noqa: E402 (after the path set-up above)
+    CHECK_AT,
+    CHECK_STEPS,
+    POOL,
+    WORKLOADS,
+    Workload,
+    initial_parameters,
+)
 
 FRAMEWORKS = {"fluid": ("peers.fluid_impl", "fluid"), "numpy": ("peers.numpy_impl", "numpy"),
               "torch": ("peers.torch_impl", "torch"), "jax": ("peers.jax_impl", "jax")}

@@ -150,8 +150,9 @@ def training_through_reader(path: str, x: np.ndarray, y: np.ndarray, steps: int 
     ``cached``: the file fits the reader's cache (io/cache.py), and a first epoch runs
     untimed, so the timed epochs come from memory; otherwise the cache is turned off and
     every epoch decodes the file."""
-    import fluid
     from fit_a_line import FitALine
+
+    import fluid
     from fluid_interactive.io import cache
     budget = cache.DEFAULT_BUDGET
     cache.DEFAULT_BUDGET = budget if cached else 0

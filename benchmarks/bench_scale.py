@@ -21,10 +21,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-import fluid  # noqa: E402
-from fluid_interactive.passes.transpiler import transpile  # noqa: E402
 from numpy_lenet import SoftmaxCrossEntropy  # noqa: E402
 from peers.numpy_impl import Flat  # noqa: E402
+
+import fluid  # noqa: E402
+from fluid_interactive.passes.transpiler import transpile  # noqa: E402
 
 WIDTH, BATCH = 32, 64
 

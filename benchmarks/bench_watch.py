@@ -27,6 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
 
 from _timing import interleaved_us  # noqa: E402
+
 from tests.render.models import MLP3  # noqa: E402
 
 BATCH = 64

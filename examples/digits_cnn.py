@@ -19,8 +19,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"), os.path.dirname(__file__)]
 
-import fluid  # noqa: E402
 from digits_data import run_epochs, write_recordio  # noqa: E402
+
+import fluid  # noqa: E402
 
 SHAPES, DTYPES = [[1, 8, 8], [1]], ["float32", "int64"]
 

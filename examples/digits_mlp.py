@@ -14,8 +14,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"), os.path.dirname(__file__)]
 
-import fluid  # noqa: E402
 from digits_data import run_epochs, write_recordio  # noqa: E402
+
+import fluid  # noqa: E402
 
 
 class DigitsMLP(fluid.Program):

@@ -4,13 +4,27 @@ Subclass `Program`, mark methods with `@network`, call `Compile()`, then call th
 of the result; they share one scope of parameters. The notebook face is the `fluid`
 module (``%load_ext fluid`` or ``import fluid``), which re-exports this API.
 """
+from . import distributed
 from . import ops as _ops  # noqa: F401  (registers every op)
 from .backend import get_device, set_device
-from .errors import (CheckpointError, DTypeError, EOFException, FeedError, FluidError,
-                     KernelError, NameConflictError, NotCompiledError, OnnxError,
-                     OpArgumentError, ProgramDefinitionError,
-                     ReaderError, RecordIOError, RewindError, ShapeError, VerifyError)
-from .io import recordio
+from .errors import (
+                     CheckpointError,
+                     DTypeError,
+                     EOFException,
+                     FeedError,
+                     FluidError,
+                     KernelError,
+                     NameConflictError,
+                     NotCompiledError,
+                     OnnxError,
+                     OpArgumentError,
+                     ProgramDefinitionError,
+                     ReaderError,
+                     RecordIOError,
+                     RewindError,
+                     ShapeError,
+                     VerifyError,
+)
 from .frontend import backward, initializer, layers, optimizer, regularizer
 from .frontend.backward import gradients
 from .frontend.diff import diff
@@ -20,20 +34,29 @@ from .frontend.parameters import parameters
 from .frontend.program import Input, Program, network
 from .frontend.reader import Reader, batch_reader
 from .frontend.variable import Variable
-from .ir import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, format_program,
-                 program_from_json, program_to_json)
-from .passes.verify import check_program
+from .io import recordio
+from .ir import (
+                     BlockDesc,
+                     OpDesc,
+                     OpRole,
+                     ProgramDesc,
+                     VarDesc,
+                     format_program,
+                     program_from_json,
+                     program_to_json,
+)
 from .ir.diff import ProgramDiff
+from .passes.transpiler import TranspilePlan, transpile
+from .passes.verify import check_program
 from .runtime.compiled import CompiledMethod, CompiledProgram
 from .runtime.history import history_defaults
 from .runtime.load import load
-from .passes.transpiler import TranspilePlan, transpile
-from . import distributed  # noqa: F401,E402  (registers the in-process engine)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "optimizer", "backward",
+    "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "optimizer",
+    "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
     "diff", "ProgramDiff", "history_defaults",
@@ -42,6 +65,7 @@ __all__ = [
     "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "NotCompiledError", "KernelError", "VerifyError",
-    "CheckpointError", "OnnxError", "RewindError", "EOFException", "RecordIOError", "ReaderError", "recordio",
+    "CheckpointError", "OnnxError", "RewindError", "EOFException", "RecordIOError", "ReaderError",
+    "recordio",
     "__version__",
 ]

@@ -4,7 +4,8 @@ HTML-escaped."""
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["Table"]
 

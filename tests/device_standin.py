@@ -22,7 +22,8 @@ import contextlib
 import operator
 import types
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,7 @@ def _check(framework: str) -> dict:
     out = subprocess.run([sys.executable, PEERS, "--worker", framework, "--mode", "check",
                           "--workloads", "W1,W2-sgd,W1-infer-list"],
                          capture_output=True, text=True, timeout=300, check=True)
-    line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(s for s in out.stdout.splitlines() if s.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 

@@ -16,7 +16,7 @@ def test_api_and_error_pages_are_current():
 
 def test_readme_starts_with_the_two_setup_commands():
     with open(os.path.join(ROOT, "README.md")) as f:
-        lines = [l for l in f.read().splitlines() if l.startswith("./dev ")]
+        lines = [s for s in f.read().splitlines() if s.startswith("./dev ")]
     assert lines[:2] and lines[0].startswith("./dev demo") and lines[1].startswith("./dev test")
     with open(os.path.join(ROOT, ".ci", "run")) as f:
         assert "./dev test" in f.read()
@@ -26,7 +26,7 @@ def test_the_readmes_first_snippet_runs_as_written():
     with open(os.path.join(ROOT, "README.md")) as f:
         snippet = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
     namespace: dict = {}
-    exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+    exec(compile(snippet, "README.md", "exec"), namespace)
     assert isinstance(namespace["loss"], float) and namespace["y"].shape == (1, 1)
 
 
@@ -36,5 +36,5 @@ def test_help_of_program_shows_a_working_example():
     assert "Example::" in doc and "@fluid.network" in doc and "Compile(" in doc
     code = textwrap.dedent(doc.split("Example::", 1)[1].split("See docs/", 1)[0])
     namespace: dict = {}
-    exec(compile(code, "Program.__doc__", "exec"), namespace)  # noqa: S102
+    exec(compile(code, "Program.__doc__", "exec"), namespace)
     assert isinstance(namespace["loss"], float) and namespace["y"].shape == (4, 1)

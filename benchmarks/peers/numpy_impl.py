@@ -4,7 +4,6 @@ buffers so that an update is a few calls over one array. W3 is `numpy_lenet.Nump
 from __future__ import annotations
 
 import numpy as np
-
 from numpy_lenet import NumpyLeNet, SoftmaxCrossEntropy
 
 from .workloads import POOL, Contender, Workload, batches, infer_inputs

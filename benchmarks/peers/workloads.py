@@ -11,8 +11,8 @@ Parameters use fluid's layouts (fc weight [in, out], conv filter [O, C, kh, kw])
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -30,7 +30,7 @@ See docs/notebook.md. Nothing in this package imports IPython until the extensio
 """
 import os as _os
 
-from fluid_interactive import *  # noqa: F401,F403
+from fluid_interactive import *  # noqa: F403
 from fluid_interactive import __all__ as _engine_all
 from fluid_interactive.ir.source import exclude_path as _exclude_path
 from fluid_interactive.onnx import OnnxProgram, export_onnx, import_onnx, onnx_program

@@ -14,12 +14,22 @@ The helpers at the bottom are what the extension registers as IPython formatters
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from fluid_interactive.ir import ProgramDesc, format_program
 from fluid_interactive.passes.transpiler import TranspilePlan
-from fluid_interactive.render import (DETAILS, DotError, block_to_dot, dot_to_svg, dots_to_svgs,
-                                      has_dot, layer_drawings, program_to_dot, split_to_dot)
+from fluid_interactive.render import (
+    DETAILS,
+    DotError,
+    block_to_dot,
+    dot_to_svg,
+    dots_to_svgs,
+    has_dot,
+    layer_drawings,
+    program_to_dot,
+    split_to_dot,
+)
 from fluid_interactive.render.svg import DEFAULT_TIMEOUT
 from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 from fluid_interactive.table import Table
@@ -43,7 +53,7 @@ AUTO_COLLAPSE_OPS = 60
 #: a drawing this wide keeps its 13 px labels at least 10 px tall.
 WIDTH_BUDGET_PX = 1100
 
-_SVG_CACHE: "OrderedDict[str, Optional[str]]" = OrderedDict()
+_SVG_CACHE: OrderedDict[str, str | None] = OrderedDict()
 _SVG_CACHE_SIZE = 32
 
 
@@ -55,13 +65,13 @@ def owner_of(method: CompiledMethod) -> CompiledProgram:
     return owner
 
 
-def _inline(svg: Optional[str]) -> Optional[str]:
+def _inline(svg: str | None) -> str | None:
     if svg is not None and "<svg" in svg:
         svg = svg[svg.index("<svg"):]   # inline SVG: no XML declaration, doctype or comment
     return svg
 
 
-def _svg(dot: str, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Optional[str]:
+def _svg(dot: str, timeout: float | None = DEFAULT_TIMEOUT) -> str | None:
     """SVG for DOT text, cached by the text (drawing the same program twice costs one run
     of dot); None without graphviz. A `DotError` is not cached: the next try runs dot
     again."""
@@ -88,19 +98,19 @@ class Graph:
     """
 
     def __init__(self, dot: str, title: str = "", text: str = "", *,
-                 narrow: Optional[str] = None,
+                 narrow: str | None = None,
                  layers: Sequence[tuple[str, str, str]] = (),
-                 timeout: Optional[float] = None):
+                 timeout: float | None = None):
         self.dot = dot
         self.title = title
         self.text = text    # the canonical text form of what is drawn, shown without graphviz
         self.narrow = narrow
         self.layers = list(layers)
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-        self._layers_svg: Optional[list[str]] = None
+        self._layers_svg: list[str] | None = None
 
     @property
-    def svg(self) -> Optional[str]:
+    def svg(self) -> str | None:
         """The SVG drawing (None without graphviz); raises `DotError` when dot fails."""
         svg = _svg(self.dot, self.timeout)
         if svg is not None and self.narrow is not None and self.narrow != self.dot:
@@ -126,7 +136,7 @@ class Graph:
         if path.endswith(".dot") or path.endswith(".gv"):
             if has_dot():
                 try:
-                    self.svg     # settles which layout (side by side or stacked) is drawn
+                    _ = self.svg     # settles which layout (side by side or stacked) is drawn
                 except DotError:
                     pass
             data = self.dot
@@ -155,7 +165,7 @@ class Graph:
                 "image/svg+xml": svg,
                 "text/plain": f"<graph {self.title}>"}
 
-    def _repr_html_(self) -> Optional[str]:
+    def _repr_html_(self) -> str | None:
         return self._repr_mimebundle_().get("text/html")
 
     def __repr__(self) -> str:
@@ -167,10 +177,10 @@ def _op_count(program: ProgramDesc, block_idxs: Iterable[int]) -> int:
 
 
 def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
-          expand: Union[None, str, Iterable[str]] = None, forward_only: bool = False,
-          collapse_grads: Optional[bool] = None, show_global: bool = True,
-          stack: Optional[bool] = None, legend: bool = True, trainer: int = 0,
-          timeout: Optional[float] = None) -> Graph:
+          expand: None | str | Iterable[str] = None, forward_only: bool = False,
+          collapse_grads: bool | None = None, show_global: bool = True,
+          stack: bool | None = None, legend: bool = True, trainer: int = 0,
+          timeout: float | None = None) -> Graph:
     """Draw a compiled program, one of its methods (``prog.train_step``), a
     `ProgramDesc`, or a transpile plan (trainer ``trainer`` with the parameter servers
     stacked under it).
@@ -193,16 +203,17 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
         raise ValueError(f"detail must be 'layers' or 'ops'; got {detail!r}")
     layered = detail == "layers"
 
-    def variants(draw) -> tuple[str, Optional[str]]:
+    def variants(draw) -> tuple[str, str | None]:
         if not layered:
             return draw(False), None
         if stack is not None:
             return draw(stack), None
         return draw(False), draw(True)
 
-    def options(collapse: Optional[bool]) -> dict[str, Any]:
-        return dict(forward_only=forward_only, collapse_grads=bool(collapse),
-                    show_global=show_global, legend=legend, detail=detail, expand=expand)
+    def options(collapse: bool | None) -> dict[str, Any]:
+        return {"forward_only": forward_only, "collapse_grads": bool(collapse),
+                "show_global": show_global, "legend": legend, "detail": detail,
+                "expand": expand}
 
     if isinstance(obj, TranspilePlan):
         title = f"{obj.mode} transpile: trainer {trainer} and {len(obj.endpoints)} " \
@@ -249,7 +260,7 @@ def plan_to_dot(plan: TranspilePlan, trainer_id: int = 0, **options: Any) -> str
 
 # --- formatters the extension registers ----------------------------------------------------
 
-def svg_for(obj: Any) -> Optional[str]:
+def svg_for(obj: Any) -> str | None:
     """The SVG drawing of a program-like object, or None (no graphviz, or dot failed)."""
     try:
         return graph(obj).svg
@@ -257,7 +268,7 @@ def svg_for(obj: Any) -> Optional[str]:
         return None
 
 
-def html_for(obj: Any) -> Optional[str]:
+def html_for(obj: Any) -> str | None:
     """The notebook view of a program-like object (fitted drawing, zoom, layers), or the
     error that kept graphviz from drawing it; None without graphviz."""
     return graph(obj)._repr_mimebundle_().get("text/html")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import itertools
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["graph_html", "error_html", "svg_size", "fit_svg"]
 

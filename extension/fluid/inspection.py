@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def _host(value: Any) -> np.ndarray:
     return np.asarray(to_host(value), dtype=np.float64)
 
 
-def dead_fraction(activation: np.ndarray) -> Optional[float]:
+def dead_fraction(activation: np.ndarray) -> float | None:
     """The fraction of units (everything but the batch dimension) that are 0 for every
     sample; None for a value without a batch of units."""
     if activation.ndim < 2 or activation.shape[0] == 0:
@@ -48,7 +48,7 @@ class ParamGrad:
     param: str
     grad: str
     norm: float
-    relative: Optional[float]          # ||grad|| / ||param||
+    relative: float | None          # ||grad|| / ||param||
     values: np.ndarray
 
 
@@ -56,9 +56,9 @@ class ParamGrad:
 class LayerValues:
     """One layer's watched values from the last call."""
     layer: str
-    activation: Optional[str] = None
-    values: Optional[np.ndarray] = None
-    dead: Optional[float] = None
+    activation: str | None = None
+    values: np.ndarray | None = None
+    dead: float | None = None
     grads: list[ParamGrad] = field(default_factory=list)
 
     def stats(self) -> str:
@@ -124,7 +124,7 @@ class Inspection:
                 f"</tbody></table>{note}</div>")
 
 
-def inspect(program: CompiledProgram, method: Optional[str] = None) -> Inspection:
+def inspect(program: CompiledProgram, method: str | None = None) -> Inspection:
     """The watched values of ``program``'s last call (of ``method``, when given), layer by
     layer: activations with dead units, parameter gradients with their norms."""
     if not isinstance(program, CompiledProgram):

@@ -30,7 +30,7 @@ import gc
 import os
 import sys
 import types
-from typing import Any, Optional
+from typing import Any
 
 from fluid_interactive.errors import FluidError
 from fluid_interactive.frontend.program import on_class_defined
@@ -60,8 +60,8 @@ def _frame_is_internal(frame: types.FrameType) -> bool:
     return is_internal(os.path.abspath(name))
 
 
-def strip_internal_frames(tb: Optional[types.TracebackType], force: bool = False
-                          ) -> Optional[types.TracebackType]:
+def strip_internal_frames(tb: types.TracebackType | None, force: bool = False
+                          ) -> types.TracebackType | None:
     """The traceback without fluid's own frames (IPython's are kept: its display drops
     them anyway).
 
@@ -90,7 +90,7 @@ def strip_internal_frames(tb: Optional[types.TracebackType], force: bool = False
 
 
 def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
-                tb_offset: Optional[int] = None) -> None:
+                tb_offset: int | None = None) -> None:
     """IPython's custom exception handler: show the traceback without fluid's frames."""
     state = getattr(shell, _STATE_ATTR, None)
     if issubclass(etype, SyntaxError):
@@ -108,11 +108,11 @@ def _custom_exc(shell: Any, etype: type, value: BaseException, tb: Any,
 
 # --- formatters ---------------------------------------------------------------------------------
 
-def _html_formatter(obj: Any) -> Optional[str]:
+def _html_formatter(obj: Any) -> str | None:
     return display.html_for(obj)
 
 
-def _svg_formatter(obj: Any) -> Optional[str]:
+def _svg_formatter(obj: Any) -> str | None:
     return display.svg_for(obj)
 
 
@@ -135,14 +135,14 @@ class FluidExtension:
         self.full_tracebacks = False
         self._formatters: list[tuple[Any, type, Any]] = []   # (formatter, type, previous)
         self._events: list[tuple[str, Any]] = []
-        self._custom_exc_before: Optional[tuple] = None
-        self._history_before: Optional[bool] = None
+        self._custom_exc_before: tuple | None = None
+        self._history_before: bool | None = None
         self._magics: Any = None
         self.reports: list[str] = []   # this cell's recompile reports (tests read them)
 
     # locations ----------------------------------------------------------------------------
 
-    def file_label(self, filename: str) -> Optional[str]:
+    def file_label(self, filename: str) -> str | None:
         """``'Cell In[14]'`` for the file IPython compiled cell 14 into; None for others."""
         name = getattr(self.shell.compile, "format_code_name", None)
         parts = name(filename) if name is not None else None
@@ -260,5 +260,5 @@ def unload_ipython_extension(shell: Any) -> None:
     setattr(shell, _STATE_ATTR, None)
 
 
-def extension_state(shell: Any) -> Optional[FluidExtension]:
+def extension_state(shell: Any) -> FluidExtension | None:
     return getattr(shell, _STATE_ATTR, None)

@@ -16,8 +16,9 @@ Nothing here imports IPython; the hooks that call it live in `fluid.ipython`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from fluid_interactive.frontend.program import Program
 from fluid_interactive.runtime.compiled import CompiledProgram
@@ -37,14 +38,14 @@ class Origin:
     compile_args: dict[str, Any] = field(default_factory=dict)   # seed, device, ...
 
     @property
-    def seed(self) -> Optional[int]:
+    def seed(self) -> int | None:
         return self.compile_args.get("seed")
 
 
 _settings = {"live_reload": True}
 
 
-def live_reload(enabled: Optional[bool] = None) -> bool:
+def live_reload(enabled: bool | None = None) -> bool:
     """Turn recompiling live programs on class redefinition on or off; returns the setting
     (called with no argument, just returns it)."""
     if enabled is not None:
@@ -56,7 +57,7 @@ def is_live_reload() -> bool:
     return _settings["live_reload"]
 
 
-def origin_of(compiled: CompiledProgram) -> Optional[Origin]:
+def origin_of(compiled: CompiledProgram) -> Origin | None:
     """Where ``compiled`` came from, as the engine recorded it; None for a program that
     was not compiled from a class (e.g. one from ``fluid.load``)."""
     cls = compiled.source_class
@@ -131,7 +132,7 @@ def user_namespace() -> dict:
     return vars(main) if main is not None else {}
 
 
-def named_live_programs(namespace: Optional[dict] = None
+def named_live_programs(namespace: dict | None = None
                         ) -> list[tuple[str, CompiledProgram, str]]:
     """``(label, program, class name)`` for every live compiled program: those the
     extension tracked and those bound to a name in the namespace (e.g. from

@@ -21,7 +21,7 @@ Imported only by `fluid.ipython` when the extension loads.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -57,12 +57,12 @@ class FluidMagics(Magics):
             raise UsageError(f"%fluid {what}: expected a variable name such as my_prog or "
                              f"my_prog.train_step; got {expr!r}")
         try:
-            return eval(expr, self.shell.user_ns)  # noqa: S307 (the user's own names)
+            return eval(expr, self.shell.user_ns)
         except Exception as exc:
             raise UsageError(f"%fluid {what}: cannot evaluate {expr!r}: "
                              f"{type(exc).__name__}: {exc}") from None
 
-    def _program(self, expr: Optional[str], what: str) -> CompiledProgram:
+    def _program(self, expr: str | None, what: str) -> CompiledProgram:
         __tracebackhide__ = True
         if not expr:
             raise UsageError(f"%fluid {what} needs a compiled program, e.g. %fluid {what} "
@@ -128,7 +128,7 @@ class FluidMagics(Magics):
             return None
         return g
 
-    def _program_or_method(self, args: Any) -> tuple[CompiledProgram, Optional[str]]:
+    def _program_or_method(self, args: Any) -> tuple[CompiledProgram, str | None]:
         __tracebackhide__ = True
         what = args.command
         if not args.target:
@@ -169,7 +169,7 @@ class FluidMagics(Magics):
         prog = self._program(args.target, "explore") if args.target else None
         return explore(prog)
 
-    def _on_off(self, args: Any) -> Optional[bool]:
+    def _on_off(self, args: Any) -> bool | None:
         if args.target is None:
             return None
         if args.target not in ("on", "off"):
@@ -257,7 +257,7 @@ class FluidMagics(Magics):
         source = shell.transform_cell(cell)
         filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
         code = shell.compile(source, filename, "exec")
-        exec(code, shell.user_global_ns, shell.user_ns)  # noqa: S102 (the user's cell)
+        exec(code, shell.user_global_ns, shell.user_ns)
         after = live.program_classes(shell.user_ns)
         defined = [cls for name, cls in after.items() if before.get(name) is not cls]
         if args.name is not None and len(defined) != 1:

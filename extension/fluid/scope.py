@@ -3,8 +3,9 @@ and small SVG histograms. Pure NumPy; used by ``%fluid``, the explorer widget an
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ __all__ = ["VarStats", "var_stats", "vars_table", "programs_table", "histogram_s
            "format_bytes", "program_bytes"]
 
 
-def _fmt(x: Optional[float]) -> str:
+def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.4g}"
@@ -34,12 +35,12 @@ class VarStats:
     dtype: str
     nbytes: int
     device: str
-    min: Optional[float] = None
-    max: Optional[float] = None
-    mean: Optional[float] = None
-    std: Optional[float] = None
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
     nonfinite: int = 0
-    values: Optional[np.ndarray] = None   # a host copy, for the histogram
+    values: np.ndarray | None = None   # a host copy, for the histogram
 
     def row(self) -> list[str]:
         return [self.name, short_shape(self.shape) if self.shape else "[]", self.dtype,
@@ -47,7 +48,7 @@ class VarStats:
                 _fmt(self.mean)]
 
 
-def _host_array(value: Any) -> Optional[np.ndarray]:
+def _host_array(value: Any) -> np.ndarray | None:
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
         return None
     return np.asarray(to_host(value))
@@ -89,14 +90,14 @@ def parameter_count(compiled: CompiledProgram) -> int:
                for v in block0.vars.values() if v.is_parameter)
 
 
-def vars_table(compiled: CompiledProgram, title: str = "") -> "Table":
+def vars_table(compiled: CompiledProgram, title: str = "") -> Table:
     """One row per persistable var: name, shape, dtype, bytes, device, min/max/mean."""
     rows = [var_stats(compiled, name).row() for name in compiled.var_names()]
     return Table(["name", "shape", "dtype", "bytes", "device", "min", "max", "mean"], rows,
                  title=title, align="lllrlrrr")
 
 
-def programs_table(programs: Iterable[tuple[str, CompiledProgram, str]]) -> "Table":
+def programs_table(programs: Iterable[tuple[str, CompiledProgram, str]]) -> Table:
     """One row per live program: ``(names in the namespace, program, class name)``."""
     rows = []
     for names, compiled, cls_name in programs:

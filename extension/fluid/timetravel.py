@@ -9,7 +9,7 @@ Nothing here imports IPython.
 from __future__ import annotations
 
 import html
-from typing import Any, Optional
+from typing import Any
 
 from fluid_interactive.ir.diff import ProgramDiff
 from fluid_interactive.render.diff_dot import diff_to_dot
@@ -37,7 +37,7 @@ class DiffView:
         return self.graph.dot
 
     @property
-    def svg(self) -> Optional[str]:
+    def svg(self) -> str | None:
         return self.graph.svg
 
     def text(self) -> str:
@@ -53,7 +53,7 @@ class DiffView:
         return self.text()
 
 
-def diff_html(diff: ProgramDiff, title: str = "", drawing: Optional[str] = None) -> str:
+def diff_html(diff: ProgramDiff, title: str = "", drawing: str | None = None) -> str:
     """The diff's text (escaped) in a ``<pre>``, and the drawing's HTML under it."""
     heading = f"<b>{html.escape(title)}</b>" if title else ""
     return (f'<div class="fluid-diff">{heading}<pre style="font-size:11px">'

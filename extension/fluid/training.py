@@ -18,8 +18,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ REFRESH_SECONDS = 0.1
 DEFAULT_SMOOTHING = 0.6
 
 
-def _rate(per_second: Optional[float]) -> str:
+def _rate(per_second: float | None) -> str:
     """Steps per second, spelled the same in the progress line and the History."""
     return "- steps/s" if per_second is None else f"{per_second:,.0f} steps/s"
 
@@ -51,17 +52,17 @@ class History:
     seconds: float = 0.0
 
     @property
-    def last_loss(self) -> Optional[float]:
+    def last_loss(self) -> float | None:
         return self.loss[-1] if self.loss else None
 
     @property
-    def steps_per_second(self) -> Optional[float]:
+    def steps_per_second(self) -> float | None:
         """Completed steps per second of the whole loop (what the progress line shows at
         the end, too)."""
         return self.steps / self.seconds if self.seconds > 0 else None
 
     def plot(self, width: int = 480, height: int = 160,
-             smoothing: float = DEFAULT_SMOOTHING) -> "LossCurve":
+             smoothing: float = DEFAULT_SMOOTHING) -> LossCurve:
         """The loss curve as a displayable SVG; ``smoothing`` as in `train`."""
         return LossCurve(loss_curve_svg(self.loss, self.requested or self.steps, width, height,
                                         smoothing=smoothing))
@@ -83,7 +84,7 @@ class LossCurve:
 
 # --- the loss value of a step ----------------------------------------------------------------
 
-def _scalar(value: Any) -> Optional[float]:
+def _scalar(value: Any) -> float | None:
     if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
         return float(value)
     size = getattr(value, "size", None)
@@ -95,7 +96,7 @@ def _scalar(value: Any) -> Optional[float]:
     return None
 
 
-def _loss_of(result: Any, loss: Union[None, str, int, Callable]) -> Optional[float]:
+def _loss_of(result: Any, loss: None | str | int | Callable) -> float | None:
     """The step's loss: ``loss`` picks it (a dict key, a tuple index or a function);
     otherwise a scalar result, the first element of a tuple, or a dict's 'loss'/'cost'
     entry (else its first scalar)."""
@@ -132,7 +133,7 @@ def _downsample(values: list[float], limit: int) -> tuple[np.ndarray, np.ndarray
     return xs, ys
 
 
-def smooth(values: "np.ndarray", weight: float) -> "np.ndarray":
+def smooth(values: np.ndarray, weight: float) -> np.ndarray:
     """An exponential moving average with ``weight`` on the past, debiased so the first
     points are not pulled towards 0 (TensorBoard's smoothing). NaNs are carried over."""
     if weight <= 0:
@@ -331,7 +332,7 @@ def in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def _make_view(progress: Union[bool, str], total: int, title: str,
+def _make_view(progress: bool | str, total: int, title: str,
                smoothing: float = DEFAULT_SMOOTHING) -> _View:
     if progress is False or progress == "none":
         return _NoView(total, title, smoothing)
@@ -397,7 +398,7 @@ class _DeferInterrupt:
             raise KeyboardInterrupt
         self.pending = True
 
-    def __enter__(self) -> "_DeferInterrupt":
+    def __enter__(self) -> _DeferInterrupt:
         if threading.current_thread() is threading.main_thread():
             try:
                 self.previous = signal.signal(signal.SIGINT, self._handler)
@@ -412,9 +413,9 @@ class _DeferInterrupt:
 
 
 def train(method: Callable, steps: int = 1000, data: Any = None, *,
-          loss: Union[None, str, int, Callable] = None, progress: Union[bool, str] = True,
-          title: Optional[str] = None, keep_results: bool = False,
-          callback: Optional[Callable[[int, Any], Any]] = None,
+          loss: None | str | int | Callable = None, progress: bool | str = True,
+          title: str | None = None, keep_results: bool = False,
+          callback: Callable[[int, Any], Any] | None = None,
           smoothing: float = DEFAULT_SMOOTHING) -> History:
     """Call ``method`` up to ``steps`` times and return the `History`.
 

@@ -11,7 +11,8 @@ table.
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from fluid_interactive.runtime.compiled import CompiledProgram
 
@@ -46,9 +47,9 @@ class Explorer:
     and ``refresh()`` drive it from code (tests use them)."""
 
     def __init__(self, programs: Sequence[tuple[str, CompiledProgram]],
-                 var: Optional[str] = None):
+                 var: str | None = None):
         import ipywidgets as w
-        self._programs = {label: prog for label, prog in programs}
+        self._programs = dict(programs)
         labels = list(self._programs)
         self.program_picker = w.Dropdown(options=labels, value=labels[0] if labels else None,
                                          description="program")
@@ -68,7 +69,7 @@ class Explorer:
             self.select(var)
 
     @property
-    def program(self) -> Optional[CompiledProgram]:
+    def program(self) -> CompiledProgram | None:
         return self._programs.get(self.program_picker.value)
 
     def _on_program(self, change: Any) -> None:
@@ -104,7 +105,7 @@ class _StaticExplorer:
     """What `explore` shows without ipywidgets: every var of each program, and the
     histogram of one."""
 
-    def __init__(self, programs: Sequence[tuple[str, CompiledProgram]], var: Optional[str]):
+    def __init__(self, programs: Sequence[tuple[str, CompiledProgram]], var: str | None):
         self.programs, self.var = list(programs), var
 
     def _repr_html_(self) -> str:
@@ -120,7 +121,7 @@ class _StaticExplorer:
             or "(no live compiled programs)"
 
 
-def explore(program: Optional[CompiledProgram] = None, var: Optional[str] = None) -> Any:
+def explore(program: CompiledProgram | None = None, var: str | None = None) -> Any:
     """A variable explorer for ``program`` (default: every live compiled program, to pick
     from). ``var`` preselects a variable."""
     if program is not None and not isinstance(program, CompiledProgram):

@@ -8,14 +8,14 @@ engine='ray')``: servers and trainers as Ray actors. A script run with ``--distr
 The pieces an engine provides are in `interface`.
 """
 from ..passes.transpiler import TranspilePlan, transpile
-from .errors import (DistributedError, DistributedTimeout, ServerUnreachable, StepAborted,
-                     StepFailed)
-from .interface import CallResult, Communicator, Engine, PServer, Pending, Trainer
+from .errors import DistributedError, DistributedTimeout, ServerUnreachable, StepAborted, StepFailed
+from .interface import CallResult, Communicator, Engine, Pending, PServer, Trainer
 from .launch import RoleConfig, engine_named, launch, parse_distributed_arg, role_from_env
 from .local import LocalEngine, LocalTrainer
 from .program import DistributedMethod, DistributedProgram
 from .pserver import ParameterServer, PServerSpec, pserver_spec
-from .ray_engine import RayEngine, shutdown as stop_ray
+from .ray_engine import RayEngine
+from .ray_engine import shutdown as stop_ray
 
 __all__ = ["transpile", "TranspilePlan", "launch", "engine_named", "DistributedProgram",
            "DistributedMethod", "PServer", "Pending", "Communicator", "Engine", "Trainer",

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .launch import distributed_options
 from .ray_cluster import RayHead, stop_pids
@@ -42,7 +42,7 @@ PROGRESS_EVERY_S = 10.0
 FIRST_PORT = 6174
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] != "run" or len(args) < 2:
         print(USAGE, file=sys.stderr)
@@ -120,7 +120,7 @@ class Launcher:
         with self._print_lock:
             print(line, flush=True)
 
-    def _check_args(self) -> Optional[str]:
+    def _check_args(self) -> str | None:
         options = distributed_options(self.args, os.environ)
         if not options:
             return "a job needs the script's --distributed option, e.g. --distributed " \
@@ -136,7 +136,7 @@ class Launcher:
         if problem:
             print(f"fluid run: {problem}", file=sys.stderr)
             return 2
-        head: Optional[RayHead] = None
+        head: RayHead | None = None
         state_dir = tempfile.mkdtemp(prefix="fluid-job-state-", dir=default_root())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:

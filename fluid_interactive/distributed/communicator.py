@@ -10,7 +10,8 @@ step on every server and raises, so no server applies it.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,11 +38,11 @@ class StepCommunicator(Communicator):
         self._received = {m: {ep: list(ns) for ep, ns in r.items()}
                           for m, r in received.items()}
         self.timeout = timeout
-        self.committed: Optional[int] = None   # last step that succeeded on every server
-        self._method: Optional[str] = None
+        self.committed: int | None = None   # last step that succeeded on every server
+        self._method: str | None = None
         self._step = 0
         self._outbox: dict[str, dict[str, Any]] = {}
-        self._values: Optional[dict[tuple[str, str], Any]] = None
+        self._values: dict[tuple[str, str], Any] | None = None
 
     # --- step boundaries (called by the engine's trainer) -------------------------------------
 

@@ -23,9 +23,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,10 +39,10 @@ __all__ = ["PServer", "Pending", "Communicator", "Trainer", "CallResult", "Engin
 class Pending:
     """An exchange under way; ``result(timeout)`` waits for its values."""
 
-    def __init__(self, value: Any = None, error: Optional[BaseException] = None):
+    def __init__(self, value: Any = None, error: BaseException | None = None):
         self._value, self._error = value, error
 
-    def result(self, timeout: Optional[float] = None) -> list[Any]:
+    def result(self, timeout: float | None = None) -> list[Any]:
         if self._error is not None:
             raise self._error
         return self._value
@@ -62,11 +63,11 @@ class PServer(ABC):
         return f"pserver {self.endpoint}"
 
     @abstractmethod
-    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def exchange(self, trainer_id: int, step: int, committed: int | None,
                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         """Push a trainer's gradient blocks of ``step``; the values of ``names`` after it."""
 
-    def submit_exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def submit_exchange(self, trainer_id: int, step: int, committed: int | None,
                         blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
         try:
             return Pending(self.exchange(trainer_id, step, committed, blocks, names))
@@ -87,12 +88,12 @@ class PServer(ABC):
     def set_values(self, values: Mapping[str, Any]) -> None: ...
 
     @abstractmethod
-    def finish(self, trainer_id: int, error: Optional[str] = None) -> None: ...
+    def finish(self, trainer_id: int, error: str | None = None) -> None: ...
 
     @abstractmethod
     def status(self) -> dict[str, Any]: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: most servers hold nothing to release)
         """Release the server."""
 
 
@@ -123,7 +124,7 @@ class CallResult:
     the trainer received the step's values from every server (then the step must be
     committed, whatever happened after)."""
     value: Any = None
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
     exchanged: bool = False
 
 
@@ -133,8 +134,8 @@ class Trainer(ABC):
     trainer_id: int
 
     @abstractmethod
-    def call(self, method: str, args: Sequence[Any], step: Optional[int]
-             ) -> "Future[CallResult]":
+    def call(self, method: str, args: Sequence[Any], step: int | None
+             ) -> Future[CallResult]:
         """Run ``method`` with its data-var values as step ``step`` (None: a method that
         talks to no server), after every call submitted before it."""
 
@@ -142,7 +143,7 @@ class Trainer(ABC):
     def get_var(self, name: str) -> np.ndarray: ...
 
     @abstractmethod
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> "Future[None]":
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> Future[None]:
         """Overwrite persistable vars once the calls submitted before have ended, and
         forget which step the trainer last saw committed."""
 

@@ -12,8 +12,9 @@ One script for every role, as Paddle's scripts did::
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from ..errors import OpArgumentError
 
@@ -29,9 +30,9 @@ class RoleConfig:
     trainer_id: int = 0
     trainers: int = 1
     pservers: tuple[str, ...] = ()
-    current_endpoint: Optional[str] = None
+    current_endpoint: str | None = None
     options: dict[str, Any] = field(default_factory=dict)   # from --distributed
-    pserver_id: Optional[int] = None                        # PADDLE_PSERVER_ID
+    pserver_id: int | None = None                        # PADDLE_PSERVER_ID
 
     @property
     def distributed(self) -> bool:
@@ -58,8 +59,8 @@ def _int(environ: Mapping[str, str], key: str, default: int) -> int:
         raise OpArgumentError(f"environment variable {key}={raw!r} is not an integer") from None
 
 
-def role_from_env(environ: Optional[Mapping[str, str]] = None,
-                  argv: Optional[Sequence[str]] = None) -> RoleConfig:
+def role_from_env(environ: Mapping[str, str] | None = None,
+                  argv: Sequence[str] | None = None) -> RoleConfig:
     """Read ``TRAINING_ROLE`` (TRAINER, PSERVER; LOCAL when unset), ``PADDLE_TRAINER_ID``,
     ``PADDLE_TRAINERS_NUM``, ``PADDLE_PSERVERS_IP_PORT_LIST`` and
     ``PADDLE_CURRENT_ENDPOINT`` (or ``POD_IP`` + ``PADDLE_PORT``, or ``PADDLE_PSERVER_ID``
@@ -82,11 +83,11 @@ def role_from_env(environ: Optional[Mapping[str, str]] = None,
         raise OpArgumentError(f"PADDLE_TRAINER_ID={trainer_id} is out of range for "
                               f"PADDLE_TRAINERS_NUM={trainers}")
     pserver_id = _int(env, "PADDLE_PSERVER_ID", -1)
-    if role == "PSERVER" and pservers and (current or pserver_id < 0):
-        if current not in pservers:
-            raise OpArgumentError(f"this pserver's endpoint {current!r} "
-                                  f"(PADDLE_CURRENT_ENDPOINT, or POD_IP:PADDLE_PORT) is not in "
-                                  f"PADDLE_PSERVERS_IP_PORT_LIST ({', '.join(pservers)})")
+    named = current or pserver_id < 0
+    if role == "PSERVER" and pservers and named and current not in pservers:
+        raise OpArgumentError(f"this pserver's endpoint {current!r} "
+                              f"(PADDLE_CURRENT_ENDPOINT, or POD_IP:PADDLE_PORT) is not in "
+                              f"PADDLE_PSERVERS_IP_PORT_LIST ({', '.join(pservers)})")
     options = distributed_options(argv if argv is not None else [], env)
     return RoleConfig(role, trainer_id, trainers, pservers, current, options,
                       None if pserver_id < 0 else pserver_id)

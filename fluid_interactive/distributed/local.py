@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,14 +27,14 @@ class LocalTrainer(Trainer):
     """A trainer runtime and the thread its calls run on."""
 
     def __init__(self, plan: Any, trainer_id: int, pservers: Mapping[str, PServer], *,
-                 seed: Optional[int], device: str, timeout: float = DEFAULT_TIMEOUT,
+                 seed: int | None, device: str, timeout: float = DEFAULT_TIMEOUT,
                  inline: bool = False):
         self.trainer_id = trainer_id
         self.runtime = TrainerRuntime(plan, trainer_id, pservers, seed=seed, device=device,
                                       timeout=timeout)
         self.comm = self.runtime.comm
-        self._thread: Optional[threading.Thread] = None
-        self._jobs: "queue.SimpleQueue[Optional[tuple[Future, Callable[[], Any]]]]" = \
+        self._thread: threading.Thread | None = None
+        self._jobs: queue.SimpleQueue[tuple[Future, Callable[[], Any]] | None] = \
             queue.SimpleQueue()
         self._closed = False
         if not inline:
@@ -59,14 +60,14 @@ class LocalTrainer(Trainer):
             self._jobs.put((future, fn))
         return future
 
-    def call(self, method: str, args: Sequence[Any], step: Optional[int]
-             ) -> "Future[CallResult]":
+    def call(self, method: str, args: Sequence[Any], step: int | None
+             ) -> Future[CallResult]:
         return self._submit(lambda: self.runtime.call(method, args, step))
 
     def get_var(self, name: str) -> np.ndarray:
         return self.runtime.get_var(name)
 
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> "Future[None]":
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> Future[None]:
         return self._submit(lambda: self.runtime.set_vars(values))
 
     def tensor_state(self) -> dict[str, np.ndarray]:
@@ -85,7 +86,7 @@ class LocalTrainer(Trainer):
         self.runtime.close()
 
     @property
-    def thread(self) -> Optional[threading.Thread]:
+    def thread(self) -> threading.Thread | None:
         return self._thread
 
 
@@ -103,7 +104,7 @@ class LocalEngine(Engine):
 
     name = "local"
 
-    def launch(self, plan: Any, *, seed: Optional[int] = None, device: Optional[str] = None,
+    def launch(self, plan: Any, *, seed: int | None = None, device: str | None = None,
                timeout: float = DEFAULT_TIMEOUT) -> DistributedProgram:
         """``seed`` (default: the compiled program's) seeds the servers' initialisers;
         ``timeout``: how long a sync step waits for a missing trainer (and so bounds a

@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def _caused_by_abort(error: BaseException) -> bool:
 class DistributedMethod:
     """One method of a `DistributedProgram`."""
 
-    def __init__(self, owner: "DistributedProgram", block: BlockDesc, program: ProgramDesc,
+    def __init__(self, owner: DistributedProgram, block: BlockDesc, program: ProgramDesc,
                  distributed: bool):
         self._owner = owner
         self.block = block
@@ -89,8 +90,8 @@ class DistributedProgram:
         self._lock = threading.RLock()
         self._closed = False
         self._step = 0                       # numbers of this object's distributed calls
-        self._uncommitted: Optional[int] = None
-        self._final: Optional[dict[str, np.ndarray]] = None   # the state when closed
+        self._uncommitted: int | None = None
+        self._final: dict[str, np.ndarray] | None = None   # the state when closed
         program = plan.trainer_program(self._trainers[0].trainer_id)
         self._program = program
         self.methods: dict[str, DistributedMethod] = {}
@@ -175,7 +176,7 @@ class DistributedProgram:
         self._settle_failed_step(step, results)
         raise self._step_error(step, results)
 
-    def _settle_failed_step(self, step: int, results: list[Optional[CallResult]]) -> None:
+    def _settle_failed_step(self, step: int, results: list[CallResult | None]) -> None:
         """A trainer that received the step's values from every server saw it succeed
         there, so it is committed; otherwise no server applies it. Then every trainer
         starts again from the servers' values."""
@@ -190,17 +191,17 @@ class DistributedProgram:
         self._uncommitted = None
         self._pull(self._trainers, wait_s=0.0)
 
-    def _failure_summary(self, results: list[Optional[CallResult]]) -> str:
+    def _failure_summary(self, results: list[CallResult | None]) -> str:
         for t, r in zip(self._trainers, results):
             if r is not None and r.error is not None:
                 return f"trainer {t.trainer_id}: {type(r.error).__name__}: {r.error}"
         return (f"trainer(s) {', '.join(map(str, self._stalled(results)))} did not finish "
                 f"within timeout={self.timeout:g}s")
 
-    def _stalled(self, results: list[Optional[CallResult]]) -> list[int]:
+    def _stalled(self, results: list[CallResult | None]) -> list[int]:
         return [t.trainer_id for t, r in zip(self._trainers, results) if r is None]
 
-    def _step_error(self, step: int, results: list[Optional[CallResult]]) -> BaseException:
+    def _step_error(self, step: int, results: list[CallResult | None]) -> BaseException:
         failed = [(t.trainer_id, r.error) for t, r in zip(self._trainers, results)
                   if r is not None and r.error is not None]
         stalled = self._stalled(results)
@@ -254,7 +255,7 @@ class DistributedProgram:
                 parts[i] = v
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
-    def _pull(self, trainers: Sequence[Trainer], wait_s: Optional[float] = None) -> None:
+    def _pull(self, trainers: Sequence[Trainer], wait_s: float | None = None) -> None:
         """Give ``trainers`` the servers' parameters (after their running calls); waits
         for that unless ``wait_s`` bounds the wait (a stalled trainer catches up later)."""
         self._ensure_committed()
@@ -343,7 +344,7 @@ class DistributedProgram:
             self._closed = True
             self._finalizer()
 
-    def __enter__(self) -> "DistributedProgram":
+    def __enter__(self) -> DistributedProgram:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -370,10 +371,10 @@ class DistributedProgram:
 
 
 def start_job(plan: Any, start_pserver: Callable[[str], PServer],
-              start_trainer: Callable[[int, Optional[int], dict[str, PServer]], Trainer],
-              seed: Optional[int],
-              program: Callable[[dict[str, PServer], list[Trainer]], "DistributedProgram"],
-              timeout: Optional[float] = None) -> "DistributedProgram":
+              start_trainer: Callable[[int, int | None, dict[str, PServer]], Trainer],
+              seed: int | None,
+              program: Callable[[dict[str, PServer], list[Trainer]], DistributedProgram],
+              timeout: float | None = None) -> DistributedProgram:
     """An engine's job: every server of ``plan`` (``start_pserver(endpoint)``), then every
     trainer (``start_trainer(k, seed of trainer k, the servers)``: each draws its own random
     numbers, dropout and the like) starting from trainer 0's initial values (waiting at
@@ -421,7 +422,7 @@ def _outcome(future: Future) -> CallResult:
     return CallResult(error=error) if error is not None else future.result()
 
 
-def _applied(results: Sequence[Optional[CallResult]]) -> bool:
+def _applied(results: Sequence[CallResult | None]) -> bool:
     return any(r is not None and r.exchanged for r in results)
 
 

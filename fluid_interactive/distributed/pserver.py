@@ -30,8 +30,9 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,8 +92,8 @@ class _Round:
     def __init__(self, step: int):
         self.step = step
         self.pending: dict[int, dict[str, Any]] = {}
-        self.staged: Optional[dict[str, Any]] = None
-        self.error: Optional[BaseException] = None
+        self.staged: dict[str, Any] | None = None
+        self.error: BaseException | None = None
         self.started = time.monotonic()
 
 
@@ -107,8 +108,8 @@ def _fresh(error: BaseException) -> BaseException:
 class ParameterServer(PServer):
     """One parameter server's state and update logic (see the module docstring)."""
 
-    def __init__(self, spec: PServerSpec, *, seed: Optional[int] = None, device: str = "cpu",
-                 timeout: float = DEFAULT_TIMEOUT, state_dir: Optional[str] = None):
+    def __init__(self, spec: PServerSpec, *, seed: int | None = None, device: str = "cpu",
+                 timeout: float = DEFAULT_TIMEOUT, state_dir: str | None = None):
         self.spec = spec
         self.endpoint = spec.endpoint
         self.trainers = spec.trainers
@@ -122,9 +123,9 @@ class ParameterServer(PServer):
         self._cond = threading.Condition()
         self.step = 0                       # last committed step (sync)
         self._applied = [0] * self.trainers  # last step pushed by each trainer (async)
-        self._round: Optional[_Round] = None
+        self._round: _Round | None = None
         self._aborted: dict[int, str] = {}
-        self._finished: dict[int, Optional[str]] = {}
+        self._finished: dict[int, str | None] = {}
         self._last_seen: dict[int, float] = {}
         self._missing: dict[int, str] = {}       # trainers a sync step timed out waiting for
         self._started = time.monotonic()
@@ -141,7 +142,7 @@ class ParameterServer(PServer):
 
     # --- set-up -------------------------------------------------------------------------------
 
-    def _initial_values(self, spec: PServerSpec, seed: Optional[int], device: str
+    def _initial_values(self, spec: PServerSpec, seed: int | None, device: str
                         ) -> dict[str, Any]:
         startup = CompiledProgram(spec.startup, seed=seed, device=device)
         values: dict[str, Any] = {}
@@ -171,7 +172,7 @@ class ParameterServer(PServer):
 
     # --- the protocol -------------------------------------------------------------------------
 
-    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def exchange(self, trainer_id: int, step: int, committed: int | None,
                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         """Push this trainer's gradient blocks of ``step`` and return the values of
         ``names`` after the step (sync: once every trainer's blocks are in and the update is
@@ -231,7 +232,7 @@ class ParameterServer(PServer):
             if self._state is not None:
                 self._state.save_committed(Snapshot(self.step, self._values, list(self._applied)))
 
-    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
+    def finish(self, trainer_id: int, error: str | None = None) -> None:
         """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed)."""
         with self._cond:
             self._check_trainer(trainer_id)

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .errors import DistributedError
 
@@ -46,7 +47,7 @@ def import_ray() -> Any:
     return ray
 
 
-def prepare_env(local: bool, environ: Optional[dict] = None) -> None:
+def prepare_env(local: bool, environ: dict | None = None) -> None:
     """Before ``import ray``: pin a local cluster to 127.0.0.1 and make the auth mode
     explicit (Ray clients otherwise do not send the token a cluster asks for)."""
     env = os.environ if environ is None else environ
@@ -63,7 +64,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _short_dir(root: Optional[str]) -> Optional[str]:
+def _short_dir(root: str | None) -> str | None:
     """Ray puts Unix sockets under its temporary directory, and their paths may not exceed
     107 bytes: a long temporary root falls back to /tmp."""
     root = root or tempfile.gettempdir()
@@ -85,16 +86,16 @@ class RayHead:
     itself must have ``RAY_AUTH_MODE=token`` in its environment before ``import ray``
     (pass ``token`` to use a token chosen before then)."""
 
-    def __init__(self, *, num_cpus: Optional[int] = None,
+    def __init__(self, *, num_cpus: int | None = None,
                  object_store_bytes: int = DEFAULT_OBJECT_STORE,
-                 temp_root: Optional[str] = None, token: Optional[str] = None):
+                 temp_root: str | None = None, token: str | None = None):
         self.num_cpus = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
         self.object_store_bytes = object_store_bytes
         self.temp_dir = tempfile.mkdtemp(prefix="fluid-ray-", dir=_short_dir(temp_root))
         self.token = token or secrets.token_hex(32)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: subprocess.Popen | None = None
         self._pids: set[int] = set()
 
     def env(self) -> dict[str, str]:
@@ -102,7 +103,7 @@ class RayHead:
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
                 "RAY_AUTH_TOKEN": self.token, LOOPBACK_VAR: "0"}
 
-    def start(self, timeout: float = START_TIMEOUT) -> "RayHead":
+    def start(self, timeout: float = START_TIMEOUT) -> RayHead:
         ports = {f"--{name}": free_port() for name in (
             "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
             "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")}
@@ -116,7 +117,7 @@ class RayHead:
         env.pop("RAY_ADDRESS")
         # Ray gives its raylet 10 s to register; a busy machine may need longer.
         env.setdefault("RAY_raylet_start_wait_time_s", str(int(timeout)))
-        log = open(os.path.join(self.temp_dir, "head.log"), "w+")
+        log = open(os.path.join(self.temp_dir, "head.log"), "w+")  # noqa: SIM115 (the child keeps it)
         self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
         self._pids.add(self._proc.pid)
@@ -161,7 +162,7 @@ class RayHead:
                 pass
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
     def pids(self) -> set[int]:
@@ -183,7 +184,7 @@ class RayHead:
             self._proc = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "RayHead":
+    def __enter__(self) -> RayHead:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -244,7 +245,7 @@ def stop_pids(pids: Iterable[int], grace: float = STOP_GRACE) -> list[int]:
     return left
 
 
-def connect(address: Optional[str], namespace: str, environ: Optional[Mapping] = None) -> Any:
+def connect(address: str | None, namespace: str, environ: Mapping | None = None) -> Any:
     """``ray`` connected to the cluster at ``address`` (``RAY_ADDRESS`` when None) in
     ``namespace``; an already connected process keeps its connection."""
     env = os.environ if environ is None else environ

@@ -17,17 +17,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import FluidError
 from .errors import DistributedError, DistributedTimeout, ServerUnreachable
-from .interface import CallResult, Engine, PServer, Pending, Trainer
+from .interface import CallResult, Engine, Pending, PServer, Trainer
 from .program import DistributedProgram, start_job
-from .pserver import (DEFAULT_TIMEOUT, ParameterServer, PServerSpec, check_timeout,
-                      pserver_spec)
+from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, check_timeout, pserver_spec
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
 from .state import default_root
 from .trainer import TrainerRuntime
@@ -48,12 +48,12 @@ def actor_name(endpoint: str) -> str:
 class PServerActor:
     """A `ParameterServer` in a Ray actor."""
 
-    def __init__(self, spec: PServerSpec, seed: Optional[int], timeout: float,
-                 state_dir: Optional[str]):
+    def __init__(self, spec: PServerSpec, seed: int | None, timeout: float,
+                 state_dir: str | None):
         self.server = ParameterServer(spec, seed=seed, device="cpu", timeout=timeout,
                                       state_dir=state_dir)
 
-    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def exchange(self, trainer_id: int, step: int, committed: int | None,
                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.server.exchange(trainer_id, step, committed, blocks, names)
 
@@ -69,7 +69,7 @@ class PServerActor:
     def set_values(self, values: Mapping[str, Any]) -> None:
         self.server.set_values(values)
 
-    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
+    def finish(self, trainer_id: int, error: str | None = None) -> None:
         self.server.finish(trainer_id, error)
 
     def status(self) -> dict[str, Any]:
@@ -90,7 +90,7 @@ class PServerActor:
 class TrainerActor:
     """A `TrainerRuntime` in a Ray actor, talking to the server actors by name."""
 
-    def __init__(self, plan: Any, trainer_id: int, namespace: str, seed: Optional[int],
+    def __init__(self, plan: Any, trainer_id: int, namespace: str, seed: int | None,
                  timeout: float, restart_timeout: float):
         pservers = {ep: RayPServer.lookup(ep, plan.endpoints.index(ep), namespace,
                                           timeout=timeout, restart_timeout=restart_timeout,
@@ -99,7 +99,7 @@ class TrainerActor:
         self.runtime = TrainerRuntime(plan, trainer_id, pservers, seed=seed, device="cpu",
                                       timeout=timeout)
 
-    def call(self, method: str, args: Sequence[Any], step: Optional[int]) -> CallResult:
+    def call(self, method: str, args: Sequence[Any], step: int | None) -> CallResult:
         return self.runtime.call(method, args, step)
 
     def get_var(self, name: str) -> np.ndarray:
@@ -118,11 +118,11 @@ class TrainerActor:
 # --- proxies ----------------------------------------------------------------------------------
 
 class _RayPending(Pending):
-    def __init__(self, proxy: "RayPServer", submit: Callable[[], Any], what: str):
+    def __init__(self, proxy: RayPServer, submit: Callable[[], Any], what: str):
         self._proxy, self._submit, self._what = proxy, submit, what
         self._ref = submit()
 
-    def result(self, timeout: Optional[float] = None) -> Any:
+    def result(self, timeout: float | None = None) -> Any:
         return self._proxy._wait(self._ref, self._submit, self._what, timeout)
 
     def failed(self) -> bool:
@@ -152,7 +152,7 @@ class RayPServer(PServer):
     @classmethod
     def lookup(cls, endpoint: str, index: int, namespace: str, *, timeout: float,
                restart_timeout: float = RESTART_TIMEOUT, who: str = "driver",
-               wait: float = 0.0) -> "RayPServer":
+               wait: float = 0.0) -> RayPServer:
         """The proxy of the server actor for ``endpoint``, waiting up to ``wait`` seconds for
         it to be registered."""
         ray = import_ray()
@@ -171,13 +171,13 @@ class RayPServer(PServer):
                         f"RAY_ADDRESS and FLUID_JOB") from None
                 time.sleep(0.2)
 
-    def _call(self, method: str, *args: Any, timeout: Optional[float] = None,
+    def _call(self, method: str, *args: Any, timeout: float | None = None,
               what: str = "") -> Any:
         submit = lambda: getattr(self.handle, method).remote(*args)  # noqa: E731
         return self._wait(submit(), submit, what or method, timeout)
 
     def _wait(self, ref: Any, submit: Callable[[], Any], what: str,
-              timeout: Optional[float]) -> Any:
+              timeout: float | None) -> Any:
         ray = import_ray()
         timeout = self.timeout if timeout is None else timeout
         restart_deadline = None
@@ -218,14 +218,14 @@ class RayPServer(PServer):
 
     # --- the PServer interface --------------------------------------------------------------
 
-    def submit_exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def submit_exchange(self, trainer_id: int, step: int, committed: int | None,
                         blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
         handle = self.handle
         return _RayPending(
             self, lambda: handle.exchange.remote(trainer_id, step, committed, blocks, names),
             f"step {step} (trainer {trainer_id})")
 
-    def exchange(self, trainer_id: int, step: int, committed: Optional[int],
+    def exchange(self, trainer_id: int, step: int, committed: int | None,
                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.submit_exchange(trainer_id, step, committed, blocks, names).result()
 
@@ -241,7 +241,7 @@ class RayPServer(PServer):
     def set_values(self, values: Mapping[str, Any]) -> None:
         self._call("set_values", dict(values), what="new values")
 
-    def finish(self, trainer_id: int, error: Optional[str] = None) -> None:
+    def finish(self, trainer_id: int, error: str | None = None) -> None:
         self._call("finish", trainer_id, error, what=f"the end of trainer {trainer_id}")
 
     def status(self) -> dict[str, Any]:
@@ -279,8 +279,8 @@ class RayTrainer(Trainer):
         self.trainer_id = trainer_id
         self.timeout = timeout
 
-    def call(self, method: str, args: Sequence[Any], step: Optional[int]
-             ) -> "Future[CallResult]":
+    def call(self, method: str, args: Sequence[Any], step: int | None
+             ) -> Future[CallResult]:
         return self.handle.call.remote(method, list(args), step).future()
 
     def _get(self, ref: Any, what: str) -> Any:
@@ -296,7 +296,7 @@ class RayTrainer(Trainer):
     def get_var(self, name: str) -> np.ndarray:
         return self._get(self.handle.get_var.remote(name), f"reading {name}")
 
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> "Future[None]":
+    def set_vars(self, values: Mapping[str, np.ndarray]) -> Future[None]:
         return self.handle.set_vars.remote(dict(values)).future()
 
     def tensor_state(self) -> dict[str, np.ndarray]:
@@ -320,7 +320,7 @@ def remote_class(cls: type, **options: Any) -> Any:
     return ray.remote(**options)(cls)
 
 
-def start_pserver(plan: Any, endpoint: str, *, namespace: str, seed: Optional[int],
+def start_pserver(plan: Any, endpoint: str, *, namespace: str, seed: int | None,
                   timeout: float, state_dir: str, restarts: int = MAX_RESTARTS,
                   restart_timeout: float = RESTART_TIMEOUT, who: str = "driver"
                   ) -> RayPServer:
@@ -352,7 +352,7 @@ def _safe(endpoint: str) -> str:
 _PRIVATE_HEAD: list[RayHead] = []
 
 
-def ensure_connected(address: Optional[str], namespace: str) -> Any:
+def ensure_connected(address: str | None, namespace: str) -> Any:
     """``ray`` connected to ``address``, ``RAY_ADDRESS``, or a private local cluster that
     this process starts once (and stops at exit or with `shutdown`)."""
     ray_imported = "ray" in sys.modules
@@ -391,9 +391,9 @@ class RayEngine(Engine):
 
     name = "ray"
 
-    def launch(self, plan: Any, *, seed: Optional[int] = None,
-               timeout: float = DEFAULT_TIMEOUT, address: Optional[str] = None,
-               namespace: Optional[str] = None, state_dir: Optional[str] = None,
+    def launch(self, plan: Any, *, seed: int | None = None,
+               timeout: float = DEFAULT_TIMEOUT, address: str | None = None,
+               namespace: str | None = None, state_dir: str | None = None,
                restarts: int = MAX_RESTARTS, restart_timeout: float = RESTART_TIMEOUT
                ) -> DistributedProgram:
         """``address``: a cluster to join (default ``RAY_ADDRESS``, else a private local
@@ -410,7 +410,7 @@ class RayEngine(Engine):
         state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
         closers = [(lambda: _remove_dir(state_dir))] if own_state else []
 
-        def start_trainer(k: int, seed_k: Optional[int], servers: Any) -> RayTrainer:
+        def start_trainer(k: int, seed_k: int | None, servers: Any) -> RayTrainer:
             handle = trainer_actor.options(namespace=namespace).remote(
                 plan, k, namespace, seed_k, timeout, restart_timeout)
             return RayTrainer(handle, k, timeout + restart_timeout)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..passes.transpiler import transpile
 from .errors import DistributedError, ServerUnreachable
@@ -38,8 +39,8 @@ STATE_VAR = "FLUID_STATE_DIR"
 POLL_S = 0.5
 
 
-def distribute_if_requested(compiled: Any, argv: Optional[Sequence[str]] = None,
-                            environ: Optional[Mapping[str, str]] = None) -> Any:
+def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
+                            environ: Mapping[str, str] | None = None) -> Any:
     """``compiled`` itself without ``--distributed``; otherwise what the role asks for
     (see the module docstring)."""
     env = os.environ if environ is None else environ
@@ -177,7 +178,7 @@ def supervise(ps: Any, trainers: int, sync: bool, timeout: float,
     """Poll a server until every trainer finished or is lost. A sync job that lost a
     trainer (a step timed out waiting for it) ends with status 1, naming it; an async job
     carries on without it."""
-    finished: dict[int, Optional[str]] = {}
+    finished: dict[int, str | None] = {}
     lost: dict[int, str] = {}
     pid = None
     while True:

@@ -25,7 +25,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class StateDir:
         except FileNotFoundError:
             pass
 
-    def load(self) -> tuple[Optional[Snapshot], Optional[Snapshot]]:
+    def load(self) -> tuple[Snapshot | None, Snapshot | None]:
         """(committed, prepared): the last committed state and the step prepared after it
         (None where there is none). Stray files of older steps are removed."""
         committed_path = os.path.join(self.path, COMMITTED)

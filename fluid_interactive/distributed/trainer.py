@@ -3,7 +3,8 @@ engine runs trainers through this class (on a thread, in a Ray actor, or in the 
 own process), so a step behaves the same everywhere."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class TrainerRuntime:
     """Trainer ``trainer_id`` of ``plan``, talking to ``pservers`` (endpoint -> server)."""
 
     def __init__(self, plan: Any, trainer_id: int, pservers: Mapping[str, PServer], *,
-                 seed: Optional[int], device: str, timeout: float):
+                 seed: int | None, device: str, timeout: float):
         self.trainer_id = trainer_id
         self.program = plan.trainer_program(trainer_id)
         self.compiled = CompiledProgram(self.program, seed=seed, device=device)
@@ -28,7 +29,7 @@ class TrainerRuntime:
         # The communicator is an object, not an array: set_var would refuse it.
         self.compiled.scope.set({COMM_VAR: self.comm})
 
-    def call(self, method: str, args: Sequence[Any], step: Optional[int]) -> CallResult:
+    def call(self, method: str, args: Sequence[Any], step: int | None) -> CallResult:
         fn = self.compiled.methods[method]
         if step is None:
             try:

@@ -6,7 +6,7 @@ pass gives them none (the loss-gradient seed, the final gradient sums).
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
 
 from ..errors import OpArgumentError
 from ..ir.source import user_location
@@ -15,11 +15,11 @@ from .layers.helpers import as_variable
 from .tracing import TraceContext, current_trace, error_at
 from .variable import Variable
 
-VarOrName = Union[str, Variable]
+VarOrName = str | Variable
 
 
-def _names(trace: TraceContext, values: Optional[Iterable[VarOrName]], what: str
-           ) -> Optional[list[str]]:
+def _names(trace: TraceContext, values: Iterable[VarOrName] | None, what: str
+           ) -> list[str] | None:
     """Var names from vars or names; a name the method cannot see is an error."""
     if values is None:
         return None
@@ -33,7 +33,7 @@ def _names(trace: TraceContext, values: Optional[Iterable[VarOrName]], what: str
     return names
 
 
-def _as_list(value: Union[Variable, Sequence[Variable]]) -> list:
+def _as_list(value: Variable | Sequence[Variable]) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
@@ -52,8 +52,8 @@ def _run_pass(trace: TraceContext, run) -> _pass.BackwardResult:
     return result
 
 
-def append_backward(loss: Variable, parameter_list: Optional[Sequence[VarOrName]] = None,
-                    no_grad_set: Optional[Iterable[VarOrName]] = None
+def append_backward(loss: Variable, parameter_list: Sequence[VarOrName] | None = None,
+                    no_grad_set: Iterable[VarOrName] | None = None
                     ) -> list[tuple[Variable, Variable]]:
     """Append the gradient ops of the scalar ``loss``; returns (param, grad) pairs.
 
@@ -70,9 +70,9 @@ def append_backward(loss: Variable, parameter_list: Optional[Sequence[VarOrName]
     return [(Variable(trace, p), Variable(trace, g)) for p, g in result.params_grads]
 
 
-def gradients(targets: Union[Variable, Sequence[Variable]],
-              inputs: Union[Variable, Sequence[Variable]],
-              no_grad_set: Optional[Iterable[VarOrName]] = None) -> list[Optional[Variable]]:
+def gradients(targets: Variable | Sequence[Variable],
+              inputs: Variable | Sequence[Variable],
+              no_grad_set: Iterable[VarOrName] | None = None) -> list[Variable | None]:
     """Gradients of ``sum(targets)`` with respect to each of ``inputs`` (None where an input
     does not reach the targets). A var used several times gets the sum of its gradients."""
     trace = current_trace("fluid.gradients")

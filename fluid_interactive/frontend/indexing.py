@@ -35,7 +35,8 @@ def _expand(key: tuple, rank: int, where: str) -> list:
 
 def getitem(x: Any, key: Any) -> Any:
     """``x[key]`` for a Variable ``x`` (see the module docstring)."""
-    from .layers.tensor import slice as slice_layer, squeeze, unsqueeze
+    from .layers.tensor import slice as slice_layer
+    from .layers.tensor import squeeze, unsqueeze
     from .variable import Variable
 
     shape = x.shape

@@ -7,8 +7,8 @@ reproducible and independent of which other parameters exist.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ def fans(shape: Sequence[int]) -> tuple[int, int]:
     return shape[1] * receptive, shape[0] * receptive
 
 
-def _check_scale(init: "Initializer", scale: float) -> None:
+def _check_scale(init: Initializer, scale: float) -> None:
     if not scale >= 0:
         raise error_at(OpArgumentError, f"{init!r}: scale (the standard deviation) must not "
                                         f"be negative")
@@ -92,8 +92,8 @@ class TruncatedNormal(Initializer):
 @dataclass
 class Xavier(Initializer):
     uniform: bool = True
-    fan_in: Optional[int] = None
-    fan_out: Optional[int] = None
+    fan_in: int | None = None
+    fan_out: int | None = None
     seed: int = 0
 
     def op(self, shape, dtype):
@@ -109,7 +109,7 @@ class Xavier(Initializer):
 @dataclass
 class MSRA(Initializer):
     uniform: bool = True
-    fan_in: Optional[int] = None
+    fan_in: int | None = None
     seed: int = 0
 
     def op(self, shape, dtype):

@@ -8,8 +8,8 @@ and on every call: that is how methods share weights.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class UniqueNameGenerator:

@@ -18,9 +18,10 @@ tags them: a transpiler reads the pairs from there and sends that gradient.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any
 
 from ..errors import OpArgumentError
 from ..ir.records import OpRole, VarDesc
@@ -30,11 +31,11 @@ from .regularizer import L1Decay, L2Decay, WeightDecayRegularizer
 from .tracing import TraceContext, current_trace, error_at
 from .variable import Variable
 
-ParamList = Optional[Sequence[Union[str, Variable]]]
+ParamList = Sequence[str | Variable] | None
 
 
-def _names(values: Optional[Iterable[Union[str, Variable]]], trace: TraceContext,
-           what: str, parameters_only: bool) -> Optional[list[str]]:
+def _names(values: Iterable[str | Variable] | None, trace: TraceContext,
+           what: str, parameters_only: bool) -> list[str] | None:
     if values is None:
         return None
     if isinstance(values, (str, Variable)):
@@ -52,7 +53,7 @@ def _names(values: Optional[Iterable[Union[str, Variable]]], trace: TraceContext
     return names
 
 
-def _number(value: Any, what: str, low: float, high: Optional[float] = None,
+def _number(value: Any, what: str, low: float, high: float | None = None,
             low_open: bool = False, high_open: bool = True) -> float:
     """``value`` as a float, checked to lie in the given range."""
     ok = isinstance(value, Real) and not isinstance(value, bool)
@@ -83,9 +84,9 @@ class Optimizer:
 
     op_type = ""
 
-    def __init__(self, learning_rate: Union[float, Variable],
-                 regularization: Optional[WeightDecayRegularizer] = None,
-                 name: Optional[str] = None):
+    def __init__(self, learning_rate: float | Variable,
+                 regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None):
         if not isinstance(learning_rate, Variable) and not (
                 isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool)
                 and learning_rate > 0):
@@ -99,14 +100,14 @@ class Optimizer:
         self.learning_rate = learning_rate
         self.regularization = regularization
         self.name = name
-        self._trace: Optional[weakref.ref] = None
-        self._lr_var: Optional[str] = None
+        self._trace: weakref.ref | None = None
+        self._lr_var: str | None = None
         self._acc: dict[tuple[str, str], str] = {}
 
     # --- the pass ------------------------------------------------------------------------------
 
     def minimize(self, loss: Variable, parameter_list: ParamList = None,
-                 no_grad_set: Optional[Iterable[Union[str, Variable]]] = None
+                 no_grad_set: Iterable[str | Variable] | None = None
                  ) -> list[tuple[Variable, Variable]]:
         """Append backward and update ops for ``loss``; returns the (param, grad) pairs.
 
@@ -163,7 +164,7 @@ class Optimizer:
         return name
 
     def _accumulator(self, trace: TraceContext, key: str, param: str, value: float = 0.0,
-                     shape: Optional[Sequence[int]] = None) -> str:
+                     shape: Sequence[int] | None = None) -> str:
         """The optimizer state ``key`` of ``param`` (created on first use): persistable, in
         block 0, the parameter's shape and dtype unless ``shape`` says otherwise."""
         name = self._acc.get((key, param))
@@ -175,7 +176,7 @@ class Optimizer:
         return name
 
     def _optimize_op(self, trace: TraceContext, type: str, inputs: dict, outputs: dict,
-                     attrs: Optional[dict], param: str, grad: str) -> None:
+                     attrs: dict | None, param: str, grad: str) -> None:
         trace.append_op(type, inputs, outputs, attrs, role=OpRole.OPTIMIZE,
                         role_var=(param, grad))
 
@@ -232,7 +233,7 @@ class SGD(Optimizer):
 
     op_type = "sgd"
 
-    def __init__(self, learning_rate: Union[float, Variable] = 0.001, **kwargs: Any):
+    def __init__(self, learning_rate: float | Variable = 0.001, **kwargs: Any):
         super().__init__(learning_rate, **kwargs)
 
     def _append_update(self, trace, u):
@@ -248,10 +249,10 @@ class Momentum(Optimizer):
 
     op_type = "momentum"
 
-    def __init__(self, learning_rate: Union[float, Variable], momentum: float,
+    def __init__(self, learning_rate: float | Variable, momentum: float,
                  use_nesterov: bool = False,
-                 regularization: Optional[WeightDecayRegularizer] = None,
-                 name: Optional[str] = None):
+                 regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None):
         super().__init__(learning_rate, regularization, name)
         self.momentum = _number(momentum, "Momentum(momentum=...)", 0.0)
         self.use_nesterov = bool(use_nesterov)
@@ -284,10 +285,10 @@ class Adam(Optimizer):
 
     op_type = "adam"
 
-    def __init__(self, learning_rate: Union[float, Variable] = 0.001, beta1: float = 0.9,
+    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8,
-                 regularization: Optional[WeightDecayRegularizer] = None,
-                 name: Optional[str] = None):
+                 regularization: WeightDecayRegularizer | None = None,
+                 name: str | None = None):
         super().__init__(learning_rate, regularization, name)
         self.beta1 = _number(beta1, "Adam(beta1=...)", 0.0, 1.0)
         self.beta2 = _number(beta2, "Adam(beta2=...)", 0.0, 1.0)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from .initializer import Initializer
 from .regularizer import WeightDecayRegularizer
@@ -13,14 +13,14 @@ class ParamAttr:
     """``name`` shares a parameter explicitly (same name = same array; no var_scope prefix
     is added); ``initializer`` overrides the layer's default; ``learning_rate`` scales the
     optimizer's rate for this parameter; ``trainable=False`` freezes it."""
-    name: Optional[str] = None
-    initializer: Optional[Initializer] = None
+    name: str | None = None
+    initializer: Initializer | None = None
     learning_rate: float = 1.0
-    regularizer: Optional[WeightDecayRegularizer] = None
+    regularizer: WeightDecayRegularizer | None = None
     trainable: bool = True
 
 
-def to_param_attr(value: Any, what: str) -> Optional[ParamAttr]:
+def to_param_attr(value: Any, what: str) -> ParamAttr | None:
     """None -> defaults; a str -> a name; an Initializer or a regularizer -> that;
     False -> no parameter at all (e.g. ``bias_attr=False``)."""
     if value is None or value is True:

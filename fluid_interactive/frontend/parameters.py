@@ -1,13 +1,11 @@
 """`fluid.parameters()`: the parameters created so far while tracing."""
 from __future__ import annotations
 
-from typing import Optional
-
 from .tracing import current_trace
 from .variable import Variable
 
 
-def parameters(scope: Optional[str] = None) -> list[Variable]:
+def parameters(scope: str | None = None) -> list[Variable]:
     """Parameter vars created so far in this compile, in creation order; with ``scope``,
     only those whose name lies under that var_scope path (e.g. ``'discriminator'``)."""
     trace = current_trace("fluid.parameters")

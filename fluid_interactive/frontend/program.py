@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
-from ..errors import NotCompiledError, ProgramDefinitionError
 from ..distributed.roles import distribute_if_requested
-from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
+from ..errors import NotCompiledError, ProgramDefinitionError
 from ..ir.gc_pause import gc_paused
+from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
 from ..ir.source import format_location
 from ..passes.verify import check_program
 from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
@@ -29,11 +30,11 @@ _OWN_NAMES = frozenset({"Compile", "compile", "option_names"})
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    feeds: Optional[tuple[str, ...]]   # None: taken from the method's parameter names
-    is_test: Optional[bool]
+    feeds: tuple[str, ...] | None   # None: taken from the method's parameter names
+    is_test: bool | None
 
 
-def network(*feeds: Any, is_test: Optional[bool] = None) -> Callable:
+def network(*feeds: Any, is_test: bool | None = None) -> Callable:
     """Mark a method to be compiled into a block.
 
     ``@fluid.network("x", "y")``: the compiled method's arguments feed the data vars
@@ -74,7 +75,7 @@ def _traced_only(fn: Callable) -> Callable:
     return method
 
 
-def Input(*feeds: str) -> Callable:  # noqa: N802 (the proposal's spelling)
+def Input(*feeds: str) -> Callable:
     """``@fluid.Input('x')``: the same as ``@fluid.network('x')``."""
     return network(*feeds)
 
@@ -204,7 +205,7 @@ class Program:
                 names.append(name)
         return names
 
-    def Compile(self, seed: Optional[int] = None, device: Optional[str] = None  # noqa: N802
+    def Compile(self, seed: int | None = None, device: str | None = None
                 ) -> CompiledProgram:
         """Trace every network method and return the live compiled program.
 

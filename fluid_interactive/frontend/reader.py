@@ -13,7 +13,8 @@ scope, so consecutive calls walk through the data. At the end of the data the ca
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,9 @@ class Reader:
                  dtypes: list[str]):
         self._trace, self.name = trace, name
         self.shapes, self.dtypes = shapes, dtypes
-        self._compiled: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._compiled: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def next_item(self) -> Union[Variable, tuple[Variable, ...]]:
+    def next_item(self) -> Variable | tuple[Variable, ...]:
         """Data vars holding the next batch, one per slot (a tuple when there are several)."""
         trace = current_trace("reader.next_item")
         outs = [trace.unique_in_block(f"{self.name}.slot_{i}") for i in range(len(self.shapes))]
@@ -64,7 +65,7 @@ def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _slot_specs(shape: Optional[Shapes], dtype: Any, data: Optional[Sequence[np.ndarray]]
+def _slot_specs(shape: Shapes | None, dtype: Any, data: Sequence[np.ndarray] | None
                 ) -> tuple[list[tuple[int, ...]], list[str]]:
     if data is not None:
         shapes = [tuple(a.shape[1:]) for a in data] if shape is None else [tuple(s) for s in shape]
@@ -95,10 +96,10 @@ def _data_arrays(data: Any) -> list[np.ndarray]:
     return arrays
 
 
-def batch_reader(file: Union[str, Sequence[str], None] = None, batch_size: int = 1,
-                 shape: Optional[Shapes] = None, dtype: Any = None, format: str = "recordio",
-                 shuffle: bool = False, shuffle_buffer: Optional[int] = None,
-                 seed: Optional[int] = None, epochs: Optional[int] = 1,
+def batch_reader(file: str | Sequence[str] | None = None, batch_size: int = 1,
+                 shape: Shapes | None = None, dtype: Any = None, format: str = "recordio",
+                 shuffle: bool = False, shuffle_buffer: int | None = None,
+                 seed: int | None = None, epochs: int | None = 1,
                  drop_last: bool = False, data: Any = None, trainer_shard: bool = True
                  ) -> Reader:
     """A reader of batches from RecordIO ``file`` (a path, a glob or a list of them) or from

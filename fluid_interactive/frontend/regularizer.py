@@ -7,7 +7,7 @@ mean the same.
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import OpArgumentError
 from .tracing import error_at
@@ -18,7 +18,7 @@ class WeightDecayRegularizer:
 
     coeff: float
 
-    def __init__(self, regularization_coeff: float = 0.0, *, coeff: Optional[float] = None):
+    def __init__(self, regularization_coeff: float = 0.0, *, coeff: float | None = None):
         value = regularization_coeff if coeff is None else coeff
         if not isinstance(value, Real) or isinstance(value, bool) or not value >= 0:
             raise error_at(OpArgumentError, f"{type(self).__name__} coefficient must be a "

@@ -5,9 +5,10 @@ a failing cell). Layers reach it through `current_trace()`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
 from ..ir.names import name_problem
@@ -19,10 +20,10 @@ from ..ops.registry import get_spec
 from ..ops.spec import TensorType
 from .naming import UniqueNameGenerator
 
-_CURRENT: ContextVar[Optional["TraceContext"]] = ContextVar("fluid_trace", default=None)
+_CURRENT: ContextVar[TraceContext | None] = ContextVar("fluid_trace", default=None)
 
 
-def current_trace(what: str = "this layer") -> "TraceContext":
+def current_trace(what: str = "this layer") -> TraceContext:
     trace = _CURRENT.get()
     if trace is None:
         raise FluidError(f"{what} can only be used inside a @fluid.network method while it is "
@@ -35,7 +36,7 @@ def is_tracing() -> bool:
     return _CURRENT.get() is not None
 
 
-def where(loc: Optional[SourceLoc]) -> str:
+def where(loc: SourceLoc | None) -> str:
     return format_location(loc) or "<unknown location>"
 
 
@@ -44,7 +45,7 @@ class _StateNames(UniqueNameGenerator):
     program already uses, so a user's parameter named ``learning_rate_0`` is never
     overwritten."""
 
-    def __init__(self, trace: "TraceContext"):
+    def __init__(self, trace: TraceContext):
         super().__init__()
         self._trace = trace
 
@@ -68,7 +69,7 @@ class TraceContext:
         self.param_attrs: dict[str, Any] = {}   # name -> ParamAttr (regularizer, lr scale)
         self.readers: list[Any] = []            # Reader handles, bound at Compile()
         self.initial_values: dict[str, Any] = {}  # persistable name -> array set at Compile()
-        self.data_locs: dict[str, Optional[SourceLoc]] = {}  # data var -> where declared
+        self.data_locs: dict[str, SourceLoc | None] = {}  # data var -> where declared
 
     # --- blocks ----------------------------------------------------------------------------
 
@@ -91,7 +92,7 @@ class TraceContext:
 
     # --- vars ------------------------------------------------------------------------------
 
-    def find(self, name: str) -> Optional[VarDesc]:
+    def find(self, name: str) -> VarDesc | None:
         return self.program.find_var(self.block, name)
 
     def type_of(self, name: str) -> TensorType:
@@ -129,9 +130,9 @@ class TraceContext:
     # --- ops -------------------------------------------------------------------------------
 
     def append_op(self, type: str, inputs: Mapping[str, Sequence[str]],
-                  outputs: Mapping[str, Sequence[str]], attrs: Optional[Mapping] = None,
+                  outputs: Mapping[str, Sequence[str]], attrs: Mapping | None = None,
                   role: int = OpRole.FORWARD, in_global: bool = False,
-                  loc: Optional[SourceLoc] = None, role_var: tuple[str, ...] = ()) -> OpDesc:
+                  loc: SourceLoc | None = None, role_var: tuple[str, ...] = ()) -> OpDesc:
         """Record an op; declares its outputs from the spec's shape rule. Errors name the
         op, the shapes and the user's line."""
         spec = get_spec(type)
@@ -213,4 +214,4 @@ def check_parameter_shape(existing: VarDesc, shape: Sequence[int], dtype: str,
                        f"this one another name (param_attr=...) or another var_scope")
 
 
-Name = Union[str, Sequence[str]]
+Name = str | Sequence[str]

@@ -64,82 +64,82 @@ class Variable:
 
     # --- arithmetic: recorded as ops ----------------------------------------------------------
 
-    def __add__(self, other: Any) -> "Variable":
+    def __add__(self, other: Any) -> Variable:
         return _binary("elementwise_add", self, other, scalar=lambda s: _scale(self, 1.0, s))
 
-    def __radd__(self, other: Any) -> "Variable":
+    def __radd__(self, other: Any) -> Variable:
         return self.__add__(other)
 
-    def __sub__(self, other: Any) -> "Variable":
+    def __sub__(self, other: Any) -> Variable:
         return _binary("elementwise_sub", self, other, scalar=lambda s: _scale(self, 1.0, -s))
 
-    def __rsub__(self, other: Any) -> "Variable":
+    def __rsub__(self, other: Any) -> Variable:
         if _is_scalar(other):
             return _scale(self, -1.0, float(other))
         return _binary("elementwise_sub", _as_var(other), self)
 
-    def __mul__(self, other: Any) -> "Variable":
+    def __mul__(self, other: Any) -> Variable:
         return _binary("elementwise_mul", self, other, scalar=lambda s: _scale(self, s, 0.0))
 
-    def __rmul__(self, other: Any) -> "Variable":
+    def __rmul__(self, other: Any) -> Variable:
         return self.__mul__(other)
 
-    def __truediv__(self, other: Any) -> "Variable":
+    def __truediv__(self, other: Any) -> Variable:
         return _binary("elementwise_div", self, other,
                        scalar=lambda s: _scale(self, 1.0 / _nonzero(s), 0.0))
 
-    def __rtruediv__(self, other: Any) -> "Variable":
+    def __rtruediv__(self, other: Any) -> Variable:
         if _is_scalar(other):
             return _scale(_unary("pow", self, factor=-1.0), float(other), 0.0)
         return _binary("elementwise_div", _as_var(other), self)
 
-    def __pow__(self, other: Any) -> "Variable":
+    def __pow__(self, other: Any) -> Variable:
         if _is_scalar(other):
             return _unary("pow", self, factor=float(other))
         return _binary("elementwise_pow", self, other)
 
-    def __rpow__(self, other: Any) -> "Variable":
+    def __rpow__(self, other: Any) -> Variable:
         if _is_scalar(other) and other > 0:   # s ** x == exp(x * ln s)
             return _unary("exp", _scale(self, math.log(other), 0.0))
         if _is_scalar(other):
             raise error_at(OpArgumentError, f"{other!r} ** Variable needs a positive base")
         return _binary("elementwise_pow", _as_var(other), self)
 
-    def __neg__(self) -> "Variable":
+    def __neg__(self) -> Variable:
         return _scale(self, -1.0, 0.0)
 
-    def __pos__(self) -> "Variable":
+    def __pos__(self) -> Variable:
         return self
 
-    def __matmul__(self, other: Any) -> "Variable":
+    def __matmul__(self, other: Any) -> Variable:
         return _binary("matmul", self, other)
 
-    def __abs__(self) -> "Variable":
+    def __abs__(self) -> Variable:
         return _unary("abs", self)
 
     # --- comparisons: bool Variables, no gradient ---------------------------------------------
 
-    def __lt__(self, other: Any) -> "Variable":
+    def __lt__(self, other: Any) -> Variable:
         return _compare("less_than", self, other)
 
-    def __le__(self, other: Any) -> "Variable":
+    def __le__(self, other: Any) -> Variable:
         return _compare("less_equal", self, other)
 
-    def __gt__(self, other: Any) -> "Variable":
+    def __gt__(self, other: Any) -> Variable:
         return _compare("greater_than", self, other)
 
-    def __ge__(self, other: Any) -> "Variable":
+    def __ge__(self, other: Any) -> Variable:
         return _compare("greater_equal", self, other)
 
-    def __eq__(self, other: Any) -> "Variable":  # type: ignore[override]
+    def __eq__(self, other: Any) -> Variable:  # type: ignore[override]
         return _compare("equal", self, other)
 
-    def __ne__(self, other: Any) -> "Variable":  # type: ignore[override]
+    def __ne__(self, other: Any) -> Variable:  # type: ignore[override]
         return _compare("not_equal", self, other)
 
     # --- indexing -----------------------------------------------------------------------------
 
-    def __getitem__(self, key: Any) -> "Variable":
+    def __getitem__(self, key: Any) -> Variable:
         from .indexing import getitem
         return getitem(self, key)
 
@@ -190,7 +190,7 @@ def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
 
 
 def _compare(layer: str, x: Variable, other: Any) -> Variable:
-    from .layers import compare   # x < y is fluid.layers.less_than(x, y), and so on
+    from .layers import compare  # x < y is fluid.layers.less_than(x, y), and so on
     return getattr(compare, layer)(x, other)
 
 

@@ -15,13 +15,26 @@ import os
 import queue
 import threading
 import zlib
-from typing import Any, BinaryIO, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from .recordio import (HEADER, ChunkInfo, Run, _U32, _Where, _check_room, _copy_columns,
-                       _matching, _parse_header, _payload, _runs, _native_copies,
-                       open_regular)
+from .recordio import (
+    _U32,
+    HEADER,
+    ChunkInfo,
+    Run,
+    _check_room,
+    _copy_columns,
+    _matching,
+    _native_copies,
+    _parse_header,
+    _payload,
+    _runs,
+    _Where,
+    open_regular,
+)
 from .tensor_codec import RecordLayout, TensorFormatError, parse_record
 
 __all__ = ["read_columns"]

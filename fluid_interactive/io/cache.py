@@ -14,7 +14,8 @@ globs, or a file's size or modification time), and never kept for data over the 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from .reader import Block, FileSource
 
@@ -42,8 +43,8 @@ class _Store:
     __slots__ = ("stamp", "blocks", "too_big")
 
     def __init__(self) -> None:
-        self.stamp: Optional[tuple] = None
-        self.blocks: Optional[list[Block]] = None
+        self.stamp: tuple | None = None
+        self.blocks: list[Block] | None = None
         self.too_big = False
 
 
@@ -51,7 +52,7 @@ class CachedSource:
     """``source`` (a `FileSource`), decoded once while it fits ``budget`` bytes."""
 
     def __init__(self, source: FileSource, budget: int = DEFAULT_BUDGET,
-                 _store: Optional[_Store] = None):
+                 _store: _Store | None = None):
         self.source, self.budget = source, int(budget)
         self._store = _store if _store is not None else _Store()
 
@@ -60,7 +61,7 @@ class CachedSource:
         """Whether a whole pass is kept in memory."""
         return self._store.blocks is not None
 
-    def resolved(self) -> "CachedSource":
+    def resolved(self) -> CachedSource:
         inner = self.source.resolved()
         stamp = _stamp(inner.paths)
         store = self._store
@@ -73,7 +74,7 @@ class CachedSource:
         if store.blocks is not None:
             yield from store.blocks
             return
-        kept: Optional[list[Block]] = None if store.too_big else []
+        kept: list[Block] | None = None if store.too_big else []
         size = 0
         for block in self.source.blocks():
             if kept is not None:

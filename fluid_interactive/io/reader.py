@@ -26,7 +26,8 @@ import os
 import queue
 import threading
 import weakref
-from typing import Any, Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class ArraySource:
     def __len__(self) -> int:
         return len(self.columns[0])
 
-    def resolved(self) -> "ArraySource":
+    def resolved(self) -> ArraySource:
         return self
 
     def blocks(self) -> Iterator[Block]:
@@ -111,7 +112,7 @@ class FileSource:
         """The files, expanded now; `ReaderError` when a pattern matches nothing."""
         return [p for pattern in self.patterns for p in _expand(pattern)]
 
-    def resolved(self) -> "FileSource":
+    def resolved(self) -> FileSource:
         """A source over today's expansion, so every epoch reads the same files."""
         return FileSource(self.paths)
 
@@ -659,7 +660,7 @@ class BatchReader:
         self._stop()
         self._closed = True
 
-    def __enter__(self) -> "BatchReader":
+    def __enter__(self) -> BatchReader:
         return self
 
     def __exit__(self, *exc: Any) -> None:

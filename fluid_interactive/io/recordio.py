@@ -24,15 +24,22 @@ import os
 import stat
 import struct
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
 from ..errors import RecordIOError
 from . import snappy_stream
-from .tensor_codec import (RecordLayout, TensorFormatError, encode_record, little_endian,
-                           parse_record, tensor_header)
+from .tensor_codec import (
+    RecordLayout,
+    TensorFormatError,
+    encode_record,
+    little_endian,
+    parse_record,
+    tensor_header,
+)
 
 __all__ = ["write", "write_arrays", "write_records", "Writer", "read", "read_chunks",
            "read_records", "chunk_index", "num_records", "Chunk", "Run", "ChunkInfo",
@@ -135,7 +142,7 @@ class Writer:
         self.max_num_records = int(max_num_records)
         self.num_records = 0
         self._tmp = f"{self.path}.tmp-{os.getpid()}-{id(self):x}"
-        self._file: BinaryIO | None = open(self._tmp, "wb")
+        self._file: BinaryIO | None = open(self._tmp, "wb")  # noqa: SIM115 (closed by close())
         self._pending: list[bytes] = []
         self._pending_bytes = 0
 
@@ -215,7 +222,7 @@ class Writer:
             except FileNotFoundError:
                 pass
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -24,9 +24,9 @@ a line is no change.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Callable, Optional
 
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from .text import format_op, format_returns, short_shape, short_type
@@ -41,10 +41,10 @@ GLOBAL = "(global)"   # the name a diff gives block 0
 class OpChange:
     """One op that differs: ``kind`` is 'added', 'removed' or 'changed'."""
     kind: str
-    old: Optional[OpDesc] = None
-    new: Optional[OpDesc] = None
-    old_index: Optional[int] = None
-    new_index: Optional[int] = None
+    old: OpDesc | None = None
+    new: OpDesc | None = None
+    old_index: int | None = None
+    new_index: int | None = None
     details: list[str] = field(default_factory=list)   # what changed, for 'changed'
 
     @property
@@ -67,10 +67,10 @@ class BlockDiff:
     ops: list[OpChange] = field(default_factory=list)
     unchanged: int = 0                # ops that correspond and are equal
     signature: list[str] = field(default_factory=list)   # feeds / returns / mode changes
-    old_idx: Optional[int] = None
-    new_idx: Optional[int] = None
+    old_idx: int | None = None
+    new_idx: int | None = None
     #: every op in order: (old index, new index), None on the side that lacks it
-    aligned: list[tuple[Optional[int], Optional[int]]] = field(default_factory=list)
+    aligned: list[tuple[int | None, int | None]] = field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.ops if c.kind == kind)
@@ -84,8 +84,8 @@ class StateChange:
     """One persistable var: ``status`` is 'kept', 'added', 'dropped' or 'reinitialised'."""
     name: str
     status: str
-    old: Optional[VarDesc] = None
-    new: Optional[VarDesc] = None
+    old: VarDesc | None = None
+    new: VarDesc | None = None
     reason: str = ""                 # why it starts again
     values: str = ""                 # for kept tensors with values on both sides
 
@@ -168,10 +168,10 @@ class _Sides:
         self.new_prog, self.new_block = new_prog, new_block
         self.renamed: dict[str, str] = {}   # old temporary -> new temporary
 
-    def old_var(self, name: str) -> Optional[VarDesc]:
+    def old_var(self, name: str) -> VarDesc | None:
         return self.old_prog.find_var(self.old_block, name)
 
-    def new_var(self, name: str) -> Optional[VarDesc]:
+    def new_var(self, name: str) -> VarDesc | None:
         return self.new_prog.find_var(self.new_block, name)
 
     def named(self, name: str, side: str) -> bool:
@@ -186,7 +186,7 @@ class _Sides:
 
 
 def _pairs(old_ops: list[OpDesc], new_ops: list[OpDesc]
-           ) -> list[tuple[Optional[int], Optional[int]]]:
+           ) -> list[tuple[int | None, int | None]]:
     """Aligned (old index, new index) pairs in order; None on one side for an op only the
     other block has."""
     def key(op: OpDesc) -> tuple:
@@ -194,7 +194,7 @@ def _pairs(old_ops: list[OpDesc], new_ops: list[OpDesc]
 
     matcher = SequenceMatcher(None, [key(o) for o in old_ops], [key(o) for o in new_ops],
                               autojunk=False)
-    out: list[tuple[Optional[int], Optional[int]]] = []
+    out: list[tuple[int | None, int | None]] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             out += list(zip(range(i1, i2), range(j1, j2)))   # a replaced run of one length:
@@ -314,14 +314,14 @@ def _persistables(program: ProgramDesc) -> dict[str, VarDesc]:
     return {v.name: v for v in program.global_block().vars.values() if v.persistable}
 
 
-def _creator(program: ProgramDesc, name: str) -> Optional[OpDesc]:
+def _creator(program: ProgramDesc, name: str) -> OpDesc | None:
     for op in program.global_block().ops:
         if name in op.output_names():
             return op
     return None
 
 
-def _creator_change(old: Optional[OpDesc], new: Optional[OpDesc]) -> Optional[str]:
+def _creator_change(old: OpDesc | None, new: OpDesc | None) -> str | None:
     """Why an initialiser differs (None when it does not)."""
     if old is None or new is None:
         return None if old is new else "its initialiser was added or removed"
@@ -336,7 +336,7 @@ def _creator_change(old: Optional[OpDesc], new: Optional[OpDesc]) -> Optional[st
     return None
 
 
-def _var_change(old: VarDesc, new: VarDesc) -> Optional[str]:
+def _var_change(old: VarDesc, new: VarDesc) -> str | None:
     if old.kind != new.kind:
         return f"it was a {old.kind} and is now a {new.kind}"
     if old.shape != new.shape:
@@ -362,7 +362,7 @@ def optimizer_state_of(program: ProgramDesc, param: str) -> list[str]:
 
 
 def state_changes(old: ProgramDesc, new: ProgramDesc,
-                  same_constant: Optional[Callable[[str], bool]] = None
+                  same_constant: Callable[[str], bool] | None = None
                   ) -> list[StateChange]:
     """What becomes of each persistable var when ``old``'s state moves to ``new`` (the
     module docstring has the rules). ``same_constant(name)`` decides for a var no op
@@ -398,7 +398,7 @@ def state_changes(old: ProgramDesc, new: ProgramDesc,
 # --- the whole program ---------------------------------------------------------------------
 
 def diff_programs(old: ProgramDesc, new: ProgramDesc,
-                  same_constant: Optional[Callable[[str], bool]] = None,
+                  same_constant: Callable[[str], bool] | None = None,
                   old_label: str = "old", new_label: str = "new") -> ProgramDiff:
     """Every difference between ``old`` and ``new``: block 0 first (as `GLOBAL`), then
     each method of ``new`` in its order, then methods only ``old`` has."""

@@ -10,8 +10,8 @@ was left behind, keeps the cost linear.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

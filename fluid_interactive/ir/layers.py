@@ -9,7 +9,7 @@ by it, watching a scope selects by it.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .records import BlockDesc, OpDesc, OpRole
 

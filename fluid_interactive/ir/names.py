@@ -10,10 +10,8 @@ user's line.
 """
 from __future__ import annotations
 
-from typing import Optional
 
-
-def unprintable(text: str) -> Optional[str]:
+def unprintable(text: str) -> str | None:
     """A description of the first character of ``text`` that a program may not hold
     (e.g. ``"'\\n' at position 3"``), or None when all of it is printable."""
     if text.isprintable():
@@ -24,7 +22,7 @@ def unprintable(text: str) -> Optional[str]:
     return None  # pragma: no cover - isprintable() disagreed with itself
 
 
-def name_problem(name: object, what: str = "name") -> Optional[str]:
+def name_problem(name: object, what: str = "name") -> str | None:
     """Why ``name`` cannot be a name in a program (or None if it can)."""
     if not isinstance(name, str):
         return f"{what} {name!r} is a {type(name).__name__}, not a string"

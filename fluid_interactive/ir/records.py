@@ -9,7 +9,7 @@ These names are deliberately distinct from the user's `fluid.Program` base class
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 # --- dtypes -----------------------------------------------------------------------------
 
@@ -93,7 +93,7 @@ class SourceLoc:
 BATCH = -1  # an unknown (batch) dimension
 
 Shape = tuple[int, ...]
-AttrValue = Union[bool, int, float, str, list, tuple, None]
+AttrValue = bool | int | float | str | list | tuple | None
 
 
 @dataclass(slots=True)
@@ -127,7 +127,7 @@ class OpDesc:
     attrs: dict[str, AttrValue] = field(default_factory=dict)
     role: int = OpRole.FORWARD
     role_var: tuple[str, ...] = ()
-    loc: Optional[SourceLoc] = None
+    loc: SourceLoc | None = None
 
     def input_names(self) -> list[str]:
         return [n for names in self.inputs.values() for n in names]
@@ -143,7 +143,7 @@ class OpDesc:
 
 
 # A method's return structure: None, a var name, or a tuple/dict of them (nested allowed).
-ReturnSpec = Union[None, str, tuple, dict]
+ReturnSpec = None | str | tuple | dict
 
 
 def returned_names(returns: ReturnSpec) -> list[str]:
@@ -170,7 +170,7 @@ class BlockDesc:
     ops: list[OpDesc] = field(default_factory=list)
     feeds: list[str] = field(default_factory=list)
     returns: ReturnSpec = None
-    is_test: Optional[bool] = None  # None: decided by whether the block optimizes
+    is_test: bool | None = None  # None: decided by whether the block optimizes
 
 
 @dataclass(slots=True)
@@ -183,7 +183,7 @@ class ProgramDesc:
     def global_block(self) -> BlockDesc:
         return self.blocks[0]
 
-    def block(self, name_or_idx: Union[int, str]) -> BlockDesc:
+    def block(self, name_or_idx: int | str) -> BlockDesc:
         if isinstance(name_or_idx, int):
             return self.blocks[name_or_idx]
         for b in self.blocks:
@@ -195,9 +195,9 @@ class ProgramDesc:
     def method_blocks(self) -> list[BlockDesc]:
         return [b for b in self.blocks if b.idx != 0 and b.name]
 
-    def find_var(self, block: BlockDesc, name: str) -> Optional[VarDesc]:
+    def find_var(self, block: BlockDesc, name: str) -> VarDesc | None:
         """Look a name up in ``block`` and then its ancestors."""
-        b: Optional[BlockDesc] = block
+        b: BlockDesc | None = block
         while b is not None:
             v = b.vars.get(name)
             if v is not None:
@@ -205,7 +205,7 @@ class ProgramDesc:
             b = self.blocks[b.parent_idx] if b.parent_idx >= 0 else None
         return None
 
-    def clone(self) -> "ProgramDesc":
+    def clone(self) -> ProgramDesc:
         """A deep copy, made record by record (``copy.deepcopy`` of a program of thousands
         of ops costs seconds; this, linear time at a few µs per op)."""
         return ProgramDesc([_clone_block(b) for b in self.blocks], self.name, self.version)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from .records import SourceLoc
 
@@ -21,7 +21,7 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _excluded: list[str] = [_PACKAGE_ROOT + os.sep]
 
 #: file name -> a label such as 'Cell In[14]', or None when the labeller does not know it
-FileLabeller = Callable[[str], Optional[str]]
+FileLabeller = Callable[[str], str | None]
 _labellers: list[FileLabeller] = []
 
 
@@ -43,7 +43,7 @@ def is_internal(filename: str) -> bool:
             or filename in _excluded_files)
 
 
-def user_location(skip: int = 1) -> Optional[SourceLoc]:
+def user_location(skip: int = 1) -> SourceLoc | None:
     """The innermost frame of the caller's stack that is not ours."""
     frame = sys._getframe(skip)
     while frame is not None:
@@ -69,7 +69,7 @@ def remove_file_labeller(labeller: FileLabeller) -> None:
         _labellers.remove(labeller)
 
 
-def file_label(filename: str) -> Optional[str]:
+def file_label(filename: str) -> str | None:
     """The label a registered labeller gives ``filename``, or None."""
     for labeller in list(_labellers):
         try:
@@ -81,7 +81,7 @@ def file_label(filename: str) -> Optional[str]:
     return None
 
 
-def format_location(loc: Optional[SourceLoc], *, short: bool = False,
+def format_location(loc: SourceLoc | None, *, short: bool = False,
                     function: bool = False) -> str:
     """``'fit.py:21'`` (``short``: the file's base name, else its full path), or
     ``'Cell In[14], line 12'`` for a file a labeller knows; ``''`` for no location.

@@ -8,7 +8,7 @@ One op per line, jaxpr-like, with short types and the user's ``file:line``::
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .names import escape_unprintable
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
@@ -25,7 +25,7 @@ def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
-def short_type(var: Optional[VarDesc]) -> str:
+def short_type(var: VarDesc | None) -> str:
     """'f32[?,13]' for a float32 var with a batch dimension; '?' when undeclared."""
     if var is None:
         return "?"

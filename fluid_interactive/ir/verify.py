@@ -6,14 +6,14 @@ for those, and is the one check every loaded or compiled program goes through.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ..errors import VerifyError
 from .names import name_problem, printable, unprintable
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .text import format_op
 
-OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], Optional[str]]
+OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], str | None]
 
 
 def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> None:
@@ -38,7 +38,7 @@ def _check_block_links(program: ProgramDesc) -> None:
 
 
 def _check_op(program: ProgramDesc, block: BlockDesc, index: int, op: OpDesc,
-              written: set[str], op_checker: Optional[OpChecker]) -> None:
+              written: set[str], op_checker: OpChecker | None) -> None:
     if op.role not in OpRole.ALLOWED:
         _fail(program, block, index, f"op_role {op.role:#x} is not an allowed role value")
     if len(op.role_var) % 2:
@@ -153,7 +153,7 @@ def check_text(program: ProgramDesc) -> None:
             _check_op_text(op, f"{where}, op {index}")
 
 
-def check_structure(program: ProgramDesc, op_checker: Optional[OpChecker] = None) -> None:
+def check_structure(program: ProgramDesc, op_checker: OpChecker | None = None) -> None:
     """Raise `VerifyError` naming the first violated invariant, with a window of ops."""
     check_text(program)
     _check_block_links(program)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import OnnxError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
@@ -24,7 +24,7 @@ from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_dtype, onnx_module
 RETURNS_KEY = "fluid_interactive.returns"
 
 
-def export_onnx(compiled: CompiledProgram, path: Optional[str], method: str = "infer",
+def export_onnx(compiled: CompiledProgram, path: str | None, method: str = "infer",
                 opset: int = DEFAULT_OPSET) -> Any:
     """Write ``compiled.<method>`` to ``path`` as an ONNX model; returns the ModelProto.
 
@@ -47,7 +47,7 @@ def export_onnx(compiled: CompiledProgram, path: Optional[str], method: str = "i
     model = build_model(compiled, compiled.methods[method].block, opset)
     try:
         onnx.checker.check_model(model, full_check=True)
-    except Exception as e:   # noqa: BLE001 (a bug of an export rule: write nothing)
+    except Exception as e:
         raise OnnxError(f"the ONNX model built for {method}() fails onnx.checker, so it was "
                         f"not written; please report this with the program's text:\n{e}") \
             from None

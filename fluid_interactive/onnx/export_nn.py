@@ -11,8 +11,8 @@ from .export_registry import OpExport, export_rule
 def _onnx_pads(e: OpExport) -> list[int]:
     """Paddle's paddings ([ph, pw] or [top, bottom, left, right]) in ONNX's order
     [top, left, bottom, right]."""
-    t, b, l, r = paddings(e, e.attrs["paddings"])
-    return [t, l, b, r]
+    top, bottom, left, right = paddings(e, e.attrs["paddings"])
+    return [top, left, bottom, right]
 
 
 def _pair(value) -> list[int]:

@@ -14,12 +14,13 @@ Adding an op is one rule in the family's file (`export_math`, `export_nn`, `expo
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import OnnxError
-from ..ir.records import OpDesc, ProgramDesc, BlockDesc, VarDesc
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_op
 from ..ops.registry import get_spec
@@ -132,7 +133,7 @@ class OpExport:
 
     # --- writing nodes -------------------------------------------------------------------
 
-    def node(self, op_type: str, inputs: Sequence[str], outputs: Optional[Sequence[str]] = None,
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | None = None,
              **attrs: Any) -> list[str]:
         """Append an ONNX node; ``outputs`` None makes one fresh intermediate value.
         Returns the output names."""

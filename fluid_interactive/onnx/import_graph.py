@@ -12,7 +12,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -55,14 +55,14 @@ class OnnxGraph:
 
 def read_onnx(path: str) -> OnnxGraph:
     """Parse and validate the ONNX model at ``path``."""
-    from .import_registry import IMPORT_RULES   # the rules register on import
+    from .import_registry import IMPORT_RULES  # the rules register on import
     onnx = onnx_module()
     path = os.fspath(path)
     try:
         model = onnx.load(path, load_external_data=False)
     except FileNotFoundError:
         raise
-    except Exception as e:  # noqa: BLE001 (protobuf raises its own DecodeError and others)
+    except Exception as e:
         raise OnnxError(f"{path} is not a readable ONNX model: {type(e).__name__}: {e}") \
             from None
     g = model.graph
@@ -204,7 +204,7 @@ def _check_defined(graph: OnnxGraph) -> None:
             raise OnnxError(f"{graph.path}: graph output {name!r} is never computed")
 
 
-def _returns(model: Any, graph: OnnxGraph) -> Optional[Any]:
+def _returns(model: Any, graph: OnnxGraph) -> Any | None:
     """The return structure a fluid_interactive export recorded, if it is well formed."""
     from .export import RETURNS_KEY
     text = next((p.value for p in model.metadata_props if p.key == RETURNS_KEY), None)

@@ -3,8 +3,6 @@
 clip, sum and the pass-through nodes."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from .import_registry import NodeImport, Pending, import_rule
@@ -14,14 +12,14 @@ _BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwi
            "Min": "elementwise_min"}
 
 
-def _scalar(n: NodeImport, i: int) -> Optional[float]:
+def _scalar(n: NodeImport, i: int) -> float | None:
     value = n.constant(i)
     if value is None or value.size != 1 or value.dtype.kind != "f":
         return None
     return float(value.reshape(()))
 
 
-def _scale_of(n: NodeImport, x: int, c: float) -> Optional[Pending]:
+def _scale_of(n: NodeImport, x: int, c: float) -> Pending | None:
     """The node as a pending ``scale`` of input ``x`` by the constant ``c``, or None."""
     op = n.node.op_type
     if op == "Mul":
@@ -69,7 +67,7 @@ def _binary(n: NodeImport) -> None:
     n.op(_BINARY[node.op_type], {"X": x, "Y": y}, {"axis": axis})
 
 
-def _row_mask(n: NodeImport) -> Optional[int]:
+def _row_mask(n: NodeImport) -> int | None:
     """The one zero row of a constant [V, 1] 0/1 mask multiplying a [V, D] table (how an
     embedding's padding_idx is exported), or None."""
     mask = n.constant(1)

@@ -3,12 +3,10 @@ layer normalisation, and Gather as an embedding lookup."""
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
 from .import_registry import NodeImport, import_rule
-
 
 # --- matrix products ---------------------------------------------------------------------------
 
@@ -70,7 +68,7 @@ def _paddings(n: NodeImport, x: str, kernel: list[int], strides: list[int],
     auto = n.attr("auto_pad", "NOTSET")
     if auto in ("NOTSET", "VALID"):
         pads = n.attr("pads", [0, 0, 0, 0]) if auto == "NOTSET" else [0, 0, 0, 0]
-        t, l, b, r = (list(pads) + [0, 0, 0, 0])[:4]
+        top, left, bottom, right = (list(pads) + [0, 0, 0, 0])[:4]
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
         sizes = n.shape(x)[2:]
         if min(sizes) < 0:
@@ -79,10 +77,12 @@ def _paddings(n: NodeImport, x: str, kernel: list[int], strides: list[int],
                   for s, st, k, d in zip(sizes, strides, kernel, dilations)]
         small = [p // 2 for p in totals]
         big = [p - p // 2 for p in totals]
-        (t, l), (b, r) = (small, big) if auto == "SAME_UPPER" else (big, small)
+        (top, left), (bottom, right) = (small, big) if auto == "SAME_UPPER" else (big, small)
     else:
         n.fail(f"has auto_pad={auto!r}")
-    return [t, l] if (t, l) == (b, r) else [t, b, l, r]
+    if (top, left) == (bottom, right):
+        return [top, left]
+    return [top, bottom, left, right]
 
 
 def _window(n: NodeImport, x: str, kernel: list[int]) -> dict:
@@ -229,7 +229,7 @@ def _layer_norm(n: NodeImport) -> None:
                                 "epsilon": float(n.attr("epsilon", 1e-5))})
 
 
-def _flat_param(n: NodeImport, i: int, size: int) -> Optional[str]:
+def _flat_param(n: NodeImport, i: int, size: int) -> str | None:
     """Scale or bias as layer_norm wants it, [D]: an all-ones constant scale is none at all,
     a reshape of a [D] var (what the exporter writes) is that var, an initializer of the
     normalised shape is declared flat."""

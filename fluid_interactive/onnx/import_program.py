@@ -23,7 +23,8 @@ shared by every method that replays the graph.
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from ..errors import OnnxError
 from ..frontend.layers.helpers import as_variable
@@ -40,10 +41,10 @@ from .import_registry import Replay
 class OnnxProgram(Program):
     """Base class of imported ONNX models (made by `onnx_program`)."""
 
-    _onnx: ClassVar[Optional[OnnxGraph]] = None
+    _onnx: ClassVar[OnnxGraph | None] = None
 
     def onnx_graph(self, *inputs: Variable,
-                   outputs: Union[None, str, Sequence[str]] = None) -> Any:
+                   outputs: None | str | Sequence[str] = None) -> Any:
         """Replay the imported graph inside a network method, on ``inputs`` (one Variable
         per graph input, in order). Returns what ``infer`` returns, or with ``outputs`` the
         named ONNX value (a name) or values (a list of names, giving a tuple); only the
@@ -102,7 +103,7 @@ def _structure(graph: OnnxGraph, values: dict[str, Variable]) -> Any:
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def onnx_program(path: Union[str, os.PathLike]) -> type:
+def onnx_program(path: str | os.PathLike) -> type:
     """The `fluid.Program` subclass of the ONNX model at ``path``: an ``infer`` network
     method running the graph, and ``onnx_graph(...)`` to replay it in methods a subclass
     adds. Node types without an import rule are an `OnnxError` listing them with counts."""
@@ -117,8 +118,8 @@ def onnx_program(path: Union[str, os.PathLike]) -> type:
                                               "__module__": __name__})
 
 
-def import_onnx(path: Union[str, os.PathLike], seed: Optional[int] = None,
-                device: Optional[str] = None) -> CompiledProgram:
+def import_onnx(path: str | os.PathLike, seed: int | None = None,
+                device: str | None = None) -> CompiledProgram:
     """The ONNX model at ``path`` as a compiled program: ``infer(...)`` runs the graph, its
     initializers are the program's parameters (trainable), and it prints and draws like any
     other. Subclass ``onnx_program(path)`` (or ``result.source_class``) to add training

@@ -15,15 +15,16 @@ gets the op. So a file this package exported imports as the ops it came from.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 
 from ..errors import FluidError, OnnxError
+from ..frontend.tracing import TraceContext, check_parameter_shape
 from ..ir.records import FLOAT_DTYPES, VarDesc
 from ..ops.registry import get_spec
-from ..frontend.tracing import TraceContext, check_parameter_shape
 from .import_graph import Node, OnnxGraph
 
 ImportRule = Callable[["NodeImport"], None]
@@ -54,7 +55,7 @@ class Pending:
     order: int = -1
 
 
-Value = Union[str, Pending]
+Value = str | Pending
 
 
 class Replay:
@@ -190,12 +191,12 @@ class NodeImport:
             self.fail(f"needs input {i}")
         return self.replay.var(self.node.inputs[i], f"input {i} of {self.node.label}")
 
-    def pending(self, i: int, op_type: str) -> Optional[Pending]:
+    def pending(self, i: int, op_type: str) -> Pending | None:
         """Input ``i`` when it is a pending ``op_type`` (not an op yet)."""
         value = self.replay.values.get(self.node.inputs[i]) if self.has_input(i) else None
         return value if isinstance(value, Pending) and value.op_type == op_type else None
 
-    def static(self, i: int) -> Optional[np.ndarray]:
+    def static(self, i: int) -> np.ndarray | None:
         """Input ``i``'s value when the file fixes it (a Constant node or an initializer)."""
         if not self.has_input(i):
             return None
@@ -207,13 +208,13 @@ class NodeImport:
             return graph.initializers[name]
         return None
 
-    def constant(self, i: int) -> Optional[np.ndarray]:
+    def constant(self, i: int) -> np.ndarray | None:
         """Input ``i``'s value when it comes from a Constant node (not a parameter)."""
         if self.has_input(i) and self.node.inputs[i] in self.replay.graph.constants:
             return self.replay.graph.constants[self.node.inputs[i]]
         return None
 
-    def ints(self, i: int, attr: str, what: str) -> Optional[list[int]]:
+    def ints(self, i: int, attr: str, what: str) -> list[int] | None:
         """A list of ints given as input ``i`` (newer opsets) or as attribute ``attr``."""
         if self.has_input(i):
             value = self.static(i)
@@ -242,8 +243,8 @@ class NodeImport:
 
     # --- writing ops ---------------------------------------------------------------------
 
-    def op(self, op_type: str, inputs: dict[str, Union[str, list[str]]], attrs: dict[str, Any],
-           out: int = 0, slot: Optional[str] = None, name: Optional[str] = None) -> str:
+    def op(self, op_type: str, inputs: dict[str, str | list[str]], attrs: dict[str, Any],
+           out: int = 0, slot: str | None = None, name: str | None = None) -> str:
         """Append ``op_type`` whose main output holds node output ``out`` (or, with
         ``name``, an intermediate named after it); other output slots get fresh names.
         Returns the main output var."""
@@ -260,7 +261,7 @@ class NodeImport:
             self.replay.values[onnx_name] = main
         return main
 
-    def append(self, op_type: str, inputs: dict[str, Union[str, list[str]]],
+    def append(self, op_type: str, inputs: dict[str, str | list[str]],
                outputs: dict[str, list[str]], attrs: dict[str, Any]) -> None:
         """Append one op with every slot named; a shape or dtype error names the node."""
         ins = {k: [v] if isinstance(v, str) else list(v) for k, v in inputs.items()}

@@ -26,9 +26,9 @@ def onnx_module() -> Any:
     """``import onnx``, or an `OnnxError` that says how to install it."""
     try:
         import onnx
-        import onnx.checker  # noqa: F401  (submodules the package does not always load)
-        import onnx.helper  # noqa: F401
-        import onnx.numpy_helper  # noqa: F401
+        import onnx.checker
+        import onnx.helper
+        import onnx.numpy_helper
     except ImportError:
         raise OnnxError("ONNX export and import need the onnx package: pip install "
                         "'fluid_interactive[onnx]' (or pip install onnx onnxruntime)") from None

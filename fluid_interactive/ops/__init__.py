@@ -2,14 +2,41 @@
 
 Importing this package registers every op. See `spec.py` for what a spec holds.
 """
-from . import (accumulate, compare, conv, dist, elementwise, fill, linalg,  # noqa: F401
-               lr, metric, nn_misc, norm, optim, optim_fused, pool, reader, reduce, shape,
-               softmax, unary)
-from . import chain  # noqa: F401  (after the ops its members are)
+from . import (  # noqa: F401
+               accumulate,
+               chain,
+               compare,
+               conv,
+               dist,
+               elementwise,
+               fill,
+               linalg,
+               lr,
+               metric,
+               nn_misc,
+               norm,
+               optim,
+               optim_fused,
+               pool,
+               reader,
+               reduce,
+               shape,
+               softmax,
+               unary,
+)
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops
-from .spec import (GradContext, InferContext, KernelContext, OpSpec, Slot, TensorType,
-                   grad_slot, infer_like, slots)
+from .spec import (
+               GradContext,
+               InferContext,
+               KernelContext,
+               OpSpec,
+               Slot,
+               TensorType,
+               grad_slot,
+               infer_like,
+               slots,
+)
 
 __all__ = ["get_spec", "register", "registered_ops", "infer_op", "prepare_kernel",
            "flat_inputs", "flat_outputs", "GradContext", "InferContext", "KernelContext",

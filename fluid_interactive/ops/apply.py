@@ -5,7 +5,8 @@ through `infer_op`; the planner and the reference interpreter through `prepare_k
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import ShapeError
 from ..ir.records import OpDesc
@@ -35,9 +36,9 @@ def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
 
 
 def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
-                   buffers: Optional[Mapping[str, list[Any]]] = None, rng: Any = None,
-                   is_test: bool = False, constants: Optional[Mapping[str, Any]] = None,
-                   plan_state: Optional[dict] = None) -> Callable:
+                   buffers: Mapping[str, list[Any]] | None = None, rng: Any = None,
+                   is_test: bool = False, constants: Mapping[str, Any] | None = None,
+                   plan_state: dict | None = None) -> Callable:
     """The kernel of ``op`` specialised for the concrete types ``type_of`` gives.
     ``constants`` (var name -> value) tells the kernel which inputs are plan-time constants,
     so it may specialise on their values; ``plan_state`` is the dict behind

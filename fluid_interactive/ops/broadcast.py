@@ -6,7 +6,8 @@ NumPy broadcasting.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..ir.text import format_shape
 from .spec import InferContext
@@ -20,7 +21,7 @@ def _trim_trailing_ones(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def aligned_y_shape(x_shape: Sequence[int], y_shape: Sequence[int], axis: int
-                    ) -> Optional[tuple[int, ...]]:
+                    ) -> tuple[int, ...] | None:
     """Y's shape padded with 1s so NumPy broadcasting implements Paddle's ``axis`` rule;
     None when NumPy broadcasting applies as is (axis -1)."""
     if axis < 0 or len(y_shape) == len(x_shape):
@@ -33,7 +34,7 @@ def aligned_y_shape(x_shape: Sequence[int], y_shape: Sequence[int], axis: int
     return (1,) * axis + y + (1,) * (len(x_shape) - axis - len(y))
 
 
-def broadcast_dim(a: int, b: int) -> Optional[int]:
+def broadcast_dim(a: int, b: int) -> int | None:
     if a == b:
         return a
     if a == 1:
@@ -47,7 +48,7 @@ def broadcast_dim(a: int, b: int) -> Optional[int]:
     return None
 
 
-def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[tuple[int, ...]]:
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
     b = (1,) * (n - len(b)) + tuple(b)
@@ -86,14 +87,14 @@ def infer_binary(ctx: InferContext) -> tuple[int, ...]:
     return out
 
 
-def reshaper(shape: Optional[tuple[int, ...]]) -> Callable[[Any], Any]:
+def reshaper(shape: tuple[int, ...] | None) -> Callable[[Any], Any]:
     if shape is None:
         return lambda a: a
     return lambda a: a.reshape(shape)
 
 
 def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[int],
-                     aligned: Optional[Sequence[int]], out: Any, dtype: str
+                     aligned: Sequence[int] | None, out: Any, dtype: str
                      ) -> Callable[[Any], Any]:
     """fn(g) summing gradient ``g`` (of ``grad_shape``) down to ``target_shape``.
 

@@ -30,13 +30,21 @@ per plan in the kernel factory; a step makes no Python loop over the batch.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .im2col import ConvGeometry
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, \
-    infer_like, slots
-from .window import check_float, check_rank4, fmt, pair, paddings
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
+from .window import check_float, check_rank4, fmt, paddings, pair
 
 _ConvGeometry = ConvGeometry  # the name tests and older callers use
 
@@ -105,7 +113,7 @@ def _conv_infer(ctx: InferContext) -> None:
 
 
 #: The column layout of every conv kernel: None chooses by cost; tests force each.
-BATCH_INNER: Optional[bool] = None
+BATCH_INNER: bool | None = None
 
 
 def _conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],

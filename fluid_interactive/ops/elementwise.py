@@ -1,7 +1,7 @@
 """Binary elementwise ops with Paddle's ``axis`` broadcasting, and their gradients."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .registry import register

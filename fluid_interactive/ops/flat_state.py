@@ -13,9 +13,10 @@ while the scope, a snapshot or a user holds any of them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from math import prod
 from operator import is_
-from typing import Any, Optional, Sequence
+from typing import Any
 
 Shapes = Sequence[tuple[int, ...]]
 
@@ -71,7 +72,7 @@ class DoubleBuffer:
         self.xp, self.layouts, self.dtypes, self.keep = xp, layouts, dtypes, keep
         self.generations: list[Generation] = []
 
-    def holding(self, arrays: Sequence[Any]) -> Optional[Generation]:
+    def holding(self, arrays: Sequence[Any]) -> Generation | None:
         """The generation whose views are ``arrays`` (the last step's outputs, read back
         from the scope), or None (values set from outside, or a first step). The most
         recently used generation is asked first."""
@@ -80,7 +81,7 @@ class DoubleBuffer:
                 return gen
         return None
 
-    def acquire(self, busy: Optional[Generation]) -> Generation:
+    def acquire(self, busy: Generation | None) -> Generation:
         """A generation nobody references, other than ``busy`` (the inputs' own).
         The oldest such one: with two in turn, a step never waits on allocation."""
         for gen in self.generations:
@@ -107,8 +108,8 @@ class FlatInput:
         self.total = sum(prod(s) for s in shapes)
         self.dtype = dtype
         self._seen: list[Any] = []
-        self._flat: Optional[Any] = None
-        self._scratch: Optional[Any] = None
+        self._flat: Any | None = None
+        self._scratch: Any | None = None
         self._scratch_views: list[Any] = []
         self._shapes = shapes
 
@@ -127,7 +128,7 @@ class FlatInput:
             self.xp.copyto(view, a)
         return self._scratch
 
-    def _in_place(self, arrays: Sequence[Any]) -> Optional[Any]:
+    def _in_place(self, arrays: Sequence[Any]) -> Any | None:
         base = getattr(arrays[0], "base", None)
         if base is None or base.ndim != 1 or str(base.dtype) != self.dtype:
             return None

@@ -2,7 +2,8 @@
 (the primitives `conv.py` builds conv2d and conv2d_transpose from)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .spec import KeptFrom
 from .window import strided_view, zeros
@@ -24,7 +25,7 @@ class ConvGeometry:
     def __init__(self, xp: Any, dtype: str, image: Sequence[int], response: Sequence[int],
                  kernel: Sequence[int], strides: tuple[int, int],
                  pads: tuple[int, int, int, int], dilations: tuple[int, int], groups: int,
-                 batch_inner: Optional[bool] = None):
+                 batch_inner: bool | None = None):
         self.xp, self.dtype = xp, dtype
         self.n, self.c, self.h, self.w = image
         _, self.o, self.oh, self.ow = response
@@ -46,12 +47,12 @@ class ConvGeometry:
         self.padded = (self.hp, self.wp) != (self.h, self.w)
         self.batch_inner = self._prefers_batch_inner() if batch_inner is None else (
             batch_inner and self.n > 1)
-        self._cols: Optional[Any] = None
+        self._cols: Any | None = None
         self._kept = KeptFrom()   # the columns, with the image they were taken from
-        self._image: Optional[tuple[Any, Any, Any]] = None
-        self._yt: Optional[Any] = None
-        self._dk_scratch: Optional[tuple[int, Any]] = None
-        self._dk_images: Optional[Any] = None
+        self._image: tuple[Any, Any, Any] | None = None
+        self._yt: Any | None = None
+        self._dk_scratch: tuple[int, Any] | None = None
+        self._dk_images: Any | None = None
 
     def _prefers_batch_inner(self) -> bool:
         if self.n == 1:
@@ -126,7 +127,7 @@ class ConvGeometry:
         cols = self._kept.get(x)
         return cols if cols is not None else self.im2col(x)
 
-    def make_col2im(self, out: Optional[Any]) -> Callable[[Any], Any]:
+    def make_col2im(self, out: Any | None) -> Callable[[Any], Any]:
         """fn(dcols [C*kh*kw, N*L]) -> image [N, C, H, W], the adjoint of im2col: kh*kw
         strided adds into a zeroed image; it writes into ``out`` when given."""
         xp = self.xp
@@ -185,17 +186,17 @@ class ConvGeometry:
             self.xp.copyto(yt.reshape(self.o, self.n, self.l), y3.transpose(1, 0, 2))
         return yt
 
-    def make_from_columns(self, out: Optional[Any]) -> Callable[[Any], Any]:
+    def make_from_columns(self, out: Any | None) -> Callable[[Any], Any]:
         """fn(yt [O, N*L]) -> response [N, O, OH, OW] (into ``out`` when given)."""
-        xp, n, o, l = self.xp, self.n, self.o, self.l
+        xp, n, o, positions = self.xp, self.n, self.o, self.l
         shape = (n, o, self.oh, self.ow)
         batch_inner = self.batch_inner
 
         def from_columns(yt: Any) -> Any:
             dst = out if out is not None else xp.empty(shape, self.dtype)
-            src = (yt.reshape(o, l, n).transpose(2, 0, 1) if batch_inner
-                   else yt.reshape(o, n, l).transpose(1, 0, 2))
-            xp.copyto(dst.reshape(n, o, l), src)
+            src = (yt.reshape(o, positions, n).transpose(2, 0, 1) if batch_inner
+                   else yt.reshape(o, n, positions).transpose(1, 0, 2))
+            xp.copyto(dst.reshape(n, o, positions), src)
             return dst
         return from_columns
 
@@ -230,7 +231,7 @@ class ConvGeometry:
                 return self.nl // size
         return 0
 
-    def filter_from_response(self, y: Any, cols: Any, out: Optional[Any]) -> Any:
+    def filter_from_response(self, y: Any, cols: Any, out: Any | None) -> Any:
         """dK from the response ``y`` [N, O, OH, OW] itself (what `filter_gemm` computes
         from ``to_columns(y)``). Where the chunked GEMM pays and the columns are batch-outer,
         the images are the chunks: one batched GEMM [N, O, L] @ [N, L, C*kh*kw] and a sum,
@@ -249,7 +250,7 @@ class ConvGeometry:
         xp.sum(self._dk_images, axis=0, out=dst.reshape(self.o, self.ckk))
         return dst
 
-    def filter_gemm(self, yt: Any, cols: Any, out: Optional[Any]) -> Any:
+    def filter_gemm(self, yt: Any, cols: Any, out: Any | None) -> Any:
         """dK [O, C/G, kh, kw] = yt @ cols^T, per group. Without groups it runs as the
         faster orientation: chunked (see `_filter_chunks`) or cols @ yt^T, transposed."""
         xp = self.xp

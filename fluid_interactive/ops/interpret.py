@@ -6,7 +6,8 @@ ops with it.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping
+from typing import Any
 
 import numpy as np
 

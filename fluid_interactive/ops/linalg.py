@@ -5,8 +5,15 @@ from math import prod
 
 from ..ir.text import format_shape
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, slots
-from .spec import dims_compatible
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    dims_compatible,
+    infer_like,
+    slots,
+)
 
 
 def _flat2d(shape: tuple[int, ...], k: int) -> tuple[int, int]:

@@ -22,16 +22,24 @@ log_softmax, flatten, pad.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from math import prod
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..ir.records import FLOAT_DTYPES, INT_DTYPES, canonical_dtype
 from ..ir.text import format_shape as _fmt
 from .registry import register
-from .spec import (GradContext, InferContext, KernelContext, OpSpec, emit_default_grad,
-                   infer_like, slots)
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
 
 
 def _check_float(ctx: InferContext, slot: str = "X") -> None:
@@ -157,7 +165,7 @@ register(OpSpec("dropout_grad", slots("Mask", "Out@GRAD"), slots("X@GRAD"),
 _LOOKUP_ATTRS = {"padding_idx": -1, "is_sparse": False, "is_distributed": False}
 
 
-def _padding_idx(attrs: Mapping[str, Any], vocab: int) -> Optional[int]:
+def _padding_idx(attrs: Mapping[str, Any], vocab: int) -> int | None:
     idx = attrs["padding_idx"]
     if idx is None or idx == -1:
         return None

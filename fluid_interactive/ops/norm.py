@@ -27,7 +27,7 @@ Per-channel sums run as matrix-vector products (BLAS), which are much faster in 
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Optional
+from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
@@ -65,7 +65,7 @@ class _ChannelLayout:
         """A per-channel vector [C] shaped to broadcast against [A, C, B]."""
         return v.reshape(1, self.c, 1)
 
-    def channel_sum(self, a3: Any, out: Optional[Any] = None) -> Any:
+    def channel_sum(self, a3: Any, out: Any | None = None) -> Any:
         """sum over A and B of a [A, C, B] array -> [C]."""
         xp = self.xp
         if self.b == 1:

@@ -13,8 +13,9 @@ update needs no memory beyond its two generations and the flat gradients.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from math import prod
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .flat_state import DoubleBuffer, FlatInput
 from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update

@@ -2,13 +2,20 @@
 ``strides``, ``paddings``, ``global_pooling``, ``ceil_mode`` and ``exclusive``."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, KeptFrom, OpSpec, \
-    emit_default_grad, infer_like, slots
-from .window import check_float, check_rank4, fmt, pair, paddings
-
+from .spec import (
+    GradContext,
+    InferContext,
+    KeptFrom,
+    KernelContext,
+    OpSpec,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
+from .window import check_float, check_rank4, fmt, paddings, pair
 
 # --- pool2d ------------------------------------------------------------------------------------
 
@@ -79,7 +86,7 @@ class _PoolGeometry:
         self.padded = (self.pt, self.pl, self.hp, self.wp) != (0, 0, self.h, self.w)
         self.overlap = self.sh < self.kh or self.sw < self.kw
         self.positions = [(i, j) for i in range(self.kh) for j in range(self.kw)]
-        self._pad: Optional[Any] = None
+        self._pad: Any | None = None
 
     def windows(self, image: Any) -> list[Any]:
         """The kh*kw strided [N, C, OH, OW] views, window offset (i, j) in row-major order."""
@@ -124,7 +131,7 @@ class _SplitWindows:
 
     def __init__(self) -> None:
         self.wanted = False
-        self.buffer: Optional[Any] = None
+        self.buffer: Any | None = None
         self._kept = KeptFrom()   # the parts, with the array they were split from
 
     def split(self, xp: Any, a: Any, views: list[Any]) -> list[Any]:
@@ -141,7 +148,7 @@ class _SplitWindows:
         return parts if parts is not None else self.split(xp, a, views)
 
 
-def _split_windows(ctx: KernelContext, geo: "_PoolGeometry") -> Optional[_SplitWindows]:
+def _split_windows(ctx: KernelContext, geo: _PoolGeometry) -> _SplitWindows | None:
     """The state a max pool2d shares with its gradient op, or None where windows overlap,
     are padded or cover whole planes (the strided loops are then kept)."""
     if geo.type != "max" or geo.is_global or geo.padded or geo.overlap:

@@ -52,7 +52,7 @@ def _create_kernel(ctx: KernelContext):
 
     def create(*data):
         # Host arrays: the reader runs on the CPU and batches move to the device per step.
-        return make_reader(attrs, tuple(getattr(d, "get", lambda: d)() for d in data))
+        return make_reader(attrs, tuple(d.get() if hasattr(d, "get") else d for d in data))
     return create
 
 

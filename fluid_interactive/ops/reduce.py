@@ -2,14 +2,22 @@
 ``reduce_sum``, ``reduce_mean``, ``reduce_max`` and ``reduce_min`` over chosen dims."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from math import prod
-from typing import Any, Mapping
+from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
 from .registry import register
 from .shape import fmt_shape
-from .spec import (GradContext, InferContext, KernelContext, OpSpec, emit_default_grad,
-                   infer_like, slots)
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
 
 
 def _mean_infer(ctx: InferContext) -> None:

@@ -12,14 +12,24 @@ The reductions (``reduce_sum`` and friends) live in `reduce.py`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from ..ir.records import FLOAT_DTYPES, canonical_dtype
 from ..ir.text import format_shape
 from .registry import register
-from .spec import (Forward, GradContext, InferContext, KernelContext, OpSpec, TensorType,
-                   emit_default_grad, infer_like, slots)
+from .spec import (
+    Forward,
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    TensorType,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
 
 
 def fmt_shape(shape: Sequence[int]) -> str:
@@ -385,13 +395,13 @@ register(OpSpec("split_grad", slots("Out@GRAD*"), slots("X@GRAD"), _split_grad_i
 # --- slice ---------------------------------------------------------------------------------
 
 def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Sequence[int],
-                 ends: Sequence[int]) -> dict[int, tuple[Optional[int], Optional[int]]]:
+                 ends: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
     """axis -> (start, stop) clamped like Python slicing; (None, None) where the dim is
     unknown while tracing."""
     if not len(axes) == len(starts) == len(ends):
         ctx.fail(f"slice of X {fmt_shape(shape)}: axes {list(axes)}, starts {list(starts)} and "
                  f"ends {list(ends)} must have the same length")
-    bounds: dict[int, tuple[Optional[int], Optional[int]]] = {}
+    bounds: dict[int, tuple[int | None, int | None]] = {}
     for a, s, e in zip(axes, starts, ends):
         i = normalize_axis(ctx, int(a), len(shape), "slice axis", shape)
         if i in bounds:

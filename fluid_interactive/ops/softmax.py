@@ -17,13 +17,23 @@ counts as 0 for soft labels. Every kernel avoids NumPy floating-point warnings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from math import prod
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ..ir.text import format_shape as _shape
 from .registry import register
-from .spec import (GradContext, InferContext, KernelContext, OpSpec, TensorType,
-                   dims_compatible, emit_default_grad, infer_like, slots)
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    TensorType,
+    dims_compatible,
+    emit_default_grad,
+    infer_like,
+    slots,
+)
 
 _FLOATS = ("float16", "float32", "float64")
 _INTS = ("int8", "uint8", "int16", "int32", "int64")
@@ -34,7 +44,7 @@ _CLAMP = 1e20  # Paddle's kApproInf
 _ZERO_GRAD = re.compile(r"@GRAD@ZERO(@\d+)?$")
 
 
-def _flowing(names: list) -> Optional[str]:
+def _flowing(names: list) -> str | None:
     """The gradient var of a single-var output slot, or None when nothing real flows."""
     if not names or names[0] is None or _ZERO_GRAD.search(names[0]):
         return None
@@ -130,7 +140,7 @@ class _Picker:
         lab = label.reshape(self.lab_shape)
         if self.on_host and lab.size:
             lo, hi = int(lab.min()), int(lab.max())
-            if 0 <= lo and hi < self.D:            # no label is ignore_index, unless in range
+            if lo >= 0 and hi < self.D:            # no label is ignore_index, unless in range
                 return lab, (lab != self.ignore if self.ignore_in_range else None)
         valid = lab != self.ignore
         if self.ignore_in_range:

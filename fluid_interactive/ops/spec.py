@@ -22,9 +22,10 @@ The three rule functions of a spec each get a small context object:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Hashable, Mapping, Optional, Sequence
+from typing import Any
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc
@@ -97,11 +98,11 @@ class OpSpec:
     type: str
     inputs: tuple[Slot, ...]
     outputs: tuple[Slot, ...]
-    infer: Callable[["InferContext"], None]
-    kernel: Optional[Callable[["KernelContext"], Callable]] = None
-    grad: Optional[Callable[["GradContext"], None]] = None
+    infer: Callable[[InferContext], None]
+    kernel: Callable[[KernelContext], Callable] | None = None
+    grad: Callable[[GradContext], None] | None = None
     attrs: Mapping[str, Any] = field(default_factory=dict)
-    cupy_kernel: Optional[Callable[["KernelContext"], Callable]] = None
+    cupy_kernel: Callable[[KernelContext], Callable] | None = None
     random: bool = False      # draws random numbers: never constant-folded
     # In inference mode (its ``is_test`` attr, else its block's mode) the op draws nothing
     # and its persistable outputs are its inputs, unchanged (dropout, batch_norm).
@@ -213,9 +214,9 @@ class KernelContext:
                  in_slots: Mapping[str, list[TensorType]],
                  out_slots: Mapping[str, list[TensorType]],
                  buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False,
-                 constants: Optional[Mapping[str, list[Any]]] = None,
-                 in_names: Optional[Mapping[str, list[str]]] = None,
-                 plan_state: Optional[dict] = None):
+                 constants: Mapping[str, list[Any]] | None = None,
+                 in_names: Mapping[str, list[str]] | None = None,
+                 plan_state: dict | None = None):
         self.spec, self.attrs, self.xp = spec, attrs, xp
         self.in_slots, self.out_slots = in_slots, out_slots
         self.in_types = [t for s in spec.inputs for t in in_slots.get(s.name, ())]
@@ -244,7 +245,7 @@ class KernelContext:
         values = self._constants.get(slot)
         return values[i] if values else None
 
-    def uniform_constant(self, slot: str, i: int = 0) -> Optional[float]:
+    def uniform_constant(self, slot: str, i: int = 0) -> float | None:
         """The single value of an input that is a plan-time constant with every element
         equal, else None."""
         value = self.constant(slot, i)
@@ -308,8 +309,8 @@ class GradContext:
     """What a gradient maker sees: the forward op, its vars' gradient names, and `emit`."""
 
     def __init__(self, op: OpDesc, attrs: Mapping[str, Any],
-                 out_grads: Mapping[str, list[Optional[str]]],
-                 in_grads: Mapping[str, list[Optional[str]]],
+                 out_grads: Mapping[str, list[str | None]],
+                 in_grads: Mapping[str, list[str | None]],
                  emit: Callable[..., None], tmp: Callable[[str], str]):
         self.op, self.attrs = op, attrs
         self._out_grads, self._in_grads = out_grads, in_grads
@@ -321,11 +322,11 @@ class GradContext:
     def output(self, slot: str) -> list[str]:
         return self.op.outputs.get(slot, [])
 
-    def out_grad(self, slot: str) -> list[Optional[str]]:
+    def out_grad(self, slot: str) -> list[str | None]:
         """Gradient var names of an output slot; None where no gradient reaches it."""
         return self._out_grads.get(slot, [])
 
-    def in_grad(self, slot: str) -> list[Optional[str]]:
+    def in_grad(self, slot: str) -> list[str | None]:
         """Names to write for an input slot's gradients; None where none is wanted."""
         return self._in_grads.get(slot, [])
 
@@ -333,7 +334,7 @@ class GradContext:
         return any(n is not None for n in self._in_grads.get(slot, []))
 
     def emit(self, type: str, inputs: Mapping[str, Sequence[str]],
-             outputs: Mapping[str, Sequence[str]], attrs: Optional[Mapping[str, Any]] = None
+             outputs: Mapping[str, Sequence[str]], attrs: Mapping[str, Any] | None = None
              ) -> None:
         """Append a backward op; empty slots are dropped."""
         self._emit(type, {k: list(v) for k, v in inputs.items() if v},
@@ -365,7 +366,7 @@ def infer_like(mapping: Mapping[str, str]) -> Callable[[InferContext], None]:
 
 def emit_default_grad(g: GradContext, uses: Sequence[str], grad_type: str,
                       in_slots: Sequence[str], out_slots: Sequence[str] = ("Out",),
-                      attrs: Optional[Mapping[str, Any]] = None) -> None:
+                      attrs: Mapping[str, Any] | None = None) -> None:
     """Emit one ``<type>_grad`` op reading the forward slots in ``uses`` and the output
     gradients, writing ``S@GRAD`` for each wanted input slot. Skips when nothing flows."""
     wanted = {s: g.in_grad(s) for s in in_slots if g.wants(s)}

@@ -2,12 +2,13 @@
 
 Each row gives the forward ``f(xp, x, o, attrs)`` and the gradient ``df(xp, x, y, g, o,
 attrs)`` where ``y`` is the forward output, ``g`` dOut and ``o`` the output buffer (None:
-allocate) that the last ufunc writes into. ``uses`` says which forward values the gradient op reads, so the planner
-can free the others early.
+allocate) that the last ufunc writes into. ``uses`` says which forward values the gradient
+op reads, so the planner can free the others early.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, slots
@@ -18,9 +19,9 @@ def _float_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", x.shape, x.dtype)
 
 
-def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequence[str],
-            attrs: Optional[Mapping[str, Any]] = None, doc: str = "",
-            linear_grad: Optional[Callable[[KernelContext], Optional[Callable]]] = None,
+def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[str],
+            attrs: Mapping[str, Any] | None = None, doc: str = "",
+            linear_grad: Callable[[KernelContext], Callable | None] | None = None,
             inplace: bool = True) -> None:
     """``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
     may hand it X's own buffer (and likewise the gradient dOut's)."""
@@ -64,7 +65,7 @@ def _define(name: str, forward: Callable, grad: Optional[Callable], uses: Sequen
                         inplace=(("X@GRAD", "Out@GRAD"),)))
 
 
-def _square_grad_of_uniform(ctx: KernelContext) -> Optional[Callable]:
+def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:
     """d(X*X) when dOut is one number c everywhere (the gradient of a mean): 2c * X."""
     c = ctx.uniform_constant("Out@GRAD")
     if c is None or ctx.input("X").shape != ctx.input("Out@GRAD").shape:

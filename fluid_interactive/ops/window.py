@@ -2,7 +2,8 @@
 shape checks and strided views."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as fmt

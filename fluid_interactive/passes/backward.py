@@ -13,8 +13,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
@@ -101,7 +101,7 @@ class _Accumulator:
         self.reserved.add(name)
         return name
 
-    def resolve(self, var: str, written: set[str], emit) -> Optional[str]:
+    def resolve(self, var: str, written: set[str], emit) -> str | None:
         """The single gradient name of ``var``, summing its parts first if needed."""
         if var in self.final:
             return self.final[var]
@@ -155,9 +155,9 @@ def _default_leaves(program: ProgramDesc, block: BlockDesc,
     leaves = set()
     for b in (program.global_block(), block):
         for v in b.vars.values():
-            if v.is_parameter and v.trainable and not v.stop_gradient:
-                leaves.add(v.name)
-            elif v.is_data and not v.stop_gradient and v.dtype in FLOAT_DTYPES:
+            trainable = v.is_parameter and v.trainable
+            differentiable_data = v.is_data and v.dtype in FLOAT_DTYPES
+            if (trainable or differentiable_data) and not v.stop_gradient:
                 leaves.add(v.name)
     return leaves - no_grad
 
@@ -169,8 +169,8 @@ def _float_only(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[
 
 
 def append_backward(program: ProgramDesc, block_idx: int, loss: str,
-                    parameter_list: Optional[Sequence[str]] = None,
-                    no_grad_set: Optional[Iterable[str]] = None) -> BackwardResult:
+                    parameter_list: Sequence[str] | None = None,
+                    no_grad_set: Iterable[str] | None = None) -> BackwardResult:
     """Gradients of the scalar ``loss`` w.r.t. the parameters, appended to a copy of
     ``program``. ``parameter_list`` restricts which parameters get gradients;
     ``no_grad_set`` names vars through which no gradient flows."""
@@ -183,7 +183,7 @@ def append_backward(program: ProgramDesc, block_idx: int, loss: str,
 
 
 def calc_gradient(program: ProgramDesc, block_idx: int, targets: Sequence[str],
-                  inputs: Sequence[str], no_grad_set: Optional[Iterable[str]] = None
+                  inputs: Sequence[str], no_grad_set: Iterable[str] | None = None
                   ) -> BackwardResult:
     """Gradients of sum(targets) w.r.t. ``inputs`` (any float vars), on a copy."""
     prog = program.clone()

@@ -118,7 +118,7 @@ def fuse_optimizer_updates(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
             removed.update(members)
     if not fused_at:
         return block
-    new_ops = [fused_at[i] if i in fused_at else op for i, op in enumerate(ops)
+    new_ops = [fused_at.get(i, op) for i, op in enumerate(ops)
                if i not in removed or i in fused_at]
     return dataclasses.replace(block, ops=new_ops)
 

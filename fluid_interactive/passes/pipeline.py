@@ -8,7 +8,7 @@ them out while debugging); a comma-separated list of names keeps only those.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..ir.records import BlockDesc, ProgramDesc
 from .fuse import fuse_elementwise_chains, fuse_optimizer_updates

@@ -2,8 +2,6 @@
 known slots, known attrs, and declared types that agree with the op's shape rule."""
 from __future__ import annotations
 
-from typing import Optional
-
 from ..errors import FluidError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_shape
@@ -13,7 +11,7 @@ from ..ops.registry import get_spec
 from ..ops.spec import TensorType
 
 
-def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Optional[str]:
+def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | None:
     try:
         spec = get_spec(op.type)
         spec.full_attrs(op.attrs)

@@ -18,8 +18,6 @@ Pure text over `ir` records, like `render.dot`; every name and detail goes throu
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from ..ir.diff import GLOBAL, BlockDiff, ProgramDiff
 from ..ir.records import BlockDesc, OpDesc
 from .dot import quote
@@ -54,9 +52,9 @@ class _BlockDrawing:
 
     def __init__(self, d: ProgramDiff, b: BlockDiff, context_limit: int):
         self.d, self.b = d, b
-        self.old: Optional[BlockDesc] = d.old.blocks[b.old_idx] if b.old_idx is not None \
+        self.old: BlockDesc | None = d.old.blocks[b.old_idx] if b.old_idx is not None \
             else None
-        self.new: Optional[BlockDesc] = d.new.blocks[b.new_idx] if b.new_idx is not None \
+        self.new: BlockDesc | None = d.new.blocks[b.new_idx] if b.new_idx is not None \
             else None
         self.prefix = f"b{b.new_idx if b.new_idx is not None else 'old' + str(b.old_idx)}"
         # an aligned entry (old index, new index) is exactly the indices of its change
@@ -65,10 +63,10 @@ class _BlockDrawing:
                       for e in b.aligned}
         self.shown = self._visible(context_limit)
 
-    def node_id(self, i: Optional[int], j: Optional[int]) -> str:
+    def node_id(self, i: int | None, j: int | None) -> str:
         return f"{self.prefix}_n{j}" if j is not None else f"{self.prefix}_r{i}"
 
-    def op(self, i: Optional[int], j: Optional[int]) -> OpDesc:
+    def op(self, i: int | None, j: int | None) -> OpDesc:
         return self.new.ops[j] if j is not None else self.old.ops[i]  # type: ignore[union-attr]
 
     def _edges(self) -> list[tuple[tuple, tuple, str]]:

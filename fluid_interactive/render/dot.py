@@ -24,19 +24,23 @@ Drawing rules (DESIGN §3 Rendering, style L12):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from . import style as S
+from .grouped import GroupedGraph, GroupOptions
 from .groups import NOT_FORWARD as _NOT_FORWARD
 from .parts import Legend as _Legend
-from .parts import MethodRef, document as _document, quote
-from .parts import as_program as _as_program, attrs as _attrs
+from .parts import MethodRef, op_counts, op_node_attrs, quote, stack_edges, var_node_attrs
+from .parts import as_program as _as_program
+from .parts import attrs as _attrs
+from .parts import document as _document
 from .parts import plural as _plural
-from .parts import select_blocks as _select_blocks, signature as _signature
-from .parts import op_counts, op_node_attrs, stack_edges, unique as _unique, var_node_attrs
-from .grouped import GroupedGraph, GroupOptions
+from .parts import select_blocks as _select_blocks
+from .parts import signature as _signature
+from .parts import unique as _unique
 
 __all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "quote"]
 
@@ -57,7 +61,7 @@ class _Options:
     show_global: bool = True
 
 
-def _collapse_group(op: OpDesc) -> Optional[str]:
+def _collapse_group(op: OpDesc) -> str | None:
     """Which summary node an op folds into under ``collapse_grads`` (None: drawn itself)."""
     if S.op_kind(op) in ("rpc", "dist", "reader", "unspecified"):
         return None
@@ -82,8 +86,8 @@ class _ProgramGraph:
         self.prefix = id_prefix
         self.cprefix = cluster_prefix
         # (owner block idx, name) -> declaration (None: undeclared), in first-use order
-        self.used: dict[tuple[int, str], Optional[VarDesc]] = {}
-        self._owner_cache: dict[tuple[int, str], tuple[int, Optional[VarDesc]]] = {}
+        self.used: dict[tuple[int, str], VarDesc | None] = {}
+        self._owner_cache: dict[tuple[int, str], tuple[int, VarDesc | None]] = {}
         self.elems: dict[int, list[_Elem]] = {}
         self.links: list[tuple[str, str, int]] = []   # summary -> summary, count
         self.cluster_labels: dict[int, str] = {}       # block idx -> label (default: signature)
@@ -99,14 +103,14 @@ class _ProgramGraph:
     def summary_id(self, block: int, group: str) -> str:
         return f"{self.prefix}{group}{block}"
 
-    def owner(self, block: BlockDesc, name: str) -> tuple[int, Optional[VarDesc]]:
+    def owner(self, block: BlockDesc, name: str) -> tuple[int, VarDesc | None]:
         """The block whose node stands for ``name`` as seen from ``block``: the nearest
         declaring ancestor when that one is drawn (or global), else ``block`` itself."""
         key = (block.idx, name)
         hit = self._owner_cache.get(key)
         if hit is None:
             hit = (block.idx, None)
-            b: Optional[BlockDesc] = block
+            b: BlockDesc | None = block
             while b is not None:
                 var = b.vars.get(name)
                 if var is not None:
@@ -146,7 +150,7 @@ class _ProgramGraph:
             return [self._op_elem(block, i, op) for i, op in ops]
 
         groups: dict[str, list[OpDesc]] = {"backward": [], "optimize": []}
-        order: list[Union[str, tuple[int, OpDesc]]] = []
+        order: list[str | tuple[int, OpDesc]] = []
         normal: list[OpDesc] = []
         for i, op in ops:
             g = _collapse_group(op)
@@ -232,7 +236,7 @@ class _ProgramGraph:
         return self.owner(block, name)[0], name
 
     # writing
-    def _var_line(self, owner: int, name: str, var: Optional[VarDesc]) -> str:
+    def _var_line(self, owner: int, name: str, var: VarDesc | None) -> str:
         attrs = _attrs(var_node_attrs(name, var, self.legend))
         return f"{quote(self.var_id(owner, name))} {attrs};"
 
@@ -325,7 +329,7 @@ def _check_detail(detail: str) -> None:
                          f"'ops' (one node per op); got {detail!r}")
 
 
-def _expand_set(expand: Union[None, str, Iterable[str]]) -> frozenset:
+def _expand_set(expand: None | str | Iterable[str]) -> frozenset:
     if expand is None:
         return frozenset()
     if isinstance(expand, str):
@@ -333,10 +337,10 @@ def _expand_set(expand: Union[None, str, Iterable[str]]) -> frozenset:
     return frozenset(expand)
 
 
-def program_to_dot(program: Any, methods: Union[None, MethodRef, Sequence[MethodRef]] = None,
+def program_to_dot(program: Any, methods: None | MethodRef | Sequence[MethodRef] = None,
                    forward_only: bool = False, collapse_grads: bool = False,
                    show_global: bool = True, legend: bool = True, *,
-                   detail: str = "layers", expand: Union[None, str, Iterable[str]] = None,
+                   detail: str = "layers", expand: None | str | Iterable[str] = None,
                    stack_methods: bool = False) -> str:
     """DOT text for a whole program (or the given methods of it).
 
@@ -369,10 +373,10 @@ def program_to_dot(program: Any, methods: Union[None, MethodRef, Sequence[Method
     return _document(program.name, body, lg if legend else None)
 
 
-def block_to_dot(program: Any, block: Union[BlockDesc, MethodRef], forward_only: bool = False,
+def block_to_dot(program: Any, block: BlockDesc | MethodRef, forward_only: bool = False,
                  collapse_grads: bool = False, show_global: bool = True,
                  legend: bool = True, *, detail: str = "layers",
-                 expand: Union[None, str, Iterable[str]] = None,
+                 expand: None | str | Iterable[str] = None,
                  stack_methods: bool = False) -> str:
     """DOT text for one block: a method (by `BlockDesc`, name or index) with the global
     vars it reads, or block 0 on its own (all state and its initialisers). Options as
@@ -400,7 +404,7 @@ def block_to_dot(program: Any, block: Union[BlockDesc, MethodRef], forward_only:
 
 
 def _grouped_document(program: ProgramDesc, blocks: list[BlockDesc], forward_only: bool,
-                      expand: Union[None, str, Iterable[str]], legend: bool,
+                      expand: None | str | Iterable[str], legend: bool,
                       stack_methods: bool) -> str:
     lg = _Legend()
     graph = GroupedGraph(program, blocks,
@@ -409,7 +413,7 @@ def _grouped_document(program: ProgramDesc, blocks: list[BlockDesc], forward_onl
     return _document(program.name, body, lg if legend else None, compound=True)
 
 
-def layer_drawings(program: Any, methods: Union[None, MethodRef, Sequence[MethodRef]] = None,
+def layer_drawings(program: Any, methods: None | MethodRef | Sequence[MethodRef] = None,
                    *, forward_only: bool = False, stack_methods: bool = False,
                    limit: int = 40) -> list[tuple[str, str, str]]:
     """The op-level drawing of each group that `program_to_dot` (same arguments) draws as
@@ -440,14 +444,14 @@ def layer_drawings(program: Any, methods: Union[None, MethodRef, Sequence[Method
     return out
 
 
-CrossEdge = Union[tuple[str, str, str, str], tuple[str, str, str, str, str]]
+CrossEdge = tuple[str, str, str, str] | tuple[str, str, str, str, str]
 
 
 def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *,
                  forward_only: bool = False, collapse_grads: bool = False,
                  show_global: bool = True, legend: bool = True, title: str = "",
                  detail: str = "layers", stack: bool = True,
-                 expand: Union[None, str, Iterable[str]] = None,
+                 expand: None | str | Iterable[str] = None,
                  stack_methods: bool = True) -> str:
     """Several programs, each a cluster (with its blocks as clusters inside), and labelled
     edges between them.
@@ -529,7 +533,7 @@ def _cross_attrs(label: str, tooltip: str = "", *, xlabel: bool = False
     return pairs
 
 
-def _op_cross_edges(graphs: Mapping[str, "_ProgramGraph"], edges: Sequence[CrossEdge]
+def _op_cross_edges(graphs: Mapping[str, _ProgramGraph], edges: Sequence[CrossEdge]
                     ) -> list[str]:
     def end(prog_name: str, var: str) -> str:
         graph = graphs.get(prog_name)

@@ -16,15 +16,29 @@ as nodes, so no edge crosses the drawing to reach them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ..ir.text import short_type
 from . import style as S
 from .groups import Group, group_ops, layer_type
-from .parts import (Legend, Raw, attrs, html, loc_text, op_counts, op_node_attrs, plural, quote,
-                    signature, stack_edges, unique, var_node_attrs)
+from .parts import (
+    Legend,
+    Raw,
+    attrs,
+    html,
+    loc_text,
+    op_counts,
+    op_node_attrs,
+    plural,
+    quote,
+    signature,
+    stack_edges,
+    unique,
+    var_node_attrs,
+)
 
 __all__ = ["GroupedGraph", "GroupOptions"]
 
@@ -42,7 +56,7 @@ class GroupOptions:
 class _Drawn:
     """How one group is drawn: one node, or (expanded) one node per op in a cluster."""
     group: Group
-    node: Optional[str]                        # the group's node; None when expanded
+    node: str | None                        # the group's node; None when expanded
     op_nodes: dict[int, str] = field(default_factory=dict)
     loss: bool = False
 
@@ -126,7 +140,7 @@ class GroupedGraph:
         return [indent + e for e in self._edges]
 
     # --- labels -------------------------------------------------------------------------------
-    def _var(self, block: BlockDesc, name: str) -> Optional[VarDesc]:
+    def _var(self, block: BlockDesc, name: str) -> VarDesc | None:
         return self.program.find_var(block, name)
 
     def _var_node(self, block: BlockDesc, name: str) -> str:
@@ -256,7 +270,7 @@ class GroupedGraph:
                 d = _Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
             else:
                 d = _Drawn(g, self._id(f"g{block.idx}.{gi}"), {}, loss)
-                d.op_nodes = {i: d.node for i in g.ops}
+                d.op_nodes = dict.fromkeys(g.ops, d.node)
                 self.folded.append((d.node, block, g))
             plan.append(d)
         return plan
@@ -358,7 +372,7 @@ class _Walk:
     """The edges of one block's grouped drawing, found by walking its ops in order: each
     var joins the node that last wrote it to each node that reads it."""
 
-    def __init__(self, graph: "GroupedGraph", block: BlockDesc, plan: list[_Drawn]):
+    def __init__(self, graph: GroupedGraph, block: BlockDesc, plan: list[_Drawn]):
         self.graph, self.block, self.plan = graph, block, plan
         self.node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
         self.drawn_of = {i: d for d in plan for i in d.group.ops}
@@ -376,7 +390,7 @@ class _Walk:
         self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
                                              for d in plan) else set()
 
-    def var_node(self, name: str, holder: Optional[list[str]] = None) -> str:
+    def var_node(self, name: str, holder: list[str] | None = None) -> str:
         node = self.graph.var_id(self.block, name)
         if name not in self.drawn_vars:
             self.drawn_vars.add(name)
@@ -460,7 +474,7 @@ class _Scopes:
     """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
 
     def __init__(self) -> None:
-        self.children: dict[str, "_Scopes"] = {}
+        self.children: dict[str, _Scopes] = {}
         self.body: list[str] = []
 
     def add(self, scope: str, lines: list[str]) -> None:
@@ -471,7 +485,7 @@ class _Scopes:
 
     def lines(self, prefix: str, style, path: str = "") -> list[str]:
         out: list[str] = []
-        for k, (name, child) in enumerate(self.children.items()):
+        for name, child in self.children.items():
             full = f"{path}/{name}" if path else name
             out.append(f"subgraph cluster_{prefix}{_slug(full)} {{")
             out.append("  " + style(full))

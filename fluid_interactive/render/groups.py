@@ -16,7 +16,6 @@ in scope ``mlp``). Everything else is decided by op roles:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..ir.layers import layer_of, layer_type, scope_of
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
@@ -47,7 +46,7 @@ class Group:
         return self.layer.rpartition("/")[2] if self.layer else self.key
 
 
-def _first_name(op: OpDesc) -> Optional[str]:
+def _first_name(op: OpDesc) -> str | None:
     for names in list(op.outputs.values()) + list(op.inputs.values()):
         if names:
             return names[0]

@@ -6,15 +6,16 @@ with these, so both quote untrusted names the same way and look alike.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any
 
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_returns, short_type
 from . import style as S
 
-MethodRef = Union[str, int]
+MethodRef = str | int
 
 
 # --- quoting -------------------------------------------------------------------------------
@@ -39,7 +40,7 @@ def html(text: str) -> str:
             .replace('"', "&quot;"))
 
 
-def record(cells: list[str], st: "S.VarStyle", first_bold: bool = False) -> "Raw":
+def record(cells: list[str], st: S.VarStyle, first_bold: bool = False) -> Raw:
     """A record-looking HTML-like table: one cell per field.
 
     Graphviz's own ``shape=record`` fails on flat edges ("lost edge") as soon as an edge
@@ -76,7 +77,7 @@ def loc_text(op: OpDesc) -> str:
     return format_location(op.loc, short=True)
 
 
-def op_node_attrs(op: OpDesc, legend: "Legend") -> list[tuple[str, Any]]:
+def op_node_attrs(op: OpDesc, legend: Legend) -> list[tuple[str, Any]]:
     """An op drawn by itself: an ellipse labelled with its type, filled by its role, a red
     double border for the loss, and where the user's code made it as the tooltip."""
     kind = S.op_kind(op)
@@ -93,7 +94,7 @@ def op_node_attrs(op: OpDesc, legend: "Legend") -> list[tuple[str, Any]]:
     return pairs
 
 
-def var_node_attrs(name: str, var: Optional[VarDesc], legend: "Legend"
+def var_node_attrs(name: str, var: VarDesc | None, legend: Legend
                    ) -> list[tuple[str, Any]]:
     """A var drawn by itself: a record ``name | type | tag`` styled by its kind (parameter,
     state, data, ...), its type as the tooltip."""
@@ -162,7 +163,7 @@ class Legend:
         return out
 
 
-def graph_label(title: str, legend: Optional[Legend], per_row: int = 3) -> str:
+def graph_label(title: str, legend: Legend | None, per_row: int = 3) -> str:
     """The drawing's label, above it: the title, then the legend in rows of ``per_row``
     swatches, so the legend never makes the drawing wider than a few swatches."""
     cells = legend.cells() if legend is not None else []
@@ -202,7 +203,7 @@ def signature(program: ProgramDesc, block: BlockDesc) -> str:
     return f"block {block.idx}: {block.name}({args}) -> {format_returns(block.returns)}"
 
 
-def select_blocks(program: ProgramDesc, methods: Union[None, MethodRef, Sequence[MethodRef]]
+def select_blocks(program: ProgramDesc, methods: None | MethodRef | Sequence[MethodRef]
                    ) -> list[BlockDesc]:
     """The non-global blocks to draw: the named methods (by name or block index) and the
     sub-blocks under them; every non-global block when ``methods`` is None."""
@@ -220,7 +221,7 @@ def select_blocks(program: ProgramDesc, methods: Union[None, MethodRef, Sequence
     chosen.discard(0)
     picked = []
     for b in program.blocks:
-        a: Optional[BlockDesc] = b
+        a: BlockDesc | None = b
         while a is not None and a.idx not in chosen:
             a = program.blocks[a.parent_idx] if a.parent_idx > 0 else None
         if a is not None:
@@ -235,7 +236,7 @@ NODE_ATTRS = attrs([("fontname", S.FONT), ("fontsize", 10), ("height", 0.3)])
 EDGE_ATTRS = attrs([("color", S.EDGE_COLOR), ("arrowsize", 0.6), ("fontname", S.FONT)])
 
 
-def document(title: str, body: list[str], legend: Optional[Legend], *,
+def document(title: str, body: list[str], legend: Legend | None, *,
              compound: bool = False) -> str:
     """The ``digraph`` around ``body``, labelled with the title and the legend.
     ``compound`` lets edges end at a cluster's border (``lhead``/``ltail``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 __all__ = ["DotError", "dot_to_svg", "dots_to_svgs", "has_dot"]
 
@@ -29,7 +29,7 @@ class DotError(RuntimeError):
         self.fix = fix
 
 
-def _dot_path() -> Optional[str]:
+def _dot_path() -> str | None:
     return shutil.which("dot")
 
 
@@ -38,7 +38,7 @@ def has_dot() -> bool:
     return _dot_path() is not None
 
 
-def _run(exe: str, text: str, timeout: Optional[float]) -> str:
+def _run(exe: str, text: str, timeout: float | None) -> str:
     try:
         proc = subprocess.run([exe, "-Tsvg"], input=text.encode("utf-8"),
                               capture_output=True, timeout=timeout, check=False)
@@ -74,7 +74,7 @@ def _run(exe: str, text: str, timeout: Optional[float]) -> str:
     return proc.stdout.decode("utf-8")
 
 
-def dot_to_svg(dot_text: str, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Optional[str]:
+def dot_to_svg(dot_text: str, timeout: float | None = DEFAULT_TIMEOUT) -> str | None:
     """Lay ``dot_text`` out with ``dot -Tsvg`` and return the SVG document as text.
 
     Returns None when ``dot`` is not installed. Raises `DotError` when dot exits with an
@@ -86,8 +86,8 @@ def dot_to_svg(dot_text: str, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Opt
     return _run(exe, dot_text, timeout)
 
 
-def dots_to_svgs(dot_texts: Sequence[str], timeout: Optional[float] = DEFAULT_TIMEOUT
-                 ) -> Optional[list[str]]:
+def dots_to_svgs(dot_texts: Sequence[str], timeout: float | None = DEFAULT_TIMEOUT
+                 ) -> list[str] | None:
     """Several drawings laid out by one run of ``dot`` (one process start instead of many):
     one SVG document per DOT text, in order. None without ``dot``."""
     exe = _dot_path()

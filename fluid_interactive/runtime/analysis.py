@@ -9,12 +9,12 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ..errors import ShapeError
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc
-from ..ir.records import returned_names
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from ..ir.source import format_location
 from ..ir.text import format_loc, format_op
 from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
@@ -129,7 +129,7 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
     return BlockAnalysis(types, steps, constants, persistables, returned)
 
 
-def op_rng(seed: Optional[int], block_idx: int, op_index: int, np_module) -> Any:
+def op_rng(seed: int | None, block_idx: int, op_index: int, np_module) -> Any:
     """A generator per op: reproducible for a given program seed, independent across ops."""
     if seed is None:
         return np_module.random.default_rng()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from itertools import count
 from math import prod
-from typing import Any, Optional
+from typing import Any
 
 from ..ops.spec import BufferSlot, TensorType
 
@@ -100,7 +100,7 @@ class _Planner:
                 del self.owner[id(buf)]
                 self.free.setdefault(key, []).append(buf)
 
-    def _in_place(self, step, i: int, out_slot: str, name: str, taken: set) -> Optional[Any]:
+    def _in_place(self, step, i: int, out_slot: str, name: str, taken: set) -> Any | None:
         t = self.types[name]
         for o_slot, in_slot in step.spec.inplace:
             if o_slot != out_slot:

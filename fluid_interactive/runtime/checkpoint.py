@@ -30,7 +30,7 @@ import shutil
 import stat
 import threading
 import time
-from typing import Any, NamedTuple, NoReturn, Optional, Union
+from typing import Any, NamedTuple, NoReturn, Union
 
 import numpy as np
 
@@ -131,7 +131,7 @@ def _tensor_persistables(program: ProgramDesc) -> list[VarDesc]:
 
 # --- saving ----------------------------------------------------------------------------------
 
-def _refusal(path: str) -> Optional[str]:
+def _refusal(path: str) -> str | None:
     """Why ``path`` may not be overwritten, or None when it may: it is absent, an empty
     directory, or a checkpoint that `save` wrote (its manifest is one of ours, checksum
     intact, and the directory holds nothing the manifest does not list). Files that merely
@@ -241,7 +241,7 @@ def _snapshot(program: ProgramDesc, scope: Scope
     return saved, missing
 
 
-def _write_checkpoint(tmp: str, program: ProgramDesc, scope: Scope, seed: Optional[int]
+def _write_checkpoint(tmp: str, program: ProgramDesc, scope: Scope, seed: int | None
                       ) -> None:
     saved, missing = _snapshot(program, scope)
     files: dict[str, dict] = {}
@@ -271,7 +271,7 @@ def _new_sibling(parent: str, base: str, kind: str, token: str) -> str:
     return os.path.join(parent, f".{base}.{kind}-{os.getpid()}-{token}")
 
 
-def save(path: PathLike, program: ProgramDesc, scope: Scope, seed: Optional[int]) -> None:
+def save(path: PathLike, program: ProgramDesc, scope: Scope, seed: int | None) -> None:
     """Write ``program`` and the value of each of its persistable vars in ``scope`` to the
     directory ``path`` (`CompiledProgram.save`).
 
@@ -295,7 +295,7 @@ def save(path: PathLike, program: ProgramDesc, scope: Scope, seed: Optional[int]
         _clean_leftovers(parent, base)
 
 
-def _save_locked(program: ProgramDesc, scope: Scope, seed: Optional[int], target: str,
+def _save_locked(program: ProgramDesc, scope: Scope, seed: int | None, target: str,
                  parent: str, base: str) -> None:
     token = secrets.token_hex(8)
     with _active_lock:  # before any directory of this save exists
@@ -395,10 +395,10 @@ class _Reader:
 
     def __init__(self, target: str):
         self.target = target
-        self.fd: Optional[int] = None
-        self.ident: Optional[tuple[int, int]] = None
+        self.fd: int | None = None
+        self.ident: tuple[int, int] | None = None
 
-    def __enter__(self) -> "_Reader":
+    def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -623,7 +623,7 @@ def _read_checkpoint(reader: _Reader, check_program: Any
 class Checkpoint(NamedTuple):
     """A verified checkpoint: the program, its seed, and host arrays of its state."""
     program: ProgramDesc
-    seed: Optional[int]
+    seed: int | None
     values: dict[str, np.ndarray]
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import keyword
 import re
-from operator import itemgetter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from operator import itemgetter
+from typing import Any
 
 from ..ir.names import escape_unprintable
 from ..ir.records import BlockDesc, ProgramDesc, VarDesc
@@ -33,7 +34,7 @@ class GeneratedCode:
     source: str
     filename: str
     line_to_op: dict[int, int]   # generated line -> op index in the block
-    pool: Optional[list] = None  # where a concurrently used instance goes back to
+    pool: list | None = None  # where a concurrently used instance goes back to
 
 
 def _py_name(name: str, used: set[str]) -> str:

@@ -12,15 +12,16 @@ import itertools
 import math
 import weakref
 import zlib
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..backend import array_module_for, get_device, resolve_device, to_device, to_host
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
-from ..ops.registry import get_spec
 from ..ir.text import format_block, format_program
+from ..ops.registry import get_spec
 from . import checkpoint
 from .entry import MISSING, Recording, make_entry
 from .feed import bind_arguments, make_converter
@@ -94,13 +95,13 @@ def _nbytes(var: VarDesc) -> int:
 class CompiledMethod:
     """A traced method, callable with the values of its data vars."""
 
-    def __new__(cls, owner: "CompiledProgram", block: BlockDesc) -> "CompiledMethod":
+    def __new__(cls, owner: CompiledProgram, block: BlockDesc) -> CompiledMethod:
         # Each method gets its own subclass whose __call__ is generated for its data vars:
         # Python looks __call__ up on the type, and this is the hottest path of a step.
         subclass = type(cls.__name__, (cls,), {"__module__": cls.__module__})
         return super().__new__(subclass)
 
-    def __init__(self, owner: "CompiledProgram", block: BlockDesc):
+    def __init__(self, owner: CompiledProgram, block: BlockDesc):
         self._owner = owner
         self.block = block
         self.__name__ = block.name
@@ -135,7 +136,7 @@ class CompiledMethod:
             owner.scope.lock if self.changes_state else None, self._reads,
             self._recording() if self.changes_state else None)
 
-    def _recording(self) -> Optional[Recording]:
+    def _recording(self) -> Recording | None:
         history = self._owner.scope.history
         if not history.enabled:
             return None
@@ -146,9 +147,9 @@ class CompiledMethod:
 
     def _retire(self, why: str) -> None:
         """Make calls of this method object fail with ``why`` (its program was replaced)."""
-        def __call__(self: "CompiledMethod", *args: Any, **kwargs: Any) -> Any:
+        def retired(self: CompiledMethod, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(why)
-        type(self).__call__ = __call__
+        type(self).__call__ = retired
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per method in __init__
         raise NotImplementedError
@@ -167,7 +168,7 @@ class CompiledMethod:
                 f"program compiles, e.g. {cls.__name__}({key}=...).Compile()")
 
     @property
-    def owner(self) -> "CompiledProgram":
+    def owner(self) -> CompiledProgram:
         """The compiled program whose scope this method reads and writes."""
         return self._owner
 
@@ -190,7 +191,7 @@ class CompiledMethod:
         return format_block(self._owner.program, self.block)
 
     @property
-    def watched(self) -> "Watched":
+    def watched(self) -> Watched:
         """The watched values of this method's last call (see `CompiledProgram.watch`)."""
         from .watch import Watched
         return self._owner._watch_set().by_method.get(self.block.name,
@@ -200,7 +201,7 @@ class CompiledMethod:
         return self.text
 
 
-def check_seed(seed: Any) -> Optional[int]:
+def check_seed(seed: Any) -> int | None:
     """``seed`` as an int in [0, 2**63), or None; a clear error for anything else."""
     if seed is None:
         return None
@@ -233,12 +234,12 @@ def checked_value(var: VarDesc, value: Any) -> np.ndarray:
 
 
 # Programs compiled from a class (`Program.Compile`), oldest first; weakly held.
-_compiled_from_classes: "weakref.WeakValueDictionary[int, CompiledProgram]" = \
+_compiled_from_classes: weakref.WeakValueDictionary[int, CompiledProgram] = \
     weakref.WeakValueDictionary()
 _order = itertools.count()
 
 
-def live_programs() -> list["CompiledProgram"]:
+def live_programs() -> list[CompiledProgram]:
     """Every program compiled from a `fluid.Program` class that is still alive, oldest
     first (what the notebook extension recompiles when a class is defined again)."""
     return [p for _, p in sorted(_compiled_from_classes.items())]
@@ -247,16 +248,16 @@ def live_programs() -> list["CompiledProgram"]:
 class CompiledProgram(Versions):
     """Owns a program description and the scope every method reads and writes."""
 
-    def __init__(self, program: ProgramDesc, *, seed: Optional[int] = None,
-                 device: Optional[str] = None, initialize: bool = True,
-                 initial_values: Optional[Mapping[str, Any]] = None):
+    def __init__(self, program: ProgramDesc, *, seed: int | None = None,
+                 device: str | None = None, initialize: bool = True,
+                 initial_values: Mapping[str, Any] | None = None):
         self.seed = check_seed(seed)
         self.device = resolve_device(device or get_device())   # 'auto' -> 'cpu' or 'gpu'
         self._xp = array_module_for(self.device)
         self.scope = Scope(persistable_descs(program))
         self.program = program
         self.methods: dict[str, CompiledMethod] = {}
-        self.source_class: Optional[type] = None   # set by Program.Compile (record_origin)
+        self.source_class: type | None = None   # set by Program.Compile (record_origin)
         self.options: dict[str, Any] = {}
         self.compile_args: dict[str, Any] = {}
         # Readers hold threads and files: close them when this program is collected.
@@ -307,7 +308,7 @@ class CompiledProgram(Versions):
 
     # --- state -----------------------------------------------------------------------------
 
-    def _run_startup(self, kinds: Optional[set[str]] = None) -> None:
+    def _run_startup(self, kinds: set[str] | None = None) -> None:
         """Run block 0's initialisers; only those creating vars of ``kinds`` when given
         (after a checkpoint restored the tensors, readers still need creating)."""
         block0 = self.program.global_block()
@@ -345,7 +346,7 @@ class CompiledProgram(Versions):
     def reader_names(self) -> list[str]:
         return [v.name for v in self.program.global_block().vars.values() if v.kind == "reader"]
 
-    def reset_readers(self, names: Optional[list[str]] = None) -> None:
+    def reset_readers(self, names: list[str] | None = None) -> None:
         """Start readers (all, or those named) again from their first epoch. Safe at any
         time: a reader that has not opened yet simply stays closed."""
         with self.scope.lock:  # never in the middle of a step that reads
@@ -362,7 +363,7 @@ class CompiledProgram(Versions):
         with self.scope.lock:
             close_readers(self.scope.values)
 
-    def __enter__(self) -> "CompiledProgram":
+    def __enter__(self) -> CompiledProgram:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -420,11 +421,11 @@ class CompiledProgram(Versions):
             from .watch import reinstall
             reinstall(self, watch)
 
-    def _watch_set(self) -> "WatchSet":
+    def _watch_set(self) -> WatchSet:
         from .watch import WatchSet
         return self.__dict__.setdefault("_watch", WatchSet())
 
-    def watch(self, *names: str, methods: Union[None, str, Sequence[str]] = None
+    def watch(self, *names: str, methods: None | str | Sequence[str] = None
               ) -> dict[str, list[str]]:
         """Keep the values of the named vars after each call, to read from `watched`.
 
@@ -462,14 +463,14 @@ class CompiledProgram(Versions):
         return install(self, watch)
 
     @property
-    def watched(self) -> "Watched":
+    def watched(self) -> Watched:
         """The watched values of the last call of any method (see `watch`): a mapping of var
         name to array, with ``.method`` and ``.call``."""
         return self._watch_set().last
 
     # --- printing --------------------------------------------------------------------------
 
-    def summary(self, methods: Union[None, str, Sequence[str]] = None) -> "Summary":
+    def summary(self, methods: None | str | Sequence[str] = None) -> Summary:
         """The model's layers in a table, as Keras' ``model.summary()``: each layer (under
         its var_scope) with its type, output shape and parameter count, then trainable,
         non-trainable and optimizer-state totals. ``methods`` limits it to some methods.

@@ -4,7 +4,8 @@ differ."""
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from .checkpoint import Checkpoint, read
 from .compiled import CompiledMethod, CompiledProgram
 from .recompile import same_value
 
-Side = tuple[ProgramDesc, Optional[Mapping[str, Any]], str]
+Side = tuple[ProgramDesc, Mapping[str, Any] | None, str]
 
 
 def side_of(obj: Any) -> Side:

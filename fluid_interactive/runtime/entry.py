@@ -25,8 +25,9 @@ committed. With history off those lines are not generated at all.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,8 +58,8 @@ def _head(n_feeds: int, feed_shapes: Sequence[tuple[int, ...]], on_device: bool)
     missing = " or ".join(f"a{i} is MISSING" for i in range(n_feeds))
     lines = [f"def __call__(self{params}, *more, **extra):",
              f"    if more or extra{' or ' + missing if missing else ''}:",
-             f"        return self({'*' if n_feeds else ''}bind(({args}{',' if n_feeds == 1 else ''}) "
-             f"+ more, extra))" if n_feeds else "        return self(*bind(more, extra))"]
+             f"        return self(*bind(({args}{',' if n_feeds == 1 else ''}) + more, extra))"
+             if n_feeds else "        return self(*bind(more, extra))"]
     for i, shape in enumerate(feed_shapes):
         lines.append(f"    if {_fast_check(i, shape)}:")
         lines.append(f"        a{i} = c{i}(a{i})")
@@ -68,7 +69,7 @@ def _head(n_feeds: int, feed_shapes: Sequence[tuple[int, ...]], on_device: bool)
 
 
 def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool,
-                 recorded: Optional["Recording"]) -> list[str]:
+                 recorded: Recording | None) -> list[str]:
     """Under the program's lock: take each reader's batch, plan, run; give the batches
     back if anything fails. With a ``recorded`` history, keep what the call replaces."""
     lines = ["    with lock:", "        code = None"]
@@ -159,8 +160,8 @@ def _takers(names: tuple[str, ...]) -> tuple[Callable, Callable]:
 def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np.dtype],
                converters: list[Callable], bind: Callable, runner: Any,
                values: dict, kernel_error: Callable, to_device: Callable | None,
-               lock: Optional[Any] = None, readers: Sequence[tuple[str, int]] = (),
-               recorded: Optional[Recording] = None) -> Callable:
+               lock: Any | None = None, readers: Sequence[tuple[str, int]] = (),
+               recorded: Recording | None = None) -> Callable:
     """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars.
 
     With a ``lock`` (a method that changes state) the call runs under it and first takes

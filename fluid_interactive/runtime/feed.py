@@ -7,8 +7,9 @@ names the method, the data var, what was expected and what was given.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 from ..errors import RewindError
 
@@ -41,7 +42,7 @@ _defaults: dict[str, Any] = {"enabled": False, "calls": DEFAULT_CALLS,
                              "memory": DEFAULT_MEMORY}
 
 
-def _check_limits(calls: Optional[int], memory: Optional[int]) -> None:
+def _check_limits(calls: int | None, memory: int | None) -> None:
     for what, value in (("calls", calls), ("memory", memory)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 0):
@@ -49,8 +50,8 @@ def _check_limits(calls: Optional[int], memory: Optional[int]) -> None:
                              f"{value!r}")
 
 
-def history_defaults(enabled: Optional[bool] = None, *, calls: Optional[int] = None,
-                     memory: Optional[int] = None) -> dict[str, Any]:
+def history_defaults(enabled: bool | None = None, *, calls: int | None = None,
+                     memory: int | None = None) -> dict[str, Any]:
     """Whether programs compiled from now on keep a history for `rewind`, and its bounds:
     at most ``calls`` changes and ``memory`` bytes of replaced arrays. Returns the
     settings (called with no argument, only returns them). Off in scripts; the notebook
@@ -79,7 +80,7 @@ class Site:
 class Generation:
     """A compiled program's code, as a recompilation found it: enough to put it back."""
     program: Any                 # the ProgramDesc
-    source_class: Optional[type]
+    source_class: type | None
     options: dict
     compile_args: dict
     values: dict                 # every value of the scope (references)
@@ -91,7 +92,7 @@ class Change(NamedTuple):
     number: int                  # changes recorded before it, plus one
     kind: str
     label: str
-    loss: Optional[float]        # the loss the call returned, when it returned one
+    loss: float | None        # the loss the call returned, when it returned one
     nbytes: int                  # bytes of replaced arrays this entry holds
 
 
@@ -106,11 +107,11 @@ class RewindPlan:
     updates: dict[str, Any]      # name -> value to put back
     removed: set[str]            # names that did not exist before
     positions: dict[str, int]    # reader name -> position to seek to
-    generation: Optional[Generation] = None
+    generation: Generation | None = None
     replace_all: bool = False    # the scope becomes exactly ``updates`` (past a recompile)
 
 
-def loss_of(result: Any) -> Optional[float]:
+def loss_of(result: Any) -> float | None:
     """The loss in a call's result, when there is an obvious one: a float, the first
     float of a tuple, a dict's ``loss`` / ``cost`` / ``avg_cost`` or first float."""
     if type(result) is float:
@@ -138,22 +139,22 @@ class History:
     """The bounded list of changes of one scope (see the module docstring). Methods that
     change it run under ``lock``, the scope's lock."""
 
-    def __init__(self, lock: "threading.RLock", enabled: Optional[bool] = None,
-                 calls: Optional[int] = None, memory: Optional[int] = None):
+    def __init__(self, lock: threading.RLock, enabled: bool | None = None,
+                 calls: int | None = None, memory: int | None = None):
         self.lock = lock
         self.enabled = _defaults["enabled"] if enabled is None else bool(enabled)
         self.calls: int = _defaults["calls"] if calls is None else calls
         self.memory: int = _defaults["memory"] if memory is None else memory
-        self._entries: "deque[_Entry]" = deque()
+        self._entries: deque[_Entry] = deque()
         self.nbytes = 0          # bytes of replaced arrays held
         self.count = 0           # the number of the last change recorded
         self.forgotten = 0       # changes dropped to stay within the bounds
-        self.refused: Optional[tuple[str, int]] = None  # (label, bytes) too large to keep
+        self.refused: tuple[str, int] | None = None  # (label, bytes) too large to keep
 
     # --- settings -----------------------------------------------------------------------
 
-    def configure(self, enabled: Optional[bool] = None, calls: Optional[int] = None,
-                  memory: Optional[int] = None) -> None:
+    def configure(self, enabled: bool | None = None, calls: int | None = None,
+                  memory: int | None = None) -> None:
         _check_limits(calls, memory)
         with self.lock:
             if enabled is not None:
@@ -174,7 +175,7 @@ class History:
     # --- recording ------------------------------------------------------------------------
 
     def record(self, site: Site, old: tuple, positions: tuple, result: Any = None,
-               generation: Optional[Generation] = None, nbytes: Optional[int] = None
+               generation: Generation | None = None, nbytes: int | None = None
                ) -> None:
         """Keep one change (called under the lock, after the change committed)."""
         self.count += 1
@@ -307,7 +308,7 @@ class Rewound:
     label: str
     undone: list[Change] = field(default_factory=list)
     number: int = 0                          # the change the scope is at now
-    program_restored: Optional[str] = None   # the class whose program came back, if any
+    program_restored: str | None = None   # the class whose program came back, if any
     readers: dict[str, int] = field(default_factory=dict)   # reader -> batch position
 
     def __str__(self) -> str:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from ..errors import CheckpointError, FluidError
 from .checkpoint import PROGRAM, PathLike, read
 from .compiled import CompiledProgram
 
 
-def load(path: PathLike, device: Optional[str] = None) -> CompiledProgram:
+def load(path: PathLike, device: str | None = None) -> CompiledProgram:
     """Load a checkpoint written by `CompiledProgram.save` into a new `CompiledProgram`.
 
     Everything is verified first (manifest, file sizes and hashes, array dtypes and shapes

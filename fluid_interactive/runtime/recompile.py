@@ -10,7 +10,7 @@ the change can be rewound, bringing the earlier program back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,16 +24,16 @@ if TYPE_CHECKING:
 @dataclass
 class Recompiled:
     """What recompiling one live program did (or, with ``error``, why it did nothing)."""
-    compiled: "CompiledProgram"
-    old_class: Optional[type]
+    compiled: CompiledProgram
+    old_class: type | None
     new_class: type
     kept: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)       # new vars, freshly initialised
     dropped: list[str] = field(default_factory=list)     # old vars the new class lacks
     reset: list[str] = field(default_factory=list)       # same name, starts again
     dropped_options: list[str] = field(default_factory=list)
-    diff: Optional[ProgramDiff] = None
-    error: Optional[BaseException] = None
+    diff: ProgramDiff | None = None
+    error: BaseException | None = None
 
     def summary(self, name: str = "") -> str:
         label = name or self.new_class.__name__
@@ -73,7 +73,7 @@ def same_value(a: Any, b: Any) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
 
 
-def recompile(compiled: "CompiledProgram", source: Optional[type] = None) -> Recompiled:
+def recompile(compiled: CompiledProgram, source: type | None = None) -> Recompiled:
     """See `CompiledProgram.recompile`."""
     old_cls = compiled.source_class
     cls = source if source is not None else old_cls
@@ -95,7 +95,7 @@ def recompile(compiled: "CompiledProgram", source: Optional[type] = None) -> Rec
     return report
 
 
-def _take_over(compiled: "CompiledProgram", fresh: "CompiledProgram", cls: type,
+def _take_over(compiled: CompiledProgram, fresh: CompiledProgram, cls: type,
                options: dict, args: dict, report: Recompiled) -> None:
     """Move ``fresh``'s program, and the state of ``compiled`` that fits it, into
     ``compiled``."""

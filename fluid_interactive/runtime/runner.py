@@ -3,16 +3,17 @@ name the failing op and the user's line."""
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import FluidError, KernelError
+from ..ir.gc_pause import gc_paused
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ops.apply import prepare_kernel
-from ..ir.gc_pause import gc_paused
-from ..passes.pipeline import plan_passes
 from ..ops.spec import Forward, TensorType
+from ..passes.pipeline import plan_passes
 from .analysis import analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
@@ -24,8 +25,8 @@ class BlockRunner:
     """Compiles ``block`` lazily for each distinct feed signature and runs it on a scope."""
 
     def __init__(self, program: ProgramDesc, block: BlockDesc, xp: Any,
-                 seed: Optional[int], rng_for: Optional[Callable[[int], Any]] = None,
-                 is_test: Optional[bool] = None):
+                 seed: int | None, rng_for: Callable[[int], Any] | None = None,
+                 is_test: bool | None = None):
         self.program, self.block, self.xp, self.seed = program, block, xp, seed
         # The block as plans run it: after the plan passes (fusion; passes/pipeline.py).
         self.plan_block = plan_passes(program, block)
@@ -107,11 +108,11 @@ class BlockRunner:
             env.update(zip(step.outputs, (result,) if len(step.outputs) == 1 else result))
         scope_values.update({n: v for n, v in env.items() if n in analysis.persistables})
 
-    def kernel_error(self, error: Exception, code: Optional[GeneratedCode]) -> KernelError:
+    def kernel_error(self, error: Exception, code: GeneratedCode | None) -> KernelError:
         index = None if code is None else _failing_op(error.__traceback__, code)
         return self.op_error(error, index)
 
-    def op_error(self, error: Exception, index: Optional[int]) -> KernelError:
+    def op_error(self, error: Exception, index: int | None) -> KernelError:
         """The error of op ``index`` of the block (None: no op known) failing."""
         if index is None:
             return KernelError(f"{self.block.name or 'block'} failed: "
@@ -124,7 +125,7 @@ class BlockRunner:
             f"  No state was changed: the step's updates were not committed.")
 
 
-def _failing_op(tb: Optional[types.TracebackType], code: GeneratedCode) -> Optional[int]:
+def _failing_op(tb: types.TracebackType | None, code: GeneratedCode) -> int | None:
     found = None
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == code.filename:

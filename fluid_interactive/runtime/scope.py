@@ -22,7 +22,8 @@ Two rules make concurrent use safe (see docs/api.md, "Concurrency"):
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from ..ir.records import VarDesc
 from .history import History, Site, set_site
@@ -34,8 +35,8 @@ class Scope:
 
     __slots__ = ("values", "lock", "descs", "history", "__weakref__")
 
-    def __init__(self, descs: Optional[Mapping[str, VarDesc]] = None,
-                 history: Optional[History] = None) -> None:
+    def __init__(self, descs: Mapping[str, VarDesc] | None = None,
+                 history: History | None = None) -> None:
         self.values: dict[str, Any] = {}
         self.lock = threading.RLock()
         self.descs: dict[str, VarDesc] = dict(descs or {})
@@ -67,7 +68,7 @@ class Scope:
                 if self.descs.get(n) is not None and self.descs[n].kind == "reader"
                 and hasattr(v, "tell")}
 
-    def positions(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
+    def positions(self, names: Iterable[str] | None = None) -> dict[str, int]:
         """Reader name -> how many batches it returned since its last reset."""
         readers = self.readers()
         if names is not None:

@@ -9,8 +9,8 @@ summary needs no call of the program. In a notebook it displays as an HTML table
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 from ..ir.layers import layer_type, model_ops, scope_of
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, VarDesc
@@ -26,7 +26,7 @@ def _size(var: VarDesc) -> int:
     return n
 
 
-def _shape(var: Optional[VarDesc]) -> str:
+def _shape(var: VarDesc | None) -> str:
     if var is None:
         return "?"
     return format_shape(var.shape)
@@ -125,14 +125,14 @@ def format_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def _blocks(program: ProgramDesc, methods: Union[None, str, Sequence[str]]) -> list[BlockDesc]:
+def _blocks(program: ProgramDesc, methods: None | str | Sequence[str]) -> list[BlockDesc]:
     if methods is None:
         return program.method_blocks()
     names = [methods] if isinstance(methods, str) else list(methods)
     return [program.block(n) for n in names]
 
 
-def summarize(program: ProgramDesc, methods: Union[None, str, Sequence[str]] = None
+def summarize(program: ProgramDesc, methods: None | str | Sequence[str] = None
               ) -> Summary:
     """The summary of ``program``'s layers, over the given methods (default: all; a layer
     several methods share is one row)."""
@@ -146,7 +146,7 @@ def summarize(program: ProgramDesc, methods: Union[None, str, Sequence[str]] = N
         for n in block.feeds:
             inputs.setdefault(n, _shape(program.find_var(block, n)))
         calls: dict[str, int] = {}
-        last: Optional[str] = None
+        last: str | None = None
         for layer, op in model_ops(block):
             row = rows.get(layer)
             if row is None:
@@ -183,5 +183,5 @@ def summarize(program: ProgramDesc, methods: Union[None, str, Sequence[str]] = N
 
 
 def _itemsize(dtype: str) -> int:
-    import numpy as np   # the one hard dependency; dtype sizes are its business
+    import numpy as np  # the one hard dependency; dtype sizes are its business
     return np.dtype(dtype).itemsize

@@ -12,7 +12,8 @@ methods from `Versions`; they work on the program's own scope and methods.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RewindError
 from ..ir.records import OpRole, ProgramDesc, VarDesc
@@ -38,7 +39,7 @@ def persistable_descs(program: ProgramDesc) -> dict[str, VarDesc]:
     return {v.name: v for v in program.global_block().vars.values() if v.persistable}
 
 
-def no_history_reason(program: ProgramDesc) -> Optional[str]:
+def no_history_reason(program: ProgramDesc) -> str | None:
     """Why ``program`` cannot keep a history, or None."""
     for block in program.blocks:
         if any(op.role & (OpRole.RPC | OpRole.DIST) for op in block.ops):
@@ -50,10 +51,10 @@ def no_history_reason(program: ProgramDesc) -> Optional[str]:
 class Versions:
     """The history, rewind and recompile methods of `CompiledProgram`."""
 
-    scope: "Scope"
+    scope: Scope
     program: ProgramDesc
     methods: dict
-    source_class: Optional[type]
+    source_class: type | None
     options: dict
     compile_args: dict
 
@@ -72,8 +73,8 @@ class Versions:
         the bounds they are kept within (``history.calls``, ``history.memory``)."""
         return self.scope.history
 
-    def keep_history(self, enabled: bool = True, *, calls: Optional[int] = None,
-                     memory: Optional[int] = None) -> History:
+    def keep_history(self, enabled: bool = True, *, calls: int | None = None,
+                     memory: int | None = None) -> History:
         """Keep (or stop keeping) what each change replaces, so `rewind` can take it back:
         at most ``calls`` changes and ``memory`` bytes of replaced arrays, the oldest
         forgotten first. Turning it off forgets the history. Returns the history."""
@@ -169,7 +170,7 @@ class Versions:
                 if values.get(name) is not value:
                     close_value(value)
 
-    def recompile(self, source: Optional[type] = None) -> Recompiled:
+    def recompile(self, source: type | None = None) -> Recompiled:
         """Rebuild this program from ``source`` (a `fluid.Program` subclass; default: the
         class it was compiled from), in place: the methods become the new class's, and
         each persistable var whose value still fits keeps it (`fluid.diff` tells which).

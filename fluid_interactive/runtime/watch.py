@@ -22,8 +22,9 @@ import dataclasses
 import fnmatch
 import itertools
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..backend import array_module_for
 from ..ir.layers import in_scope
@@ -81,7 +82,7 @@ class Watched(Mapping):
 class WatchSet:
     """What a compiled program watches, and what its calls kept."""
     patterns: list[str] = field(default_factory=list)
-    methods: Optional[set[str]] = None          # None: every method
+    methods: set[str] | None = None          # None: every method
     last: Watched = field(default_factory=lambda: Watched("", 0, {}))   # of any method
     by_method: dict[str, Watched] = field(default_factory=dict)
     _calls: Any = field(default_factory=itertools.count)
@@ -95,7 +96,7 @@ class WatchSet:
             self.by_method[method] = kept
 
 
-def _watching_call(method: "CompiledMethod", names: list[str], watch: WatchSet) -> Any:
+def _watching_call(method: CompiledMethod, names: list[str], watch: WatchSet) -> Any:
     """A ``__call__`` for ``method`` that runs a plan returning ``(result, watched)``."""
     block = method.runner.block
     owner = method.owner
@@ -117,7 +118,7 @@ def _watching_call(method: "CompiledMethod", names: list[str], watch: WatchSet) 
     return call
 
 
-def install(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]:
+def install(program: CompiledProgram, watch: WatchSet) -> dict[str, list[str]]:
     """Give each watched method of ``program`` its watching entry and each other method
     its plain one; returns what each method now keeps."""
     persistable = {n: v for n, v in program.program.global_block().vars.items()
@@ -138,7 +139,7 @@ def install(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]
     return kept
 
 
-def reinstall(program: "CompiledProgram", watch: WatchSet) -> dict[str, list[str]]:
+def reinstall(program: CompiledProgram, watch: WatchSet) -> dict[str, list[str]]:
     """`install` after the methods' plain entries were made anew (the program was
     recompiled, or its history turned on or off): the plain entries kept from before are
     stale."""

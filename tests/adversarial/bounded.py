@@ -11,7 +11,7 @@ def call_within(seconds: float, fn, *args):
     def run():
         try:
             outcome["value"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
+        except BaseException as e:
             outcome["error"] = e
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

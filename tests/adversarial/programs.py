@@ -9,10 +9,9 @@ import json
 import pathlib
 
 import numpy as np
+from distributed.nets import FitALine
 
-from distributed.nets import FitALine  # noqa: F401  (the tests' shared fit_a_line)
 from fluid_interactive.runtime import checkpoint
-
 
 W = "prediction/fc_0.w_0"
 TMP = "prediction/fc_0.tmp_0"

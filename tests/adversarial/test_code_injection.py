@@ -11,8 +11,16 @@ from fluid_interactive.ir.serialize import program_from_json
 from fluid_interactive.runtime import checkpoint
 from fluid_interactive.runtime.compiled import CompiledProgram
 
-from .programs import TMP, W, batch, edit_program, manifest, rename_everywhere, saved, \
-    write_manifest
+from .programs import (
+    TMP,
+    W,
+    batch,
+    edit_program,
+    manifest,
+    rename_everywhere,
+    saved,
+    write_manifest,
+)
 
 MARK = "pwned"   # created in the test's working directory if an injection ran
 

@@ -105,7 +105,8 @@ def test_a_batch_reader_over_a_bomb_fails_with_a_reader_error(tmp_path, monkeypa
     prog.close()
 
 
-@pytest.mark.parametrize("dims", [[0, 2 ** 62, 2 ** 62], [2 ** 40, 0, 2 ** 40], [0] + [2 ** 20] * 4])
+@pytest.mark.parametrize("dims", [[0, 2 ** 62, 2 ** 62], [2 ** 40, 0, 2 ** 40],
+                                  [0] + [2 ** 20] * 4])
 def test_a_zero_dim_beside_huge_dims_is_a_recordio_error(tmp_path, dims):
     path = tmp_path / "dims.recordio"
     path.write_bytes(chunk(tensor_record(dims), 1, 0))

@@ -53,7 +53,7 @@ def _run_threads(targets):
         def run():
             try:
                 fn()
-            except BaseException as e:  # noqa: BLE001 - reported below
+            except BaseException as e:
                 errors.append(e)
         return run
     threads = [threading.Thread(target=guard(t)) for t in targets]

@@ -4,10 +4,11 @@ tests/device_standin.py takes CuPy's place, so `fluid.set_device('gpu')` and
 host and device only at its feeds (to the device) and its fetches (to the host)."""
 import numpy as np
 import pytest
+from device_standin import DeviceArray, counting
+from device_standin import module as standin
 
 import fluid
 from fluid_interactive import backend
-from device_standin import DeviceArray, counting, module as standin
 
 
 @pytest.fixture

@@ -12,18 +12,18 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import signal
+import subprocess
+import sys
+import time
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
+from distributed.nets import linear_data
 
-import fluid  # noqa: E402
-from distributed.nets import linear_data  # noqa: E402
-from fluid_interactive.distributed import launch, transpile  # noqa: E402
-from fluid_interactive.distributed.ray_cluster import alive, stop_pids  # noqa: E402
+import fluid
+from fluid_interactive.distributed import launch, transpile
+from fluid_interactive.distributed.ray_cluster import alive, stop_pids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

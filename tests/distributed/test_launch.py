@@ -3,10 +3,15 @@ import ast
 import os
 
 import pytest
-
 from distributed.nets import FitALine
-from fluid_interactive.distributed import (RoleConfig, launch, parse_distributed_arg,
-                                           role_from_env, transpile)
+
+from fluid_interactive.distributed import (
+    RoleConfig,
+    launch,
+    parse_distributed_arg,
+    role_from_env,
+    transpile,
+)
 from fluid_interactive.errors import OpArgumentError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -5,10 +5,22 @@ parameters of an uninterrupted run, exit status 0, and no process left behind.""
 import os
 import re
 
-from distributed.ray_support import (JOB_SCRIPT, assert_gone, assert_same, finish,
-                                     fit_reference, job_env, kill, needs_ray,
-                                     params_of_checkpoint, processes, read_until, spawn, sys,
-                                     write_fit_data)
+from distributed.ray_support import (
+    JOB_SCRIPT,
+    assert_gone,
+    assert_same,
+    finish,
+    fit_reference,
+    job_env,
+    kill,
+    needs_ray,
+    params_of_checkpoint,
+    processes,
+    read_until,
+    spawn,
+    sys,
+    write_fit_data,
+)
 
 needs_ray()
 __all__ = ["processes"]   # a fixture

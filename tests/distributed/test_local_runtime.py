@@ -6,14 +6,27 @@ import time
 
 import numpy as np
 import pytest
-
-from distributed.nets import (MLP, FedRate, FitALine, TwoHeads, batches, linear_data,
-                              max_diff, with_lr_schedule)
+from distributed.nets import (
+    MLP,
+    FedRate,
+    FitALine,
+    TwoHeads,
+    batches,
+    linear_data,
+    max_diff,
+    with_lr_schedule,
+)
 from frontend.test_gan import DATA, GAN, NOISE
-from fluid_interactive.distributed import (DistributedProgram, LocalEngine, PServer, launch,
-                                           transpile)
+
+from fluid_interactive.distributed import (
+    DistributedProgram,
+    LocalEngine,
+    PServer,
+    StepFailed,
+    launch,
+    transpile,
+)
 from fluid_interactive.distributed.interface import Communicator, Engine
-from fluid_interactive.distributed import StepFailed
 from fluid_interactive.errors import FeedError, KernelError, ProgramDefinitionError
 
 TOL = 1e-5

@@ -7,17 +7,29 @@ the same order as the in-process engine (the servers sum the trainers' gradients
 order), so their parameters are compared bit for bit."""
 import os
 
-from distributed.ray_support import (JOB_SCRIPT, assert_gone, assert_same, finish, fit_reference,
-                                     job_env, kill, needs_ray, params_of_checkpoint, processes,
-                                     read_until, spawn, sys, write_fit_data)
+import numpy as np
+import pytest
+from distributed.nets import MLP, batches, linear_data
+from distributed.ray_support import (
+    JOB_SCRIPT,
+    assert_gone,
+    assert_same,
+    finish,
+    fit_reference,
+    job_env,
+    kill,
+    needs_ray,
+    params_of_checkpoint,
+    processes,
+    read_until,
+    spawn,
+    sys,
+    write_fit_data,
+)
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import fluid  # noqa: E402
-from distributed.nets import MLP, batches, linear_data  # noqa: E402
-from fluid_interactive.distributed import launch, transpile  # noqa: E402
-from fluid_interactive.distributed.ray_cluster import RayHead  # noqa: E402
+import fluid
+from fluid_interactive.distributed import launch, transpile
+from fluid_interactive.distributed.ray_cluster import RayHead
 
 ray = needs_ray()
 __all__ = ["processes"]   # a fixture
@@ -94,7 +106,7 @@ def test_a_killed_server_restarts_and_the_run_ends_exactly(cluster, fit_data, tm
     np.testing.assert_array_equal(single.infer(np.ones((2, 13), np.float32)), y)
 
 
-# --- the TRAINING_ROLE processes -------------------------------------------------------------------
+# --- the TRAINING_ROLE processes ------------------------------------------------------------
 
 def _roles(cluster, tmp_path, processes, job, trainers, mode="sync", timeout=60, pause=0.0):
     """One PSERVER (`fluid run`) and ``trainers`` TRAINER (`python`) processes of

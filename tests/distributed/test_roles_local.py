@@ -6,12 +6,13 @@ import sys
 
 import numpy as np
 import pytest
-
-import fluid
 from distributed.nets import FitALine
 from distributed.ray_support import JOB_SCRIPT, ROOT, assert_same, fit_reference, write_fit_data
+
+import fluid
 from fluid_interactive.distributed import ParameterServer, launch, pserver_spec, transpile
-from fluid_interactive.distributed.cli import _launcher_options, main as cli_main
+from fluid_interactive.distributed.cli import _launcher_options
+from fluid_interactive.distributed.cli import main as cli_main
 from fluid_interactive.distributed.roles import distribute_if_requested
 
 

@@ -7,7 +7,7 @@ import os
 import queue
 import time
 from contextlib import redirect_stderr, redirect_stdout
-from typing import Any, Optional
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -35,7 +35,7 @@ class Kernel:
     """A real ipykernel in a subprocess: ``execute(code)`` returns the outputs and the
     reply; ``interrupt()`` sends SIGINT as Jupyter's stop button does."""
 
-    def __init__(self, cwd: str, env: Optional[dict] = None):
+    def __init__(self, cwd: str, env: dict | None = None):
         from jupyter_client.manager import KernelManager
         self.km = KernelManager(kernel_name="python3")
         self.km.start_kernel(cwd=cwd, env=env)

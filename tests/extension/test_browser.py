@@ -106,7 +106,7 @@ def lab(tmp_path_factory):
                JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
                JUPYTER_CONFIG_DIR=str(tmp_path / "jcfg"), JUPYTER_DATA_DIR=str(tmp_path / "jdata"))
     env.pop("JUPYTER_PATH", None)
-    log = open(tmp_path / "server.log", "w")
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 (the server process keeps it)
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
          f"--port={port}", f"--IdentityProvider.token={TOKEN}",

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("IPython")
 
-import fluid  # noqa: E402
-from fluid import display  # noqa: E402
-from fluid_interactive.ir import format_program  # noqa: E402
-from tests.extension.helpers import NET_CELL, run  # noqa: E402
+import fluid
+from fluid import display
+from fluid_interactive.ir import format_program
+from tests.extension.helpers import NET_CELL, run
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot not installed")
 
@@ -63,7 +63,7 @@ def test_a_drawing_too_wide_side_by_side_stacks_its_methods(net, monkeypatch):
     assert g.narrow is not None and g.narrow != side
     monkeypatch.setattr(display, "WIDTH_BUDGET_PX", 10)
     display._SVG_CACHE.clear()
-    g.svg
+    _ = g.svg
     assert g.dot != side and g.narrow is None          # it now draws the stacked layout
     assert fluid.graph(net, stack=False).narrow is None
 

@@ -5,10 +5,10 @@ import pytest
 
 pytest.importorskip("IPython")
 
-import fluid  # noqa: E402
-from fluid.inspection import dead_fraction, inspect  # noqa: E402
-from fluid_interactive.runtime.summary import Summary  # noqa: E402
-from tests.extension.helpers import DATA_CELL, NET_CELL, run  # noqa: E402
+import fluid
+from fluid.inspection import dead_fraction, inspect
+from fluid_interactive.runtime.summary import Summary
+from tests.extension.helpers import DATA_CELL, NET_CELL, run
 
 
 @pytest.fixture

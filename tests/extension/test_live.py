@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("IPython")
 
-import fluid  # noqa: E402
-from fluid import live  # noqa: E402
-from fluid.ipython import extension_state  # noqa: E402
-from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture  # noqa: E402
+import fluid
+from fluid import live
+from fluid.ipython import extension_state
+from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture
 
 
 @pytest.fixture
@@ -278,7 +278,8 @@ def test_history_and_rewind_magics(ip, trained):
     with pytest.raises(UsageError, match="several programs have a history"):
         ip.run_line_magic("fluid", "rewind")
     ip.run_line_magic("fluid", "rewind other")
-    with pytest.raises(UsageError, match="rewind other: cannot rewind 5 change.s.: the history of Net holds 0"):
+    with pytest.raises(UsageError, match="rewind other: cannot rewind 5 change.s.: the history "
+                                         "of Net holds 0"):
         ip.run_line_magic("fluid", "rewind 5 other")
     with pytest.raises(UsageError, match="a count and a program"):
         ip.run_line_magic("fluid", "rewind 1 2")

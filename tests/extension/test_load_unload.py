@@ -4,12 +4,12 @@ import pytest
 
 pytest.importorskip("IPython")
 
-import fluid  # noqa: E402
-from fluid import ipython as fext  # noqa: E402
-from fluid_interactive.ir import ProgramDesc, source  # noqa: E402
-from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram  # noqa: E402
-from fluid_interactive.frontend import program as frontend_program  # noqa: E402
-from fluid_interactive.ir.diff import ProgramDiff  # noqa: E402
+import fluid
+from fluid import ipython as fext
+from fluid_interactive.frontend import program as frontend_program
+from fluid_interactive.ir import ProgramDesc, source
+from fluid_interactive.ir.diff import ProgramDiff
+from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
 
 TYPES = (CompiledProgram, CompiledMethod, ProgramDesc)
 
@@ -45,7 +45,7 @@ def ours(shell):
 ONE = {"pre_run_cell": 1, "post_run_cell": 0, "diff_html": 1, "svg": 3, "text": 3, "html": 3,
        "labeller": 1, "line_magic": 1, "cell_magic": 1, "custom_exc": 1, "class_listener": 1,
        "history_on": 1, "fluid_in_ns": 1}
-NONE = {k: 0 for k in ONE}
+NONE = dict.fromkeys(ONE, 0)
 
 
 @pytest.fixture

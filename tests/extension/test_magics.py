@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("IPython")
-from IPython.core.error import UsageError  # noqa: E402
+from IPython.core.error import UsageError
 
-import fluid  # noqa: E402
-from fluid.display import Graph, Table  # noqa: E402
-from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture  # noqa: E402
+import fluid
+from fluid.display import Graph, Table
+from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture
 
 
 @pytest.fixture

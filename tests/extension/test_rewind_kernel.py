@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("ipykernel")
 pytest.importorskip("jupyter_client")
 
-from tests.extension.helpers import Kernel  # noqa: E402
+from tests.extension.helpers import Kernel
 
 SETUP = '''
 %load_ext fluid

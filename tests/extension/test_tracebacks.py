@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("IPython")
 
-import fluid  # noqa: E402
-from fluid.ipython import strip_internal_frames  # noqa: E402
-from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture  # noqa: E402
+import fluid
+from fluid.ipython import strip_internal_frames
+from tests.extension.helpers import DATA_CELL, NET_CELL, run, run_capture
 
 BAD_CELL = '''class Bad(fluid.Program):
     @fluid.network("x")

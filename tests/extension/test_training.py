@@ -1,8 +1,8 @@
 """fluid.train: stops cleanly (end of steps, end of data, EOFException, Ctrl-C), returns the
 history, and redraws its display at most ~10 times a second."""
 import os
-import signal
 import re
+import signal
 import threading
 import time
 

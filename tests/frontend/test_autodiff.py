@@ -5,7 +5,6 @@ import pytest
 import fluid
 from fluid import OpRole
 
-
 # --- gradients ------------------------------------------------------------------------------
 
 class Poly(fluid.Program):

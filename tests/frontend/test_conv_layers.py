@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
 
 import fluid
 from fluid_interactive.errors import OpArgumentError, ShapeError
-from numpy.lib.stride_tricks import sliding_window_view
 
 C_IN, SIZE, FILTERS, CLASSES = 2, 8, 4, 3
 
@@ -395,7 +395,7 @@ def test_simple_img_conv_pool_pools_before_bias_and_relu_with_the_same_results(r
             def train(self, x, y):
                 x = fluid.layers.data(name="x", shape=[2, 10, 10])
                 y = fluid.layers.data(name="y", shape=[1], dtype="int64")
-                kw = dict(pool_size=2, pool_stride=2, pool_padding=pool_padding)
+                kw = {"pool_size": 2, "pool_stride": 2, "pool_padding": pool_padding}
                 if fused:
                     h = fluid.layers.simple_img_conv_pool(x, num_filters=4, filter_size=3,
                                                           act=act, **kw)

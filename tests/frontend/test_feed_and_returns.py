@@ -1,9 +1,9 @@
 """What compiled methods accept (feeds) and what they give back (returns)."""
 import numpy as np
 import pytest
+from distributed.nets import FitALine
 
 import fluid
-from distributed.nets import FitALine
 
 
 class Echo(fluid.Program):

@@ -12,7 +12,7 @@ def _param_names(compiled):
 
 
 def _all_var_names(program):
-    return [[name for name in block.vars] for block in program.blocks]
+    return [list(block.vars) for block in program.blocks]
 
 
 def test_unique_name_generator_counts_per_key_with_its_prefix():

@@ -147,7 +147,7 @@ def test_mixed_layouts_read_as_runs(path):
     (c,) = recordio.read_chunks(path)
     assert [(r.first_record, r.num_records) for r in c.runs] == [(0, 2), (2, 1), (3, 1)]
     with pytest.raises(ValueError, match="mixes record layouts"):
-        c.columns
+        _ = c.columns
     for got, want in zip(recordio.read(path), samples):
         np.testing.assert_array_equal(got[0], want[0])
         assert got[0].dtype == want[0].dtype

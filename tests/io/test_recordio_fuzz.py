@@ -20,8 +20,16 @@ from hypothesis import strategies as st
 from fluid_interactive.errors import RecordIOError
 from fluid_interactive.io import recordio
 
-from .recordio_oracle import (ZlibAsBlockCodec, as_whole_chunks, corrupt, original_chunks,
-                              read, read_bulk, same, write)
+from .recordio_oracle import (
+    ZlibAsBlockCodec,
+    as_whole_chunks,
+    corrupt,
+    original_chunks,
+    read,
+    read_bulk,
+    same,
+    write,
+)
 
 # Hypothesis imports this module (and libcst, which warns DeprecationWarning about
 # mypy_extensions) only while reporting a failure; under filterwarnings=error that turns a

@@ -48,7 +48,7 @@ def test_op_without_rule_names_op_and_line(net, tmp_path):
     message = str(info.value)
     assert "'pad' has no ONNX mapping" in message
     assert f"test_export_errors.py:{_line('LINE_OF_PAD')}" in message
-    assert not path.exists() and not [p for p in os.listdir(tmp_path)]
+    assert not path.exists() and not list(os.listdir(tmp_path))
 
 
 def test_training_method_is_refused(net, tmp_path):

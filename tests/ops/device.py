@@ -18,7 +18,8 @@ checks that every registered op with a kernel ran.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ REAL_CUPY = os.environ.get("FLUID_TEST_DEVICE") == "cupy"
 
 def device_module() -> Any:
     if REAL_CUPY:
-        import cupy  # noqa: F401  (gpu_check.sh installs it)
+        import cupy
         return cupy
     from device_standin import module
     return module

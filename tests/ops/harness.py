@@ -9,7 +9,8 @@ results there without moving data between host and device.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,8 @@ def _as_list(v: Any) -> list:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def build_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
-             output_counts: Optional[Mapping[str, int]] = None
+def build_op(op_type: str, inputs: Arrays, attrs: dict | None = None,
+             output_counts: Mapping[str, int] | None = None
              ) -> tuple[OpDesc, dict[str, np.ndarray]]:
     """An OpDesc whose input vars are named ``<slot>_<i>`` and an env holding them."""
     spec = get_spec(op_type)
@@ -49,8 +50,8 @@ def build_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
     return OpDesc(op_type, ins, outs, dict(attrs or {})), env
 
 
-def run_forward(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
-                output_counts: Optional[Mapping[str, int]] = None, rng=None
+def run_forward(op_type: str, inputs: Arrays, attrs: dict | None = None,
+                output_counts: Mapping[str, int] | None = None, rng=None
                 ) -> dict[str, list[np.ndarray]]:
     op, env = build_op(op_type, inputs, attrs, output_counts)
     host_inputs = dict(env)
@@ -90,9 +91,9 @@ def check_shape_rule(op: OpDesc, env: Mapping[str, np.ndarray],
                 op.type, slot, "dims with batch unknown", t.shape, got)
 
 
-def check_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
-             reference: Optional[Callable[..., Any]] = None,
-             output_counts: Optional[Mapping[str, int]] = None,
+def check_op(op_type: str, inputs: Arrays, attrs: dict | None = None,
+             reference: Callable[..., Any] | None = None,
+             output_counts: Mapping[str, int] | None = None,
              rtol: float = 1e-5, atol: float = 1e-6, rng=None, batch_unknown: bool = True
              ) -> dict[str, list[np.ndarray]]:
     """Run ``op_type`` once; compare with ``reference(**inputs, **attrs)``, which returns
@@ -117,7 +118,7 @@ def check_op(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
 
 
 def analytic_grads(op: OpDesc, env: dict[str, np.ndarray], cotangents: Mapping[str, np.ndarray],
-                   wrt: Sequence[str]) -> dict[str, list[Optional[np.ndarray]]]:
+                   wrt: Sequence[str]) -> dict[str, list[np.ndarray | None]]:
     """Run the op's gradient maker and the ops it emits; returns slot -> gradients."""
     spec = get_spec(op.type)
     env = dict(env)
@@ -146,8 +147,8 @@ def analytic_grads(op: OpDesc, env: dict[str, np.ndarray], cotangents: Mapping[s
     return {slot: [env.get(n) if n else None for n in names] for slot, names in in_grads.items()}
 
 
-def check_grad(op_type: str, inputs: Arrays, attrs: Optional[dict] = None,
-               wrt: Sequence[str] = ("X",), output_counts: Optional[Mapping[str, int]] = None,
+def check_grad(op_type: str, inputs: Arrays, attrs: dict | None = None,
+               wrt: Sequence[str] = ("X",), output_counts: Mapping[str, int] | None = None,
                eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7,
                max_elements: int = 40, seed: int = 0) -> None:
     """Gradients of sum(out * cotangent) w.r.t. the slots in ``wrt``, analytic against

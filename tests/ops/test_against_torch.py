@@ -3,8 +3,8 @@ missing): conv2d, conv2d_transpose, pool2d, batch_norm and a few activations, fo
 backward, in float64 so differences are the algorithms' and not rounding."""
 import numpy as np
 import pytest
-
 from ops.harness import analytic_grads, build_op
+
 from fluid_interactive.ops.interpret import run_ops
 
 torch = pytest.importorskip("torch")

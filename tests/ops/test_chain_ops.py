@@ -2,7 +2,6 @@
 without side inputs, in place or not; a chain whose members change the shape is refused."""
 import numpy as np
 import pytest
-
 from ops.harness import check_op, run_forward
 
 f32 = np.float32

@@ -5,8 +5,8 @@ import pytest
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ops import get_spec
-from tests.ops.harness import build_op, check_op, check_shape_rule
 from fluid_interactive.ops.interpret import run_ops
+from tests.ops.harness import build_op, check_op, check_shape_rule
 
 OPS = {"less_than": np.less, "less_equal": np.less_equal, "greater_than": np.greater,
        "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}

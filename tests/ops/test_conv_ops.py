@@ -3,9 +3,9 @@ and gradients against finite differences, over odd shapes (batch 1, non-square k
 padding, stride 2, dilation, groups, ceil_mode)."""
 import numpy as np
 import pytest
+from ops.harness import check_grad, check_op, run_forward
 
 from fluid_interactive.errors import ShapeError
-from ops.harness import check_grad, check_op, run_forward
 
 f32 = np.float32
 
@@ -146,12 +146,13 @@ def test_conv2d_grad_of_filter_only_and_input_only(rng, layout):
         env = {"x": x, "f": f}
         run_ops([op], env)
         env["y@GRAD"] = np.ones_like(env["y"])
-        emitted = []
+        emitted: list = []
+        emit = emitted.append
         spec = get_spec("conv2d")
         spec.grad(GradContext(op, spec.full_attrs(attrs), {"Output": ["y@GRAD"]},
                               {"Input": ["x@GRAD" if "Input" in wanted else None],
                                "Filter": ["f@GRAD" if "Filter" in wanted else None]},
-                              lambda t, i, o, a: emitted.append(OpDesc(t, i, o, a)),
+                              lambda t, i, o, a, emit=emit: emit(OpDesc(t, i, o, a)),
                               lambda h: h + "@tmp"))
         run_ops(emitted, env)
         for slot, name in (("Input", "x@GRAD"), ("Filter", "f@GRAD")):

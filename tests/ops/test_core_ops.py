@@ -2,7 +2,6 @@
 reduce, accumulate)."""
 import numpy as np
 import pytest
-
 from ops.harness import check_grad, check_op
 
 f32 = np.float32

@@ -6,11 +6,11 @@ import gc
 
 import numpy as np
 import pytest
+from ops.harness import build_op, check_op
 
 from fluid_interactive.ops import get_spec, infer_op, prepare_kernel
 from fluid_interactive.ops.optim_fused import fused_slot
 from fluid_interactive.ops.spec import TensorType
-from ops.harness import build_op, check_op
 
 f32 = np.float32
 SHAPES = [(3, 4), (4,), (2, 3, 2), (1,)]

@@ -3,12 +3,12 @@
 metric ops (argmax, accuracy)."""
 import numpy as np
 import pytest
+from ops.harness import check_grad, check_op, run_forward
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op
 from fluid_interactive.ops.spec import GradContext, TensorType
-from ops.harness import check_grad, check_op, run_forward
 
 f32 = np.float32
 

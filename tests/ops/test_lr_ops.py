@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from ops.harness import check_op
 
 from fluid_interactive.errors import DTypeError, OpArgumentError, ShapeError
 from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op, prepare_kernel
 from fluid_interactive.ops.spec import TensorType
-from ops.harness import check_op
 
 STEPS = list(range(0, 25)) + [99, 100, 101, 12345]
 SCHEDULES = ("exponential_decay", "piecewise_decay", "cosine_decay")

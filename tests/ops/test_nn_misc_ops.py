@@ -3,11 +3,11 @@ import math
 
 import numpy as np
 import pytest
+from ops.harness import build_op, check_grad, check_op, run_forward
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops.interpret import run_ops
-from ops.harness import build_op, check_grad, check_op, run_forward
 
 f32 = np.float32
 

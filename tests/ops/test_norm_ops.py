@@ -1,13 +1,13 @@
 """batch_norm and layer_norm: forward against NumPy, both modes of batch_norm, and
 gradients against finite differences."""
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
+from ops.harness import analytic_grads, build_op, check_op, run_forward
 
 from fluid_interactive.errors import ShapeError
 from fluid_interactive.ops.interpret import run_ops
-from ops.harness import analytic_grads, build_op, check_op, run_forward
 
 f32 = np.float32
 
@@ -20,7 +20,7 @@ def check_grad_through(op_type: str, inputs: Mapping[str, np.ndarray], attrs: di
                        wrt: Sequence[str], through: Sequence[str], eps: float = 1e-6,
                        rtol: float = 1e-5, atol: float = 1e-7, max_elements: int = 40,
                        seed: int = 0, is_test: bool = False,
-                       output_counts: Optional[dict] = None) -> None:
+                       output_counts: dict | None = None) -> None:
     """Like the harness's check_grad, but the objective is sum(out * cotangent) over the
     output slots in ``through`` only: ops whose other outputs (running statistics, saved
     means) carry no gradient by design. Float64 throughout."""

@@ -3,12 +3,12 @@ several steps chained through their own outputs, no writes into inputs, fresh ou
 arrays, planner buffers when offered, and shape rules that reject mismatched state."""
 import numpy as np
 import pytest
+from ops.harness import build_op, check_op, run_forward
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op, prepare_kernel
 from fluid_interactive.ops.spec import TensorType
-from ops.harness import build_op, check_op, run_forward
 
 f32 = np.float32
 

@@ -2,13 +2,13 @@
 concat, split, slice, squeeze, unsqueeze, cast) and the reduce_* family."""
 import numpy as np
 import pytest
+from ops.harness import build_op, check_grad, check_op
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op
 from fluid_interactive.ops.interpret import run_ops
 from fluid_interactive.ops.spec import GradContext, TensorType
-from ops.harness import build_op, check_grad, check_op
 
 f32 = np.float32
 

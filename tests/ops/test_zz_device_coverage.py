@@ -1,10 +1,9 @@
 """Every op with a kernel ran on the device array module (tests/ops/device.py) during this
 session's op tests: named last so that pytest runs it after them."""
 import os
+import sys
 
 import pytest
-
-import sys
 
 from fluid_interactive.ops.registry import get_spec, registered_ops
 

@@ -8,10 +8,10 @@ import warnings
 import zlib
 
 import pytest
-
-import fluid
 from distributed.nets import MLP, FedRate, FitALine, TwoHeads, with_lr_schedule
 from frontend.test_gan import GAN
+
+import fluid
 from fluid_interactive.errors import OpArgumentError, ProgramDefinitionError
 from fluid_interactive.ir import program_from_json, program_to_json
 from fluid_interactive.ir.records import OpDesc, OpRole, VarDesc

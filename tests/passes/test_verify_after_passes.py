@@ -1,6 +1,5 @@
 """Every traced program passes the op-aware verifier after backward and optimizers ran,
 and the verifier catches an op whose declared output type its shape rule contradicts."""
-import numpy as np
 import pytest
 
 import fluid

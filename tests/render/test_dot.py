@@ -53,10 +53,13 @@ class MLP(fluid.Program):
 # ------------------------------------------------------------------------------------------
 
 from fluid_interactive import render  # noqa: E402
-from fluid_interactive.ir.records import (BlockDesc, OpDesc, OpRole, ProgramDesc,  # noqa: E402
-                                          SourceLoc, VarDesc)
-from fluid_interactive.render import DotError, dot_to_svg, has_dot  # noqa: E402
-from fluid_interactive.render import style  # noqa: E402
+from fluid_interactive.ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc  # noqa: E402
+from fluid_interactive.render import (  # noqa: E402
+    DotError,
+    dot_to_svg,
+    has_dot,
+    style,
+)
 
 block_to_dot = functools.partial(render.block_to_dot, detail="ops")
 program_to_dot = functools.partial(render.program_to_dot, detail="ops")
@@ -120,7 +123,7 @@ def nodes(dot: str) -> dict:
             attrs["cells"] = _cells(table.group(1))
             attrs["label"] = "|".join(attrs["cells"])
             head = re.match(r"<table([^>]*)>", table.group(1)).group(1)
-            attrs.update({k: v for k, v in re.findall(r'(\w+)="([^"]*)"', head)})
+            attrs.update(dict(re.findall(r'(\w+)="([^"]*)"', head)))
             attrs["fillcolor"] = attrs.pop("bgcolor", None)
             attrs["bold"] = "<b>" in table.group(1)
             fonts = re.findall(r'<font color="([^"]*)">', table.group(1))
@@ -245,7 +248,7 @@ def test_every_op_and_var_appears_with_its_edges(fit, mlp):
         dot = program_to_dot(prog)
         ns, es = nodes(dot), edges(dot)
         for block in prog.blocks:
-            for name, var in block.vars.items():
+            for name in block.vars:
                 node = ns[f"v{block.idx}:{name}"]
                 assert node["label"].startswith(name + "|")
             for i, op in enumerate(block.ops):

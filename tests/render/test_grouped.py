@@ -8,11 +8,18 @@ import pytest
 import fluid
 from fluid_interactive import render
 from fluid_interactive.ir.layers import in_scope, layer_of, layer_type, scope_of
-from fluid_interactive.render import (block_to_dot, dot_to_svg, dots_to_svgs, has_dot,
-                                      layer_drawings, program_to_dot, split_to_dot)
-from fluid_interactive.render.groups import group_ops
+from fluid_interactive.render import (
+    block_to_dot,
+    dot_to_svg,
+    dots_to_svgs,
+    has_dot,
+    layer_drawings,
+    program_to_dot,
+    split_to_dot,
+)
 from fluid_interactive.render.grouped import _strip_prefix
-from tests.render.models import DigitsMLP, MLP3
+from fluid_interactive.render.groups import group_ops
+from tests.render.models import MLP3, DigitsMLP
 from tests.render.test_dot import clusters, edges, nodes
 
 needs_dot = pytest.mark.skipif(not has_dot(), reason="graphviz `dot` is not installed")
@@ -240,7 +247,7 @@ def test_layer_drawings_match_the_grouped_nodes(mlp):
     drawings = layer_drawings(mlp, ["train_step"])
     labels = [label for _, label, _ in drawings]
     assert labels == ["mlp/fc_0", "mlp/fc_1", "mlp/fc_2", "train_step: backward pass"]
-    for node, label, dot in drawings:
+    for node, _label, dot in drawings:
         assert node in grouped
         assert dot.startswith("digraph") and "cluster_1" in dot
     fc1 = nodes(drawings[1][2])

@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 import fluid
-from fluid_interactive.runtime.history import (ARRAY_OVERHEAD, CHANGE_OVERHEAD, DEFAULT_CALLS,
-                                               DEFAULT_MEMORY)
+from fluid_interactive.runtime.history import (
+    ARRAY_OVERHEAD,
+    CHANGE_OVERHEAD,
+    DEFAULT_CALLS,
+    DEFAULT_MEMORY,
+)
 
 
 class Net(fluid.Program):
@@ -139,7 +143,8 @@ def test_a_failed_rewind_changes_nothing(prog, data):
     for _ in range(3):
         prog.train_step(*data)
     before = state(prog)
-    with pytest.raises(fluid.RewindError, match="cannot rewind 4 change.s.: the history of Net holds 3"):
+    with pytest.raises(fluid.RewindError,
+                       match="cannot rewind 4 change.s.: the history of Net holds 3"):
         prog.rewind(4)
     with pytest.raises(fluid.RewindError, match=">= 1"):
         prog.rewind(0)

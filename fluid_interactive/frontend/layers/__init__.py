@@ -3,17 +3,17 @@
 Each module lists its public layers in ``__all__``; this package re-exports exactly those.
 """
 from . import activations, compare, conv, io, loss, lr, math, metric, nn, norm, tensor
-from .activations import *  # noqa: F401,F403
-from .compare import *  # noqa: F401,F403
-from .conv import *  # noqa: F401,F403
-from .io import *  # noqa: F401,F403
-from .loss import *  # noqa: F401,F403
-from .lr import *  # noqa: F401,F403
-from .math import *  # noqa: F401,F403
-from .metric import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
-from .norm import *  # noqa: F401,F403
-from .tensor import *  # noqa: F401,F403
+from .activations import *  # noqa: F403
+from .compare import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .io import *  # noqa: F403
+from .loss import *  # noqa: F403
+from .lr import *  # noqa: F403
+from .math import *  # noqa: F403
+from .metric import *  # noqa: F403
+from .nn import *  # noqa: F403
+from .norm import *  # noqa: F403
+from .tensor import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, conv, io, loss, lr, math, metric,
                                 nn, norm, tensor)

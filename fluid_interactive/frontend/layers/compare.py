@@ -5,7 +5,6 @@ No gradient flows through a comparison; turn the mask into numbers with
 from __future__ import annotations
 
 from numbers import Real
-from typing import Optional, Union
 
 from ...errors import OpArgumentError
 from ..tracing import error_at
@@ -15,7 +14,7 @@ from .tensor import fill_constant
 
 __all__ = ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal"]
 
-Operand = Union[Variable, float, int]
+Operand = Variable | float | int
 
 
 def _operand(x: Variable, y: Operand, op_type: str) -> Variable:
@@ -27,7 +26,7 @@ def _operand(x: Variable, y: Operand, op_type: str) -> Variable:
                                     f"{type(y).__name__} {y!r:.40}; use a Variable or a number")
 
 
-def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: Optional[str]) -> Variable:
+def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None) -> Variable:
     x = as_variable(x, f"{op_type}: x")
     out = append_simple(op_type, {"X": x, "Y": _operand(x, y, op_type)}, {"axis": axis},
                         name=name)
@@ -35,35 +34,35 @@ def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: Optional[st
     return out
 
 
-def less_than(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None) -> Variable:
+def less_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None) -> Variable:
     """``x < y`` elementwise (bool)."""
     return _compare("less_than", x, y, axis, name)
 
 
-def less_equal(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None
+def less_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
                ) -> Variable:
     """``x <= y`` elementwise (bool)."""
     return _compare("less_equal", x, y, axis, name)
 
 
-def greater_than(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None
+def greater_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None
                  ) -> Variable:
     """``x > y`` elementwise (bool)."""
     return _compare("greater_than", x, y, axis, name)
 
 
-def greater_equal(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None
+def greater_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
                   ) -> Variable:
     """``x >= y`` elementwise (bool)."""
     return _compare("greater_equal", x, y, axis, name)
 
 
-def equal(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None) -> Variable:
+def equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None) -> Variable:
     """``x == y`` elementwise (bool)."""
     return _compare("equal", x, y, axis, name)
 
 
-def not_equal(x: Variable, y: Operand, axis: int = -1, name: Optional[str] = None
+def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
               ) -> Variable:
     """``x != y`` elementwise (bool)."""
     return _compare("not_equal", x, y, axis, name)

@@ -3,7 +3,8 @@ simple_img_conv_pool."""
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 from ...errors import OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES
@@ -13,7 +14,7 @@ from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
 
-IntOrPair = Union[int, Sequence[int]]
+IntOrPair = int | Sequence[int]
 
 
 def _is_int(v: Any) -> bool:
@@ -75,7 +76,7 @@ def _positive(layer: str, what: str, value: Any) -> int:
 
 
 def _bias_and_act(helper: LayerHelper, pre: Variable, bias_attr: Any, num_filters: int,
-                  act: Optional[str]) -> Variable:
+                  act: str | None) -> Variable:
     battr = helper.param_attr(bias_attr, "bias_attr")
     if battr is not None:
         b = helper.create_parameter(battr, [num_filters], pre.dtype, is_bias=True)
@@ -85,9 +86,9 @@ def _bias_and_act(helper: LayerHelper, pre: Variable, bias_attr: Any, num_filter
 
 
 def conv2d(input: Variable, num_filters: int, filter_size: IntOrPair, stride: IntOrPair = 1,
-           padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: Optional[int] = None,
+           padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int | None = None,
            param_attr: Any = None, bias_attr: Any = None, use_cudnn: bool = True,
-           act: Optional[str] = None, name: Optional[str] = None) -> Variable:
+           act: str | None = None, name: str | None = None) -> Variable:
     """2-D convolution of an NCHW batch: ``act(conv(input, W) + b)``.
 
     Shapes: input ``[N, C, H, W]``; filter ``W [num_filters, C / groups, kh, kw]``; output
@@ -106,8 +107,8 @@ def conv2d(input: Variable, num_filters: int, filter_size: IntOrPair, stride: In
 
 
 def _convolve(input: Variable, num_filters: int, filter_size: IntOrPair, stride: IntOrPair,
-              padding: IntOrPair, dilation: IntOrPair, groups: Optional[int],
-              param_attr: Any, use_cudnn: bool, name: Optional[str], final: bool
+              padding: IntOrPair, dilation: IntOrPair, groups: int | None,
+              param_attr: Any, use_cudnn: bool, name: str | None, final: bool
               ) -> tuple[LayerHelper, Variable]:
     """The conv2d op of `conv2d` with its filter, before any bias or activation."""
     helper = LayerHelper("conv2d", name)
@@ -131,12 +132,12 @@ def _convolve(input: Variable, num_filters: int, filter_size: IntOrPair, stride:
 
 
 def conv2d_transpose(input: Variable, num_filters: int,
-                     output_size: Optional[IntOrPair] = None,
-                     filter_size: Optional[IntOrPair] = None, padding: IntOrPair = 0,
+                     output_size: IntOrPair | None = None,
+                     filter_size: IntOrPair | None = None, padding: IntOrPair = 0,
                      stride: IntOrPair = 1, dilation: IntOrPair = 1,
-                     groups: Optional[int] = None, param_attr: Any = None,
-                     bias_attr: Any = None, use_cudnn: bool = True, act: Optional[str] = None,
-                     name: Optional[str] = None) -> Variable:
+                     groups: int | None = None, param_attr: Any = None,
+                     bias_attr: Any = None, use_cudnn: bool = True, act: str | None = None,
+                     name: str | None = None) -> Variable:
     """Transposed 2-D convolution (a learnt upsampling, as in GAN generators).
 
     Shapes: input ``[N, C, H, W]``; filter ``W [C, num_filters / groups, kh, kw]``; output
@@ -201,7 +202,7 @@ def conv2d_transpose(input: Variable, num_filters: int,
 def pool2d(input: Variable, pool_size: IntOrPair = -1, pool_type: str = "max",
            pool_stride: IntOrPair = 1, pool_padding: IntOrPair = 0,
            global_pooling: bool = False, use_cudnn: bool = True, ceil_mode: bool = False,
-           name: Optional[str] = None, exclusive: bool = True) -> Variable:
+           name: str | None = None, exclusive: bool = True) -> Variable:
     """Max or average pooling of an NCHW batch.
 
     Shapes: input ``[N, C, H, W]``; output ``[N, C, OH, OW]`` with ``OH = (H + 2 * pad_h -
@@ -239,7 +240,7 @@ def simple_img_conv_pool(input: Variable, num_filters: int, filter_size: IntOrPa
                          global_pooling: bool = False, conv_stride: IntOrPair = 1,
                          conv_padding: IntOrPair = 0, conv_dilation: IntOrPair = 1,
                          conv_groups: int = 1, param_attr: Any = None, bias_attr: Any = None,
-                         act: Optional[str] = None, use_cudnn: bool = True) -> Variable:
+                         act: str | None = None, use_cudnn: bool = True) -> Variable:
     """``pool2d(conv2d(input, ..., act=act), ...)``: the conv-then-pool block of LeNet
     (Paddle's ``fluid.nets.simple_img_conv_pool``). Input ``[N, C, H, W]``; output ``[N,
     num_filters, OH', OW']`` after the convolution and the pooling. With max pooling and

@@ -1,7 +1,8 @@
 """What every layer function uses: naming, inputs, ops, parameters, activations."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ...errors import OpArgumentError
 from ...ir.records import VarDesc, canonical_dtype
@@ -12,7 +13,7 @@ from ..param_attr import ParamAttr, to_param_attr
 from ..tracing import TraceContext, check_parameter_shape, current_trace, error_at
 from ..variable import Placeholder, Variable
 
-Inputs = Mapping[str, Union[Variable, Sequence[Variable], None]]
+Inputs = Mapping[str, Variable | Sequence[Variable] | None]
 
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "softmax", "leaky_relu", "exp", "log", "sqrt",
                "square", "abs", "gelu", "elu", "swish", "log_softmax")
@@ -32,7 +33,7 @@ class LayerHelper:
     """Names a layer (``fc_0``, or ``prediction/fc_0`` under a var_scope) and creates its
     temporaries, outputs and parameters."""
 
-    def __init__(self, layer_type: str, name: Optional[str] = None):
+    def __init__(self, layer_type: str, name: str | None = None):
         self.trace: TraceContext = current_trace(f"fluid.layers.{layer_type}")
         self.layer_type = layer_type
         self.user_name = None if name is None else self.trace.names.prefix + name
@@ -53,8 +54,8 @@ class LayerHelper:
             return self.trace.unique_in_block(self.user_name)
         return self.tmp()
 
-    def append(self, op_type: str, inputs: Inputs, attrs: Optional[Mapping] = None,
-               outputs: Optional[Mapping[str, Sequence[str]]] = None,
+    def append(self, op_type: str, inputs: Inputs, attrs: Mapping | None = None,
+               outputs: Mapping[str, Sequence[str]] | None = None,
                final: bool = True) -> dict[str, list[Variable]]:
         """Record ``op_type``; outputs not named get fresh names (the first output slot
         takes the layer's final name when ``final``)."""
@@ -81,12 +82,13 @@ class LayerHelper:
             names[slot] = [as_variable(v, what).name for v in values]
         return names
 
-    def append_one(self, op_type: str, inputs: Inputs, attrs: Optional[Mapping] = None,
+    def append_one(self, op_type: str, inputs: Inputs, attrs: Mapping | None = None,
                    final: bool = True) -> Variable:
-        return self.append(op_type, inputs, attrs, final=final)[get_spec(op_type).outputs[0].name][0]
+        outputs = self.append(op_type, inputs, attrs, final=final)
+        return outputs[get_spec(op_type).outputs[0].name][0]
 
     def create_parameter(self, attr: ParamAttr, shape: Sequence[int], dtype: str,
-                         default_initializer: Optional[Initializer] = None,
+                         default_initializer: Initializer | None = None,
                          is_bias: bool = False) -> Variable:
         shape = [int(d) for d in shape]
         if any(d <= 0 for d in shape):
@@ -113,7 +115,7 @@ class LayerHelper:
     #: Extra words for parameter errors, e.g. " (input x:f32[?,13])"; layers set it.
     context = ""
 
-    def param_attr(self, value: Any, what: str) -> Optional[ParamAttr]:
+    def param_attr(self, value: Any, what: str) -> ParamAttr | None:
         """``param_attr=`` / ``bias_attr=`` as a ParamAttr (None for False), or an error
         at the user's line."""
         try:
@@ -121,7 +123,7 @@ class LayerHelper:
         except TypeError as e:
             raise error_at(OpArgumentError, str(e)) from None
 
-    def activation(self, x: Variable, act: Optional[str]) -> Variable:
+    def activation(self, x: Variable, act: str | None) -> Variable:
         if act is None:
             return x
         known = available_activations()
@@ -139,8 +141,8 @@ def available_activations() -> list[str]:
     return [a for a in ACTIVATIONS if a in ops]
 
 
-def append_simple(op_type: str, inputs: Inputs, attrs: Optional[Mapping] = None,
-                  layer: Optional[str] = None, name: Optional[str] = None) -> Variable:
+def append_simple(op_type: str, inputs: Inputs, attrs: Mapping | None = None,
+                  layer: str | None = None, name: str | None = None) -> Variable:
     """One op, one output: the common shape of a layer function."""
     helper = LayerHelper(layer or op_type, name)
     return helper.append_one(op_type, inputs, attrs)

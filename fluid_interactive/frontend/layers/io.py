@@ -1,8 +1,9 @@
 """`data`: declare an input of the method being traced."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from numbers import Integral
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ...errors import OpArgumentError
 from ...ir.records import VarDesc, canonical_dtype
@@ -31,7 +32,7 @@ def _dims(name: str, shape: Any, append_batch_size: bool) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def data(name: str, shape: Sequence[Optional[int]], dtype: str = "float32",
+def data(name: str, shape: Sequence[int | None], dtype: str = "float32",
          append_batch_size: bool = True, stop_gradient: bool = True,
          lod_level: int = 0) -> Variable:
     """Declare the data var ``name`` of the traced method.

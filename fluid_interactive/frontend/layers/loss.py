@@ -10,8 +10,6 @@ the wrong dtype or shape fails at the user's line with the fix in the message:
 """
 from __future__ import annotations
 
-from typing import Optional, Union
-
 from ...errors import DTypeError, OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, INT_DTYPES
 from ...ir.text import format_shape as _dims
@@ -123,7 +121,7 @@ def cross_entropy(input: Variable, label: Variable, soft_label: bool = False,
 def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bool = False,
                                ignore_index: int = -100, return_softmax: bool = False,
                                axis: int = -1
-                               ) -> Union[Variable, tuple[Variable, Variable]]:
+                               ) -> Variable | tuple[Variable, Variable]:
     """Softmax of ``logits`` along ``axis`` and its cross entropy with ``label``, fused into
     one numerically stable op (log-sum-exp; large logits never overflow).
 
@@ -158,7 +156,7 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
 
 
 def sigmoid_cross_entropy_with_logits(x: Variable, label: Variable, ignore_index: int = -100,
-                                      name: Optional[str] = None,
+                                      name: str | None = None,
                                       normalize: bool = False) -> Variable:
     """Elementwise logistic loss of logits ``x`` against probabilities ``label`` (same
     shape and float dtype), computed stably as

@@ -19,8 +19,9 @@ See docs/lr_schedules.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Any, Sequence
+from typing import Any
 
 from ...errors import NameConflictError, OpArgumentError
 from ...ir.records import OpDesc, OpRole, VarDesc

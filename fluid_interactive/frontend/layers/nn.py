@@ -1,8 +1,9 @@
 """Layers with parameters: `fc`."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
 from ...errors import OpArgumentError, ShapeError
 from ...ir.text import short_type
@@ -35,9 +36,9 @@ def _inner_dims(x: Variable, num_flatten_dims: int) -> tuple[int, ...]:
     return tuple(inner)
 
 
-def fc(input: Union[Variable, Sequence[Variable]], size: int, num_flatten_dims: int = 1,
-       param_attr: Any = None, bias_attr: Any = None, act: Optional[str] = None,
-       name: Optional[str] = None) -> Variable:
+def fc(input: Variable | Sequence[Variable], size: int, num_flatten_dims: int = 1,
+       param_attr: Any = None, bias_attr: Any = None, act: str | None = None,
+       name: str | None = None) -> Variable:
     """Fully connected layer: ``act(sum_i flatten(input_i) @ W_i + b)``.
 
     Each input is flattened to 2-D at ``num_flatten_dims`` and gets its own weight

@@ -7,8 +7,9 @@ argument overrides it when given as True or False.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ...errors import NameConflictError, OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, INT_DTYPES, VarDesc, canonical_dtype
@@ -41,7 +42,7 @@ def _mode_attr(attrs: dict, is_test: Any, layer: str) -> None:
     attrs["is_test"] = is_test
 
 
-def _state_var(helper: LayerHelper, name: Optional[str], shape: Sequence[int], dtype: str,
+def _state_var(helper: LayerHelper, name: str | None, shape: Sequence[int], dtype: str,
                value: float) -> Variable:
     """Persistable, non-trainable state of a layer (batch_norm's moving statistics): a var
     in block 0 filled with ``value`` when the program compiles, named ``name`` or
@@ -67,11 +68,11 @@ def _state_var(helper: LayerHelper, name: Optional[str], shape: Sequence[int], d
     return Variable(trace, name)
 
 
-def batch_norm(input: Variable, act: Optional[str] = None, is_test: Optional[bool] = None,
+def batch_norm(input: Variable, act: str | None = None, is_test: bool | None = None,
                momentum: float = 0.9, epsilon: float = 1e-5, param_attr: Any = None,
                bias_attr: Any = None, data_layout: str = "NCHW", in_place: bool = False,
-               name: Optional[str] = None, moving_mean_name: Optional[str] = None,
-               moving_variance_name: Optional[str] = None,
+               name: str | None = None, moving_mean_name: str | None = None,
+               moving_variance_name: str | None = None,
                do_model_average_for_mean_and_var: bool = False,
                fuse_with_relu: bool = False, use_global_stats: bool = False) -> Variable:
     """Batch normalisation: ``act((x - mean) / sqrt(var + epsilon) * scale + bias)`` per
@@ -126,8 +127,8 @@ def batch_norm(input: Variable, act: Optional[str] = None, is_test: Optional[boo
 
 def layer_norm(input: Variable, scale: bool = True, shift: bool = True,
                begin_norm_axis: int = 1, epsilon: float = 1e-5, param_attr: Any = None,
-               bias_attr: Any = None, act: Optional[str] = None,
-               name: Optional[str] = None) -> Variable:
+               bias_attr: Any = None, act: str | None = None,
+               name: str | None = None) -> Variable:
     """Layer normalisation: each sample's values from ``begin_norm_axis`` on are
     normalised by their own mean and variance, then ``* scale + bias``.
 
@@ -167,8 +168,8 @@ def layer_norm(input: Variable, scale: bool = True, shift: bool = True,
 _IMPLEMENTATIONS = ("downgrade_in_infer", "upscale_in_train")
 
 
-def dropout(x: Variable, dropout_prob: float, is_test: Optional[bool] = None,
-            seed: Optional[int] = None, name: Optional[str] = None,
+def dropout(x: Variable, dropout_prob: float, is_test: bool | None = None,
+            seed: int | None = None, name: str | None = None,
             dropout_implementation: str = "downgrade_in_infer") -> Variable:
     """Randomly zero elements with probability ``dropout_prob`` while training.
 
@@ -200,7 +201,7 @@ def dropout(x: Variable, dropout_prob: float, is_test: Optional[bool] = None,
 
 
 def embedding(input: Variable, size: Sequence[int], is_sparse: bool = False,
-              is_distributed: bool = False, padding_idx: Optional[int] = None,
+              is_distributed: bool = False, padding_idx: int | None = None,
               param_attr: Any = None, dtype: str = "float32") -> Variable:
     """Look up rows of a learnt table (op ``lookup_table``).
 
@@ -250,32 +251,32 @@ def one_hot(input: Variable, depth: int, allow_out_of_range: bool = False) -> Va
                          {"depth": depth, "allow_out_of_range": bool(allow_out_of_range)})
 
 
-def gelu(x: Variable, approximate: bool = False, name: Optional[str] = None) -> Variable:
+def gelu(x: Variable, approximate: bool = False, name: str | None = None) -> Variable:
     """``x * Phi(x)`` elementwise (Phi the standard normal CDF); ``approximate`` uses
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``. Same shape as ``x``."""
     return append_simple("gelu", {"X": _float_input("gelu", x, "x")},
                          {"approximate": bool(approximate)}, name=name)
 
 
-def elu(x: Variable, alpha: float = 1.0, name: Optional[str] = None) -> Variable:
+def elu(x: Variable, alpha: float = 1.0, name: str | None = None) -> Variable:
     """``x if x > 0 else alpha * (exp(x) - 1)`` elementwise. Same shape as ``x``."""
     return append_simple("elu", {"X": _float_input("elu", x, "x")}, {"alpha": float(alpha)},
                          name=name)
 
 
-def swish(x: Variable, beta: float = 1.0, name: Optional[str] = None) -> Variable:
+def swish(x: Variable, beta: float = 1.0, name: str | None = None) -> Variable:
     """``x * sigmoid(beta * x)`` elementwise. Same shape as ``x``."""
     return append_simple("swish", {"X": _float_input("swish", x, "x")}, {"beta": float(beta)},
                          name=name)
 
 
-def log_softmax(x: Variable, axis: int = -1, name: Optional[str] = None) -> Variable:
+def log_softmax(x: Variable, axis: int = -1, name: str | None = None) -> Variable:
     """``x - log(sum(exp(x)))`` along ``axis``, computed stably. Same shape as ``x``."""
     return append_simple("log_softmax", {"X": _float_input("log_softmax", x, "x")},
                          {"axis": int(axis)}, name=name)
 
 
-def flatten(x: Variable, axis: int = 1, name: Optional[str] = None) -> Variable:
+def flatten(x: Variable, axis: int = 1, name: str | None = None) -> Variable:
     """Reshape to 2-D: ``[d_0 * ... * d_{axis-1}, d_axis * ... * d_{r-1}]`` (``axis`` in
     ``[0, rank]``; 0 gives ``[1, all]``). A view: no copy is made."""
     x = as_variable(x, "flatten x")
@@ -286,7 +287,7 @@ def flatten(x: Variable, axis: int = 1, name: Optional[str] = None) -> Variable:
 
 
 def pad(x: Variable, paddings: Sequence[int], pad_value: float = 0.0,
-        name: Optional[str] = None) -> Variable:
+        name: str | None = None) -> Variable:
     """Pad with ``pad_value``: ``paddings = [before_0, after_0, before_1, after_1, ...]``,
     two per dim; dim i grows by ``before_i + after_i``."""
     x = as_variable(x, "pad x")

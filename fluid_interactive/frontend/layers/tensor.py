@@ -5,7 +5,8 @@ while the method is traced, naming the shapes and the line that called the layer
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def _dtype(dtype: Any, layer: str) -> str:
         raise error_at(OpArgumentError, f"{layer}: {e}") from None
 
 
-def reshape(x: Variable, shape: IntList, name: Optional[str] = None) -> Variable:
+def reshape(x: Variable, shape: IntList, name: str | None = None) -> Variable:
     """``x`` with a new shape of the same element count (a view, no copy).
 
     In ``shape``, 0 copies x's dim at the same index and one -1 is inferred, so a batch
@@ -49,14 +50,14 @@ def reshape(x: Variable, shape: IntList, name: Optional[str] = None) -> Variable
                          name=name)
 
 
-def transpose(x: Variable, perm: IntList, name: Optional[str] = None) -> Variable:
+def transpose(x: Variable, perm: IntList, name: str | None = None) -> Variable:
     """``x`` with its dims permuted: dim ``i`` of the result is dim ``perm[i]`` of x.
     ``transpose(x, [1, 0])`` of a ``[3, 5]`` x is ``[5, 3]``."""
     return append_simple("transpose", {"X": x}, {"axis": _ints(perm, "perm", "transpose")},
                          name=name)
 
 
-def concat(input: Sequence[Variable], axis: int = 0, name: Optional[str] = None) -> Variable:
+def concat(input: Sequence[Variable], axis: int = 0, name: str | None = None) -> Variable:
     """The vars of ``input`` joined along ``axis`` (negative counts from the end); their
     other dims must match. ``concat([a, b], axis=1)`` of ``[?, 2]`` and ``[?, 3]`` is
     ``[?, 5]``."""
@@ -65,8 +66,8 @@ def concat(input: Sequence[Variable], axis: int = 0, name: Optional[str] = None)
     return append_simple("concat", {"X": list(input)}, {"axis": int(axis)}, name=name)
 
 
-def split(input: Variable, num_or_sections: Union[int, IntList], dim: int = -1,
-          name: Optional[str] = None) -> list[Variable]:
+def split(input: Variable, num_or_sections: int | IntList, dim: int = -1,
+          name: str | None = None) -> list[Variable]:
     """Cut ``input`` along ``dim`` into ``num_or_sections`` equal parts (an int), or into
     parts of the listed sizes (one of them may be -1: the rest). Returns a list of vars,
     each a view of ``input``. ``split(x, [2, -1], dim=1)`` of a ``[?, 5]`` x gives
@@ -88,7 +89,7 @@ def split(input: Variable, num_or_sections: Union[int, IntList], dim: int = -1,
     return outs["Out"]
 
 
-def slice(input: Variable, axes: IntList, starts: IntList, ends: IntList  # noqa: A001
+def slice(input: Variable, axes: IntList, starts: IntList, ends: IntList
           ) -> Variable:
     """``input[starts[i]:ends[i]]`` along each dim ``axes[i]`` (a view). Negative and
     out-of-range indices are clamped as in Python, so ``ends=[10**9]`` means "to the end"
@@ -98,7 +99,7 @@ def slice(input: Variable, axes: IntList, starts: IntList, ends: IntList  # noqa
     return append_simple("slice", {"X": input}, attrs)
 
 
-def squeeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Variable:
+def squeeze(input: Variable, axes: IntList, name: str | None = None) -> Variable:
     """``input`` without the size-1 dims listed in ``axes`` (a view); every known size-1
     dim when ``axes`` is empty. A batch dim unknown while tracing is never squeezed by an
     empty ``axes``, so a batch of 1 keeps its dim."""
@@ -112,7 +113,7 @@ def squeeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Varia
     return append_simple("squeeze", {"X": x}, {"axes": dims}, name=name)
 
 
-def unsqueeze(input: Variable, axes: IntList, name: Optional[str] = None) -> Variable:
+def unsqueeze(input: Variable, axes: IntList, name: str | None = None) -> Variable:
     """``input`` with size-1 dims inserted, one per entry of ``axes`` in order, each an
     index into the shape built so far (a view). ``unsqueeze(x, [0, 2])`` of a ``[3, 4]``
     x is ``[1, 3, 1, 4]``."""
@@ -126,41 +127,41 @@ def cast(x: Variable, dtype: Any) -> Variable:
     return append_simple("cast", {"X": x}, {"out_dtype": _dtype(dtype, "cast")})
 
 
-def _reduce(op_type: str, input: Variable, dim: Union[int, IntList, None], keep_dim: bool,
-            name: Optional[str]) -> Variable:
+def _reduce(op_type: str, input: Variable, dim: int | IntList | None, keep_dim: bool,
+            name: str | None) -> Variable:
     dims = [] if dim is None else _ints(dim, "dim", op_type)
     attrs = {"dim": dims, "keep_dim": bool(keep_dim), "reduce_all": dim is None}
     return append_simple(op_type, {"X": input}, attrs, name=name)
 
 
-def reduce_sum(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
-               name: Optional[str] = None) -> Variable:
+def reduce_sum(input: Variable, dim: int | IntList | None = None, keep_dim: bool = False,
+               name: str | None = None) -> Variable:
     """Sum over ``dim`` (an int or a list; None: every dim, giving a 0-d var). With
     ``keep_dim`` the reduced dims stay, with size 1."""
     return _reduce("reduce_sum", input, dim, keep_dim, name)
 
 
-def reduce_mean(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
-                name: Optional[str] = None) -> Variable:
+def reduce_mean(input: Variable, dim: int | IntList | None = None, keep_dim: bool = False,
+                name: str | None = None) -> Variable:
     """Mean over ``dim`` (an int or a list; None: every dim, giving a 0-d var)."""
     return _reduce("reduce_mean", input, dim, keep_dim, name)
 
 
-def reduce_max(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
-               name: Optional[str] = None) -> Variable:
+def reduce_max(input: Variable, dim: int | IntList | None = None, keep_dim: bool = False,
+               name: str | None = None) -> Variable:
     """Maximum over ``dim``. Its gradient reaches the positions holding the maximum, split
     evenly among ties."""
     return _reduce("reduce_max", input, dim, keep_dim, name)
 
 
-def reduce_min(input: Variable, dim: Union[int, IntList, None] = None, keep_dim: bool = False,
-               name: Optional[str] = None) -> Variable:
+def reduce_min(input: Variable, dim: int | IntList | None = None, keep_dim: bool = False,
+               name: str | None = None) -> Variable:
     """Minimum over ``dim``. Its gradient reaches the positions holding the minimum, split
     evenly among ties."""
     return _reduce("reduce_min", input, dim, keep_dim, name)
 
 
-def fill_constant(shape: IntList, dtype: Any, value: float, name: Optional[str] = None
+def fill_constant(shape: IntList, dtype: Any, value: float, name: str | None = None
                   ) -> Variable:
     """A var of the given (fully known) ``shape`` and ``dtype`` filled with ``value``.
     It is computed once when the method is planned; no gradient flows from it."""
@@ -176,7 +177,7 @@ def fill_constant(shape: IntList, dtype: Any, value: float, name: Optional[str] 
     return out
 
 
-def assign(input: Union[Variable, np.ndarray], output: Optional[Variable] = None) -> Variable:
+def assign(input: Variable | np.ndarray, output: Variable | None = None) -> Variable:
     """A copy of ``input`` (a Variable, or a NumPy array recorded as a constant). With
     ``output`` the copy is written into that existing var (e.g. a parameter), whose shape
     and dtype must match."""

@@ -11,7 +11,7 @@ which, unlike Python's salted ``hash()``, is the same in every process and on ev
 from __future__ import annotations
 
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...errors import OpArgumentError
 

@@ -7,12 +7,13 @@ layer above this one, and drawing it of ``fluid.graph(plan)``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
 from ...errors import OpArgumentError, ProgramDefinitionError
-from ...ir.records import ProgramDesc, VarDesc
 from ...ir.gc_pause import gc_paused
+from ...ir.records import ProgramDesc, VarDesc
 from ...ir.text import format_program, short_type
 from .layout import Layout, build_layout
 from .placement import SPLIT_METHODS, endpoints_from
@@ -47,8 +48,8 @@ class TranspilePlan:
     """The trainer and parameter-server programs of one transpiled program."""
 
     def __init__(self, layout: Layout, *, main: tuple[str, ...], mode: str, split_method: str,
-                 slice_var_up: bool, min_block_size: int, seed: Optional[int],
-                 device: Optional[str]):
+                 slice_var_up: bool, min_block_size: int, seed: int | None,
+                 device: str | None):
         self._layout = layout
         self.main = main
         self.mode = mode
@@ -91,7 +92,7 @@ class TranspilePlan:
                            f"{', '.join(self._layout.params) or 'nothing'}")
         return [Piece(ep, b.name, b.start, b.rows) for b, ep in zip(pl.blocks, pl.endpoints)]
 
-    def locate(self, name: str) -> Optional[Location]:
+    def locate(self, name: str) -> Location | None:
         """Where the servers keep the original program's persistable ``name`` (None if only
         the trainers hold it)."""
         lay = self._layout
@@ -123,7 +124,7 @@ class TranspilePlan:
                                   f"{n} trainer(s), ids 0..{n - 1}")
         return trainer_id
 
-    def _endpoint(self, pserver: Union[int, str]) -> str:
+    def _endpoint(self, pserver: int | str) -> str:
         eps = self._layout.endpoints
         if isinstance(pserver, str):
             if pserver in eps:
@@ -142,21 +143,21 @@ class TranspilePlan:
             self._trainers[tid] = build_trainer_program(self._layout, tid)
         return self._trainers[tid].clone()
 
-    def _pserver(self, pserver: Union[int, str]) -> tuple[ProgramDesc, PServerInfo]:
+    def _pserver(self, pserver: int | str) -> tuple[ProgramDesc, PServerInfo]:
         ep = self._endpoint(pserver)
         if ep not in self._pservers:
             self._pservers[ep] = build_pserver_program(self._layout, ep)
         return self._pservers[ep]
 
-    def pserver_program(self, pserver: Union[int, str]) -> ProgramDesc:
+    def pserver_program(self, pserver: int | str) -> ProgramDesc:
         """The program of a parameter server, by index or endpoint (a fresh copy)."""
         return self._pserver(pserver)[0].clone()
 
-    def pserver_info(self, pserver: Union[int, str]) -> PServerInfo:
+    def pserver_info(self, pserver: int | str) -> PServerInfo:
         """Which optimize block of that server's program runs for which gradients."""
         return self._pserver(pserver)[1]
 
-    def startup_program(self, pserver: Union[int, str]) -> ProgramDesc:
+    def startup_program(self, pserver: int | str) -> ProgramDesc:
         """The program that creates a parameter server's state (a fresh copy)."""
         ep = self._endpoint(pserver)
         if ep not in self._startups:
@@ -248,7 +249,7 @@ class TranspilePlan:
 
 # --- the pass -----------------------------------------------------------------------------------
 
-def _program_of(source: Any) -> tuple[ProgramDesc, Optional[int], Optional[str]]:
+def _program_of(source: Any) -> tuple[ProgramDesc, int | None, str | None]:
     if isinstance(source, ProgramDesc):
         return source, None, None
     program = getattr(source, "program", None)
@@ -268,8 +269,8 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
-def transpile(compiled_or_program: Any, main: Union[str, Sequence[str]] = "train_step",
-              trainers: int = 1, pservers: Union[int, str, Sequence[str]] = 1,
+def transpile(compiled_or_program: Any, main: str | Sequence[str] = "train_step",
+              trainers: int = 1, pservers: int | str | Sequence[str] = 1,
               mode: str = "sync", split_method: str = "round_robin",
               slice_var_up: bool = True, min_block_size: int = 8192) -> TranspilePlan:
     """Split the training method(s) ``main`` of a compiled program (or a ProgramDesc) into

@@ -20,7 +20,6 @@ fed as an argument: sent along with the gradient), and temporaries it writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ...errors import ProgramDefinitionError
 from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
@@ -255,7 +254,7 @@ def _check_state_owners(method: str, groups: list[UpdateGroup]) -> None:
     owner: dict[str, str] = {}
     for grp in groups:
         for n in grp.state:
-            other: Optional[str] = owner.setdefault(n, grp.param)
+            other: str | None = owner.setdefault(n, grp.param)
             if other != grp.param:
                 raise ProgramDefinitionError(
                     f"transpile: optimizer state {n!r} is updated for both {other!r} and "

@@ -20,8 +20,7 @@ only in attrs: its ``trainer_id`` and, in sync mode, the names its gradients arr
 from __future__ import annotations
 
 from ...errors import ProgramDefinitionError
-from ...ir.records import (BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc,
-                           returned_names)
+from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ...ops.dist import COMM_KIND, COMM_VAR
 from .layout import Layout, PairLayout
 from .roles import MethodRoles
