@@ -48,9 +48,9 @@ from .ir import (
 from .ir.diff import ProgramDiff
 from .passes.transpiler import TranspilePlan, transpile
 from .passes.verify import check_program
-from .runtime.compiled import CompiledMethod, CompiledProgram
-from .runtime.history import history_defaults
-from .runtime.load import load
+from .runtime.live.compiled import CompiledMethod, CompiledProgram
+from .runtime.live.history import history_defaults
+from .runtime.live.load import load
 
 __version__ = "0.1.0"
 

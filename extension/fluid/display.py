@@ -31,8 +31,8 @@ from fluid_interactive.render import (
     split_to_dot,
 )
 from fluid_interactive.render.svg import DEFAULT_TIMEOUT
-from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
-from fluid_interactive.table import Table
+from fluid_interactive.runtime.live.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.util.table import Table
 
 from .graph_html import error_html, graph_html, svg_size
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from fluid_interactive.backend import to_host
 from fluid_interactive.ir.layers import model_ops
-from fluid_interactive.runtime.compiled import CompiledProgram
-from fluid_interactive.table import Table
+from fluid_interactive.runtime.live.compiled import CompiledProgram
+from fluid_interactive.util.table import Table
 
 from .scope import histogram_svg
 

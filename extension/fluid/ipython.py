@@ -37,8 +37,8 @@ from fluid_interactive.frontend.program import on_class_defined
 from fluid_interactive.ir import ProgramDesc
 from fluid_interactive.ir.diff import ProgramDiff
 from fluid_interactive.ir.source import add_file_labeller, is_internal, remove_file_labeller
-from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
-from fluid_interactive.runtime.history import history_defaults
+from fluid_interactive.runtime.live.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.runtime.live.history import history_defaults
 
 from . import display, live, timetravel
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluid_interactive.frontend.program import Program
-from fluid_interactive.runtime.compiled import CompiledProgram
-from fluid_interactive.runtime.compiled import live_programs as _engine_live_programs
-from fluid_interactive.runtime.recompile import Recompiled
+from fluid_interactive.runtime.live.compiled import CompiledProgram
+from fluid_interactive.runtime.live.compiled import live_programs as _engine_live_programs
+from fluid_interactive.runtime.live.recompile import Recompiled
 
 __all__ = ["Origin", "origin_of", "live_programs", "named_live_programs", "live_reload",
            "is_live_reload", "user_namespace", "recompile", "Recompiled", "program_classes",

@@ -31,7 +31,7 @@ from IPython.display import display
 from fluid_interactive.backend import get_device, set_device
 from fluid_interactive.errors import FluidError
 from fluid_interactive.ir import ProgramDesc
-from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.runtime.live.compiled import CompiledMethod, CompiledProgram
 
 from . import display as fdisplay
 from . import live

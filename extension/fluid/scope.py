@@ -11,7 +11,7 @@ import numpy as np
 
 from fluid_interactive.backend import to_host
 from fluid_interactive.ir.text import short_shape
-from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.runtime.live.compiled import CompiledProgram
 from fluid_interactive.runtime.summary import format_bytes
 
 from .display import Table

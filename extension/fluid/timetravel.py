@@ -13,8 +13,8 @@ from typing import Any
 
 from fluid_interactive.ir.diff import ProgramDiff
 from fluid_interactive.render.diff_dot import diff_to_dot
-from fluid_interactive.runtime.compiled import CompiledProgram
-from fluid_interactive.table import Table
+from fluid_interactive.runtime.live.compiled import CompiledProgram
+from fluid_interactive.util.table import Table
 
 from .display import Graph
 from .scope import format_bytes

@@ -14,7 +14,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.runtime.live.compiled import CompiledProgram
 
 from .live import named_live_programs
 from .scope import format_bytes, histogram_svg, var_stats, vars_table

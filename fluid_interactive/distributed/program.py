@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ir.text import format_block
-from ..runtime.compiled import CompiledProgram
-from ..runtime.feed import bind_arguments
+from ..runtime.live.compiled import CompiledProgram
+from ..runtime.plan.feed import bind_arguments
 from .errors import DistributedTimeout, StepAborted
 from .interface import CallResult, PServer, Trainer
 from .pserver import DEFAULT_TIMEOUT

@@ -39,8 +39,8 @@ import numpy as np
 from ..backend import array_module_for, to_device
 from ..ir.records import ProgramDesc
 from ..ir.serialize import program_to_json
-from ..runtime.compiled import CompiledProgram
-from ..runtime.runner import BlockRunner
+from ..runtime.live.compiled import CompiledProgram
+from ..runtime.plan.runner import BlockRunner
 from .errors import DistributedTimeout, StepAborted, StepFailed
 from .interface import PServer
 from .state import Snapshot, StateDir, values_equal_layout

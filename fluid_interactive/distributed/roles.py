@@ -96,7 +96,7 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
                            device=plan.device or "cpu", timeout=timeout, inline=True)
     if tid and seed is not None:
         # Trainer 0's initial values of what the servers do not hold (as the engines do).
-        from ..runtime.compiled import CompiledProgram
+        from ..runtime.live.compiled import CompiledProgram
         reference = CompiledProgram(plan.trainer_program(0), seed=seed, device="cpu")
         state = {n: reference.get_var(n) for n in trainer.tensor_state()}
         trainer.set_vars(state).result()

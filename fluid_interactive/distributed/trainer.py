@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backend import array_module_for
 from ..ops.dist import COMM_VAR
-from ..runtime.compiled import CompiledProgram
+from ..runtime.live.compiled import CompiledProgram
 from .communicator import StepCommunicator
 from .interface import CallResult, PServer
 

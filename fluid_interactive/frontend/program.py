@@ -15,11 +15,11 @@ from typing import Any
 
 from ..distributed.roles import distribute_if_requested
 from ..errors import NotCompiledError, ProgramDefinitionError
-from ..ir.gc_pause import gc_paused
 from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
 from ..ir.source import format_location
 from ..passes.verify import check_program
-from ..runtime.compiled import RESERVED_NAMES, CompiledProgram
+from ..runtime.live.compiled import RESERVED_NAMES, CompiledProgram
+from ..util.gc_pause import gc_paused
 from .layers.helpers import as_variable
 from .tracing import TraceContext, is_tracing
 from .variable import Placeholder, Variable

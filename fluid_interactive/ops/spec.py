@@ -123,7 +123,7 @@ class OpSpec:
     # has the output's shape and dtype, is a temporary, and this op is its last reader.
     inplace: tuple[tuple[str, str], ...] = ()
     # Input slots whose vars the planner lays out one after another in one flat array
-    # (runtime/buffers.py), so that the kernel reads them as one (a fused update's grads).
+    # (runtime/plan/buffers.py), so that the kernel reads them as one (a fused update's grads).
     contiguous: tuple[str, ...] = ()
     doc: str = ""
 

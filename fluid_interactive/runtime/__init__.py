@@ -1,4 +1,4 @@
 """Scope, planning, code generation and the compiled program object."""
-from .compiled import RESERVED_NAMES, CompiledMethod, CompiledProgram
+from .live.compiled import RESERVED_NAMES, CompiledMethod, CompiledProgram
 
 __all__ = ["RESERVED_NAMES", "CompiledMethod", "CompiledProgram"]

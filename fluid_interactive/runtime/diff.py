@@ -12,9 +12,9 @@ import numpy as np
 from ..backend import to_host
 from ..ir.diff import ProgramDiff, diff_programs
 from ..ir.records import ProgramDesc
-from .checkpoint import Checkpoint, read
-from .compiled import CompiledMethod, CompiledProgram
-from .recompile import same_value
+from .live.checkpoint import Checkpoint, read
+from .live.compiled import CompiledMethod, CompiledProgram
+from .live.recompile import same_value
 
 Side = tuple[ProgramDesc, Mapping[str, Any] | None, str]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..ir.layers import layer_type, model_ops, scope_of
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, VarDesc
 from ..ir.text import format_shape
-from ..table import Table
+from ..util.table import Table
 
 __all__ = ["LayerRow", "Summary", "summarize"]
 

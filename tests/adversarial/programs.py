@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 from distributed.nets import FitALine
 
-from fluid_interactive.runtime import checkpoint
+from fluid_interactive.runtime.live import checkpoint
 
 W = "prediction/fc_0.w_0"
 TMP = "prediction/fc_0.tmp_0"

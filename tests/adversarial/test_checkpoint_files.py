@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fluid
-from fluid_interactive.runtime import checkpoint
+from fluid_interactive.runtime.live import checkpoint
 
 from .bounded import call_within, release_fifo
 from .programs import W, batch, edit_program, manifest, saved, write_manifest

@@ -8,8 +8,8 @@ import pytest
 
 import fluid
 from fluid_interactive.ir.serialize import program_from_json
-from fluid_interactive.runtime import checkpoint
-from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.runtime.live import checkpoint
+from fluid_interactive.runtime.live.compiled import CompiledProgram
 
 from .programs import (
     TMP,

@@ -3,7 +3,7 @@ import numpy as np
 
 import fluid
 from fluid_interactive.ir.records import OpDesc, OpRole, VarDesc
-from fluid_interactive.runtime.compiled import CompiledProgram
+from fluid_interactive.runtime.live.compiled import CompiledProgram
 
 
 class FitALine(fluid.Program):

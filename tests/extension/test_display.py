@@ -120,7 +120,7 @@ def test_without_dot_text_and_a_hint(ip, net, monkeypatch):
 
 
 def test_without_the_extension_nothing_is_registered(shell):
-    from fluid_interactive.runtime.compiled import CompiledProgram
+    from fluid_interactive.runtime.live.compiled import CompiledProgram
     assert CompiledProgram not in shell.display_formatter.formatters["image/svg+xml"].type_printers
 
 

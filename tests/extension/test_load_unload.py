@@ -9,7 +9,7 @@ from fluid import ipython as fext
 from fluid_interactive.frontend import program as frontend_program
 from fluid_interactive.ir import ProgramDesc, source
 from fluid_interactive.ir.diff import ProgramDiff
-from fluid_interactive.runtime.compiled import CompiledMethod, CompiledProgram
+from fluid_interactive.runtime.live.compiled import CompiledMethod, CompiledProgram
 
 TYPES = (CompiledProgram, CompiledMethod, ProgramDesc)
 

@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from fluid_interactive.ir.gc_pause import gc_paused
+from fluid_interactive.util.gc_pause import gc_paused
 
 
 def test_paused_inside_restored_after_even_on_error():

@@ -1,4 +1,4 @@
-"""Buffer planning (runtime/buffers.py): outputs written in place into inputs that die at
+"""Buffer planning (runtime/plan/buffers.py): outputs written in place into inputs that die at
 that op, gradients of a fused update laid out in one flat array, and results equal to the
 reference interpreter's however buffers are shared."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import fluid
 from fluid_interactive.ops.interpret import run_ops
-from fluid_interactive.runtime.buffers import ArenaSlot
+from fluid_interactive.runtime.plan.buffers import ArenaSlot
 
 
 class Chains(fluid.Program):
@@ -29,7 +29,7 @@ class Chains(fluid.Program):
 
 def _steps(prog, x, y):
     from fluid_interactive.ops.spec import TensorType
-    from fluid_interactive.runtime.analysis import analyse_block
+    from fluid_interactive.runtime.plan.analysis import analyse_block
     runner = prog.train._runner
     feeds = {"x": TensorType(x.shape, "float32"), "y": TensorType(y.shape, "float32")}
     return analyse_block(runner.program, runner.plan_block, feeds, np, lambda i: None).steps

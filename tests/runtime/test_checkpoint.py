@@ -18,7 +18,7 @@ import pytest
 
 import fluid
 from fluid_interactive.ir.records import OpDesc, VarDesc
-from fluid_interactive.runtime import checkpoint
+from fluid_interactive.runtime.live import checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHONPATH = os.pathsep.join([str(ROOT), str(ROOT / "extension")])
@@ -384,7 +384,7 @@ def test_process_killed_mid_save(ckpt, prog, tmp_path, where):
     script = textwrap.dedent(f"""
         import os, sys
         import fluid
-        from fluid_interactive.runtime import checkpoint
+        from fluid_interactive.runtime.live import checkpoint
         p = fluid.load(sys.argv[1])
         p.set_var("learning_rate_0", [0.5])
         calls = [0]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fluid
-from fluid_interactive.runtime.history import (
+from fluid_interactive.runtime.live.history import (
     ARRAY_OVERHEAD,
     CHANGE_OVERHEAD,
     DEFAULT_CALLS,

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import OpArgumentError, ProgramDefinitionError
-from ...ir.gc_pause import gc_paused
 from ...ir.records import ProgramDesc, VarDesc
 from ...ir.text import format_program, short_type
+from ...util.gc_pause import gc_paused
 from .layout import Layout, build_layout
 from .placement import SPLIT_METHODS, endpoints_from
 from .pserver import PServerInfo, build_pserver_program, build_pserver_startup

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RewindError
-from ..ir.records import OpRole, ProgramDesc, VarDesc
+from ...errors import RewindError
+from ...ir.records import OpRole, ProgramDesc, VarDesc
 from .history import Generation, History, Rewound, Site, array_bytes
 from .recompile import Recompiled, recompile
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FeedError
-from ..ir.records import VarDesc, dtype_kind
-from ..ir.text import format_shape as _fmt
-from ..ops.spec import TensorType
+from ...errors import FeedError
+from ...ir.records import VarDesc, dtype_kind
+from ...ir.text import format_shape as _fmt
+from ...ops.spec import TensorType
 
 _KIND_NAMES = {"f": "floating-point", "i": "integer", "b": "boolean", "c": "complex"}
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import RewindError
+from ...errors import RewindError
 
 MiB = 1 << 20
 DEFAULT_CALLS = 1000

@@ -23,7 +23,7 @@ from itertools import count
 from math import prod
 from typing import Any
 
-from ..ops.spec import BufferSlot, TensorType
+from ...ops.spec import BufferSlot, TensorType
 
 
 class ArenaSlot(BufferSlot):

@@ -12,7 +12,7 @@ import weakref
 from itertools import count
 from typing import Any
 
-from ..ir.names import escape_unprintable
+from ...ir.names import escape_unprintable
 
 _counter = count()
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from ..ir.names import escape_unprintable
-from ..ir.records import BlockDesc, ProgramDesc, VarDesc
-from ..ir.text import format_op
-from ..ops.apply import prepare_kernel
-from ..ops.spec import Forward
+from ...ir.names import escape_unprintable
+from ...ir.records import BlockDesc, ProgramDesc, VarDesc
+from ...ir.text import format_op
+from ...ops.apply import prepare_kernel
+from ...ops.spec import Forward
 from .analysis import BlockAnalysis
 from .sources import compile_source, release_with, source_filename
 

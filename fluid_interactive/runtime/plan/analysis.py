@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ShapeError
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
-from ..ir.source import format_location
-from ..ir.text import format_loc, format_op
-from ..ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
-from ..ops.registry import get_spec
-from ..ops.spec import Forward, OpSpec, TensorType
+from ...errors import ShapeError
+from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
+from ...ir.source import format_location
+from ...ir.text import format_loc, format_op
+from ...ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
+from ...ops.registry import get_spec
+from ...ops.spec import Forward, OpSpec, TensorType
 from .buffers import assign_buffers
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FluidError, KernelError
-from ..ir.gc_pause import gc_paused
-from ..ir.records import BlockDesc, OpRole, ProgramDesc
-from ..ops.apply import prepare_kernel
-from ..ops.spec import Forward, TensorType
-from ..passes.pipeline import plan_passes
+from ...errors import FluidError, KernelError
+from ...ir.records import BlockDesc, OpRole, ProgramDesc
+from ...ops.apply import prepare_kernel
+from ...ops.spec import Forward, TensorType
+from ...passes.pipeline import plan_passes
+from ...util.gc_pause import gc_paused
 from .analysis import analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import CheckpointError, FluidError
+from ...errors import CheckpointError, FluidError
 from .checkpoint import PROGRAM, PathLike, read
 from .compiled import CompiledProgram
 

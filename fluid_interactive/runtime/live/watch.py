@@ -26,10 +26,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backend import array_module_for
-from ..ir.layers import in_scope
-from ..ir.records import BlockDesc
-from .runner import BlockRunner
+from ...backend import array_module_for
+from ...ir.layers import in_scope
+from ...ir.records import BlockDesc
+from ..plan.runner import BlockRunner
 
 if TYPE_CHECKING:
     from .compiled import CompiledMethod, CompiledProgram

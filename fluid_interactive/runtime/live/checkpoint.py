@@ -34,10 +34,10 @@ from typing import Any, NamedTuple, NoReturn, Union
 
 import numpy as np
 
-from ..backend import to_host
-from ..errors import CheckpointError, FluidError
-from ..ir.records import DTYPES, ProgramDesc, VarDesc
-from ..ir.serialize import program_from_json, program_to_json
+from ...backend import to_host
+from ...errors import CheckpointError, FluidError
+from ...ir.records import DTYPES, ProgramDesc, VarDesc
+from ...ir.serialize import program_from_json, program_to_json
 from .scope import Scope
 
 FORMAT = "fluid_interactive.checkpoint"
@@ -631,7 +631,7 @@ def read(path: PathLike) -> Checkpoint:
     """Read and verify the checkpoint at ``path`` (manifest, file sizes and hashes, array
     dtypes and shapes against the program); any problem raises `CheckpointError` naming
     the file and what is wrong. `fluid.load` compiles what this returns."""
-    from ..passes.verify import check_program
+    from ...passes.verify import check_program
 
     target = os.path.abspath(os.fspath(path))
     for attempt in range(_LOAD_ATTEMPTS):

@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backend import array_module_for, get_device, resolve_device, to_device, to_host
-from ..errors import FeedError, ProgramDefinitionError
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
-from ..ir.text import format_block, format_program
-from ..ops.registry import get_spec
+from ...backend import array_module_for, get_device, resolve_device, to_device, to_host
+from ...errors import FeedError, ProgramDefinitionError
+from ...ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc, dtype_kind
+from ...ir.text import format_block, format_program
+from ...ops.registry import get_spec
+from ..plan.entry import MISSING, Recording, make_entry
+from ..plan.feed import bind_arguments, make_converter
+from ..plan.runner import BlockRunner
 from . import checkpoint
-from .entry import MISSING, Recording, make_entry
-from .feed import bind_arguments, make_converter
 from .history import ARRAY_OVERHEAD, method_site
-from .runner import BlockRunner
 from .scope import Scope
 from .versions import Versions, close_readers, no_history_reason, persistable_descs
 
 if TYPE_CHECKING:
-    from .summary import Summary
+    from ..summary import Summary
     from .watch import Watched, WatchSet
 
 #: Names a compiled program uses itself; a traced method may not take them.
@@ -475,7 +475,7 @@ class CompiledProgram(Versions):
         its var_scope) with its type, output shape and parameter count, then trainable,
         non-trainable and optimizer-state totals. ``methods`` limits it to some methods.
         Prints as text; displays as HTML in a notebook."""
-        from .summary import summarize
+        from ..summary import summarize
         return summarize(self.program, methods)
 
     def __str__(self) -> str:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..ir.records import VarDesc
+from ...ir.records import VarDesc
 from .history import History, Site, set_site
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backend import to_host
-from ..ir.diff import ProgramDiff, diff_programs
+from ...backend import to_host
+from ...ir.diff import ProgramDiff, diff_programs
 
 if TYPE_CHECKING:
     from .compiled import CompiledProgram

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import FluidError
+from ...errors import FluidError
 from .sources import compile_source, release_with, source_filename
 
 

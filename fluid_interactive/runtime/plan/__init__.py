@@ -1,0 +1,8 @@
+"""The executor: a block planned for concrete feed shapes into generated Python.
+
+`runner.BlockRunner` plans a block once per feed signature (`analysis`: shapes, constants,
+dead ops; `buffers`: preallocated temporaries reused by liveness; `codegen`: one line per
+kernel call), `entry` generates a method's call entry (argument checks, reader batches,
+locking), `feed` converts and checks call arguments, and `sources` registers generated
+source with linecache. Nothing here knows about the live program that owns a plan.
+"""
