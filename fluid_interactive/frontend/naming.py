@@ -11,16 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-
-class UniqueNameGenerator:
-    def __init__(self, prefix: str = ""):
-        self.prefix = prefix
-        self.counters: dict[str, int] = {}
-
-    def generate(self, key: str) -> str:
-        n = self.counters.get(key, 0)
-        self.counters[key] = n + 1
-        return f"{self.prefix}{key}_{n}"
+from ..errors import OpArgumentError
+from ..ir.names import UniqueNameGenerator
+from .tracing import check_name, current_trace, error_at  # the trace owns the generator
 
 
 @contextmanager
@@ -30,8 +23,6 @@ def var_scope(name: str) -> Iterator[str]:
     >>> with fluid.var_scope('prediction'):
     ...     y = fluid.layers.fc(input=x, size=1)     # params prediction/fc_0.w_0, .b_0
     """
-    from ..errors import OpArgumentError
-    from .tracing import check_name, current_trace, error_at  # the trace owns the generator
     trace = current_trace("fluid.var_scope")
     if not isinstance(name, str) or not name or "/" in name:
         raise error_at(OpArgumentError, f"var_scope name must be a non-empty string without "

@@ -11,14 +11,13 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
-from ..ir.names import name_problem
+from ..ir.names import UniqueNameGenerator, name_problem
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.source import format_location, user_location
 from ..ir.text import short_type
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
 from ..ops.spec import TensorType
-from .naming import UniqueNameGenerator
 
 _CURRENT: ContextVar[TraceContext | None] = ContextVar("fluid_trace", default=None)
 

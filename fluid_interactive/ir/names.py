@@ -48,3 +48,16 @@ def escape_unprintable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class UniqueNameGenerator:
+    """Names ``<prefix><key>_<n>``, counting per key from 0: ``fc_0``, ``fc_1``, ``mlp/fc_0``."""
+
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix
+        self.counters: dict[str, int] = {}
+
+    def generate(self, key: str) -> str:
+        n = self.counters.get(key, 0)
+        self.counters[key] = n + 1
+        return f"{self.prefix}{key}_{n}"

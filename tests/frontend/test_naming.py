@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import fluid
-from fluid_interactive.frontend.naming import UniqueNameGenerator
 from fluid_interactive.frontend.program import trace_program
+from fluid_interactive.ir.names import UniqueNameGenerator
 
 
 def _param_names(compiled):
