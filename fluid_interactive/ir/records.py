@@ -205,6 +205,15 @@ class ProgramDesc:
             b = self.blocks[b.parent_idx] if b.parent_idx >= 0 else None
         return None
 
+    def var(self, block: BlockDesc, name: str) -> VarDesc:
+        """`find_var` for a name that must be declared, as every name the ops of a checked
+        program use is; KeyError when it is not."""
+        v = self.find_var(block, name)
+        if v is None:
+            raise KeyError(f"{name!r} is declared neither in block {block.idx} "
+                           f"({block.name or 'global'}) nor in a block around it")
+        return v
+
     def clone(self) -> ProgramDesc:
         """A deep copy, made record by record (``copy.deepcopy`` of a program of thousands
         of ops costs seconds; this, linear time at a few µs per op)."""

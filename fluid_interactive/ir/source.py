@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from types import FrameType
 
 from .records import SourceLoc
 
@@ -45,7 +46,7 @@ def is_internal(filename: str) -> bool:
 
 def user_location(skip: int = 1) -> SourceLoc | None:
     """The innermost frame of the caller's stack that is not ours."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     while frame is not None:
         code = frame.f_code
         if not is_internal(os.path.abspath(code.co_filename) if not code.co_filename.startswith("<")

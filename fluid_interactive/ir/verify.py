@@ -7,6 +7,7 @@ for those, and is the one check every loaded or compiled program goes through.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NoReturn
 
 from ..errors import VerifyError
 from .names import name_problem, printable, unprintable
@@ -16,7 +17,7 @@ from .text import format_op
 OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], str | None]
 
 
-def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> None:
+def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> NoReturn:
     lo, hi = max(0, index - 5), min(len(block.ops), index + 6)
     window = []
     for i in range(lo, hi):
@@ -72,8 +73,8 @@ def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
     if len(set(block.feeds)) != len(block.feeds):
         raise VerifyError(f"block {block.name!r} feeds a data var twice: {block.feeds}")
     for name in block.feeds:
-        var = block.vars.get(name)
-        if var is None or not var.is_data:
+        fed = block.vars.get(name)
+        if fed is None or not fed.is_data:
             raise VerifyError(f"block {block.name!r} feeds {name!r}, which is not a data var of it")
 
     def walk(r) -> None:

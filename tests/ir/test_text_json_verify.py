@@ -200,6 +200,15 @@ def test_traced_programs_verify(program):
     fluid.check_program(program)
 
 
+def test_var_looks_through_enclosing_blocks_and_names_what_is_missing(program):
+    infer = program.block("infer")
+    assert program.var(infer, "pred/fc_0.w_0") is program.global_block().vars["pred/fc_0.w_0"]
+    assert program.var(infer, "x") is infer.vars["x"]
+    assert program.find_var(infer, "ghost") is None
+    with pytest.raises(KeyError, match=r"'ghost' is declared neither in block 2 \(infer\)"):
+        program.var(infer, "ghost")
+
+
 def test_read_before_write(program):
     ops = program.block("train").ops
     ops[0], ops[1] = ops[1], ops[0]
