@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..ir.text import format_shape
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, present, slots
 
 
 def _sum_infer(ctx: InferContext) -> None:
@@ -38,7 +38,7 @@ def _sum_kernel(ctx: KernelContext):
 
 def _sum_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if not dout or dout[0] is None:
+    if not dout or not present(dout):
         return
     for name in g.in_grad("X"):
         if name is not None:
@@ -74,8 +74,8 @@ def _assign_kernel(ctx: KernelContext):
 
 def _assign_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if dout and dout[0] is not None and g.wants("X"):
-        g.emit("assign", {"X": dout}, {"Out": g.in_grad("X")})
+    if dout and present(dout) and g.wants("X"):
+        g.emit("assign", {"X": dout}, {"Out": [n for n in g.in_grad("X") if n]})
 
 
 register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, _assign_grad,

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ShapeError
 from ..ir.records import OpDesc
 from .registry import get_spec
-from .spec import InferContext, KernelContext, OpSpec, TensorType
+from .spec import Forward, InferContext, KernelContext, OpSpec, TensorType
 
 TypeOf = Callable[[str], TensorType]
 
@@ -38,8 +38,9 @@ def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
 def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,
                    buffers: Mapping[str, list[Any]] | None = None, rng: Any = None,
                    is_test: bool = False, constants: Mapping[str, Any] | None = None,
-                   plan_state: dict | None = None) -> Callable:
-    """The kernel of ``op`` specialised for the concrete types ``type_of`` gives.
+                   plan_state: dict | None = None) -> Callable | Forward:
+    """The kernel of ``op`` specialised for the concrete types ``type_of`` gives (or a
+    `Forward` when its output is one of its inputs).
     ``constants`` (var name -> value) tells the kernel which inputs are plan-time constants,
     so it may specialise on their values; ``plan_state`` is the dict behind
     `KernelContext.shared`, one per plan."""

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .registry import register
-from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, slots
+from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, present, slots
 
 _ATTRS = {"axis": -1}
 
@@ -40,6 +40,7 @@ def _grad_kernel(local_grads: Callable, identity_x: bool = False):
         to_x = make_unbroadcast(xp, dout.shape, x.shape, None, ctx.buffer("X@GRAD"), x.dtype)
         to_y = make_unbroadcast(xp, dout.shape, y.shape, aligned, ctx.buffer("Y@GRAD"), y.dtype)
         yv = (lambda a: a) if aligned is None else (lambda a: a.reshape(aligned))
+        grads: Callable[..., tuple]
         if ctx.has_input("Out"):
             def grads(a, b, out, g):
                 return local_grads(xp, a, yv(b), out, g, want_x, want_y)
@@ -60,7 +61,7 @@ def _grad_kernel(local_grads: Callable, identity_x: bool = False):
 def _grad_maker(grad_type: str, uses_out: bool = False):
     def grad(g: GradContext) -> None:
         dout = g.out_grad("Out")
-        if not dout or dout[0] is None or not (g.wants("X") or g.wants("Y")):
+        if not dout or not present(dout) or not (g.wants("X") or g.wants("Y")):
             return
         inputs = {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout}
         if uses_out:

@@ -12,6 +12,7 @@ from .spec import (
     OpSpec,
     dims_compatible,
     infer_like,
+    present,
     slots,
 )
 
@@ -52,7 +53,7 @@ def _mul_kernel(ctx: KernelContext):
 
 def _mul_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not (g.wants("X") or g.wants("Y")):
+    if not dout or not present(dout) or not (g.wants("X") or g.wants("Y")):
         return
     g.emit("mul_grad", {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout},
            {"X@GRAD": [n for n in g.in_grad("X") if n],
@@ -159,7 +160,7 @@ def _matmul_grad(g: GradContext) -> None:
     """Written with matmul ops: for Out = a·X·Y, dX = a·dOut·Yᵀ and dY = a·Xᵀ·dOut
     (transposes folded into the flags); batch broadcasting is summed away."""
     dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not (g.wants("X") or g.wants("Y")):
+    if not dout or not present(dout) or not (g.wants("X") or g.wants("Y")):
         return
     g.emit("matmul_grad", {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout},
            {"X@GRAD": [n for n in g.in_grad("X") if n],

@@ -38,6 +38,7 @@ from .spec import (
     OpSpec,
     emit_default_grad,
     infer_like,
+    present,
     slots,
 )
 
@@ -221,10 +222,10 @@ def _lookup_kernel(ctx: KernelContext):
 
 def _lookup_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("W"):
+    if not dout or not present(dout) or not g.wants("W"):
         return
     g.emit("lookup_table_grad", {"W": g.input("W"), "Ids": g.input("Ids"), "Out@GRAD": dout},
-           {"W@GRAD": g.in_grad("W")}, g.attrs)
+           {"W@GRAD": [n for n in g.in_grad("W") if n]}, g.attrs)
 
 
 def _lookup_grad_kernel(ctx: KernelContext):

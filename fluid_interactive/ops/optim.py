@@ -133,9 +133,9 @@ def adam_rate(xp, dtype: str):
     it stays there (reading it back would synchronise every step), as a 0-d view that
     broadcasts onto any shape."""
     if xp.__name__ == "numpy":
-        def corrected_rate(lr, b1p, b2p):
+        def corrected_rate_on_host(lr, b1p, b2p):
             return lr.item() * (1.0 - b2p.item()) ** 0.5 / (1.0 - b1p.item())
-        return corrected_rate
+        return corrected_rate_on_host
     lr_t, denom = xp.empty((1,), dtype), xp.empty((1,), dtype)
     lr_t_scalar = lr_t.reshape(())
 

@@ -16,6 +16,7 @@ from .spec import (
     OpSpec,
     emit_default_grad,
     infer_like,
+    present,
     slots,
 )
 
@@ -44,8 +45,9 @@ def _mean_kernel(ctx: KernelContext):
 
 def _mean_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if dout and dout[0] is not None and g.wants("X"):
-        g.emit("mean_grad", {"X": g.input("X"), "Out@GRAD": dout}, {"X@GRAD": g.in_grad("X")})
+    if dout and present(dout) and g.wants("X"):
+        g.emit("mean_grad", {"X": g.input("X"), "Out@GRAD": dout},
+               {"X@GRAD": [n for n in g.in_grad("X") if n]})
 
 
 def _mean_grad_kernel(ctx: KernelContext):

@@ -28,6 +28,7 @@ from .spec import (
     TensorType,
     emit_default_grad,
     infer_like,
+    present,
     slots,
 )
 
@@ -126,7 +127,7 @@ def _define_view(name: str, target: Callable, attr: str, doc: str) -> None:
         x = ctx.input("X")
         ctx.set_output("Out", target(ctx, x.shape, ctx.attrs[attr]), x.dtype)
 
-    attrs = {attr: []}
+    attrs: dict[str, list[int]] = {attr: []}
     register(OpSpec(name, slots("X"), slots("Out"), infer, _view_kernel, _grad_of_view(name),
                     attrs=attrs, aliases=True, doc=doc))
     _view_grad_specs(name, attrs)
@@ -224,7 +225,7 @@ def _transpose_grad(g: GradContext) -> None:
     emit_default_grad(g, (), "transpose_grad", ("X",))
 
 
-_TRANSPOSE = {"axis": []}
+_TRANSPOSE: dict[str, list[int]] = {"axis": []}
 register(OpSpec("transpose", slots("X"), slots("Out"), _transpose_infer, _transpose_kernel,
                 _transpose_grad, attrs=_TRANSPOSE, aliases=True,
                 doc="Out = X with its dims permuted: Out.shape[i] = X.shape[axis[i]]. A view."))
@@ -289,7 +290,7 @@ def _splitter(axis: int, sizes: Sequence[int]) -> Callable:
 
 def _concat_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("X"):
+    if not dout or not present(dout) or not g.wants("X"):
         return
     # Each input's gradient is a view of dOut; unwanted ones get a throwaway name.
     names = [n if n is not None else g.tmp("concat_unused") for n in g.in_grad("X")]
@@ -374,7 +375,7 @@ def _split_grad(g: GradContext) -> None:
             name = g.tmp(fwd + "@ZERO")
             g.emit("fill_zeros_like", {"X": [fwd]}, {"Out": [name]})
         parts.append(name)
-    g.emit("split_grad", {"Out@GRAD": parts}, {"X@GRAD": g.in_grad("X")}, g.attrs)
+    g.emit("split_grad", {"Out@GRAD": parts}, {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
 
 
 def _split_grad_infer(ctx: InferContext) -> None:
@@ -395,13 +396,13 @@ register(OpSpec("split_grad", slots("Out@GRAD*"), slots("X@GRAD"), _split_grad_i
 # --- slice ---------------------------------------------------------------------------------
 
 def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Sequence[int],
-                 ends: Sequence[int]) -> dict[int, tuple[int | None, int | None]]:
+                 ends: Sequence[int]) -> dict[int, tuple[int, int] | tuple[None, None]]:
     """axis -> (start, stop) clamped like Python slicing; (None, None) where the dim is
     unknown while tracing."""
     if not len(axes) == len(starts) == len(ends):
         ctx.fail(f"slice of X {fmt_shape(shape)}: axes {list(axes)}, starts {list(starts)} and "
                  f"ends {list(ends)} must have the same length")
-    bounds: dict[int, tuple[int | None, int | None]] = {}
+    bounds: dict[int, tuple[int, int] | tuple[None, None]] = {}
     for a, s, e in zip(axes, starts, ends):
         i = normalize_axis(ctx, int(a), len(shape), "slice axis", shape)
         if i in bounds:
@@ -425,8 +426,7 @@ def _slice_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
     a = ctx.attrs
     bounds = slice_bounds(ctx, x.shape, a["axes"], a["starts"], a["ends"])
-    shape = [d if i not in bounds else
-             (-1 if bounds[i][0] is None else bounds[i][1] - bounds[i][0])
+    shape = [d if (b := bounds.get(i)) is None else (-1 if b[0] is None else b[1] - b[0])
              for i, d in enumerate(x.shape)]
     ctx.set_output("Out", shape, x.dtype)
 
@@ -453,7 +453,7 @@ def _slice_grad_kernel(ctx: KernelContext) -> Callable:
     return fn
 
 
-_SLICE = {"axes": [], "starts": [], "ends": []}
+_SLICE: dict[str, list[int]] = {"axes": [], "starts": [], "ends": []}
 register(OpSpec("slice", slots("X"), slots("Out"), _slice_infer, _slice_kernel,
                 lambda g: emit_default_grad(g, ("X",), "slice_grad", ("X",)),
                 attrs=_SLICE, aliases=True,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn, TypeGuard
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc
@@ -99,10 +99,10 @@ class OpSpec:
     inputs: tuple[Slot, ...]
     outputs: tuple[Slot, ...]
     infer: Callable[[InferContext], None]
-    kernel: Callable[[KernelContext], Callable] | None = None
+    kernel: Callable[[KernelContext], Callable | Forward] | None = None
     grad: Callable[[GradContext], None] | None = None
     attrs: Mapping[str, Any] = field(default_factory=dict)
-    cupy_kernel: Callable[[KernelContext], Callable] | None = None
+    cupy_kernel: Callable[[KernelContext], Callable | Forward] | None = None
     random: bool = False      # draws random numbers: never constant-folded
     # In inference mode (its ``is_test`` attr, else its block's mode) the op draws nothing
     # and its persistable outputs are its inputs, unchanged (dropout, batch_norm).
@@ -197,10 +197,10 @@ class InferContext:
     def set_outputs(self, slot: str, types: Sequence[TensorType]) -> None:
         self.outputs[slot] = list(types)
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         raise ShapeError(message)
 
-    def fail_dtype(self, message: str) -> None:
+    def fail_dtype(self, message: str) -> NoReturn:
         raise DTypeError(message)
 
 
@@ -353,6 +353,11 @@ def dims_compatible(a: int, b: int) -> bool:
 
 def grad_slot(slot: str) -> str:
     return slot + "@GRAD"
+
+
+def present(names: Sequence[str | None]) -> TypeGuard[Sequence[str]]:
+    """Whether every gradient name is there (no None), as `GradContext.emit` needs."""
+    return all(n is not None for n in names)
 
 
 def infer_like(mapping: Mapping[str, str]) -> Callable[[InferContext], None]:

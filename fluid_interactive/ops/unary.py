@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, present, slots
 
 
 def _float_infer(ctx: InferContext) -> None:
@@ -33,13 +33,14 @@ def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[
 
     def maker(g: GradContext) -> None:
         dout = g.out_grad("Out")
-        if not dout or dout[0] is None or not g.wants("X"):
+        if not dout or not present(dout) or not g.wants("X"):
             return
         inputs = {"X": g.input("X"), "Out": g.output("Out"), "Out@GRAD": dout}
         g.emit(name + "_grad", {k: v for k, v in inputs.items() if k in uses or k == "Out@GRAD"},
-               {"X@GRAD": g.in_grad("X")}, g.attrs)
+               {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
 
     def grad_kernel(ctx: KernelContext):
+        assert grad is not None  # the grad op is registered only with a gradient
         xp, out, a = ctx.xp, ctx.buffer("X@GRAD"), ctx.attrs
         has_x, has_y = ctx.has_input("X"), ctx.has_input("Out")
         special = linear_grad(ctx) if linear_grad is not None else None

@@ -102,7 +102,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
             kept.append(op)
             continue
         fn = prepare_kernel(op, types.__getitem__, xp, rng=rng)
-        args = [constants.get(n) for n in flat_inputs(spec, op)]
+        args: list[Any] = [constants.get(n) for n in flat_inputs(spec, op)]
         result = args[fn.input_index] if isinstance(fn, Forward) else fn(*args)
         outs = flat_outputs(spec, op)
         constants.update(zip(outs, (result,) if len(outs) == 1 else result))
