@@ -56,7 +56,9 @@ def getitem(x: Any, key: Any) -> Any:
             start = 0 if k.start is None else _integer(k.start, where)
             stop = _END if k.stop is None else _integer(k.stop, where)
             if (start, stop) != (0, _END):
-                axes.append(dim), starts.append(start), ends.append(stop)
+                axes.append(dim)
+                starts.append(start)
+                ends.append(stop)
             dim += 1
             out_dim += 1
         elif isinstance(k, Integral) and not isinstance(k, bool):
@@ -64,7 +66,9 @@ def getitem(x: Any, key: Any) -> Any:
             if size >= 0 and not -size <= i < size:
                 raise error_at(OpArgumentError, f"{where}: index {i} is out of range for "
                                                 f"dim {dim} of size {size}")
-            axes.append(dim), starts.append(i), ends.append(i + 1 if i != -1 else _END)
+            axes.append(dim)
+            starts.append(i)
+            ends.append(i + 1 if i != -1 else _END)
             drop.append(dim)
             dim += 1
         elif isinstance(k, Variable):

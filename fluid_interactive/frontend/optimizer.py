@@ -124,8 +124,9 @@ class Optimizer:
         except OpArgumentError as e:
             raise error_at(OpArgumentError, str(e)) from None
         trace.replace_program(result.program)
-        pairs = [(p, g) for p, g in result.params_grads if trace.find(p).trainable]
-        lr = self._learning_rate(trace, trace.find(loss.name).dtype)
+        pairs = [(p, g) for p, g in result.params_grads
+                 if trace.program.var(trace.block, p).trainable]
+        lr = self._learning_rate(trace, trace.type_of(loss.name).dtype)
         for p, g in pairs:
             decayed = self._regularize(trace, p, g)
             self._create_accumulators(trace, p)
@@ -169,7 +170,7 @@ class Optimizer:
         block 0, the parameter's shape and dtype unless ``shape`` says otherwise."""
         name = self._acc.get((key, param))
         if name is None:
-            var = trace.find(param)
+            var = trace.type_of(param)
             name = self._global_state(trace, f"{param}_{key}",
                                       var.shape if shape is None else shape, value, var.dtype)
             self._acc[(key, param)] = name

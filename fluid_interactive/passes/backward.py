@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import OpArgumentError
-from ..ir.records import FLOAT_DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.records import FLOAT_DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.text import format_shape
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
@@ -82,7 +82,7 @@ class _Accumulator:
         self.parts: dict[str, list[str]] = {}
         self.final: dict[str, str] = {}
         self.reserved: set[str] = set()
-        self.loc_of: dict[str, object] = {}   # gradient part -> the forward op's source line
+        self.loc_of: dict[str, SourceLoc | None] = {}  # gradient part -> the forward op's line
 
     def new_part(self, var: str) -> str:
         base = grad_var_name(var)
@@ -119,7 +119,7 @@ class _Accumulator:
 
 def _declare(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> None:
     def type_of(name: str) -> TensorType:
-        v = program.find_var(block, name)
+        v = program.var(block, name)
         return TensorType(v.shape, v.dtype)
     for slot, types in infer_op(op, type_of).items():
         for name, t in zip(op.outputs[slot], types):
@@ -217,8 +217,8 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
              producer.loc if producer is not None else None)
     for op in reversed(path):
         _emit_grad_of(op, prog, block, acc, carries, written, emit)
-    grads = {v: acc.resolve(v, written, emit) for v in sorted(carries | set(targets))}
-    grads = {v: g for v, g in grads.items() if g is not None}
+    resolved = {v: acc.resolve(v, written, emit) for v in sorted(carries | set(targets))}
+    grads = {v: g for v, g in resolved.items() if g is not None}
     pairs = sorted((p, grads[p]) for p in leaves if p in grads
                    and (prog.find_var(block, p) or VarDesc(p, ())).is_parameter)
     _tag_role_vars(new_ops, pairs)
@@ -245,13 +245,14 @@ def _emit_grad_of(op: OpDesc, prog: ProgramDesc, block: BlockDesc, acc: _Accumul
 
     ctx = GradContext(op, spec.full_attrs(op.attrs), out_grads, in_grads, emit_op,
                       lambda hint: acc._fresh(f"{hint}@GRAD_TMP"))
+    assert spec.grad is not None  # _ops_on_path keeps only ops with a gradient maker
     spec.grad(ctx)
 
 
 def _fill_missing(op: OpDesc, out_grads, acc: _Accumulator, emit):
     """Outputs of a multi-output op that no gradient reached get zeros, so gradient
     makers always see a complete set."""
-    filled = {}
+    filled: dict[str, list[str]] = {}
     for slot, names in out_grads.items():
         filled[slot] = []
         for fwd, g in zip(op.outputs[slot], names):

@@ -31,7 +31,7 @@ def _group_key(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> Any:
     spec = get_spec(op.type)
     shared = tuple((s, tuple(op.inputs.get(s, ()))) for s in spec.fused_shared)
     param = op.inputs[spec.inputs[0].name][0]
-    dtype = program.find_var(block, param).dtype
+    dtype = program.var(block, param).dtype
     attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items()))
     return op.type, shared, attrs, dtype, op.role
 
@@ -81,7 +81,7 @@ def _worth_fusing(program: ProgramDesc, block: BlockDesc, members: list[OpDesc])
         return True
     spec = get_spec(members[0].type)
     first = spec.inputs[0].name
-    values = sum(prod(program.find_var(block, op.inputs[first][0]).shape) for op in members)
+    values = sum(prod(program.var(block, op.inputs[first][0]).shape) for op in members)
     return values >= FUSE_MIN_VALUES
 
 
@@ -127,7 +127,7 @@ def _protected(program: ProgramDesc, block: BlockDesc) -> set[str]:
     """Vars whose values outlive the ops that use them: fed, returned, persistable."""
     names = set(block.feeds) | set(returned_names(block.returns))
     names |= {n for op in block.ops for n in op.output_names()
-              if program.find_var(block, n).persistable}
+              if program.var(block, n).persistable}
     return names
 
 
@@ -141,7 +141,7 @@ def _extends(program: ProgramDesc, block: BlockDesc, chain: list[OpDesc], op: Op
             result in op.inputs.get("Y", ()) or reads.get(result) != 1 or \
             result in protected or op.role != last.role or op.role_var:
         return False
-    a, b = program.find_var(block, result), program.find_var(block, op.outputs["Out"][0])
+    a, b = program.var(block, result), program.var(block, op.outputs["Out"][0])
     return a.shape == b.shape and a.dtype == b.dtype
 
 

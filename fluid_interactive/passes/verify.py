@@ -25,7 +25,7 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | Non
         return f"op {op.type!r} has no slot(s) {', '.join(bad)}"
 
     def type_of(name: str) -> TensorType:
-        v = program.find_var(block, name)
+        v = program.var(block, name)  # check_structure found every name declared
         return TensorType(v.shape, v.dtype)
     try:
         inferred = infer_op(op, type_of)
@@ -33,7 +33,7 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | Non
         return f"shape rule fails: {e}"
     for slot, types in inferred.items():
         for name, t in zip(op.outputs[slot], types):
-            declared = program.find_var(block, name)
+            declared = program.var(block, name)
             if declared.kind != "tensor":
                 continue  # readers and other objects have no tensor type to compare
             if declared.dtype != t.dtype or len(declared.shape) != len(t.shape) or any(

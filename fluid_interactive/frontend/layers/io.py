@@ -21,7 +21,7 @@ def _dims(name: str, shape: Any, append_batch_size: bool) -> tuple[int, ...]:
     shape = list(shape)
     dims = []
     for d in shape:
-        if d is None or (isinstance(d, Integral) and not isinstance(d, bool) and d >= -1):
+        if d is None or (isinstance(d, Integral) and not isinstance(d, bool) and int(d) >= -1):
             dims.append(-1 if d is None else int(d))
         else:
             raise error_at(OpArgumentError, f"data({name!r}): shape {list(shape)} has the "

@@ -81,7 +81,7 @@ def _schedule(op_type: str, attrs: dict[str, Any]) -> Variable:
     counter = _step_counter(trace)
     out = helper.out_name()
     trace.append_op(op_type, {"Step": [counter]}, {"Out": [out]}, attrs, role=OpRole.LRSCHED)
-    trace.find(out).stop_gradient = True
+    trace.program.var(trace.block, out).stop_gradient = True
     _increment_last(trace, counter)
     return Variable(trace, out)
 
