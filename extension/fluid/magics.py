@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
@@ -45,7 +46,9 @@ _COMMANDS = ("programs", "vars", "graph", "summary", "inspect", "device", "explo
 
 @magics_class
 class FluidMagics(Magics):
-    def __init__(self, shell: Any, state: Any):
+    shell: InteractiveShell  # Magics allows None; the extension always passes its shell
+
+    def __init__(self, shell: InteractiveShell, state: Any):
         super().__init__(shell)
         self._state = state
 
@@ -241,7 +244,9 @@ class FluidMagics(Magics):
     @argument("--collapse-grads", action="store_true",
               help="draw op by op, with backward and optimizer ops as one node each")
     @argument("--no-graph", action="store_true", help="compile only, draw nothing")
-    @cell_magic("fluid")
+    # IPython types cell_magic's result as `_F | Callable[[_F], _F]` whatever the argument, so
+    # mypy cannot see that a name argument gives a decorator
+    @cell_magic("fluid")  # type: ignore[arg-type]
     def fluid_cell(self, line: str, cell: str) -> None:
         """Run the cell, then compile every fluid.Program subclass it defines and draw it.
 

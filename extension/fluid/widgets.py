@@ -75,7 +75,8 @@ class Explorer:
     def _on_program(self, change: Any) -> None:
         prog = self.program
         names = prog.var_names() if prog is not None else []
-        params = [n for n in names if prog.program.global_block().vars[n].is_parameter]
+        params = ([n for n in names if prog.program.global_block().vars[n].is_parameter]
+                  if prog is not None else [])
         ordered = params + [n for n in names if n not in params]   # parameters first
         self.var_picker.options = ordered
         self.var_picker.value = ordered[0] if ordered else None
