@@ -616,8 +616,7 @@ class BatchReader:
         self._stop()
         if kind == "end":
             self._epoch, self._batch = self._epoch + 1, 0
-            self._done = EOFException(f"end of data after {self._epoch} epoch(s) of "
-                                      f"{self.source!r}; call reset() to start again")
+            self._done = EOFException(_end_of_data(self._epoch, self.source, self._cfg.epochs))
         elif isinstance(value, ReaderError):
             self._done = value
         else:
@@ -681,6 +680,13 @@ def _cached(source: Any, budget: int | None) -> Any:
         raise ReaderError(f"cache_bytes must be an int >= 0 or None, got {budget!r}")
     return CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
         else source
+
+
+def _end_of_data(epochs_read: int, source: Any, epochs: int | None) -> str:
+    """The end-of-data message: how far the reader went, and how to read further."""
+    return (f"end of data after {epochs_read} epoch(s) of {source!r} (the reader was made "
+            f"with epochs={epochs}); call reset() to start again, or make the reader with "
+            f"epochs=None to read for ever, or epochs=N for N passes over the data")
 
 
 def _again(exc: BaseException) -> BaseException:
