@@ -158,8 +158,8 @@ def _softmax(n: NodeImport) -> None:
 @import_rule("Cast")
 def _cast(n: NodeImport) -> None:
     from .proto import dtype_from_onnx
-    n.op("cast", {"X": n.var(0)}, {"out_dtype": dtype_from_onnx(int(n.attr("to")),
-                                                                 n.node.label)})
+    to = dtype_from_onnx(int(n.attr("to")), f"{n.replay.graph.path}: {n.node.label}")
+    n.op("cast", {"X": n.var(0)}, {"out_dtype": to})
 
 
 @import_rule("Clip")

@@ -25,7 +25,7 @@ from ..errors import FluidError, OnnxError
 from ..frontend.tracing import TraceContext, check_parameter_shape
 from ..ir.records import FLOAT_DTYPES, VarDesc
 from ..ops.registry import get_spec
-from .import_graph import Node, OnnxGraph
+from .import_graph import MALFORMED, Node, OnnxGraph
 
 ImportRule = Callable[["NodeImport"], None]
 IMPORT_RULES: dict[str, ImportRule] = {}
@@ -72,8 +72,33 @@ class Replay:
         for spec, var in zip(self.graph.inputs, inputs):
             self.values[spec.name] = var
         for node in self._needed(wanted):
+            self._replay(node)
+        return [self._returned(name) for name in wanted]
+
+    def _returned(self, name: str) -> str:
+        """The var of returned value ``name`` (appending its pending op, if any)."""
+        try:
+            return self.var(name, "a returned value")
+        except OnnxError:
+            raise
+        except FluidError as e:
+            raise OnnxError(f"{self.graph.path}: the value {name!r} the graph returns "
+                            f"cannot be computed: {e}") from None
+
+    def _replay(self, node: Node) -> None:
+        """Run ``node``'s import rule; whatever a malformed node makes it raise is an
+        `OnnxError` naming the node."""
+        try:
             IMPORT_RULES[node.op_type](NodeImport(self, node))
-        return [self.var(name, "a returned value") for name in wanted]
+        except OnnxError:
+            raise
+        except FluidError as e:
+            raise OnnxError(f"{self.graph.path}: {node.label} cannot be imported: "
+                            f"{e}") from None
+        except MALFORMED as e:
+            raise OnnxError(f"{self.graph.path}: {node.label} is malformed: its inputs or "
+                            f"attributes are not what {node.op_type} takes "
+                            f"({type(e).__name__}: {e})") from None
 
     def _needed(self, wanted: Sequence[str]) -> list[Node]:
         producers = self.graph.producers()
