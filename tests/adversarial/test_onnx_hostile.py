@@ -15,7 +15,7 @@ import fluid
 from tests.onnx_io.helpers import onnx, ort_run
 from tests.onnx_io.test_import import torch_cnn, torch_mlp
 
-from .bounded import call_within, release_fifo
+from .bounded import call_within, finish, release_fifo
 
 H, TP = onnx.helper, onnx.TensorProto
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -34,15 +34,6 @@ def _env():
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "extension")]))
 
 
-def _finish(proc, timeout=600):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, err[-3000:]
-    return out
 
 
 # --- not a regular file ------------------------------------------------------------------------
@@ -233,7 +224,7 @@ def test_reading_takes_about_two_copies_of_the_file_and_keeps_only_what_is_used(
     proc = subprocess.Popen([sys.executable, "-c", _MEMORY_PROBE, path], cwd=ROOT,
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    peak, kept = map(float, _finish(proc, timeout=300).split())
+    peak, kept = map(float, finish(proc, timeout=300).split())
     print(f"{kind}: peak {peak:.2f}x the file, kept {kept:.2f}x")
     assert peak < 2.4
     assert kept < (0.3 if kind == "unused" else 1.3)
@@ -250,7 +241,7 @@ def test_fuzz_of_thousands_of_mutated_models_under_a_memory_limit():
                               cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
              for seed, extra in ((1, []), (2, ["no-checker"]))]
-    results = [json.loads(_finish(p)) for p in procs]
+    results = [json.loads(finish(p)) for p in procs]
     keys = ("cases", "refused", "imported", "ran", "failed at run time")
     total = {k: sum(r[k] for r in results) for k in keys}
     other = [line for r in results for line in r["other"]]
