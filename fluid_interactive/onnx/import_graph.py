@@ -30,6 +30,7 @@ class GraphInput:
     name: str
     shape: tuple[int, ...]   # -1 for the batch dim
     dtype: str
+    exported_batch: int | None = None   # the batch size the file fixes, if it does
 
 
 @dataclass
@@ -320,8 +321,11 @@ def _graph_input(path: str, v: Any) -> GraphInput:
                             f"only the first (batch) dim may vary")
     if not dims:
         raise OnnxError(f"{path}: graph input {name!r} is a scalar; inputs need a batch dim")
+    first = t.shape.dim[0]
+    fixed = int(first.dim_value) if first.HasField("dim_value") and first.dim_value > 0 \
+        else None
     return GraphInput(name, tuple(dims),
-                      dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"))
+                      dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"), fixed)
 
 
 def _check_defined(graph: OnnxGraph) -> None:

@@ -15,9 +15,9 @@ gets the op. So a file this package exported imports as the ops it came from.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -189,7 +189,9 @@ class Replay:
         return desc.shape
 
     def dtype(self, var: str) -> str:
-        return self.trace.find(var).dtype
+        desc = self.trace.find(var)
+        assert desc is not None, var
+        return desc.dtype
 
 
 class NodeImport:
@@ -268,7 +270,7 @@ class NodeImport:
 
     # --- writing ops ---------------------------------------------------------------------
 
-    def op(self, op_type: str, inputs: dict[str, str | list[str]], attrs: dict[str, Any],
+    def op(self, op_type: str, inputs: Mapping[str, str | list[str]], attrs: dict[str, Any],
            out: int = 0, slot: str | None = None, name: str | None = None) -> str:
         """Append ``op_type`` whose main output holds node output ``out`` (or, with
         ``name``, an intermediate named after it); other output slots get fresh names.
@@ -286,7 +288,7 @@ class NodeImport:
             self.replay.values[onnx_name] = main
         return main
 
-    def append(self, op_type: str, inputs: dict[str, str | list[str]],
+    def append(self, op_type: str, inputs: Mapping[str, str | list[str]],
                outputs: dict[str, list[str]], attrs: dict[str, Any]) -> None:
         """Append one op with every slot named; a shape or dtype error names the node."""
         ins = {k: [v] if isinstance(v, str) else list(v) for k, v in inputs.items()}
@@ -312,5 +314,5 @@ class NodeImport:
                 self.fail(f"has output {i} ({self.node.outputs[i]!r}) read later, which the "
                           f"import does not produce")
 
-    def fail(self, problem: str) -> None:
+    def fail(self, problem: str) -> NoReturn:
         raise OnnxError(f"{self.replay.graph.path}: {self.node.label} {problem}")
