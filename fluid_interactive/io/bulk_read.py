@@ -149,7 +149,7 @@ class _Checks:
     def start(self, chunks: np.ndarray, count: int, stored: int, claimed: list[int]
               ) -> Callable[[], bool]:
         """Start checking; the returned function tells whether every claim holds."""
-        view, span = memoryview(chunks).cast("B"), HEADER.size + stored
+        view, span = chunks.data.cast("B"), HEADER.size + stored
         if count < _FEW_CHUNKS:
             def each() -> bool:
                 return all(zlib.crc32(view[i * span + HEADER.size:(i + 1) * span])
@@ -169,7 +169,7 @@ def _read_into(f: BinaryIO, view: memoryview, offset: int) -> int:
             more = os.preadv(f.fileno(), [view[got:]], offset + got)
         else:
             f.seek(offset + got)
-            more = f.readinto(view[got:])
+            more = f.readinto(view[got:])  # type: ignore[attr-defined]  # (not in BinaryIO's stub)
         if not more:
             break
         got += more
@@ -213,7 +213,7 @@ class _Window:
             self.spare = np.empty(want, dtype=np.uint8)
         buf = self.spare
         self.ahead = (start, buf, self.background.submit(
-            _read_into, self.f, memoryview(buf)[:want], start))
+            _read_into, self.f, buf.data[:want], start))
 
     def _want(self, offset: int, n: int) -> int:
         rest, piece = self.size - offset, self.piece
@@ -232,7 +232,7 @@ class _Window:
         want = self._want(offset, n)
         if len(self.buf) < want:
             self.buf = np.empty(want, dtype=np.uint8)
-        got = _read_into(self.f, memoryview(self.buf)[:want], offset)
+        got = _read_into(self.f, self.buf.data[:want], offset)
         self.start, self.stop = offset, offset + got  # short: the file shrank
 
 
@@ -251,7 +251,7 @@ def _same_headers(held: np.ndarray, info: ChunkInfo, limit: int) -> tuple[int, b
 def _first_layout(held: np.ndarray, info: ChunkInfo) -> RecordLayout | None:
     """The layout of the first record of the chunk at the start of ``held`` when every
     record could share it (count x row size == stored size), else None."""
-    payload = memoryview(held).cast("B")[HEADER.size:HEADER.size + info.stored_size]
+    payload = held.data.cast("B")[HEADER.size:HEADER.size + info.stored_size]
     if len(payload) < 4:
         return None
     (length,) = _U32.unpack_from(payload, 0)

@@ -26,7 +26,7 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -313,7 +313,7 @@ def _shuffled(blocks: Iterator[Block], buffer: int | None, rng: np.random.Genera
         yield from _gather(cols, rng.permutation(count), origin, step)
 
 
-def _pipeline(cfg: _Config) -> Iterator[tuple[int, list[tuple[np.ndarray, ...]]]]:
+def _pipeline(cfg: _Config) -> Generator[tuple[int, list[tuple[np.ndarray, ...]]], None, None]:
     """(epoch, batches) for every batch of every epoch, in lists (see `_batched`)."""
     source = cfg.source.resolved()
     keep: list[_Whole] = []
@@ -342,7 +342,7 @@ class _Sync:
     epoch, batches), ("end", None, None) or ("error", exception, None)."""
 
     def __init__(self, cfg: _Config):
-        self._gen: Iterator | None = _pipeline(cfg)
+        self._gen: Generator | None = _pipeline(cfg)
 
     def get(self) -> tuple[str, Any, Any]:
         if self._gen is None:
@@ -496,7 +496,8 @@ class BatchReader:
         if not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
             raise ReaderError(f"prefetch must be an int >= 0, got {prefetch!r}")
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy)  # fixed now: reset() replays it
+            entropy = np.random.SeedSequence().entropy   # an int when drawn here
+            seed = int(entropy)  # type: ignore[arg-type]  # fixed now: reset() replays it
         elif not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ReaderError(f"seed must be an int >= 0 or None, got {seed!r}")
         index, count = shard

@@ -100,7 +100,7 @@ def open_regular(path: str, buffering: int = -1) -> BinaryIO:
 def _snappy_module():
     """The optional python-snappy module, or None when it does not import."""
     try:
-        import snappy  # type: ignore[import-not-found]
+        import snappy
     except ImportError:
         return None
     return snappy
@@ -292,7 +292,7 @@ class _RowTable:
             if nbytes:
                 rows[:, offset:offset + nbytes] = c[start:stop].reshape(stop - start, -1).view(
                     np.uint8)
-        return memoryview(rows).cast("B")
+        return rows.data.cast("B")
 
 
 def write_records(path: str | os.PathLike, records: Iterable[bytes], compressor: Any = "none",

@@ -40,8 +40,6 @@ def _child(args, timeout=600):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and RLIMIT_AS")
 def test_fuzz_of_thousands_of_mutations_under_a_memory_limit():
     procs = [_child(["tests.adversarial.hostile_recordio", str(FUZZ_CASES), str(seed),
