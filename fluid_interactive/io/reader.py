@@ -599,6 +599,16 @@ class BatchReader:
                               "and there is none to give back")
         self._pos -= 1
 
+    def skip(self, batches: int = 1) -> None:
+        """Drop the next ``batches`` batches, as if they were read: for a batch that makes
+        every step fail (the failing step gives it back with `unread`, so the next call
+        would read it again for ever). Raises `EOFException` when the data ends first."""
+        if isinstance(batches, bool) or not isinstance(batches, (int, np.integer)) or \
+                batches < 0:
+            raise ReaderError(f"skip takes a batch count >= 0, got {batches!r}")
+        for _ in range(int(batches)):
+            self.take()
+
     def _next_group(self) -> tuple[np.ndarray, ...]:
         if self._closed:
             raise ReaderError("this reader is closed; create a new one or call reset()")
