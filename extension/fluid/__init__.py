@@ -6,6 +6,7 @@ work in a plain script too: `fluid.train` (a training loop with a progress displ
 (the activations and gradients a watched call kept, layer by layer) and
 `fluid.live_reload` (recompile live programs when their class is redefined), and ONNX in
 and out: `fluid.export_onnx`, `fluid.import_onnx`, `fluid.onnx_program` (docs/export.md).
+``fluid.scope`` is another name for `fluid.var_scope`.
 `fluid.diff` (what differs between two programs) and ``prog.rewind(n)`` come from the
 engine; the extension shows diffs as drawings and adds ``%fluid history`` / ``%fluid rewind``.
 
@@ -41,6 +42,9 @@ from .live import live_reload
 from .training import History, train
 from .widgets import explore
 
+#: The proposal's review thread spells `var_scope` as ``fluid.scope``; both work.
+scope = var_scope  # noqa: F405  (var_scope comes from the engine's star import)
+
 # Frames in this package are never reported as the user's line.
 _exclude_path(_os.path.dirname(_os.path.abspath(__file__)))
 
@@ -57,7 +61,7 @@ def unload_ipython_extension(ipython) -> None:
     unload(ipython)
 
 
-__all__ = list(_engine_all) + ["train", "History", "graph", "Graph", "explore", "inspect",
+__all__ = list(_engine_all) + ["scope", "train", "History", "graph", "Graph", "explore", "inspect",
                                "live_reload", "export_onnx", "import_onnx", "onnx_program",
                                "OnnxProgram",
                                "load_ipython_extension", "unload_ipython_extension"]

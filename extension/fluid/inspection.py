@@ -26,7 +26,7 @@ from fluid_interactive.ir.layers import model_ops
 from fluid_interactive.runtime.live.compiled import CompiledProgram
 from fluid_interactive.util.table import Table
 
-from .scope import histogram_svg
+from .var_stats import histogram_svg
 
 __all__ = ["inspect", "Inspection", "LayerValues"]
 

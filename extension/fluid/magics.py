@@ -36,7 +36,7 @@ from fluid_interactive.runtime.live.compiled import CompiledMethod, CompiledProg
 
 from . import display as fdisplay
 from . import live
-from .scope import programs_table, vars_table
+from .var_stats import programs_table, vars_table
 
 __all__ = ["FluidMagics"]
 

@@ -17,7 +17,7 @@ from fluid_interactive.runtime.live.compiled import CompiledProgram
 from fluid_interactive.util.table import Table
 
 from .display import Graph
-from .scope import format_bytes
+from .var_stats import format_bytes
 
 __all__ = ["DiffView", "diff_html", "history_table", "programs_with_history", "pick_program"]
 

@@ -12,28 +12,30 @@ that step, and the runtime drops its updates, which commit only when a step comp
 """
 from __future__ import annotations
 
-import html
 import math
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fluid_interactive.errors import EOFException
+from fluid_interactive.errors import EOFException, RewindError
 
-__all__ = ["train", "History", "loss_curve_svg", "REFRESH_SECONDS"]
+from .loss_curve import COLUMNS, DEFAULT_SMOOTHING, CurveData, loss_curve_svg, smooth
+
+__all__ = ["train", "History", "loss_curve_svg", "smooth", "CurveData", "COLUMNS",
+           "REFRESH_SECONDS", "ON_NAN"]
 
 #: The shortest time between two redraws of the progress display (~10 Hz).
 REFRESH_SECONDS = 0.1
 
-#: How much a loss curve is smoothed by default (an exponential moving average with this
-#: weight on the past, debiased at the start, as TensorBoard draws it; 0: raw losses only).
-DEFAULT_SMOOTHING = 0.6
+#: What `train` does when a step's loss is NaN or infinite.
+ON_NAN = ("stop", "warn", "ignore")
 
 
 def _rate(per_second: float | None) -> str:
@@ -48,8 +50,16 @@ class History:
     requested: int = 0
     loss: list[float] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)  # only with keep_results=True
-    stopped: str = "running"             # 'finished', 'interrupted', 'end of data'
+    # 'finished', 'interrupted', 'end of data', 'stopped by callback', 'error', or
+    # 'loss nan at step N' (on_nan='stop')
+    stopped: str = "running"
     seconds: float = 0.0
+    curve: CurveData = field(default_factory=CurveData, repr=False, compare=False)
+
+    def record(self, value: float) -> None:
+        """Add one step's loss (to the list, and to the curve's summary)."""
+        self.loss.append(value)
+        self.curve.add(value)
 
     @property
     def last_loss(self) -> float | None:
@@ -64,8 +74,9 @@ class History:
     def plot(self, width: int = 480, height: int = 160,
              smoothing: float = DEFAULT_SMOOTHING) -> LossCurve:
         """The loss curve as a displayable SVG; ``smoothing`` as in `train`."""
-        return LossCurve(loss_curve_svg(self.loss, self.requested or self.steps, width, height,
-                                        smoothing=smoothing))
+        curve = self.curve if self.curve.count == len(self.loss) and \
+            self.curve.smoothing == smoothing else self.loss
+        return LossCurve(loss_curve_svg(curve, width, height, smoothing=smoothing))
 
     def __repr__(self) -> str:
         loss = f", last loss {self.last_loss:.6g}" if self.loss else ""
@@ -98,113 +109,48 @@ def _scalar(value: Any) -> float | None:
 
 def _loss_of(result: Any, loss: None | str | int | Callable) -> float | None:
     """The step's loss: ``loss`` picks it (a dict key, a tuple index or a function);
-    otherwise a scalar result, the first element of a tuple, or a dict's 'loss'/'cost'
-    entry (else its first scalar)."""
+    otherwise a scalar result, the obvious scalar of a tuple (its first element, or its
+    only scalar) or of a dict (its 'loss'/'cost' entry, or its only scalar). A tuple or
+    dict without an obvious one is a `ValueError` asking for ``loss=``; any other result
+    (None, an array) has no loss."""
     if callable(loss):
         return _scalar(loss(result))
     if loss is not None:
         return _scalar(result[loss])
     value = _scalar(result)
-    if value is not None:
+    if value is not None or not isinstance(result, (tuple, list, dict)) or not result:
         return value
-    if isinstance(result, (tuple, list)) and result:
-        return _scalar(result[0])
     if isinstance(result, dict):
-        for key in result:
-            if "loss" in key.lower() or "cost" in key.lower():
-                return _scalar(result[key])
-        for v in result.values():
-            if _scalar(v) is not None:
-                return _scalar(v)
-    return None
-
-
-# --- the SVG loss curve ------------------------------------------------------------------------
-
-def _downsample(values: list[float], limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``limit`` points: the mean of equal buckets, at each bucket's middle step."""
-    y = np.asarray(values, dtype=np.float64)
-    x = np.arange(1, len(y) + 1, dtype=np.float64)
-    if len(y) <= limit:
-        return x, y
-    edges = np.linspace(0, len(y), limit + 1).astype(int)
-    xs = np.array([(x[a] + x[b - 1]) / 2 for a, b in zip(edges[:-1], edges[1:])])
-    ys = np.array([y[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
-    return xs, ys
-
-
-def smooth(values: np.ndarray, weight: float) -> np.ndarray:
-    """An exponential moving average with ``weight`` on the past, debiased so the first
-    points are not pulled towards 0 (TensorBoard's smoothing). NaNs are carried over."""
-    if weight <= 0:
-        return np.asarray(values, dtype=np.float64)
-    if not 0 <= weight < 1:
-        raise ValueError(f"smoothing must be in [0, 1), got {weight!r}")
-    out = np.empty(len(values))
-    last, n = 0.0, 0
-    for i, v in enumerate(values):
-        if not math.isfinite(v):
-            out[i] = v
-            continue
-        n += 1
-        last = last * weight + (1 - weight) * v
-        out[i] = last / (1 - weight ** n)
-    return out
-
-
-def loss_curve_svg(loss: list[float], total: int = 0, width: int = 480, height: int = 160,
-                   max_points: int = 400, smoothing: float = DEFAULT_SMOOTHING) -> str:
-    """An inline SVG line of ``loss`` against the step; a log scale when the losses are
-    positive and span more than two decades. With ``smoothing`` (in [0, 1)) the raw losses
-    are drawn faint and their moving average over them, so a noisy loss reads as a line
-    instead of a band."""
-    pad_l, pad_r, pad_t, pad_b = 52, 10, 16, 20
-    w, h = width - pad_l - pad_r, height - pad_t - pad_b
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'class="fluid-loss-curve" style="font:10px sans-serif">',
-             f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="#fcfcfc" '
-             f'stroke="#ccc"/>']
-    finite = [v for v in loss if math.isfinite(v)]
-    if finite:
-        log = min(finite) > 0 and max(finite) / min(finite) > 100
-        n = max(total, len(loss), 2)
-        lines = [(list(loss), "#d6604d", 1.5, 1.0)]
-        smoothed = smooth(loss, smoothing) if smoothing > 0 and len(finite) > 2 else None
-        if smoothed is not None:
-            lines = [(list(loss), "#d6604d", 1.0, 0.3), (list(smoothed), "#b2182b", 1.8, 1.0)]
-        shapes = []
-        for values, colour, width_px, opacity in lines:
-            xs, ys = _downsample(values, max_points)
-            keep = np.isfinite(ys)
-            shapes.append((xs[keep], np.log10(ys[keep]) if log else ys[keep], colour,
-                           width_px, opacity))
-        ty_all = shapes[0][1]
-        lo, hi = float(ty_all.min()), float(ty_all.max())
-        if hi - lo < 1e-12:
-            lo, hi = lo - 0.5, hi + 0.5
-        for xs, ty, colour, width_px, opacity in shapes:
-            px = pad_l + (xs - 1) / (n - 1) * w
-            py = pad_t + (hi - ty) / (hi - lo) * h
-            points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py))
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="{width_px}" '
-                         f'stroke-opacity="{opacity}" points="{points}"/>')
-        top, bottom = (10 ** hi, 10 ** lo) if log else (hi, lo)
-        parts.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" text-anchor="end">{top:.3g}</text>')
-        parts.append(f'<text x="{pad_l - 4}" y="{pad_t + h}" text-anchor="end">'
-                     f'{bottom:.3g}</text>')
-        if log:
-            parts.append(f'<text x="{pad_l - 4}" y="{pad_t + h / 2 + 4}" text-anchor="end" '
-                         f'fill="#888">log</text>')
-        label = f"loss {finite[-1]:.5g} at step {len(loss)}" + (
-            f" (smoothed {float(smoothed[-1]):.5g})" if smoothed is not None else "")
+        keys = [k for k in result if "loss" in str(k).lower() or "cost" in str(k).lower()]
+        if keys:
+            return _scalar(result[keys[0]])
+        picks = list(result)
     else:
-        label = "loss: no values yet"
-    parts.append(f'<text x="{pad_l}" y="{pad_t - 4}">{html.escape(label)}</text>')
-    parts.append(f'<text x="{pad_l}" y="{height - 6}">0</text>')
-    parts.append(f'<text x="{width - pad_r}" y="{height - 6}" text-anchor="end">'
-                 f'{max(total, len(loss))} steps</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+        if _scalar(result[0]) is not None:
+            return _scalar(result[0])
+        picks = list(range(len(result)))
+    scalars = [k for k in picks if _scalar(result[k]) is not None]
+    if len(scalars) == 1:
+        return _scalar(result[scalars[0]])
+    raise ValueError(_ambiguous(result, picks, scalars))
+
+
+def _describe(value: Any) -> str:
+    if _scalar(value) is not None:
+        return f"scalar {_scalar(value):.5g}"
+    shape = getattr(value, "shape", None)
+    return f"array {list(shape)}" if shape is not None else type(value).__name__
+
+
+def _ambiguous(result: Any, picks: list, scalars: list) -> str:
+    kind = "dict" if isinstance(result, dict) else "tuple"
+    listed = ", ".join(f"{k!r}: {_describe(result[k])}" for k in picks[:8])
+    which = "none of them is a scalar" if not scalars else \
+        f"{len(scalars)} of them are scalars"
+    example = scalars[0] if scalars else picks[0]
+    return (f"the step returned a {kind} ({listed}) and {which}, so fluid.train cannot tell "
+            f"which is the loss; pass loss={example!r} (the {'key' if kind == 'dict' else 'index'}"
+            f" of the loss) or loss=lambda result: ...")
 
 
 # --- progress views ----------------------------------------------------------------------------
@@ -303,7 +249,7 @@ class _WidgetView(_View):
                                  layout=w.Layout(width="360px"))
         self.label = w.Label(value=f"0/{total}")
         self.label.add_class("fluid-train-status")
-        self.curve = w.HTML(value=loss_curve_svg([], total, smoothing=smoothing))
+        self.curve = w.HTML(value=loss_curve_svg(CurveData(smoothing)))
         self.box = w.VBox([w.HBox([self.heading, self.bar, self.label]), self.curve])
         self.box.add_class("fluid-train")
         self.handle = display(self._bundle(f"0/{total}"), raw=True, display_id=True)
@@ -316,7 +262,7 @@ class _WidgetView(_View):
     def render(self, history: History, final: bool) -> None:
         self.bar.value = history.steps
         self.label.value = self.status(history, final)
-        self.curve.value = loss_curve_svg(history.loss, self.total, smoothing=self.smoothing)
+        self.curve.value = loss_curve_svg(history.curve)   # bounded work, however long the run
         if final:
             self.bar.bar_style = {"finished": "success", "interrupted": "warning"}.get(
                 history.stopped, "info")
@@ -412,11 +358,112 @@ class _DeferInterrupt:
             signal.signal(signal.SIGINT, self.previous)
 
 
+@dataclass
+class _Step:
+    """What `train` does with each step's result."""
+    method: Callable
+    name: str
+    loss: None | str | int | Callable
+    keep_results: bool
+    callback: Callable[[int, Any], Any] | None
+    on_nan: str
+    warned: bool = False
+
+
+def _take_back(method: Callable) -> bool:
+    """Undo the method's last call when its program keeps a history (`prog.rewind(1)`)."""
+    owner = getattr(method, "owner", None)
+    if not getattr(getattr(owner, "history", None), "enabled", False):
+        return False
+    try:
+        owner.rewind(1)   # type: ignore[union-attr]
+    except RewindError:
+        return False
+    return True
+
+
+def _non_finite(how: _Step, history: History, value: float) -> bool:
+    """A NaN or infinite loss: whether training goes on. 'stop' takes the step back when
+    the program keeps a history, so the parameters are the last finite ones."""
+    if how.on_nan == "warn" and not how.warned:
+        how.warned = True
+        warnings.warn(f"{how.name}: the loss is {value} at step {history.steps}; training "
+                      f"goes on (on_nan='warn')", RuntimeWarning, stacklevel=5)
+    if how.on_nan != "stop":
+        return True
+    step = history.steps
+    if _take_back(how.method):
+        history.steps -= 1
+        history.stopped = f"loss {value} at step {step}; that step was taken back"
+    else:
+        history.record(value)
+        history.stopped = (f"loss {value} at step {step}; the parameters are those after it "
+                           f"(keep_history() on the program keeps the last finite ones)")
+    return False
+
+
+def _after_step(how: _Step, history: History, step: int, result: Any) -> bool:
+    """Record a completed step; whether training goes on."""
+    history.steps += 1
+    try:
+        value = _loss_of(result, how.loss)
+    except ValueError:
+        if _take_back(how.method):
+            history.steps -= 1
+        raise
+    if value is not None:
+        if not math.isfinite(value) and how.on_nan != "ignore" and \
+                not _non_finite(how, history, value):
+            return False
+        history.record(value)
+    if how.keep_results:
+        history.results.append(result)
+    if how.callback is not None and how.callback(step, result) is False:
+        history.stopped = "stopped by callback"
+        return False
+    return True
+
+
+def _loop(how: _Step, steps: int, next_batch: Callable[[int], Any], history: History,
+          view: _View, guard: _DeferInterrupt) -> None:
+    for step in range(steps):
+        if guard.pending:
+            raise KeyboardInterrupt
+        try:
+            batch = next_batch(step)
+        except StopIteration:
+            history.stopped = "end of data"
+            break
+        guard.in_step = True
+        result = _call(how.method, batch)
+        guard.in_step = False
+        if not _after_step(how, history, step, result):
+            break
+        view.update(history)
+    else:
+        history.stopped = "finished"
+    if guard.pending:
+        raise KeyboardInterrupt
+
+
+def _check_arguments(method: Callable, steps: int, smoothing: float, on_nan: str) -> None:
+    if not callable(method):
+        raise TypeError(f"train() needs a callable method, e.g. prog.train_step; got "
+                        f"{type(method).__name__}")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}")
+    if on_nan not in ON_NAN:
+        raise ValueError(f"on_nan must be one of {', '.join(map(repr, ON_NAN))}; got "
+                         f"{on_nan!r}")
+
+
 def train(method: Callable, steps: int = 1000, data: Any = None, *,
           loss: None | str | int | Callable = None, progress: bool | str = True,
           title: str | None = None, keep_results: bool = False,
           callback: Callable[[int, Any], Any] | None = None,
-          smoothing: float = DEFAULT_SMOOTHING) -> History:
+          smoothing: float = DEFAULT_SMOOTHING, on_nan: str = "stop") -> History:
     """Call ``method`` up to ``steps`` times and return the `History`.
 
     ``data`` gives each step's arguments: None (the method reads its own data, e.g. from a
@@ -428,52 +475,30 @@ def train(method: Callable, steps: int = 1000, data: Any = None, *,
     twice to abandon a long step; its updates are then dropped).
 
     ``loss`` picks the loss from a step's result (a dict key, a tuple index or a function;
-    by default a scalar result, a tuple's first element, or a dict's 'loss'/'cost' entry).
+    by default a scalar result, a tuple's first element or only scalar, a dict's
+    'loss'/'cost' entry or only scalar; a tuple or dict with no obvious loss is a
+    `ValueError` asking for ``loss=``). ``on_nan``: a NaN or infinite loss stops training
+    ('stop', the default: the history says at which step, and a program that keeps a
+    history takes that step back, so its parameters are the last finite ones), warns
+    once ('warn') or is recorded like any other ('ignore').
     ``progress``: True/'auto' (a widget in Jupyter, tqdm or text elsewhere), 'widget',
     'tqdm', 'text', or False. ``callback(step, result)`` runs after every step; returning
     False stops the loop. ``smoothing`` (in [0, 1), default 0.6) draws a moving average of
     the loss over the faint raw curve, as TensorBoard does; 0 draws the raw losses only.
+    The curve is redrawn from a summary of at most ~840 columns, so a long run trains as
+    fast at its millionth step as at its first.
     """
-    if not callable(method):
-        raise TypeError(f"train() needs a callable method, e.g. prog.train_step; got "
-                        f"{type(method).__name__}")
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
-        raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}")
+    _check_arguments(method, steps, smoothing, on_nan)
     next_batch = _batches(data)
     name = title if title is not None else getattr(method, "__name__", "train")
-    history = History(requested=steps)
+    history = History(requested=steps, curve=CurveData(float(smoothing)))
     view = _make_view(progress, steps, name, float(smoothing))
+    how = _Step(method, name, loss, keep_results, callback, on_nan)
     started = view.started = time.perf_counter()
     guard = _DeferInterrupt()
     try:
         with guard:
-            for step in range(steps):
-                if guard.pending:
-                    raise KeyboardInterrupt
-                try:
-                    batch = next_batch(step)
-                except StopIteration:
-                    history.stopped = "end of data"
-                    break
-                guard.in_step = True
-                result = _call(method, batch)
-                guard.in_step = False
-                history.steps += 1
-                value = _loss_of(result, loss)
-                if value is not None:
-                    history.loss.append(value)
-                if keep_results:
-                    history.results.append(result)
-                if callback is not None and callback(step, result) is False:
-                    history.stopped = "stopped by callback"
-                    break
-                view.update(history)
-            else:
-                history.stopped = "finished"
-            if guard.pending:
-                raise KeyboardInterrupt
+            _loop(how, steps, next_batch, history, view, guard)
     except KeyboardInterrupt:
         history.stopped = "interrupted"
     except EOFException:

@@ -17,8 +17,8 @@ from typing import Any
 from fluid_interactive.runtime.live.compiled import CompiledProgram
 
 from .live import named_live_programs
-from .scope import format_bytes, histogram_svg, var_stats, vars_table
 from .training import in_kernel
+from .var_stats import format_bytes, histogram_svg, var_stats, vars_table
 
 __all__ = ["explore", "Explorer", "stats_html"]
 

@@ -600,6 +600,16 @@ class BatchReader:
                               "and there is none to give back")
         self._pos -= 1
 
+    def skip(self, batches: int = 1) -> None:
+        """Drop the next ``batches`` batches, as if they were read: for a batch that makes
+        every step fail (the failing step gives it back with `unread`, so the next call
+        would read it again for ever). Raises `EOFException` when the data ends first."""
+        if isinstance(batches, bool) or not isinstance(batches, (int, np.integer)) or \
+                batches < 0:
+            raise ReaderError(f"skip takes a batch count >= 0, got {batches!r}")
+        for _ in range(int(batches)):
+            self.take()
+
     def _next_group(self) -> tuple[np.ndarray, ...]:
         if self._closed:
             raise ReaderError("this reader is closed; create a new one or call reset()")
@@ -618,8 +628,7 @@ class BatchReader:
         self._stop()
         if kind == "end":
             self._epoch, self._batch = self._epoch + 1, 0
-            self._done = EOFException(f"end of data after {self._epoch} epoch(s) of "
-                                      f"{self.source!r}; call reset() to start again")
+            self._done = EOFException(_end_of_data(self._epoch, self.source, self._cfg.epochs))
         elif isinstance(value, ReaderError):
             self._done = value
         else:
@@ -683,6 +692,13 @@ def _cached(source: Any, budget: int | None) -> Any:
         raise ReaderError(f"cache_bytes must be an int >= 0 or None, got {budget!r}")
     return CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
         else source
+
+
+def _end_of_data(epochs_read: int, source: Any, epochs: int | None) -> str:
+    """The end-of-data message: how far the reader went, and how to read further."""
+    return (f"end of data after {epochs_read} epoch(s) of {source!r} (the reader was made "
+            f"with epochs={epochs}); call reset() to start again, or make the reader with "
+            f"epochs=None to read for ever, or epochs=N for N passes over the data")
 
 
 def _again(exc: BaseException) -> BaseException:

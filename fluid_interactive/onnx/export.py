@@ -76,6 +76,7 @@ def build_model(compiled: CompiledProgram, block: BlockDesc, opset: int) -> Any:
         produced = {o for node in graph.nodes[before:] for o in node.output}
         for name in op.output_names():
             var = program.find_var(block, name)
+            assert var is not None, name   # the verifier checked every output is declared
             if name in needed[index] and name not in produced and not var.persistable:
                 raise export_error(program, block, op, block.name,
                                    f"has no ONNX counterpart for its output {name!r}, which "
@@ -111,6 +112,7 @@ def _check_exportable(program: ProgramDesc, block: BlockDesc) -> None:
 
 def _value_info(program: ProgramDesc, block: BlockDesc, name: str) -> Any:
     var = program.find_var(block, name)
+    assert var is not None, name
     dims = ["batch" if d < 0 else d for d in var.shape]
     return onnx_module().helper.make_tensor_value_info(name, onnx_dtype(var.dtype), dims)
 

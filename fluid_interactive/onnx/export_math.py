@@ -97,13 +97,13 @@ def _scale(e: OpExport) -> None:
     steps = [("Mul", s, 1.0), ("Add", b, 0.0)]
     if not e.attrs["bias_after_scale"]:
         steps.reverse()
-    steps = [(node, v) for node, v, neutral in steps if v != neutral]
-    if not steps:
+    needed = [(node, v) for node, v, neutral in steps if v != neutral]
+    if not needed:
         e.node("Identity", [x], [out])
         return
     value = x
-    for i, (node, v) in enumerate(steps):
-        target = [out] if i == len(steps) - 1 else None
+    for i, (node, v) in enumerate(needed):
+        target = [out] if i == len(needed) - 1 else None
         value = e.node(node, [value, e.scalar(v, x, node.lower())], target)[0]
 
 

@@ -1,14 +1,17 @@
 """Reading an ONNX file: everything taken from it is checked here, once, before any of it
 reaches a program.
 
-The file is untrusted input. It is parsed without following external-data references,
-every name that may become a var name passes `checked_name`, element types and shapes are
-checked, and every node type must have an import rule: otherwise one `OnnxError` lists the
-unsupported types with their counts.
+The file is untrusted input. It is read as a regular file only (`files.py`), passed
+through `onnx.checker` with shape inference, and parsed; external data is read only from
+files beside the model, at offsets inside them. Every name that may become a var name passes
+`checked_name`, element types, dims and data sizes are checked, and every node type must
+have an import rule: otherwise one `OnnxError` lists the unsupported types with their
+counts. Only the initializers some node reads are converted.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OnnxError
+from .files import ExternalData, read_regular
 from .names import checked_name
 from .proto import MIN_IMPORT_OPSET, dtype_from_onnx, onnx_module
 
@@ -26,6 +30,7 @@ class GraphInput:
     name: str
     shape: tuple[int, ...]   # -1 for the batch dim
     dtype: str
+    exported_batch: int | None = None   # the batch size the file fixes, if it does
 
 
 @dataclass
@@ -53,29 +58,33 @@ class OnnxGraph:
         return {o: node for node in self.nodes for o in node.outputs if o}
 
 
+#: Exceptions that malformed content raises in NumPy or in the onnx package while it is
+#: converted: each becomes an `OnnxError` naming the part of the file at fault.
+MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError,
+             RecursionError)
+
+_ELEMENT_LIMIT = 1 << 46   # more elements than any real tensor: a hostile dim
+
+
 def read_onnx(path: str) -> OnnxGraph:
-    """Parse and validate the ONNX model at ``path``."""
+    """Parse and validate the ONNX model at ``path``: `onnx.checker` first, then every
+    part the importer uses; any problem is an `OnnxError` saying where and what."""
     from .import_registry import IMPORT_RULES  # the rules register on import
-    onnx = onnx_module()
     path = os.fspath(path)
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except FileNotFoundError:
-        raise
-    except Exception as e:
-        raise OnnxError(f"{path} is not a readable ONNX model: {type(e).__name__}: {e}") \
-            from None
+    model = _load(path)
     g = model.graph
     opset = _default_opset(model, path)
     _reject_unsupported(path, g, IMPORT_RULES)
-    initializers = _initializers(path, g)
-    constants: dict[str, np.ndarray] = {}
-    nodes = []
-    for i, node in enumerate(g.node):
-        nodes.append(_node(path, i, node))
-        if node.op_type == "Constant":
-            constants[nodes[-1].outputs[0]] = _constant_value(path, nodes[-1])
-    inputs = [_graph_input(path, v) for v in g.input if v.name not in initializers]
+    every_initializer = {t.name for t in g.initializer}
+    with ExternalData(path) as external:
+        initializers = _initializers(path, g, _used_names(g), external)
+        constants: dict[str, np.ndarray] = {}
+        nodes = []
+        for i, node in enumerate(g.node):
+            nodes.append(_node(path, i, node, external))
+            if node.op_type == "Constant":
+                constants[nodes[-1].outputs[0]] = _constant_value(path, nodes[-1])
+    inputs = [_graph_input(path, v) for v in g.input if v.name not in every_initializer]
     outputs = [checked_name(v.name, "graph output", path) for v in g.output]
     if not outputs:
         raise OnnxError(f"{path}: the graph has no outputs")
@@ -83,6 +92,97 @@ def read_onnx(path: str) -> OnnxGraph:
     _check_defined(graph)
     graph.returns = _returns(model, graph)
     return graph
+
+
+def _load(path: str) -> Any:
+    """The parsed model, after `onnx.checker` (with shape inference) passed it.
+
+    The checker sees the model without its large tensors (declared as graph inputs of
+    their type instead; `tensor_array` checks their data): handed the whole file, it
+    would hold two more copies of it, and it looks for external data relative to the
+    working directory, not the model."""
+    onnx = onnx_module()
+    data = read_regular(path)
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as e:
+        raise OnnxError(f"{path} is not a readable ONNX model: {type(e).__name__}: "
+                        f"{_printable(str(e))}") from None
+    del data
+    try:
+        checked = _for_checker(model).SerializeToString()
+    except UnicodeDecodeError as e:   # protobuf decodes text fields when they are read
+        raise OnnxError(f"{path} holds text that is not UTF-8 ({e}); names and string "
+                        f"attributes in ONNX are UTF-8") from None
+    failure = _checker_failure(checked)
+    if failure is not None:
+        raise OnnxError(f"{path} fails onnx.checker (ONNX's own validation, which "
+                        f"onnxruntime applies too): {failure}")
+    return model
+
+
+def _checker_failure(data: bytes) -> str | None:
+    """What `onnx.checker.check_model` (full check) finds wrong in the model ``data``."""
+    onnx = onnx_module()
+    try:
+        onnx.checker.check_model(data, full_check=True)
+    except MemoryError:
+        raise
+    except Exception as e:
+        return _printable(str(e))[:1500] or type(e).__name__
+    return None
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters escaped: names in it come from the file."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
+
+
+#: Initializers of up to this many elements stay in what the checker sees (shape inference
+#: reads the values of small ones, such as a Reshape's shape); larger ones become typed
+#: inputs. (Counted from the dims: asking protobuf for a tensor's size encodes it.)
+_CHECKED_INLINE = 512
+
+
+def _for_checker(model: Any) -> Any:
+    """A small copy of ``model`` for the checker: everything but the initializers that
+    are large or kept in external files, which become graph inputs of their type."""
+    onnx = onnx_module()
+    copy = onnx.ModelProto()
+    for desc, value in model.ListFields():
+        if desc.name == "graph":
+            continue
+        target = getattr(copy, desc.name)
+        if isinstance(value, (str, bytes, int, float)):
+            setattr(copy, desc.name, value)
+        elif hasattr(target, "extend"):
+            target.extend(value)
+        else:
+            target.CopyFrom(value)
+    g, out = model.graph, copy.graph
+    for desc, value in g.ListFields():
+        if desc.name == "initializer":
+            continue
+        if isinstance(value, (str, bytes)):
+            setattr(out, desc.name, value)
+        else:
+            getattr(out, desc.name).extend(value)
+    declared = {v.name for v in g.input}
+    for t in g.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL and \
+                math.prod(t.dims) <= _CHECKED_INLINE:
+            out.initializer.add().CopyFrom(t)
+        elif t.name not in declared:
+            declared.add(t.name)
+            out.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type,
+                                                                list(t.dims)))
+    return copy
+
+
+def _used_names(g: Any) -> set[str]:
+    """The values the nodes read and the graph returns: the initializers worth keeping."""
+    return {n for node in g.node for n in node.input} | {v.name for v in g.output}
 
 
 def _default_opset(model: Any, path: str) -> int:
@@ -108,29 +208,54 @@ def _reject_unsupported(path: str, g: Any, rules: dict) -> None:
                         f"{listed}. Supported: {', '.join(sorted(rules))}")
 
 
-def _initializers(path: str, g: Any) -> dict[str, np.ndarray]:
-    onnx = onnx_module()
+def _initializers(path: str, g: Any, used: set[str], external: ExternalData
+                  ) -> dict[str, np.ndarray]:
+    """The initializers some node reads (or the graph returns), as arrays; the others are
+    never converted."""
     if len(g.sparse_initializer):
         raise OnnxError(f"{path} holds sparse initializers, which the importer does not read")
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for t in g.initializer:
+        if t.name not in used:
+            continue
         name = checked_name(t.name, "initializer", path)
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            raise OnnxError(f"{path}: initializer {name!r} keeps its data in an external "
-                            f"file; the importer reads self-contained models only (save with "
-                            f"onnx.save(model, path, save_as_external_data=False))")
-        dtype_from_onnx(t.data_type, f"initializer {name!r}")
-        out[name] = onnx.numpy_helper.to_array(t).copy()
+        if name in out:
+            raise OnnxError(f"{path}: initializer {name!r} is defined twice")
+        out[name] = tensor_array(path, t, f"initializer {name!r}", external)
     return out
 
 
-def _attr_value(path: str, attr: Any, label: str) -> Any:
+def tensor_array(path: str, t: Any, what: str, external: ExternalData) -> np.ndarray:
+    """The value of the TensorProto ``t`` (an initializer, a Constant's value), checked
+    against its dims and type. Raw data is viewed, not copied (read-only)."""
+    onnx = onnx_module()
+    dtype = np.dtype(dtype_from_onnx(t.data_type, f"{path}: {what}"))
+    dims = [int(d) for d in t.dims]
+    if any(d < 0 for d in dims) or math.prod(dims) > _ELEMENT_LIMIT:
+        raise OnnxError(f"{path}: {what} has dims {dims[:8]}, which no tensor can have")
+    nbytes = math.prod(dims) * dtype.itemsize
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raw = external.read({e.key: e.value for e in t.external_data}, nbytes, what)
+    elif t.HasField("raw_data"):
+        raw = t.raw_data
+    else:
+        try:
+            return np.asarray(onnx.numpy_helper.to_array(t), dtype=dtype).reshape(dims)
+        except MALFORMED as e:
+            raise OnnxError(f"{path}: {what}: its values do not make a {dtype.name} "
+                            f"tensor of dims {dims} ({type(e).__name__}: {e})") from None
+    if len(raw) != nbytes:
+        raise OnnxError(f"{path}: {what} holds {len(raw)} bytes of data; dims {dims} of "
+                        f"{dtype.name} need {nbytes}")
+    return np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype, copy=False) \
+        .reshape(dims)
+
+
+def _attr_value(path: str, attr: Any, label: str, external: ExternalData) -> Any:
     onnx = onnx_module()
     value = onnx.helper.get_attribute_value(attr)
     if attr.type == onnx.AttributeProto.TENSOR:
-        if value.data_location == onnx.TensorProto.EXTERNAL:
-            raise OnnxError(f"{path}: {label} keeps a tensor in an external file")
-        return onnx.numpy_helper.to_array(value).copy()
+        return tensor_array(path, value, label, external)
     if attr.type == onnx.AttributeProto.STRING:
         return value.decode("utf-8", "replace")
     if attr.type == onnx.AttributeProto.INTS:
@@ -150,12 +275,20 @@ def _shortest(value: float) -> float:
     return float(str(np.float32(value)))
 
 
-def _node(path: str, index: int, node: Any) -> Node:
+def _node(path: str, index: int, node: Any, external: ExternalData) -> Node:
     label = f"node {index} ({node.op_type}{', ' + repr(node.name[:80]) if node.name else ''})"
     inputs = [checked_name(n, f"input of {label}", path) if n else "" for n in node.input]
     outputs = [checked_name(n, f"output of {label}", path) if n else "" for n in node.output]
-    attrs = {a.name: _attr_value(path, a, f"attribute {a.name!r} of {label}")
-             for a in node.attribute}
+    attrs = {}
+    for a in node.attribute:
+        what = f"attribute {a.name[:80]!r} of {label}"
+        try:
+            attrs[a.name] = _attr_value(path, a, what, external)
+        except OnnxError:
+            raise
+        except MALFORMED as e:
+            raise OnnxError(f"{path}: {what} cannot be read ({type(e).__name__}: "
+                            f"{_printable(str(e))[:200]})") from None
     return Node(node.op_type, inputs, outputs, attrs, label)
 
 
@@ -163,7 +296,11 @@ def _constant_value(path: str, node: Node) -> np.ndarray:
     for key, dtype in (("value", None), ("value_float", "float32"), ("value_floats", "float32"),
                        ("value_int", "int64"), ("value_ints", "int64")):
         if key in node.attrs:
-            return np.asarray(node.attrs[key], dtype=dtype)
+            try:
+                return np.asarray(node.attrs[key], dtype=dtype)
+            except MALFORMED:
+                raise OnnxError(f"{path}: {node.label} has a {key} attribute that is not "
+                                f"a {dtype or 'tensor'}") from None
     raise OnnxError(f"{path}: {node.label} has none of the attributes value, value_float(s), "
                     f"value_int(s) that the importer reads")
 
@@ -184,12 +321,21 @@ def _graph_input(path: str, v: Any) -> GraphInput:
                             f"only the first (batch) dim may vary")
     if not dims:
         raise OnnxError(f"{path}: graph input {name!r} is a scalar; inputs need a batch dim")
-    return GraphInput(name, tuple(dims), dtype_from_onnx(t.elem_type, f"graph input {name!r}"))
+    first = t.shape.dim[0]
+    fixed = int(first.dim_value) if first.HasField("dim_value") and first.dim_value > 0 \
+        else None
+    return GraphInput(name, tuple(dims),
+                      dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"), fixed)
 
 
 def _check_defined(graph: OnnxGraph) -> None:
-    """Every value a node reads is a graph input, an initializer or an earlier output."""
-    known = {i.name for i in graph.inputs} | set(graph.initializers)
+    """Every value a node reads is a graph input, an initializer or an earlier output, and
+    each is defined once."""
+    names = [i.name for i in graph.inputs]
+    for name in names:
+        if names.count(name) > 1:
+            raise OnnxError(f"{graph.path}: graph input {name!r} is defined twice")
+    known = set(names) | set(graph.initializers)
     for node in graph.nodes:
         for name in node.inputs:
             if name and name not in known:
@@ -212,7 +358,7 @@ def _returns(model: Any, graph: OnnxGraph) -> Any | None:
         return None
     try:
         structure = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: nested deeper than JSON can be
         return None
     names = set(graph.outputs)
 
@@ -225,4 +371,7 @@ def _returns(model: Any, graph: OnnxGraph) -> Any | None:
             return all(isinstance(k, str) and k.isprintable() and valid(v)
                        for k, v in r.items())
         return False
-    return structure if valid(structure) else None
+    try:
+        return structure if valid(structure) else None
+    except RecursionError:
+        return None

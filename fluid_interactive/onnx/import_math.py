@@ -53,13 +53,13 @@ def _binary(n: NodeImport) -> None:
         n.bind(Pending("elementwise_mul", n.var(0), {"axis": -1}, {"row_mask": _row_mask(n)},
                        {"Y": b}))
         return
-    for x, c in ((0, _scalar(n, 1)), (1, _scalar(n, 0))):
+    for side, c in ((0, _scalar(n, 1)), (1, _scalar(n, 0))):
         if c is None:
             continue
-        if node.op_type == "Pow" and x == 0:
+        if node.op_type == "Pow" and side == 0:
             n.op("pow", {"X": n.var(0)}, {"factor": c})
             return
-        scaled = _scale_of(n, x, c)
+        scaled = _scale_of(n, side, c)
         if scaled is not None:
             n.bind(scaled)
             return
@@ -158,8 +158,8 @@ def _softmax(n: NodeImport) -> None:
 @import_rule("Cast")
 def _cast(n: NodeImport) -> None:
     from .proto import dtype_from_onnx
-    n.op("cast", {"X": n.var(0)}, {"out_dtype": dtype_from_onnx(int(n.attr("to")),
-                                                                 n.node.label)})
+    to = dtype_from_onnx(int(n.attr("to")), f"{n.replay.graph.path}: {n.node.label}")
+    n.op("cast", {"X": n.var(0)}, {"out_dtype": to})
 
 
 @import_rule("Clip")

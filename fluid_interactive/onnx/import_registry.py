@@ -15,9 +15,9 @@ gets the op. So a file this package exported imports as the ops it came from.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from ..errors import FluidError, OnnxError
 from ..frontend.tracing import TraceContext, check_parameter_shape
 from ..ir.records import FLOAT_DTYPES, VarDesc
 from ..ops.registry import get_spec
-from .import_graph import Node, OnnxGraph
+from .import_graph import MALFORMED, Node, OnnxGraph
 
 ImportRule = Callable[["NodeImport"], None]
 IMPORT_RULES: dict[str, ImportRule] = {}
@@ -72,8 +72,33 @@ class Replay:
         for spec, var in zip(self.graph.inputs, inputs):
             self.values[spec.name] = var
         for node in self._needed(wanted):
+            self._replay(node)
+        return [self._returned(name) for name in wanted]
+
+    def _returned(self, name: str) -> str:
+        """The var of returned value ``name`` (appending its pending op, if any)."""
+        try:
+            return self.var(name, "a returned value")
+        except OnnxError:
+            raise
+        except FluidError as e:
+            raise OnnxError(f"{self.graph.path}: the value {name!r} the graph returns "
+                            f"cannot be computed: {e}") from None
+
+    def _replay(self, node: Node) -> None:
+        """Run ``node``'s import rule; whatever a malformed node makes it raise is an
+        `OnnxError` naming the node."""
+        try:
             IMPORT_RULES[node.op_type](NodeImport(self, node))
-        return [self.var(name, "a returned value") for name in wanted]
+        except OnnxError:
+            raise
+        except FluidError as e:
+            raise OnnxError(f"{self.graph.path}: {node.label} cannot be imported: "
+                            f"{e}") from None
+        except MALFORMED as e:
+            raise OnnxError(f"{self.graph.path}: {node.label} is malformed: its inputs or "
+                            f"attributes are not what {node.op_type} takes "
+                            f"({type(e).__name__}: {e})") from None
 
     def _needed(self, wanted: Sequence[str]) -> list[Node]:
         producers = self.graph.producers()
@@ -164,7 +189,9 @@ class Replay:
         return desc.shape
 
     def dtype(self, var: str) -> str:
-        return self.trace.find(var).dtype
+        desc = self.trace.find(var)
+        assert desc is not None, var
+        return desc.dtype
 
 
 class NodeImport:
@@ -243,7 +270,7 @@ class NodeImport:
 
     # --- writing ops ---------------------------------------------------------------------
 
-    def op(self, op_type: str, inputs: dict[str, str | list[str]], attrs: dict[str, Any],
+    def op(self, op_type: str, inputs: Mapping[str, str | list[str]], attrs: dict[str, Any],
            out: int = 0, slot: str | None = None, name: str | None = None) -> str:
         """Append ``op_type`` whose main output holds node output ``out`` (or, with
         ``name``, an intermediate named after it); other output slots get fresh names.
@@ -261,7 +288,7 @@ class NodeImport:
             self.replay.values[onnx_name] = main
         return main
 
-    def append(self, op_type: str, inputs: dict[str, str | list[str]],
+    def append(self, op_type: str, inputs: Mapping[str, str | list[str]],
                outputs: dict[str, list[str]], attrs: dict[str, Any]) -> None:
         """Append one op with every slot named; a shape or dtype error names the node."""
         ins = {k: [v] if isinstance(v, str) else list(v) for k, v in inputs.items()}
@@ -287,5 +314,5 @@ class NodeImport:
                 self.fail(f"has output {i} ({self.node.outputs[i]!r}) read later, which the "
                           f"import does not produce")
 
-    def fail(self, problem: str) -> None:
+    def fail(self, problem: str) -> NoReturn:
         raise OnnxError(f"{self.replay.graph.path}: {self.node.label} {problem}")

@@ -22,12 +22,20 @@ def _flatten(n: NodeImport) -> None:
 
 @import_rule("Reshape")
 def _reshape(n: NodeImport) -> None:
+    """A reshape to a fixed shape. torch.onnx.export writes the batch size of its example
+    input into such shapes (``[2, 64]`` to flatten a batch of 2); where the first entry is
+    that size and the input's first dim is the batch, it becomes 0 (keep the batch dim),
+    so the model takes any batch size, as it did in PyTorch."""
     shape = n.ints(1, "shape", "shape")
     if shape is None:
         n.fail("has no shape")
     if n.attr("allowzero", 0) and 0 in shape:
         n.fail("has allowzero=1 with a 0 in its shape (a real empty dim)")
-    n.bind(Pending("reshape", n.var(0), {"shape": shape}))
+    x = n.var(0)
+    batches = {i.exported_batch for i in n.replay.graph.inputs}
+    if shape and len(batches) == 1 and shape[0] in batches and n.shape(x)[:1] == (-1,):
+        shape = [0] + shape[1:]
+    n.bind(Pending("reshape", x, {"shape": shape}))
 
 
 @import_rule("Transpose")

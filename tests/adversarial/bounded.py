@@ -1,5 +1,7 @@
-"""Running a call that might block for ever (a named pipe) with a deadline."""
+"""Running a call that might block for ever (a named pipe), or a child process, with a
+deadline."""
 import os
+import subprocess
 import threading
 
 
@@ -30,3 +32,16 @@ def release_fifo(path) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+def finish(proc: subprocess.Popen, timeout: float = 600) -> str:
+    """The standard output of the child ``proc`` once it exited with 0 (its standard
+    error in the failure otherwise); it is killed after ``timeout`` seconds."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, err[-3000:]
+    return out

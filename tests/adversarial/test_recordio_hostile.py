@@ -14,7 +14,7 @@ import pytest
 import fluid
 from fluid_interactive.io import bulk_read, recordio
 
-from .bounded import call_within, release_fifo
+from .bounded import call_within, finish, release_fifo
 from .hostile_recordio import bomb_file, chunk, tensor_record
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -40,22 +40,11 @@ def _child(args, timeout=600):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc, timeout=600):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    assert proc.returncode == 0, err[-3000:]
-    return out
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and RLIMIT_AS")
 def test_fuzz_of_thousands_of_mutations_under_a_memory_limit():
     procs = [_child(["tests.adversarial.hostile_recordio", str(FUZZ_CASES), str(seed),
                      str(FUZZ_MEMORY_MB)]) for seed in (1, 2)]
-    results = [json.loads(_finish(p)) for p in procs]
+    results = [json.loads(finish(p)) for p in procs]
     total = {k: sum(r[k] for r in results) for k in ("cases", "reads", "clean_errors",
                                                      "exact_data")}
     other = [line for r in results for line in r["other"]]
@@ -81,7 +70,7 @@ def test_the_default_bound_stops_an_8_gib_bomb_within_its_memory(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = _finish(proc, timeout=120)
+    out = finish(proc, timeout=120)
     assert "refused:" in out and "inflates beyond" in out and "MAX_CHUNK_PAYLOAD" in out
 
 

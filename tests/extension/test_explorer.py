@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fluid
-from fluid.scope import histogram_svg, var_stats, vars_table
+from fluid.var_stats import histogram_svg, var_stats, vars_table
 from fluid.widgets import explore, stats_html
 
 

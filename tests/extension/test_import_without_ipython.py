@@ -35,7 +35,7 @@ def test_import_fluid_and_train_without_ipython():
         else:
             raise SystemExit("the blocker did not block IPython")
         import fluid
-        import fluid.display, fluid.live, fluid.training, fluid.widgets, fluid.scope
+        import fluid.display, fluid.live, fluid.training, fluid.widgets, fluid.var_stats
         import fluid.timetravel
         class Net(fluid.Program):
             @fluid.network("x", "y")

@@ -298,10 +298,10 @@ def test_smoothing_draws_a_moving_average_over_the_raw_loss():
 
 
 def test_loss_curve_svg():
-    svg = loss_curve_svg([10.0, 1.0, 0.1, 0.01, 0.001], total=10)
+    svg = loss_curve_svg([10.0, 1.0, 0.1, 0.01, 0.001])
     assert "log" in svg and svg.count(",") >= 5
-    many = loss_curve_svg(list(np.linspace(1, 0, 5000)), total=5000)
-    assert len(many) < 20000                               # downsampled
+    many = loss_curve_svg(list(np.linspace(1, 0, 5000)))
+    assert len(many) < 40000                               # summarised per column
     assert "no values yet" in loss_curve_svg([])
     assert "<polyline" in loss_curve_svg([float("nan"), 1.0, 2.0])
 
@@ -320,3 +320,127 @@ def test_training_from_a_thread_does_not_touch_signals():
     t.start()
     t.join()
     assert out["h"].steps == 5
+
+
+# --- long runs ------------------------------------------------------------------------------
+
+def _polyline_xs(svg):
+    points = re.findall(r'points="([^"]*)"', svg)
+    return [float(p.split(",")[0]) for line in points for p in line.split()]
+
+
+def test_a_million_steps_redraw_from_a_bounded_summary(monkeypatch):
+    """Each redraw draws at most 2 x COLUMNS buckets, however many steps ran: the cost of a
+    redraw does not grow with the run (measured as work, not time)."""
+    shown = _fake_display(monkeypatch)
+    drawn = []
+    real = training.loss_curve_svg
+
+    def recording(curve, *args, **kwargs):
+        assert isinstance(curve, training.CurveData)   # never the whole list of losses
+        drawn.append((curve.count, len(curve.buckets)))
+        return real(curve, *args, **kwargs)
+    monkeypatch.setattr(training, "loss_curve_svg", recording)
+    monkeypatch.setattr(training, "REFRESH_SECONDS", 0.02)
+    losses = iter(np.abs(np.sin(np.arange(1_000_000) * 0.001)) + 0.1)
+    h = train(lambda: next(losses), steps=1_000_000, progress="widget")
+    assert h.steps == 1_000_000 and h.curve.count == 1_000_000
+    assert len(drawn) >= 3 and drawn[-1][0] == 1_000_000
+    assert max(buckets for _, buckets in drawn) <= 2 * training.COLUMNS + 1
+    final = shown[-1][1]
+    svg = real(h.curve)
+    assert "1000000 steps" in svg and len(svg) < 60_000
+    assert len(_polyline_xs(svg)) <= 3 * 2 * training.COLUMNS + 2
+    assert "text/plain" in final
+
+
+def test_the_envelope_keeps_a_single_spike_visible():
+    losses = [1.0] * 200_000
+    losses[123_457] = 50.0
+    svg = loss_curve_svg(losses, smoothing=0)
+    ys = [float(p.split(",")[1]) for p in re.search(r'points="([^"]*)"', svg).group(1).split()]
+    assert min(ys) == pytest.approx(16.0, abs=0.1)   # the top of the plot: the spike's max
+
+
+def test_the_x_axis_follows_the_steps_run(data):
+    net = Net().Compile(seed=0)
+    h = train(net.train_step, steps=1000, data=[data] * 10, progress=False)
+    assert (h.steps, h.stopped) == (10, "end of data")
+    svg = h.plot()._repr_svg_()
+    assert "10 steps" in svg and "1000 steps" not in svg
+    assert max(_polyline_xs(svg)) == pytest.approx(480 - 10, abs=0.1)   # the right edge
+
+
+# --- NaN and inf losses ----------------------------------------------------------------------
+
+def _nan_at(data, step):
+    x, y = data
+    bad = (np.full_like(x, np.nan), y)
+    return lambda i: bad if i == step - 1 else data
+
+
+def test_a_nan_loss_stops_and_takes_the_step_back_when_history_is_on(data):
+    net, twin = Net().Compile(seed=0), Net().Compile(seed=0)
+    net.keep_history(True)
+    h = train(net.train_step, steps=50, data=_nan_at(data, 5), progress=False)
+    assert h.steps == 4 and "loss nan at step 5" in h.stopped and "taken back" in h.stopped
+    assert all(np.isfinite(v) for v in h.loss) and len(h.loss) == 4
+    for _ in range(4):
+        twin.train_step(*data)
+    for name, value in net.parameters().items():
+        np.testing.assert_array_equal(value, twin.parameters()[name])
+    assert "loss nan at step 5" in repr(h)
+
+
+def test_a_nan_loss_without_history_stops_and_says_so(data):
+    net = Net().Compile(seed=0)
+    h = train(net.train_step, steps=50, data=_nan_at(data, 3), progress=False)
+    assert h.steps == 3 and "loss nan at step 3" in h.stopped
+    assert "keep_history()" in h.stopped and np.isnan(h.loss[-1])
+
+
+def test_on_nan_warn_and_ignore_go_on(data):
+    losses = [1.0, float("inf"), 0.5, float("nan"), 0.25]
+    with pytest.warns(RuntimeWarning, match="loss is inf at step 2"):
+        h = train(lambda step: losses[step], steps=5, data=range(5), progress=False,
+                  on_nan="warn")
+    assert h.stopped == "finished" and h.steps == 5
+    h = train(lambda step: losses[step], steps=5, data=range(5), progress=False,
+              on_nan="ignore")
+    assert h.stopped == "finished" and np.isinf(h.loss[1])
+    with pytest.raises(ValueError, match="on_nan must be one of"):
+        train(lambda: 1.0, steps=1, progress=False, on_nan="skip")
+
+
+# --- which value is the loss -----------------------------------------------------------------
+
+class TupleNet(fluid.Program):
+    @fluid.network("x", "y")
+    def train_step(self, x, y):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        y_predict = fluid.layers.fc(input=x, size=1)
+        avg_cost = fluid.layers.mean(fluid.layers.square_error_cost(input=y_predict, label=y))
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(avg_cost)
+        return y_predict, avg_cost
+
+
+def test_a_tuple_return_records_its_only_scalar(data):
+    net = TupleNet().Compile(seed=0)
+    h = train(net.train_step, steps=20, data=[data] * 20, progress=False)
+    assert len(h.loss) == 20 and h.loss[-1] < h.loss[0]
+
+
+@pytest.mark.parametrize("result, hint", [
+    ((np.zeros(3), np.ones(2)), "pass loss=0"),
+    ((np.zeros(3), 1.0, 2.0), "pass loss=1"),
+    ({"a": 1.0, "b": 2.0}, "pass loss='a'"),
+    ({"pred": np.zeros(4)}, "pass loss='pred'"),
+])
+def test_a_return_without_an_obvious_loss_asks_for_loss(result, hint):
+    with pytest.raises(ValueError, match="cannot tell which is the loss") as info:
+        train(lambda: result, steps=3, progress=False)
+    assert hint in str(info.value)
+    h = train(lambda: result, steps=3, progress=False,
+              loss=lambda r: 0.5)
+    assert h.loss == [0.5, 0.5, 0.5]

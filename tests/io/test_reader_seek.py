@@ -85,3 +85,26 @@ def test_seek_takes_a_count(bad):
     r = BatchReader(ArraySource(arrays(10)), 4, SHAPES, DTYPES, prefetch=0)
     with pytest.raises(ReaderError, match="batch count"):
         r.seek(bad)
+
+
+def test_skip_drops_a_batch_that_a_failing_step_gave_back(make):
+    """A step that fails gives its batch back (unread); one that fails on every reading of
+    that batch would read it for ever: skip() drops it and the next batch follows."""
+    r = make()
+    r.next()
+    bad = labels(r.next())
+    for _ in range(3):              # the step fails, gives the batch back, reads it again
+        r.unread()
+        assert labels(r.next()) == bad
+    r.unread()
+    r.skip()
+    assert r.tell() == 2
+    assert labels(r.next()) == [8.0, 9.0, 10.0, 11.0]
+    r.skip(2)
+    assert labels(r.next()) == [20.0, 21.0, 22.0, 23.0]
+    r.seek(1)                       # skipped batches count as read: seek replays them
+    assert labels(r.next()) == bad
+    with pytest.raises(EOFException):
+        r.skip(100)
+    with pytest.raises(ReaderError, match="batch count"):
+        r.skip(-1)

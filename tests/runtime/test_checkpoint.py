@@ -448,6 +448,85 @@ def test_loads_during_saves_see_old_or_new(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+def test_the_overwrite_check_runs_under_the_path_lock(ckpt, prog, monkeypatch):
+    """A save of another thread between its renames makes a checkpoint look like something
+    else for an instant: the check that refuses to overwrite must not run then."""
+    held = []
+    check = checkpoint._refusal
+
+    def recording(target):
+        held.append(checkpoint._path_lock(target).locked())
+        return check(target)
+    monkeypatch.setattr(checkpoint, "_refusal", recording)
+    prog.save(str(ckpt))
+    assert held and all(held)
+
+
+def pause_between_renames(monkeypatch):
+    """Make the next save stop after moving the old checkpoint aside (the path names
+    nothing then) until the returned event is set; returns (reached, release)."""
+    import threading
+    reached, release = threading.Event(), threading.Event()
+    real = os.replace
+    calls = [0]
+
+    def replace(src, dst):
+        real(src, dst)
+        calls[0] += 1
+        if calls[0] == 1:
+            reached.set()
+            assert release.wait(30)
+    monkeypatch.setattr(os, "replace", replace)
+    return reached, release
+
+
+def test_a_load_waits_for_a_save_in_progress(ckpt, prog, monkeypatch):
+    import threading
+    train(prog, batches(2, seed=9))
+    reached, release = pause_between_renames(monkeypatch)
+    saver = threading.Thread(target=prog.save, args=(str(ckpt),))
+    saver.start()
+    assert reached.wait(30)
+    assert not ckpt.exists()  # between the renames: the old one aside, the new one not in
+    threading.Timer(0.5, release.set).start()
+    loaded = fluid.load(str(ckpt))   # waits for the save, then reads what it wrote
+    saver.join()
+    assert_same_state(state(loaded), state(prog))
+
+
+def test_a_load_that_cannot_get_a_stable_read_says_so(ckpt, monkeypatch):
+    """Saves of another process that keep replacing the checkpoint: after `LOAD_WAIT` the
+    error says so instead of naming a file as missing."""
+    monkeypatch.setattr(checkpoint, "LOAD_WAIT", 0.3)
+    monkeypatch.setattr(checkpoint._Reader, "replaced", lambda self: True)
+    os.remove(ckpt / file_of(ckpt, W))
+    with pytest.raises(fluid.CheckpointError, match="replaced it while it was read") as info:
+        fluid.load(str(ckpt))
+    assert "the last attempt found" in str(info.value)
+
+
+@pytest.mark.parametrize("path", ["", ".", "./", "sub/.."])
+def test_save_refuses_the_working_directory(tmp_path, prog, monkeypatch, path):
+    empty = tmp_path / "work"
+    empty.mkdir()
+    if path == "sub/..":
+        (empty / "sub").mkdir()
+    monkeypatch.chdir(empty)
+    with pytest.raises(fluid.CheckpointError, match="working directory"):
+        prog.save(path)
+    assert empty.is_dir() and os.getcwd() == str(empty)
+    assert os.listdir(empty) == ([] if path != "sub/.." else ["sub"])
+    assert leftovers(tmp_path) == []
+
+
+def test_save_refuses_a_directory_that_is_neither_empty_nor_a_checkpoint(tmp_path, prog):
+    other = tmp_path / "results"
+    (other / "nested").mkdir(parents=True)
+    with pytest.raises(fluid.CheckpointError, match="not a checkpoint"):
+        prog.save(str(other))
+    assert os.listdir(other) == ["nested"]
+
+
 def test_leftovers_of_live_saves_are_kept(ckpt, prog, tmp_path):
     live = tmp_path / f".ckpt.tmp-{os.getppid()}-{'0' * 16}"  # the parent process is alive
     live.mkdir()

@@ -2,6 +2,8 @@
 
 Each module lists its public layers in ``__all__``; this package re-exports exactly those.
 """
+import difflib as _difflib
+
 from . import activations, compare, conv, io, loss, lr, math, metric, nn, norm, tensor
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -18,3 +20,13 @@ from .tensor import *  # noqa: F403
 __all__ = sorted({name for module in (activations, compare, conv, io, loss, lr, math, metric,
                                 nn, norm, tensor)
                   for name in module.__all__})
+
+
+def __getattr__(name: str) -> object:
+    """An unknown layer name: an `AttributeError` that suggests the closest layers."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    close = _difflib.get_close_matches(name, __all__, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(f'fluid.layers.{c}' for c in close)}?" if close \
+        else "; dir(fluid.layers) lists them"
+    raise AttributeError(f"fluid.layers has no layer {name!r}{hint}", name=name)

@@ -49,7 +49,8 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _LEFTOVER = re.compile(r"(tmp|old)-(\d+)-([0-9a-f]{16})")
 _NPY_VERSIONS = ((1, 0), (2, 0))
 _MANIFEST_LIMIT = 64 << 20  # a manifest lists files; it is never near this size
-_LOAD_ATTEMPTS = 6
+#: Seconds a load waits for saves to the same path (see `read`).
+LOAD_WAIT = 30.0
 
 # Tokens of saves running in this process: their temporary directories are not leftovers.
 _active: set[str] = set()
@@ -271,26 +272,45 @@ def _new_sibling(parent: str, base: str, kind: str, token: str) -> str:
     return os.path.join(parent, f".{base}.{kind}-{os.getpid()}-{token}")
 
 
+def _path_lock(target: str) -> threading.Lock:
+    """The lock that saves and loads of ``target`` in this process take turns under."""
+    with _active_lock:
+        return _path_locks.setdefault(target, threading.Lock())
+
+
+def _save_target(path: PathLike) -> str:
+    """``path`` made absolute; a path that names the working directory (``''``, ``'.'``)
+    or no directory at all is a `CheckpointError`: `save` replaces what it names."""
+    given = os.fspath(path)
+    target = os.path.abspath(given)
+    if not given.strip() or target == os.path.abspath(os.curdir):
+        raise CheckpointError(f"checkpoint path {given!r} names the working directory "
+                              f"itself, which save would replace; give the checkpoint a "
+                              f"directory of its own (e.g. 'checkpoint')")
+    if not os.path.basename(target):
+        raise CheckpointError(f"checkpoint path {given!r} names no directory")
+    return target
+
+
 def save(path: PathLike, program: ProgramDesc, scope: Scope, seed: int | None) -> None:
     """Write ``program`` and the value of each of its persistable vars in ``scope`` to the
     directory ``path`` (`CompiledProgram.save`).
 
     The checkpoint is complete in a hidden sibling directory before it replaces ``path``;
-    an existing checkpoint at ``path`` is replaced, anything else there is refused.
+    an existing checkpoint at ``path`` is replaced, anything else there (a file, a
+    directory that is neither empty nor a checkpoint, the working directory) is refused.
     The scope is not changed.
     """
-    target = os.path.abspath(os.fspath(path))
+    target = _save_target(path)
     parent, base = os.path.split(target)
-    if not base:
-        raise CheckpointError(f"checkpoint path {os.fspath(path)!r} names no directory")
-    refusal = _refusal(target)
-    if refusal:
-        raise CheckpointError(f"refusing to overwrite {target}: {refusal}; remove it "
-                              f"yourself or choose another path")
-    os.makedirs(parent, exist_ok=True)
-    with _active_lock:
-        lock = _path_locks.setdefault(target, threading.Lock())
-    with lock:
+    # The check runs under the lock: a save of another thread that is replacing the
+    # checkpoint meanwhile would make it look like something that is not one.
+    with _path_lock(target):
+        refusal = _refusal(target)
+        if refusal:
+            raise CheckpointError(f"refusing to overwrite {target}: {refusal}; remove it "
+                                  f"yourself or choose another path")
+        os.makedirs(parent, exist_ok=True)
         _save_locked(program, scope, seed, target, parent, base)
         _clean_leftovers(parent, base)
 
@@ -498,7 +518,7 @@ class _Reader:
               and isinstance(missing, list) and all(isinstance(n, str) for n in missing)
               and doc.get("program") == PROGRAM and PROGRAM in files
               and (seed is None or _is_count(seed, 2 ** 63 - 1)))
-        if ok:
+        if ok and isinstance(files, dict) and isinstance(entries, list):  # (for mypy)
             for name, entry in files.items():
                 ok = ok and (_SAFE_NAME.fullmatch(name) is not None and name != MANIFEST
                              and isinstance(entry, dict)
@@ -630,21 +650,43 @@ class Checkpoint(NamedTuple):
 def read(path: PathLike) -> Checkpoint:
     """Read and verify the checkpoint at ``path`` (manifest, file sizes and hashes, array
     dtypes and shapes against the program); any problem raises `CheckpointError` naming
-    the file and what is wrong. `fluid.load` compiles what this returns."""
+    the file and what is wrong. `fluid.load` compiles what this returns.
+
+    A save to the same path in this process is waited for (up to `LOAD_WAIT` seconds);
+    one in another process that replaces the checkpoint while it is read makes the read
+    start again, for as long."""
+    target = os.path.abspath(os.fspath(path))
+    deadline = time.monotonic() + LOAD_WAIT
+    lock = _path_lock(target)
+    if not lock.acquire(timeout=LOAD_WAIT):
+        raise CheckpointError(f"checkpoint {target}: a save to it in this process has run "
+                              f"for more than {LOAD_WAIT:g} s; load it when the save ends")
+    try:
+        return _read_until(target, deadline)
+    finally:
+        lock.release()
+
+
+def _read_until(target: str, deadline: float) -> Checkpoint:
     from ...passes.verify import check_program
 
-    target = os.path.abspath(os.fspath(path))
-    for attempt in range(_LOAD_ATTEMPTS):
+    attempts = 0
+    while True:
+        attempts += 1
         with _Reader(target) as reader:
             try:
                 doc, program, values = _read_checkpoint(reader, check_program)
                 return Checkpoint(program, doc["seed"], values)
-            except CheckpointError:
+            except CheckpointError as e:
                 # A save replaced the checkpoint while it was read, or is between its two
                 # renames: read the new one.
                 racing = reader.replaced() or (reader.ident is None
                                                and _save_in_progress(target))
-                if attempt + 1 == _LOAD_ATTEMPTS or not racing:
+                if not racing:
                     raise
-        time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+                if time.monotonic() >= deadline:
+                    raise CheckpointError(
+                        f"checkpoint {target}: saves from another process replaced it "
+                        f"while it was read, {attempts} times in {LOAD_WAIT:g} s; load it "
+                        f"when they pause (the last attempt found: {e})") from None
+        time.sleep(min(0.1, 0.01 * attempts))
