@@ -51,6 +51,7 @@ from .passes.verify import check_program
 from .runtime.live.compiled import CompiledMethod, CompiledProgram
 from .runtime.live.history import history_defaults
 from .runtime.live.load import load
+from .runtime.plan.runner import plan_cache
 
 __version__ = "0.1.0"
 
@@ -59,7 +60,7 @@ __all__ = [
     "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
-    "diff", "ProgramDiff", "history_defaults",
+    "diff", "ProgramDiff", "history_defaults", "plan_cache",
     "distributed", "get_device",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json", "format_program",

@@ -3,8 +3,8 @@ recompiling live programs when their class is defined again.
 
 In a notebook a class cell is run again and again. Each run makes a new class object, and
 compiled programs of the old one would silently keep the old code. The engine records
-where every compiled program came from (`CompiledProgram.record_origin`, called by
-`Compile()`) and keeps a weak list of them (`runtime.compiled.live_programs`). When a cell
+where every compiled program came from (`CompiledProgram.origin`, given by `Compile()`)
+and keeps a weak list of them (`runtime.live_programs`). When a cell
 defines a `fluid.Program` subclass anew, the extension (`fluid.ipython`) calls `recompile`
 for each live program of the old class, right at the class statement: the program is
 rebuilt in place from the new class (the user's variable keeps working, and code below the
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluid_interactive.frontend.program import Program
-from fluid_interactive.runtime.live.compiled import CompiledProgram
-from fluid_interactive.runtime.live.compiled import live_programs as _engine_live_programs
+from fluid_interactive.runtime import CompiledProgram
+from fluid_interactive.runtime import live_programs as _engine_live_programs
 from fluid_interactive.runtime.live.recompile import Recompiled
 
 __all__ = ["Origin", "origin_of", "live_programs", "named_live_programs", "live_reload",
@@ -60,10 +60,10 @@ def is_live_reload() -> bool:
 def origin_of(compiled: CompiledProgram) -> Origin | None:
     """Where ``compiled`` came from, as the engine recorded it; None for a program that
     was not compiled from a class (e.g. one from ``fluid.load``)."""
-    cls = compiled.source_class
-    if not isinstance(cls, type):
+    origin = getattr(compiled, "origin", None)
+    if origin is None:
         return None
-    return Origin(cls, dict(compiled.options), dict(compiled.compile_args))
+    return Origin(origin.source_class, dict(origin.options), dict(origin.compile_args))
 
 
 def live_programs() -> list[CompiledProgram]:
@@ -80,7 +80,9 @@ def recompile(compiled: CompiledProgram, new_cls: type) -> Recompiled:
     try:
         return compiled.recompile(new_cls)
     except Exception as exc:  # the old program keeps running
-        return Recompiled(compiled, compiled.source_class, new_cls, error=exc)
+        origin = compiled.origin
+        return Recompiled(compiled, origin.source_class if origin else None, new_cls,
+                          error=exc)
 
 
 # --- finding redefined classes --------------------------------------------------------------

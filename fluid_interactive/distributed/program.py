@@ -325,7 +325,7 @@ class DistributedProgram:
         single-process program."""
         program = self.plan.program
         compiled = CompiledProgram(program, seed=self.plan.seed, device="cpu",
-                                   initialize=False, initial_values=self.state())
+                                   initial_values=self.state())
         compiled.save(path)
 
     # --- life cycle ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..errors import NotCompiledError, ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
 from ..ir.source import format_location
 from ..passes.verify import check_program
-from ..runtime.live.compiled import RESERVED_NAMES, CompiledProgram
+from ..runtime import CompiledProgram, Origin, Traced, reserved_names
 from ..util.gc_pause import gc_paused
 from .layers.helpers import as_variable
 from .tracing import TraceContext, is_tracing
@@ -82,8 +82,7 @@ def Input(*feeds: str) -> Callable:
 
 def _reserved_names() -> frozenset[str]:
     """Names a network method may not take: the compiled program's API and our own."""
-    public = {n for n in dir(CompiledProgram) if not n.startswith("_")}
-    return frozenset(RESERVED_NAMES | _OWN_NAMES | public)
+    return frozenset(reserved_names() | _OWN_NAMES)
 
 
 def _network_names(cls: type) -> list[str]:
@@ -218,16 +217,15 @@ class Program:
         method runs as a trainer against parameter servers, or, for a parameter server,
         nothing: it serves until the trainers are done and ends the script.
         """
+        options = {k: v for k, v in vars(self).items() if k in self.option_names()}
+        # Where the program came from, so it can be recompiled from a redefined class
+        # (by tracing it again: `retrace`, which never distributes).
+        origin = Origin(type(self), options, {"seed": seed, "device": device}, retrace)
         with gc_paused():   # a large program: keep tracing linear in its size
-            trace = trace_methods(self)
-            compiled = CompiledProgram(trace.program, seed=seed, device=device,
-                                       initial_values=trace.initial_values)
-        for reader in trace.readers:
-            reader.bind(compiled)
-        # Where the program came from, so it can be recompiled from a redefined class.
-        compiled.record_origin(type(self), {k: v for k, v in vars(self).items()
-                                            if k in self.option_names()},
-                               {"seed": seed, "device": device})
+            traced = _traced(self)
+            compiled = CompiledProgram(traced.program, seed=seed, device=device,
+                                       initial_values=traced.initial_values, origin=origin)
+        traced.attach(compiled)
         return distribute_if_requested(compiled)
 
     compile = Compile
@@ -280,6 +278,21 @@ def _check_feeds(trace: TraceContext, where: str, feeds: list[str], fn: Callable
                 f"{where} declares data var {var.name!r} but no argument feeds it; map it "
                 f"with @fluid.network({', '.join(repr(f) for f in feeds + [var.name])}) and "
                 f"pass it when calling the method{site}")
+
+
+def retrace(cls: type, options: Mapping[str, Any]) -> Traced:
+    """``cls(**options)`` traced, for recompiling a live program from an edited class."""
+    with gc_paused():
+        return _traced(cls(**options))
+
+
+def _traced(instance: Program) -> Traced:
+    trace = trace_methods(instance)
+
+    def attach(compiled: CompiledProgram) -> None:
+        for reader in trace.readers:   # their reset() reaches this program's readers
+            reader.bind(compiled)
+    return Traced(trace.program, trace.initial_values, attach)
 
 
 def trace_program(instance: Program) -> ProgramDesc:

@@ -1,4 +1,7 @@
-"""Scope, planning, code generation and the compiled program object."""
-from .live.compiled import RESERVED_NAMES, CompiledMethod, CompiledProgram
+"""The executor (`runtime.plan`) and the live compiled program (`runtime.live`)."""
+from .live.compiled import CompiledProgram, reserved_names
+from .live.method import CompiledMethod
+from .live.origin import Origin, Traced, live_programs
 
-__all__ = ["RESERVED_NAMES", "CompiledMethod", "CompiledProgram"]
+__all__ = ["CompiledMethod", "CompiledProgram", "Origin", "Traced", "live_programs",
+           "reserved_names"]

@@ -307,3 +307,30 @@ def test_a_diff_displays_as_text_and_a_drawing(ip, trained):
     import shutil
     if shutil.which("dot"):
         assert "<svg" in html
+
+
+def test_a_redefinition_with_the_distributed_variables_set_starts_no_job(ip, monkeypatch):
+    """A user who runs the role commands from a notebook has FLUID_DISTRIBUTED set: the
+    class cell's first run distributes (Compile() is the verb that may), but running it
+    again recompiles the live single-process program and starts nothing."""
+    from fluid_interactive.distributed import roles
+
+    launched = []
+    real_launch = roles.launch
+    monkeypatch.setattr(roles, "launch", lambda *a, **k: launched.append(1) or real_launch(*a, **k))
+    run(ip, NET_CELL)
+    run(ip, DATA_CELL)
+    run(ip, "net = Net(hidden=5).Compile(seed=1)")             # before the variables are set
+    monkeypatch.setenv("FLUID_DISTRIBUTED", "main=train_step,pservers=1")
+    run(ip, "dist = Net(hidden=5).Compile(seed=1)\nfirst = dist.train_step(X, Y)")
+    assert len(launched) == 1
+    result, out, err = run_capture(ip, NET_CELL.replace("learning_rate = 0.1",
+                                                        "learning_rate = 0.2"))
+    assert result.success, out + err
+    assert len(launched) == 1                       # nothing distributed again
+    assert [r for r in reports(ip) if r.startswith("fluid: recompiled net from the new Net")]
+    assert "could not recompile" not in out + err
+    assert ip.user_ns["net"].origin.source_class is ip.user_ns["Net"]
+    dist = ip.user_ns["dist"]
+    assert np.isfinite(dist.train_step(ip.user_ns["X"], ip.user_ns["Y"]))   # the job runs on
+    dist.close()

@@ -161,7 +161,7 @@ def test_sigmoid_cross_entropy_trains_multilabel_targets():
 def compile_with(body, label_shape=(1,), label_dtype="int64", in_shape=(3,)):
     class P(fluid.Program):
         @fluid.network("x", "y")
-        def run(self, x, y):
+        def step(self, x, y):
             x = fluid.layers.data(name="x", shape=list(in_shape), dtype="float32")
             y = fluid.layers.data(name="y", shape=list(label_shape), dtype=label_dtype)
             return body(x, y)
@@ -226,11 +226,11 @@ def test_other_layer_argument_errors():
 def test_softmax_layer_with_axis():
     class P(fluid.Program):
         @fluid.network("x")
-        def run(self, x):
+        def step(self, x):
             x = fluid.layers.data(name="x", shape=[3, 5], dtype="float32")
             return fluid.layers.softmax(x, axis=1), fluid.layers.argmax(x, axis=2)
     x = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(np.float32)
-    s, a = P().Compile().run(x)
+    s, a = P().Compile().step(x)
     np.testing.assert_allclose(s.sum(axis=1), 1.0, rtol=1e-5)
     assert a.tolist() == x.argmax(axis=2).tolist()
 

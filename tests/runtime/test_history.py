@@ -314,7 +314,7 @@ def test_rewinding_past_a_recompile_brings_the_earlier_program_back(prog, data):
     assert changes[2].label == "recompile Wider"
     undone = prog.rewind(3)
     assert undone.program_restored == "Net"
-    assert prog.program is old_program and prog.source_class is Net
+    assert prog.program is old_program and prog.origin.source_class is Net
     assert_same(state(prog), before)
     assert prog.infer(data[0]).shape == (32, 1)
     prog.train_step(*data)

@@ -262,6 +262,8 @@ def _write_checkpoint(tmp: str, program: ProgramDesc, scope: Scope, seed: int | 
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "seed": None if seed is None else int(seed),
         "program": PROGRAM, "files": files, "vars": entries, "uninitialized": missing,
+        # where each reader is (batches since its last reset): a load continues from there
+        "readers": scope.positions(),
     }
     manifest["manifest_sha256"] = _manifest_digest(manifest)
     _write_file(tmp, MANIFEST, json.dumps(manifest, indent=1, allow_nan=False).encode())
@@ -514,7 +516,11 @@ class _Reader:
     def _check_structure(self, doc: dict) -> None:
         files, entries = doc.get("files"), doc.get("vars")
         seed, missing = doc.get("seed"), doc.get("uninitialized")
+        readers = doc.get("readers", {})
         ok = (isinstance(files, dict) and isinstance(entries, list)
+              and isinstance(readers, dict)
+              and all(isinstance(k, str) and _is_count(v, 2 ** 62)
+                      for k, v in readers.items())
               and isinstance(missing, list) and all(isinstance(n, str) for n in missing)
               and doc.get("program") == PROGRAM and PROGRAM in files
               and (seed is None or _is_count(seed, 2 ** 63 - 1)))
@@ -641,10 +647,12 @@ def _read_checkpoint(reader: _Reader, check_program: Any
 
 
 class Checkpoint(NamedTuple):
-    """A verified checkpoint: the program, its seed, and host arrays of its state."""
+    """A verified checkpoint: the program, its seed, host arrays of its state, and the
+    position of each reader (batches it had returned since its last reset)."""
     program: ProgramDesc
     seed: int | None
     values: dict[str, np.ndarray]
+    positions: dict[str, int] = {}
 
 
 def read(path: PathLike) -> Checkpoint:
@@ -676,7 +684,11 @@ def _read_until(target: str, deadline: float) -> Checkpoint:
         with _Reader(target) as reader:
             try:
                 doc, program, values = _read_checkpoint(reader, check_program)
-                return Checkpoint(program, doc["seed"], values)
+                readers = {v.name for v in program.global_block().vars.values()
+                           if v.kind == "reader"}
+                positions = {k: int(v) for k, v in doc.get("readers", {}).items()
+                             if k in readers}
+                return Checkpoint(program, doc["seed"], values, positions)
             except CheckpointError as e:
                 # A save replaced the checkpoint while it was read, or is between its two
                 # renames: read the new one.

@@ -22,6 +22,8 @@ extension does so when it loads) and `CompiledProgram.keep_history` per program.
 """
 from __future__ import annotations
 
+import numbers
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -80,9 +82,7 @@ class Site:
 class Generation:
     """A compiled program's code, as a recompilation found it: enough to put it back."""
     program: Any                 # the ProgramDesc
-    source_class: type | None
-    options: dict
-    compile_args: dict
+    origin: Any                  # its `Origin` (None: not compiled from a class)
     values: dict                 # every value of the scope (references)
     positions: dict              # reader name -> position
 
@@ -110,6 +110,10 @@ class RewindPlan:
     generation: Generation | None = None
     replace_all: bool = False    # the scope becomes exactly ``updates`` (past a recompile)
 
+    @property
+    def count(self) -> int:
+        return len(self.undone)
+
 
 def loss_of(result: Any) -> float | None:
     """The loss in a call's result, when there is an obvious one: a float, the first
@@ -126,6 +130,28 @@ def loss_of(result: Any) -> float | None:
             if type(item) is float:
                 return item
     return None
+
+
+def program_nbytes(program: Any) -> int:
+    """The memory a program description holds: its records, their containers and the
+    strings in them, each object counted once (names are shared between ops)."""
+    seen: set[int] = set()
+    total = 0
+    stack = [program]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, (bool, int, float)):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif hasattr(obj, "__slots__"):
+            stack.extend(getattr(obj, s) for s in obj.__slots__ if hasattr(obj, s))
+    return total
 
 
 def array_bytes(value: Any) -> int:
@@ -232,8 +258,9 @@ class History:
     def plan(self, n: int, label: str) -> RewindPlan:
         """What undoing the last ``n`` changes restores (nothing changes yet); ``label``
         names the program in messages."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise RewindError(f"rewind takes a number of changes >= 1, got {n!r}")
+        n = int(n)
         if not self.enabled:
             raise RewindError(f"{label} keeps no history, so there is nothing to rewind: "
                               f"turn it on with prog.keep_history() (it is on by default "

@@ -9,7 +9,10 @@ from .compiled import CompiledProgram
 
 
 def load(path: PathLike, device: str | None = None) -> CompiledProgram:
-    """Load a checkpoint written by `CompiledProgram.save` into a new `CompiledProgram`.
+    """Load a checkpoint written by `CompiledProgram.save` into a new `CompiledProgram`
+    that continues where the saved one was: every persistable var as saved, what no file
+    can hold made anew by the program's initialisers (readers, above all), and each
+    reader back at the batch it had reached.
 
     Everything is verified first (manifest, file sizes and hashes, array dtypes and shapes
     against the program); any problem raises `CheckpointError` naming the file and what is
@@ -18,8 +21,7 @@ def load(path: PathLike, device: str | None = None) -> CompiledProgram:
     saved = read(path)
     try:
         compiled = CompiledProgram(saved.program, seed=saved.seed, device=device,
-                                   initialize=False,
-                                   initial_values=saved.values)
+                                   initial_values=saved.values, positions=saved.positions)
     except FluidError as e:  # e.g. a method named like the compiled program's own API
         raise CheckpointError(f"checkpoint {os.path.abspath(os.fspath(path))}: {PROGRAM}: "
                               f"cannot be compiled ({type(e).__name__}: {e})") from None

@@ -1,7 +1,8 @@
 """Recompiling a live program from an edited class, in place.
 
-`CompiledProgram.recompile(cls)` compiles ``cls`` with the options and seed the program
-was compiled with, then moves the state that still fits into it (`ir.diff.state_changes`
+`CompiledProgram.recompile(cls)` traces ``cls`` (through the program's `Origin`, never
+``Compile()``) with the options it was compiled with, initialises the new program's state
+with the same seed, then moves the state that still fits into it (`ir.diff.state_changes`
 decides what fits: parameters by name, shape and dtype; other state while its initialiser
 is unchanged; the optimizer state of a parameter that starts again starts again with it).
 The compiled object stays the same, so the user's variable keeps working; with history on,
@@ -10,21 +11,22 @@ the change can be rewound, bringing the earlier program back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ...backend import to_host
+from ...backend import to_device, to_host
 from ...ir.diff import ProgramDiff, diff_programs
-
-if TYPE_CHECKING:
-    from .compiled import CompiledProgram
+from ...ir.records import ProgramDesc
+from .origin import Origin
+from .owner import Owner
+from .state import close_values, initial_state, is_array
 
 
 @dataclass
 class Recompiled:
     """What recompiling one live program did (or, with ``error``, why it did nothing)."""
-    compiled: CompiledProgram
+    compiled: Owner
     old_class: type | None
     new_class: type
     kept: list[str] = field(default_factory=list)
@@ -59,51 +61,56 @@ class Recompiled:
         return text
 
 
-def _is_array(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype")
-
-
 def same_value(a: Any, b: Any) -> bool:
     """Whether two scope values are the same object or equal arrays."""
     if a is b:
         return True
-    if not (_is_array(a) and _is_array(b)):
+    if not (is_array(a) and is_array(b)):
         return False
     a, b = to_host(a), to_host(b)
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
 
 
-def recompile(compiled: CompiledProgram, source: type | None = None) -> Recompiled:
+def recompile(compiled: Owner, source: type | None = None) -> Recompiled:
     """See `CompiledProgram.recompile`."""
-    old_cls = compiled.source_class
-    cls = source if source is not None else old_cls
-    if cls is None:
-        raise TypeError(f"{compiled.program.name or 'this program'} was not compiled from a "
-                        f"fluid.Program class (it came from fluid.load or a ProgramDesc): "
-                        f"give the class to recompile from, prog.recompile(MyProgram)")
-    report = Recompiled(compiled, old_cls, cls)
-    known = set(cls.option_names())
-    report.dropped_options = sorted(k for k in compiled.options if k not in known)
-    options = {k: v for k, v in compiled.options.items() if k in known}
-    args = dict(compiled.compile_args) or {"seed": compiled.seed}
-    args["device"] = compiled.device   # where its state lives now
-    fresh = cls(**options).Compile(**args)
+    origin = compiled.origin
+    if origin is None:
+        if source is None:
+            raise TypeError(f"{compiled.label} was not compiled from a fluid.Program class "
+                            f"(it came from fluid.load or a ProgramDesc): give the class "
+                            f"to recompile from, prog.recompile(MyProgram)")
+        raise TypeError(f"{compiled.label} was not compiled from a fluid.Program class, so "
+                        f"it cannot be recompiled from {source.__name__}: compile "
+                        f"{source.__name__}().Compile() instead")
+    cls = source if source is not None else origin.source_class
+    report = Recompiled(compiled, origin.source_class, cls)
+    options, report.dropped_options = origin.known_options(cls)
+    traced = origin.retrace(cls, options)   # traces only: never distributes
+    args = {**origin.compile_args, "device": compiled.device}   # where its state lives now
+    fresh = initial_state(traced.program, compiled.seed, compiled.array_module,
+                          {k: to_device(v, compiled.array_module)
+                           for k, v in traced.initial_values.items()})
     try:
-        _take_over(compiled, fresh, cls, options, args, report)
-    finally:
-        fresh._release()
+        values = _take_over(compiled, traced.program, fresh, cls, report)
+        compiled.timeline.swap(traced.program, values,
+                               Origin(cls, options, args, origin.retrace))
+    except BaseException:
+        close_values(fresh.values())
+        raise
+    close_values(v for k, v in fresh.items() if values.get(k) is not v)
+    traced.attach(compiled)
     return report
 
 
-def _take_over(compiled: CompiledProgram, fresh: CompiledProgram, cls: type,
-               options: dict, args: dict, report: Recompiled) -> None:
-    """Move ``fresh``'s program, and the state of ``compiled`` that fits it, into
-    ``compiled``."""
+def _take_over(compiled: Owner, program: ProgramDesc, fresh: dict[str, Any],
+               cls: type, report: Recompiled) -> dict[str, Any]:
+    """The state ``program`` starts from: each value of ``compiled`` that still fits it,
+    ``fresh`` values for the rest; ``report`` says which is which."""
     with compiled.scope.lock:
-        old, new = compiled.scope.snapshot(), fresh.scope.snapshot()
+        old = compiled.scope.snapshot()
         old_name = getattr(report.old_class, "__name__", compiled.program.name or "old")
-        diff = diff_programs(compiled.program, fresh.program,
-                             lambda n: same_value(old.get(n), new.get(n)),
+        diff = diff_programs(compiled.program, program,
+                             lambda n: same_value(old.get(n), fresh.get(n)),
                              old_label=old_name, new_label=cls.__name__)
         values: dict[str, Any] = {}
         for change in diff.state:
@@ -113,12 +120,8 @@ def _take_over(compiled: CompiledProgram, fresh: CompiledProgram, cls: type,
             elif change.status == "kept" and name in old:
                 values[name] = old[name]
                 report.kept.append(name)
-            elif name in new:
-                values[name] = new[name]
+            elif name in fresh:
+                values[name] = fresh[name]
                 (report.added if change.status == "added" else report.reset).append(name)
         report.diff = diff
-        compiled._swap(fresh.program, values, cls, options, args)
-        for name, value in new.items():   # what fresh made but ``compiled`` did not take
-            close = getattr(value, "close", None)
-            if values.get(name) is not value and close is not None and not _is_array(value):
-                close()
+        return values

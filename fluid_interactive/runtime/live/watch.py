@@ -18,23 +18,16 @@ gradients alike), or by a pattern with ``*`` (``'*@GRAD'``).
 """
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import itertools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...backend import array_module_for
 from ...ir.layers import in_scope
 from ...ir.records import BlockDesc
-from ..plan.runner import BlockRunner
 
-if TYPE_CHECKING:
-    from .compiled import CompiledMethod, CompiledProgram
-
-__all__ = ["Watched", "WatchSet", "select"]
+__all__ = ["Watched", "Watcher", "select"]
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -78,70 +71,56 @@ class Watched(Mapping):
         return f"<Watched call {self.call} of {self.method}(): {shapes or 'nothing'}>"
 
 
-@dataclass
-class WatchSet:
-    """What a compiled program watches, and what its calls kept."""
-    patterns: list[str] = field(default_factory=list)
-    methods: set[str] | None = None          # None: every method
-    last: Watched = field(default_factory=lambda: Watched("", 0, {}))   # of any method
-    by_method: dict[str, Watched] = field(default_factory=dict)
-    _calls: Any = field(default_factory=itertools.count)
-    _installed: dict[str, Any] = field(default_factory=dict)   # method -> plain __call__
-    _lock: Any = field(default_factory=threading.Lock)
+class Watcher:
+    """What a compiled program watches, and what its calls kept: the program holds one
+    and asks it, through `names_for`, which vars each method's entry must hand back."""
+
+    def __init__(self) -> None:
+        self.patterns: list[str] = []
+        self.methods: set[str] | None = None         # None: every method
+        self.last = Watched("", 0, {})              # the last call of any method
+        self.by_method: dict[str, Watched] = {}
+        self._calls = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def add(self, names: Sequence[str], methods: None | str | Sequence[str],
+            blocks: Mapping[str, BlockDesc], persistable: Mapping[str, Any]) -> None:
+        """Watch ``names`` too (in ``methods`` only, when given); a name that selects no
+        var of those methods is an error and changes nothing."""
+        wanted = None if methods is None else {methods} if isinstance(methods, str) \
+            else set(methods)
+        for m in wanted or ():
+            if m not in blocks:
+                raise KeyError(f"watch: no method {m!r}; the methods are: "
+                               f"{', '.join(blocks)}")
+        for name in names:
+            if not any(select(b, [name], persistable) for m, b in blocks.items()
+                       if wanted is None or m in wanted):
+                raise KeyError(f"watch: {name!r} names no var of "
+                               f"{'any method' if wanted is None else ', '.join(wanted)}; "
+                               f"give a var, a layer or var_scope such as 'mlp', or a "
+                               f"pattern such as '*@GRAD' (the text form lists the vars)")
+        self.patterns = list(dict.fromkeys(self.patterns + list(names)))
+        self.methods = wanted
+
+    def remove(self, names: Sequence[str]) -> None:
+        """Stop watching ``names`` (none: everything)."""
+        self.patterns = [p for p in self.patterns if names and p not in names]
+
+    def names_for(self, block: BlockDesc, descs: Mapping[str, Any]) -> list[str]:
+        """The vars a call of ``block`` must hand back (none: it runs its plain entry);
+        ``descs`` are the program's persistable vars (a parameter is watched only when
+        named exactly)."""
+        if not self.patterns or (self.methods is not None and block.name not in self.methods):
+            return []
+        tensors = {n: v for n, v in descs.items() if v.kind == "tensor"}
+        return select(block, self.patterns, tensors)
 
     def record(self, method: str, values: dict) -> None:
-        kept = Watched(method, next(self._calls) + 1, values)
+        kept = Watched(method, next(self._calls), values)
         with self._lock:
             self.last = kept
             self.by_method[method] = kept
 
-
-def _watching_call(method: CompiledMethod, names: list[str], watch: WatchSet) -> Any:
-    """A ``__call__`` for ``method`` that runs a plan returning ``(result, watched)``."""
-    block = method.runner.block
-    owner = method.owner
-    runner = BlockRunner(owner.program, dataclasses.replace(
-        block, returns=(block.returns, {n: n for n in names})),
-        array_module_for(owner.device), owner.seed, is_test=method.runner.is_test)
-    entry = method.entry_for(runner)
-    # The entry calls itself for keyword or converted arguments; that inner call must
-    # give back the pair too, so it goes to the entry directly, not through `call`.
-    run = type("_WatchingEntry", (), {"__call__": entry})()
-    name = method.block.name
-
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result, kept = run(*args, **kwargs)
-        watch.record(name, kept)
-        return result
-
-    call.watched_runner = runner      # type: ignore[attr-defined]
-    return call
-
-
-def install(program: CompiledProgram, watch: WatchSet) -> dict[str, list[str]]:
-    """Give each watched method of ``program`` its watching entry and each other method
-    its plain one; returns what each method now keeps."""
-    persistable = {n: v for n, v in program.program.global_block().vars.items()
-                   if v.persistable and v.kind == "tensor"}
-    kept: dict[str, list[str]] = {}
-    for name, method in program.methods.items():
-        plain = watch._installed.pop(name, None)
-        if plain is not None:
-            type(method).__call__ = plain
-        if not watch.patterns or (watch.methods is not None and name not in watch.methods):
-            continue
-        names = select(method.block, watch.patterns, persistable)
-        if not names:
-            continue
-        watch._installed[name] = type(method).__call__
-        type(method).__call__ = _watching_call(method, names, watch)
-        kept[name] = names
-    return kept
-
-
-def reinstall(program: CompiledProgram, watch: WatchSet) -> dict[str, list[str]]:
-    """`install` after the methods' plain entries were made anew (the program was
-    recompiled, or its history turned on or off): the plain entries kept from before are
-    stale."""
-    watch._installed.clear()
-    return install(program, watch)
+    def last_of(self, method: str) -> Watched:
+        return self.by_method.get(method, Watched(method, 0, {}))

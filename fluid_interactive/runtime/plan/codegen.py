@@ -35,6 +35,8 @@ class GeneratedCode:
     filename: str
     line_to_op: dict[int, int]   # generated line -> op index in the block
     pool: list | None = None  # where a concurrently used instance goes back to
+    nbytes: int = 0           # its preallocated buffers (what keeping the plan costs)
+    used: bool = False        # called since the plan cache last looked (see PlanCache)
 
 
 def _py_name(name: str, used: set[str]) -> str:

@@ -93,7 +93,9 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
     lines += ["        try:",
               f"            code = plans_get({key})",
               "            if code is None:",
-              f"                code = plan([{every}])"]
+              f"                code = plan([{every}])",
+              "            else:",
+              "                code.used = True   # for the plan cache's clock"]
     call = f"code.fn(S{', ' if total else ''}{every})"
     if recorded is None:
         lines.append(f"            return {call}")
@@ -127,6 +129,7 @@ def _pooled_body(n_feeds: int) -> list[str]:
     key = "(" + "".join(f"a{i}.shape, " for i in range(n_feeds)) + ")"
     return ["    try:",
             f"        code = pools[{key}].pop()",
+            "        code.used = True   # for the plan cache's clock",
             "    except (KeyError, IndexError):",
             f"        code = instance([{every}])",
             "    try:",

@@ -1,9 +1,10 @@
-"""Running one block: a plan per feed signature, built once and cached, and errors that
-name the failing op and the user's line."""
+"""Running one block: a plan per feed signature, built once and kept in a bounded cache,
+and errors that name the failing op and the user's line."""
 from __future__ import annotations
 
 import types
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ class BlockRunner:
         self.plans: dict[SignatureKey, GeneratedCode] = {}
         # Idle plan instances per signature, for callers that run concurrently.
         self.pools: dict[SignatureKey, list[GeneratedCode]] = {}
+        self.cache = PlanCache(self.plans, self.pools)
 
     def plan(self, arrays: list[Any]) -> GeneratedCode:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -50,7 +52,7 @@ class BlockRunner:
         code = self.plans.get(key)
         if code is None:
             code = self._build(arrays)
-            self.plans.setdefault(key, code)
+            self.cache.add(key, code)
         return code
 
     def instance(self, arrays: list[Any]) -> GeneratedCode:
@@ -59,12 +61,20 @@ class BlockRunner:
         key = tuple(a.shape for a in arrays)
         code = self._build(arrays)
         code.pool = self.pools.setdefault(key, [])
-        self.plans.setdefault(key, code)
+        self.cache.add(key, code)
         return code
 
     def _build(self, arrays: list[Any]) -> GeneratedCode:
-        with gc_paused():   # many records and kernels: keep planning linear in block size
-            return self._build_plan(arrays)
+        try:
+            with gc_paused():   # many records and kernels: keep planning linear in size
+                return self._build_plan(arrays)
+        except MemoryError:
+            shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
+            raise KernelError(
+                f"{self.block.name or 'block'}: out of memory while planning for inputs "
+                f"({shapes}); the plan's buffers do not fit. Call it with smaller batches, "
+                f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
+                f"hold). No state was changed.") from None
 
     def _build_plan(self, arrays: list[Any]) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
@@ -72,9 +82,11 @@ class BlockRunner:
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
                                  self._rng_for)
-        return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
+        code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}")
+        code.nbytes = buffer_bytes(analysis.steps)
+        return code
 
     def run(self, scope_values: dict, arrays: list[Any]) -> Any:
         code = self.plans.get(tuple(a.shape for a in arrays)) or self.plan(arrays)
@@ -123,6 +135,74 @@ class BlockRunner:
             f"{type(error).__name__}: {error}\n  in op: "
             f"{describe_op(self.program, self.plan_block, op)}\n"
             f"  No state was changed: the step's updates were not committed.")
+
+
+def buffer_bytes(steps: list) -> int:
+    """The bytes of the distinct buffers a plan's steps write into (an arena once)."""
+    seen: dict[int, Any] = {}
+    for step in steps:
+        for bufs in step.buffers.values():
+            for buf in bufs:
+                if buf is not None:
+                    root = getattr(buf, "arena", buf)
+                    seen[id(root)] = root
+    return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
+
+
+_limits = {"plans": 32, "memory": 256 << 20}
+
+
+def plan_cache(plans: int | None = None, memory: int | None = None) -> dict[str, int]:
+    """How many plans each compiled method keeps (one per distinct set of input shapes),
+    and how many bytes of preallocated buffers they may hold together; the plan used
+    least recently goes first. Returns the settings (with no argument, only returns
+    them). Defaults: 32 plans, 256 MiB per method."""
+    for what, value in (("plans", plans), ("memory", memory)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"plan_cache {what} must be an int >= 1, got {value!r}")
+        if value is not None:
+            _limits[what] = value
+    return dict(_limits)
+
+
+class PlanCache:
+    """Keeps a block's plans within `plan_cache`'s bounds. The generated entry marks a
+    plan ``used`` on each call (one attribute store); when a new plan would exceed the
+    bounds, the oldest plans not used since the last look go first, and used ones get
+    another round (a clock, so the hot path never reorders anything)."""
+
+    def __init__(self, plans: dict[SignatureKey, GeneratedCode],
+                 pools: dict[SignatureKey, list[GeneratedCode]]):
+        self.plans, self.pools = plans, pools
+        self.nbytes = 0
+        self.evicted = 0
+
+    def add(self, key: SignatureKey, code: GeneratedCode) -> None:
+        if key in self.plans:
+            return
+        code.used = True
+        self.plans[key] = code
+        self.nbytes += code.nbytes
+        while len(self.plans) > 1 and (len(self.plans) > _limits["plans"]
+                                       or self.nbytes > _limits["memory"]):
+            self._evict_one(keep=key)
+
+    def _evict_one(self, keep: SignatureKey) -> None:
+        for key in list(self.plans):
+            code = self.plans[key]
+            if key == keep:
+                continue
+            if code.used:   # a second chance, at the back of the queue
+                code.used = False
+                self.plans[key] = self.plans.pop(key)
+                continue
+            del self.plans[key]
+            self.pools.pop(key, None)
+            self.nbytes -= code.nbytes
+            self.evicted += 1
+            return
+        self._evict_one(keep)   # everything had been used: all flags are clear now
 
 
 def _failing_op(tb: types.TracebackType | None, code: GeneratedCode) -> int | None:
