@@ -38,3 +38,35 @@ def test_help_of_program_shows_a_working_example():
     namespace: dict = {}
     exec(compile(code, "Program.__doc__", "exec"), namespace)
     assert isinstance(namespace["loss"], float) and namespace["y"].shape == (4, 1)
+
+
+def _readme_table() -> list[tuple[str, str]]:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    table = text.split("## What is where", 1)[1].split("\n\n", 2)[1]
+    return [tuple(c.strip() for c in row.strip("|").split("|", 1))
+            for row in table.splitlines()[2:] if row.startswith("|")]
+
+
+def test_the_readmes_table_lists_every_package_and_nothing_else():
+    rows = _readme_table()
+    paths = [re.sub(r"`", "", path) for path, _ in rows]
+    for path in paths:
+        assert os.path.exists(os.path.join(ROOT, path.rstrip("/"))), f"README lists {path}"
+    packages = sorted(f"fluid_interactive/{d}" for d in os.listdir(
+        os.path.join(ROOT, "fluid_interactive"))
+        if os.path.isfile(os.path.join(ROOT, "fluid_interactive", d, "__init__.py")))
+    missing = [p for p in packages if p not in paths]
+    assert not missing, f"README's 'What is where' table lacks {missing}"
+
+
+def test_the_readmes_table_names_every_notebook_example_and_doc():
+    text = " ".join(what for _, what in _readme_table())
+    for folder, suffix in (("notebooks", ".ipynb"), ("examples", ".py"), ("docs", ".md")):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if not name.endswith(suffix) or name.startswith("_"):
+                continue
+            stem = name[:-len(suffix)]
+            if folder == "examples" and stem in ("digits_data",):   # a helper, not a demo
+                continue
+            assert stem in text or name in text, f"README's table does not name {folder}/{name}"

@@ -16,7 +16,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "extension")]
 import fluid  # noqa: E402
 import fluid_interactive.errors as errors  # noqa: E402
 
-MODULES = ["layers", "optimizer", "initializer", "regularizer", "backward", "recordio"]
+# every public module of `fluid` gets a section: derived, so a new one is never left out
+MODULES = [n for n in sorted(fluid.__all__) if inspect.ismodule(getattr(fluid, n))]
 
 
 def _summary(obj) -> str:
