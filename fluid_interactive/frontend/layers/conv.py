@@ -158,30 +158,11 @@ def conv2d_transpose(input: Variable, num_filters: int,
     strides = _pair(layer, "stride", stride, 1)
     pads = _padding(layer, padding)
     dils = _pair(layer, "dilation", dilation, 1)
-    pads4 = pads if len(pads) == 4 else [pads[0], pads[0], pads[1], pads[1]]
     attrs = {"strides": strides, "paddings": pads, "dilations": dils, "groups": g,
              "use_cudnn": bool(use_cudnn)}
     if filter_size is None:
-        if output_size is None:
-            raise error_at(OpArgumentError, f"{layer}: give filter_size, or output_size to "
-                                            f"derive it from")
-        out = _pair(layer, "output_size", output_size, 1)
-        if x.shape[2] < 0 or x.shape[3] < 0:
-            raise error_at(ShapeError, f"{layer}: deriving filter_size from output_size needs "
-                                       f"the input's height and width, but input "
-                                       f"{x.name}:{short_type(x.desc)} has unknown ones")
-        ks = []
-        for o, size, s, p0, p1, d in ((out[0], x.shape[2], strides[0], pads4[0], pads4[1],
-                                       dils[0]),
-                                      (out[1], x.shape[3], strides[1], pads4[2], pads4[3],
-                                       dils[1])):
-            k = (o - (size - 1) * s + p0 + p1 - 1) // d + 1
-            if k < 1:
-                raise error_at(ShapeError, f"{layer}: output_size {out} is too small for "
-                                           f"input {x.name}:{short_type(x.desc)} with stride "
-                                           f"{strides} and padding {pads}")
-            ks.append(k)
-        kh, kw = ks
+        out = _pair(layer, "output_size", output_size, 1) if output_size is not None else None
+        kh, kw = _filter_from_output_size(layer, x, out, strides, pads, dils)
         attrs["output_size"] = out
     else:
         kh, kw = _pair(layer, "filter_size", filter_size, 1)
@@ -197,6 +178,31 @@ def conv2d_transpose(input: Variable, num_filters: int,
     pre = helper.append_one(layer, {"Input": x, "Filter": w}, attrs,
                             final=battr_none and act is None)
     return _bias_and_act(helper, pre, bias_attr, num_filters, act)
+
+
+def _filter_from_output_size(layer: str, x: Variable, out: list[int] | None,
+                             strides: list[int], pads: list[int], dils: list[int]
+                             ) -> tuple[int, int]:
+    """Paddle's rule for a transposed convolution given only ``output_size``: the filter
+    size that maps the input's height and width onto it."""
+    if out is None:
+        raise error_at(OpArgumentError, f"{layer}: give filter_size, or output_size to "
+                                        f"derive it from")
+    if x.shape[2] < 0 or x.shape[3] < 0:
+        raise error_at(ShapeError, f"{layer}: deriving filter_size from output_size needs "
+                                   f"the input's height and width, but input "
+                                   f"{x.name}:{short_type(x.desc)} has unknown ones")
+    pads4 = pads if len(pads) == 4 else [pads[0], pads[0], pads[1], pads[1]]
+    ks = []
+    for axis in (0, 1):
+        size, s, d = x.shape[2 + axis], strides[axis], dils[axis]
+        k = (out[axis] - (size - 1) * s + pads4[2 * axis] + pads4[2 * axis + 1] - 1) // d + 1
+        if k < 1:
+            raise error_at(ShapeError, f"{layer}: output_size {out} is too small for "
+                                       f"input {x.name}:{short_type(x.desc)} with stride "
+                                       f"{strides} and padding {pads}")
+        ks.append(k)
+    return ks[0], ks[1]
 
 
 def pool2d(input: Variable, pool_size: IntOrPair = -1, pool_type: str = "max",
