@@ -43,6 +43,26 @@ def test_a_failed_step_gives_its_batch_back():
     np.testing.assert_array_equal(np.concatenate([first, second, third]), values)
 
 
+def test_a_batch_that_always_fails_can_be_skipped_and_the_skip_rewound():
+    values = np.arange(1, 13, dtype="float32").reshape(-1, 1)
+    values[5] = -1.0                                    # batch 2 fails every time
+    prog = LogOfReader(data=(values,)).Compile(seed=0)
+    prog.keep_history()
+    prog.step()
+    for _ in range(2):
+        with np.errstate(invalid="raise"):
+            with pytest.raises(fluid.KernelError, match=r"(?s)given back.*the next call reads "
+                                                        r"it again.*prog.skip_batches\(\)"):
+                prog.step()
+    prog.skip_batches()
+    np.testing.assert_array_equal(prog.step(), values[8:])        # batch 3
+    assert [c.label for c in prog.history.changes()[:2]] == ["step", "skip_batches"]
+    prog.rewind(2)                                      # the step, then the skip
+    with np.errstate(invalid="raise"):
+        with pytest.raises(fluid.KernelError):
+            prog.step()                                 # batch 2 is back
+
+
 def test_an_interrupted_step_gives_its_batch_back(monkeypatch):
     values = np.arange(8, dtype="float32").reshape(-1, 1) + 1
     prog = LogOfReader(data=(values,)).Compile(seed=0)

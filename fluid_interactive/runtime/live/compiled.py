@@ -183,6 +183,19 @@ class CompiledProgram:
                 if reader is not None:
                     reader.reset()
 
+    def skip_batches(self, batches: int = 1, names: list[str] | None = None) -> None:
+        """Drop the next ``batches`` batches of the readers (all, or those named), as if a
+        call had read them: for a batch that makes every call fail (a failing call gives
+        its batch back, so the next one would read it again). One change in the history,
+        so `rewind` brings the batches back."""
+        with self.scope.lock:
+            names = names if names is not None else self.reader_names()
+            self.scope.record_reset(self.scope.positions(names), label="skip_batches")
+            for name in names:
+                reader = self.scope.get(name)
+                if reader is not None:
+                    reader.skip(batches)
+
     def close(self) -> None:
         """Stop reader threads and close their files. The program stays usable: a reader
         reopens on its next read."""

@@ -149,10 +149,22 @@ class CompiledMethod:
             len(self._feeds), [v.shape for v in feed_vars],
             [np.dtype(v.dtype) for v in feed_vars],
             [make_converter(block.name, v) for v in feed_vars], self._bind,
-            runner, owner.scope.values, runner.kernel_error,
+            runner, owner.scope.values, self._error_maker(runner),
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
             owner.scope.lock if self.changes_state else None, self._reads,
             self._recording() if self.changes_state else None)
+
+    def _error_maker(self, runner: BlockRunner) -> Callable[..., Exception]:
+        """How a failing call is reported: the runner's error naming the op, and for a
+        method that reads batches, what happened to its batch and how to drop it."""
+        if not self._reads:
+            return runner.kernel_error
+
+        def kernel_error(error: Exception, code: Any) -> Exception:
+            report = runner.kernel_error(error, code)
+            return type(report)(f"{report}\n  Its batch was given back: the next call reads "
+                                f"it again. To drop it, call prog.skip_batches() first.")
+        return kernel_error
 
     def _recording(self) -> Recording | None:
         history = self._owner.scope.history

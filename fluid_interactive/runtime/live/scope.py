@@ -103,11 +103,13 @@ class Scope:
             for name in removed:
                 self.values.pop(name, None)
 
-    def record_reset(self, positions: Mapping[str, int]) -> None:
-        """Record that the readers ``positions`` names were reset from those positions."""
+    def record_reset(self, positions: Mapping[str, int], label: str = "reset_readers"
+                     ) -> None:
+        """Record that the readers ``positions`` names moved (reset, or skipped batches)
+        from those positions."""
         if self.history.enabled and positions:
-            self.history.record(Site("reset_readers", "reset_readers", (),
-                                     tuple(positions)), (), tuple(positions.values()))
+            self.history.record(Site("reset_readers", label, (), tuple(positions)), (),
+                                tuple(positions.values()))
 
     def __repr__(self) -> str:
         return f"<Scope of {len(self.values)} values>"
