@@ -18,9 +18,11 @@ Pure text over `ir` records, like `render.dot`; every name and detail goes throu
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..ir.diff import GLOBAL, BlockDiff, ProgramDiff
 from ..ir.records import BlockDesc, OpDesc
-from .dot import quote
+from .builder import Body, Digraph, Raw
 from .style import EDGE_COLOR, FONT
 
 __all__ = ["diff_to_dot"]
@@ -37,14 +39,15 @@ LOOKS = {
 CONTEXT_LIMIT = 40
 
 
-def _node(node_id: str, label: str, kind: str, shape: str, tooltip: str = "",
-          indent: str = "    ") -> str:
+def _node(body: Body, node_id: str, label: str, kind: str, shape: str,
+          tooltip: str = "") -> None:
     fill, border, style, width = LOOKS[kind]
-    attrs = [f"label={quote(label)}", f"shape={shape}", f"style=\"filled,{style}\"",
-             f"fillcolor=\"{fill}\"", f"color=\"{border}\"", f"penwidth={width}"]
+    pairs: list[tuple[str, Any]] = [("label", label), ("shape", shape),
+                                    ("style", f"filled,{style}"), ("fillcolor", fill),
+                                    ("color", border), ("penwidth", width)]
     if tooltip:
-        attrs.append(f"tooltip={quote(tooltip)}")
-    return f"{indent}{quote(node_id)} [{', '.join(attrs)}];"
+        pairs.append(("tooltip", tooltip))
+    body.node(node_id, pairs)
 
 
 class _BlockDrawing:
@@ -103,33 +106,31 @@ class _BlockDrawing:
                 shown.update((a, b))
         return shown
 
-    def lines(self) -> list[str]:
+    def write(self, body: Body) -> None:
+        """The block's cluster of ops, and the edges between the drawn ones."""
         b = self.b
         title = "block 0: state and its initialisers" if b.name == GLOBAL else b.name
         hidden = len(b.aligned) - len(self.shown)
         if hidden:
             title += f" ({hidden} unchanged ops not drawn)"
-        out = [f"  subgraph {quote('cluster_' + self.prefix)} {{",
-               f"    label={quote(title + self._signature())};",
-               "    style=\"rounded\"; color=\"#9a9a9a\";"]
+        cluster = body.cluster(self.prefix, [("label", title + self._signature()),
+                                             ("style", "rounded"), ("color", "#9a9a9a")])
         for entry in b.aligned:
             if entry in self.shown:
-                out.append(self._op_node(entry))
-        out.append("  }")
+                self._op_node(cluster, entry)
         for a, c, name in self._edges():
             if a in self.shown and c in self.shown:
                 kind = self.kinds[c] if self.kinds[c] in ("added", "removed") else \
                     self.kinds[a] if self.kinds[a] in ("added", "removed") else "same"
                 color = LOOKS[kind][1] if kind != "same" else EDGE_COLOR
                 style = "dashed" if kind == "removed" else "solid"
-                out.append(f"  {quote(self.node_id(*a))} -> {quote(self.node_id(*c))} "
-                           f"[tooltip={quote(name)}, color=\"{color}\", style={style}];")
-        return out
+                body.edge(self.node_id(*a), self.node_id(*c),
+                          [("tooltip", name), ("color", color), ("style", style)])
 
     def _signature(self) -> str:
         return "".join(f"\n{s}" for s in self.b.signature)
 
-    def _op_node(self, entry: tuple) -> str:
+    def _op_node(self, body: Body, entry: tuple) -> None:
         i, j = entry
         kind, change = self.kinds[entry], self.changes.get(entry)
         op = self.op(i, j)
@@ -143,12 +144,11 @@ class _BlockDrawing:
             tooltip = f"{kind}: " + ", ".join(op.output_names())
         if self.b.name == GLOBAL:   # an initialiser: say what it initialises
             label += "\n" + ", ".join(op.output_names())
-        return _node(self.node_id(i, j), label, kind, "ellipse", tooltip)
+        _node(body, self.node_id(i, j), label, kind, "ellipse", tooltip)
 
 
-def _state_lines(d: ProgramDiff, drawings: list[_BlockDrawing]) -> list[str]:
+def _state_nodes(body: Body, d: ProgramDiff, drawings: list[_BlockDrawing]) -> None:
     """Boxes for state that does not carry over, joined to the drawn ops using it."""
-    out = []
     for s in d.state:
         if s.status == "kept":
             continue
@@ -156,21 +156,19 @@ def _state_lines(d: ProgramDiff, drawings: list[_BlockDrawing]) -> list[str]:
             "added" if s.status == "added" else "dropped")
         node = f"state_{s.name}"
         tag = "param" if s.is_parameter else "state"
-        out.append(_node(node, f"{s.name} [{tag}, {s.status}]", kind, "box", s.reason,
-                         indent="  "))
+        _node(body, node, f"{s.name} [{tag}, {s.status}]", kind, "box", s.reason)
         for drawing in drawings:
             for entry in drawing.b.aligned:
                 if entry not in drawing.shown:
                     continue
                 op = drawing.op(*entry)
                 if s.name in op.input_names() or s.name in op.output_names():
-                    out.append(f"  {quote(node)} -> {quote(drawing.node_id(*entry))} "
-                               f"[color=\"{LOOKS[kind][1]}\", style=dotted, "
-                               f"arrowhead=none, constraint=false];")
-    return out
+                    body.edge(node, drawing.node_id(*entry), [
+                        ("color", LOOKS[kind][1]), ("style", "dotted"),
+                        ("arrowhead", "none"), ("constraint", False)])
 
 
-def _legend(kinds: set[str]) -> list[str]:
+def _legend(body: Body, kinds: set[str]) -> None:
     """A swatch for each look the drawing uses."""
     rows = "".join(
         f'<tr><td bgcolor="{LOOKS[k][0]}" color="{LOOKS[k][1]}" border="1">{text}</td></tr>'
@@ -178,11 +176,10 @@ def _legend(kinds: set[str]) -> list[str]:
                         ("changed", "changed op"), ("reinitialised", "state that starts again"),
                         ("dropped", "dropped state"), ("same", "unchanged op"))
         if k in kinds)
-    if not rows:
-        return []
-    return [f'  "legend" [shape=plaintext, margin=0, fontsize=9, label=<<table border="0" '
-            f'cellborder="1" cellspacing="2" cellpadding="3"><tr><td border="0"><b>legend'
-            f"</b></td></tr>{rows}</table>>];"]
+    if rows:
+        body.node("legend", [("shape", "plaintext"), ("margin", 0), ("fontsize", 9), (
+            "label", Raw('<<table border="0" cellborder="1" cellspacing="2" cellpadding="3">'
+                         f'<tr><td border="0"><b>legend</b></td></tr>{rows}</table>>'))])
 
 
 def diff_to_dot(d: ProgramDiff, context_limit: int = CONTEXT_LIMIT, legend: bool = True
@@ -196,19 +193,18 @@ def diff_to_dot(d: ProgramDiff, context_limit: int = CONTEXT_LIMIT, legend: bool
         title += f"\nunchanged: {', '.join(same)}"
     if not drawings and not any(s.status != "kept" for s in d.state):
         title += "\nno differences"
-    lines = [f"digraph {quote('diff')} {{",
-             f"  graph [rankdir=TB, fontname=\"{FONT}\", fontsize=12, labelloc=t, "
-             f"labeljust=l, nodesep=0.25, ranksep=0.35];",
-             f"  label={quote(title)};",
-             f"  node [fontname=\"{FONT}\", fontsize=10, height=0.3];",
-             f"  edge [color=\"{EDGE_COLOR}\", arrowsize=0.6];"]
+    doc = Digraph("diff", graph=[("rankdir", "TB"), ("fontname", FONT), ("fontsize", 12),
+                                  ("labelloc", "t"), ("labeljust", "l"), ("nodesep", 0.25),
+                                  ("ranksep", 0.35)],
+                  node=[("fontname", FONT), ("fontsize", 10), ("height", 0.3)],
+                  edge=[("color", EDGE_COLOR), ("arrowsize", 0.6)],
+                  statements=[("label", title)])
     for drawing in drawings:
-        lines += drawing.lines()
-    lines += _state_lines(d, drawings)
+        drawing.write(doc)
+    _state_nodes(doc, d, drawings)
     if legend:
         kinds = {d_.kinds[e] for d_ in drawings for e in d_.shown}
         kinds |= {"reinitialised" if s.status == "reinitialised" else s.status
                   for s in d.state if s.status != "kept"}
-        lines += _legend(kinds)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        _legend(doc, kinds)
+    return doc.text()

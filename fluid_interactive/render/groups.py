@@ -100,9 +100,9 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
             groups.append(group)
             by_key[group.key] = group
             continue
-        group = by_key.get(key)
-        if group is None:
-            group = by_key[key] = Group(key, kind, layer)
-            groups.append(group)
-        group.ops.append(i)
+        found = by_key.get(key)
+        if found is None:
+            found = by_key[key] = Group(key, kind, layer)
+            groups.append(found)
+        found.ops.append(i)
     return groups

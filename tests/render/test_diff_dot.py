@@ -52,7 +52,7 @@ def test_added_removed_and_reinitialised_state():
     d = fluid.diff(make(layers=2), make(layers=1))
     dot = diff_to_dot(d)
     removed = [c for b in d.blocks for c in b.ops if c.kind == "removed"]
-    removed_nodes = [a for a in filled(dot, "removed") if "shape=ellipse" in a]
+    removed_nodes = [a for a in filled(dot, "removed") if 'shape="ellipse"' in a]
     assert len(removed_nodes) == len(removed) > 0
     assert all("dashed" in attrs for attrs in removed_nodes)
     dropped = [a for a in nodes(dot).values() if "[param, dropped]" in a]
