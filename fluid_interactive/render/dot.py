@@ -24,6 +24,7 @@ Drawing rules (DESIGN §3 Rendering, style L12):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,9 @@ class _Options:
     show_global: bool = True
 
 
-def _collapse_group(op: OpDesc) -> str | None:
+def _collapse_group(op: OpDesc, var_of: S.VarLookup) -> str | None:
     """Which summary node an op folds into under ``collapse_grads`` (None: drawn itself)."""
-    if S.op_kind(op) in ("rpc", "dist", "reader", "unspecified"):
+    if S.op_kind(op, var_of) in ("rpc", "dist", "reader", "unspecified"):
         return None
     if op.role & OpRole.BACKWARD:
         return "backward"
@@ -91,6 +92,7 @@ class _ProgramGraph:
         self.elems: dict[int, list[_Elem]] = {}
         self.links: list[tuple[str, str, int]] = []   # summary -> summary, count
         self.cluster_labels: dict[int, str] = {}       # block idx -> label (default: signature)
+        self.gradients = S.gradient_names(program)
         self._build(global_all)
 
     # ids
@@ -102,6 +104,10 @@ class _ProgramGraph:
 
     def summary_id(self, block: int, group: str) -> str:
         return f"{self.prefix}{group}{block}"
+
+    def lookup(self, block: BlockDesc) -> S.VarLookup:
+        """Finds the vars the ops of ``block`` name."""
+        return functools.partial(self.program.find_var, block)
 
     def owner(self, block: BlockDesc, name: str) -> tuple[int, VarDesc | None]:
         """The block whose node stands for ``name`` as seen from ``block``: the nearest
@@ -128,9 +134,10 @@ class _ProgramGraph:
 
     # building
     def _op_elem(self, block: BlockDesc, index: int, op: OpDesc) -> _Elem:
-        return _Elem(self.op_id(block.idx, index), op_node_attrs(op, self.legend),
+        var_of = self.lookup(block)
+        return _Elem(self.op_id(block.idx, index), op_node_attrs(op, var_of, self.legend),
                      _unique(op.input_names()), _unique(op.output_names()),
-                     S.OP_STYLES[S.op_kind(op)].border)
+                     S.OP_STYLES[S.op_kind(op, var_of)].border)
 
     def _summary_elem(self, block: BlockDesc, group: str, ops: list[OpDesc],
                       ins: list[str], outs: list[str]) -> _Elem:
@@ -154,7 +161,7 @@ class _ProgramGraph:
         order: list[str | tuple[int, OpDesc]] = []
         normal: list[OpDesc] = []
         for i, op in ops:
-            g = _collapse_group(op)
+            g = _collapse_group(op, self.lookup(block))
             if g is None:
                 normal.append(op)
                 order.append((i, op))
@@ -238,7 +245,8 @@ class _ProgramGraph:
 
     # writing
     def _add_var(self, body: Body, owner: int, name: str, var: VarDesc | None) -> None:
-        body.node(self.var_id(owner, name), var_node_attrs(name, var, self.legend))
+        body.node(self.var_id(owner, name), var_node_attrs(
+            name, var, self.legend, gradient=name in self.gradients))
 
     def _add_vars_of(self, body: Body, block: BlockDesc) -> None:
         mine = [(n, var) for (owner, n), var in self.used.items() if owner == block.idx]

@@ -16,6 +16,7 @@ as nodes, so no edge crosses the drawing to reach them.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,7 @@ class GroupedGraph:
         self.first_write: dict[str, str] = {}     # var -> node of the first op writing it
         self.single: dict[int, str] = {}          # block drawn as one node -> that node
         self.folded: list[tuple[str, BlockDesc, Group]] = []   # (node, block, group)
+        self.gradients = S.gradient_names(program)
         # optimizer state several parameters' updates read (a learning rate)
         self.shared_state = self._shared(blocks)
         self._block_ends: list[tuple[list[str], list[tuple[str, str]]]] = []
@@ -143,11 +145,12 @@ class GroupedGraph:
     def _var_node(self, body: Body, block: BlockDesc, name: str) -> None:
         node = self.var_id(block, name)
         self.nodes.append(node)
-        body.node(node, var_node_attrs(name, self._var(block, name), self.legend))
+        body.node(node, var_node_attrs(name, self._var(block, name), self.legend,
+                                       gradient=name in self.gradients))
 
-    def _op_node(self, body: Body, node: str, op: OpDesc) -> None:
+    def _op_node(self, body: Body, block: BlockDesc, node: str, op: OpDesc) -> None:
         self.nodes.append(node)
-        body.node(node, op_node_attrs(op, self.legend))
+        body.node(node, op_node_attrs(op, functools.partial(self._var, block), self.legend))
 
     def _state_of(self, block: BlockDesc, group: Group) -> tuple[list[str], list[str]]:
         """(parameters, other persistable vars) the group's ops read or write."""
@@ -303,7 +306,7 @@ class GroupedGraph:
                 ("label", g.layer or _GROUP_TITLES.get(g.kind, g.kind)),
                 ("style", "rounded,dashed"), ("color", S.OP_STYLES[g.kind].border)])
         for i in g.ops:
-            self._op_node(target, d.op_nodes[i], block.ops[i])
+            self._op_node(target, block, d.op_nodes[i], block.ops[i])
         target.add(walk.inner_vars.get(id(d), Body()))
         return body, d.op_nodes[g.ops[0]]
 

@@ -43,10 +43,11 @@ def loc_text(op: OpDesc) -> str:
     return format_location(op.loc, short=True)
 
 
-def op_node_attrs(op: OpDesc, legend: Legend) -> list[tuple[str, Any]]:
-    """An op drawn by itself: an ellipse labelled with its type, filled by its role, a red
-    double border for the loss, and where the user's code made it as the tooltip."""
-    kind = S.op_kind(op)
+def op_node_attrs(op: OpDesc, var_of: S.VarLookup, legend: Legend) -> list[tuple[str, Any]]:
+    """An op drawn by itself: an ellipse labelled with its type, filled by its kind
+    (`style.op_kind`), a red double border for the loss, and where the user's code made
+    it as the tooltip."""
+    kind = S.op_kind(op, var_of)
     st = S.OP_STYLES[kind]
     legend.op_kinds.add(kind)
     pairs: list[tuple[str, Any]] = [("label", op.type), ("shape", "ellipse"),
@@ -60,11 +61,11 @@ def op_node_attrs(op: OpDesc, legend: Legend) -> list[tuple[str, Any]]:
     return pairs
 
 
-def var_node_attrs(name: str, var: VarDesc | None, legend: Legend
+def var_node_attrs(name: str, var: VarDesc | None, legend: Legend, *, gradient: bool = False
                    ) -> list[tuple[str, Any]]:
     """A var drawn by itself: a record ``name | type | tag`` styled by its kind (parameter,
-    state, data, ...), its type as the tooltip."""
-    kind = S.var_kind(name, var)
+    state, data, gradient, ...), its type as the tooltip."""
+    kind = S.var_kind(var, gradient)
     st = S.VAR_STYLES[kind]
     legend.var_kinds.add(kind)
     type_text = short_type(var)
