@@ -66,6 +66,11 @@ class ProgramDiff:
         other state (`ir.diff_layers`)."""
         return layer_changes(self.old, self.new, self.blocks, self.state)
 
+    @property
+    def headline(self) -> str:
+        """What changed, in one line: ``2 layers changed; 1 method added``."""
+        return _headline(self, [e for e in self.layers if e.notes])
+
     def names(self, status: str) -> list[str]:
         """Persistable vars with this status ('kept', 'added', 'dropped',
         'reinitialised')."""
@@ -138,7 +143,7 @@ def diff_programs(old: ProgramDesc, new: ProgramDesc,
 
 def _layer_lines(d: ProgramDiff) -> list[str]:
     entries = [e for e in d.layers if e.notes]
-    lines = [f"diff {d.old_label} {ARROW} {d.new_label}: {_headline(d, entries)}"]
+    lines = [f"diff {d.old_label} {ARROW} {d.new_label}: {d.headline}"]
     lines += ["  " + e.line() for e in entries]
     same = [b.name for b in d.blocks if b.name != GLOBAL and b.status == "same"]
     if same and len(same) < len(d.blocks) - 1:

@@ -17,7 +17,7 @@ as nodes, so no edge crosses the drawing to reach them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from .builder import Body, Raw, html
 from .groups import Group, group_ops, layer_type
 from .parts import (
     Legend,
+    Scopes,
     chain,
     loc_text,
     op_counts,
@@ -313,7 +314,7 @@ class GroupedGraph:
     def _layout_block(self, block: BlockDesc, walk: _Walk) -> Body:
         """The block's statements: scopes and expanded groups as nested clusters, the
         optimizer as one column."""
-        tree = _Scopes()
+        tree = Scopes()
         loose, opt = Body(), Body()
         opt_chain: list[str] = []
         for k, d in enumerate(walk.plan):
@@ -475,31 +476,3 @@ def _params_in_declared_order(program: ProgramDesc, groups: list[Group]) -> list
                  key=lambda g: order.get(g.layer, len(order)))
     it = iter(opt)
     return [next(it) if g.kind == "optimize" else g for g in groups]
-
-
-class _Scopes:
-    """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Scopes] = {}
-        self.body = Body()
-
-    def add(self, scope: str, part: Body) -> None:
-        node = self
-        for piece in scope.split("/"):
-            node = node.children.setdefault(piece, _Scopes())
-        node.body.add(part)
-
-    def write(self, into: Body, prefix: str,
-              style: Callable[[str], list[tuple[str, Any]]], path: str = "") -> None:
-        for name, child in self.children.items():
-            full = f"{path}/{name}" if path else name
-            cluster = into.cluster(f"{prefix}{_slug(full)}", style(full))
-            child.write(cluster, prefix, style, full)
-            cluster.add(child.body)
-
-
-def _slug(text: str) -> str:
-    """A cluster-id-safe form of a scope path (ids are quoted elsewhere; cluster names are
-    bare, so only letters, digits and '_')."""
-    return "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in text)

@@ -6,7 +6,7 @@ programs (`diff_dot`) draw their nodes with these, so they look alike.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,7 @@ class Legend:
     loss: bool = False
     summary: bool = False
     cross: bool = False
+    diff_kinds: set = field(default_factory=set)   # looks of a difference (`diff_dot`)
 
     def cells(self) -> list[str]:
         """One HTML-like table cell per kind used: a swatch with its meaning."""
@@ -124,6 +125,9 @@ class Legend:
             if kind in self.var_kinds:
                 text = vs.legend + (f" [{vs.tag}]" if vs.tag else "")
                 cell(text, vs.fill, vs.border, width=vs.width, font=vs.fontcolor)
+        for kind, ds in S.DIFF_STYLES.items():
+            if kind in self.diff_kinds:
+                cell(ds.legend, ds.fill, ds.border, width=2 if ds.width > 2 else 1)
         if self.cross:
             cell("edge between programs", "#ffffff", S.CROSS_EDGE_COLOR,
                  font=S.CROSS_EDGE_COLOR)
@@ -243,3 +247,31 @@ def chain(body: Body, nodes: Sequence[str]) -> None:
     """Invisible edges that stack ``nodes`` in a column."""
     for a, b in zip(nodes, nodes[1:]):
         body.edge(a, b, [("style", "invis"), ("weight", 10)])
+
+
+class Scopes:
+    """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, Scopes] = {}
+        self.body = Body()
+
+    def add(self, scope: str, part: Body) -> None:
+        node = self
+        for piece in scope.split("/"):
+            node = node.children.setdefault(piece, Scopes())
+        node.body.add(part)
+
+    def write(self, into: Body, prefix: str,
+              style: Callable[[str], list[tuple[str, Any]]], path: str = "") -> None:
+        for name, child in self.children.items():
+            full = f"{path}/{name}" if path else name
+            cluster = into.cluster(f"{prefix}{slug(full)}", style(full))
+            child.write(cluster, prefix, style, full)
+            cluster.add(child.body)
+
+
+def slug(text: str) -> str:
+    """A cluster-id-safe form of a scope path (ids are quoted elsewhere; cluster names are
+    bare, so only letters, digits and '_')."""
+    return "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in text)

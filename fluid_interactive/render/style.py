@@ -153,3 +153,26 @@ def var_kind(var: VarDesc | None, gradient: bool = False) -> str:
     if gradient:
         return "grad"
     return "var"
+
+
+@dataclass(frozen=True)
+class DiffStyle:
+    """How a difference marks what changed (`diff_dot`)."""
+    kind: str
+    legend: str
+    fill: str
+    border: str
+    line: str = "solid"
+    width: float = 1.0
+
+
+# Legend order is this order. Orange, green and red are told apart by line style and
+# width too (changed: thick; removed and dropped: dashed).
+DIFF_STYLES: dict[str, DiffStyle] = {s.kind: s for s in (
+    DiffStyle("changed", "changed", "#ffe0b2", "#e65100", "solid", 2.4),
+    DiffStyle("added", "added", "#c8ecc9", "#2e7d32", "solid", 1.6),
+    DiffStyle("removed", "removed", "#f9d2d2", "#c62828", "dashed", 1.6),
+    DiffStyle("reinitialised", "state that starts again", "#ffe0b2", "#e65100", "solid", 2.0),
+    DiffStyle("dropped", "dropped state", "#f9d2d2", "#c62828", "dashed", 1.6),
+    DiffStyle("same", "unchanged", "#ffffff", "#9a9a9a", "solid", 1.0),
+)}
