@@ -140,24 +140,36 @@ class _BlockDrawing:
                   [("tooltip", tooltip)] if tooltip else [])
 
 
+#: At most this many names in a state box (its tooltip lists them all).
+STATE_NAMES = 10
+_STATE_TITLES = {"reinitialised": "starts again", "added": "new state", "dropped": "dropped"}
+
+
 def _state_nodes(body: Body, state: Iterable[StateChange], drawings: list[_BlockDrawing],
                  legend: Legend) -> None:
-    """Boxes for state that does not carry over, joined to the drawn ops using it."""
+    """One box per status for the state that does not carry over (reinitialised, added,
+    dropped), listing it, joined to the drawn ops that use it: one box, not one per var,
+    so Adam's four accumulators per parameter do not spread the drawing out."""
+    groups: dict[str, list[StateChange]] = {}
     for s in state:
-        if s.status == "kept":
-            continue
-        kind = "reinitialised" if s.status == "reinitialised" else (
-            "added" if s.status == "added" else "dropped")
-        node = f"state_{s.name}"
-        tag = "param" if s.is_parameter else "state"
-        diff_node(body, node, f"{s.name} [{tag}, {s.status}]", kind, "box", legend,
-                  [("tooltip", s.reason)] if s.reason else [])
+        if s.status != "kept":
+            groups.setdefault(s.status, []).append(s)
+    for status, changes in groups.items():
+        node = f"state:{status}"
+        names = [f"{s.name} [{'param' if s.is_parameter else 'state'}]" for s in changes]
+        shown = names[:STATE_NAMES] + ([f"... and {len(names) - STATE_NAMES} more"]
+                                       if len(names) > STATE_NAMES else [])
+        label = f"{_STATE_TITLES[status]} ({len(names)})\n" + "\n".join(shown)
+        tooltip = "\n".join(f"{s.name}: {s.reason}" if s.reason else s.name for s in changes)
+        diff_node(body, node, label, status, "box", legend, [("tooltip", tooltip)])
+        mine = {s.name for s in changes}
         for drawing in drawings:
             for entry in drawing.b.aligned:
                 op = drawing.op(entry)
-                if entry in drawing.shown and s.name in op.input_names() + op.output_names():
+                if entry in drawing.shown and mine.intersection(op.input_names()
+                                                                + op.output_names()):
                     body.edge(node, drawing.node_id(entry), [
-                        ("color", S.DIFF_STYLES[kind].border), ("style", "dotted"),
+                        ("color", S.DIFF_STYLES[status].border), ("style", "dotted"),
                         ("arrowhead", "none"), ("constraint", False)])
 
 

@@ -139,10 +139,13 @@ def test_by_op_added_removed_and_reinitialised_state():
     removed_nodes = [a for a in filled(dot, "removed").values() if 'shape="ellipse"' in a]
     assert len(removed_nodes) == len(removed) > 0
     assert all("dashed" in attrs for attrs in removed_nodes)
-    assert len([a for a in nodes(dot).values() if "[param, dropped]" in a]) == 2
-    reinit = [a for a in nodes(dot).values() if "[param, reinitialised]" in a]
-    assert reinit and all(f'fillcolor="{DIFF_STYLES["reinitialised"].fill}"' in a
-                          for a in reinit)
+    # state that does not carry over: one box per status, listing it
+    state = {n: text_of(a) for n, a in nodes(dot).items() if n.startswith("state:")}
+    assert state == {
+        "state:reinitialised": "starts again (2)\\nnet/fc_1.w_0 [param]\\nnet/fc_1.b_0 [param]",
+        "state:dropped": "dropped (2)\\nnet/fc_2.w_0 [param]\\nnet/fc_2.b_0 [param]"}
+    assert f'fillcolor="{DIFF_STYLES["reinitialised"].fill}"' in nodes(dot)["state:reinitialised"]
+    assert ("state:dropped", "b1_r6") in edges(dot)     # to the mul that read the weight
 
 
 def test_by_op_large_blocks_draw_only_what_changed_and_its_neighbours():
@@ -179,9 +182,12 @@ def test_it_lays_out(detail):
 @needs_dot
 @pytest.mark.parametrize("edit", [{"hidden": 48}, {"act": "tanh"}])
 def test_the_issue_edits_draw_narrower_than_a_cell(edit):
-    """By op, the 64 -> 48 edit was 8,629 px wide; by layer both edits fit the 1,100 px
-    output area at full size (the browser test measures the labels on screen)."""
+    """By op, the 64 -> 48 edit was 8,629 px wide; by layer both edits, and each changed
+    layer opened op by op, fit the 1,100 px output area at full size (the browser test
+    measures the labels on screen)."""
     d = fluid.diff(MLP3, MLP3(**edit))
     assert width_px(svg_of(diff_to_dot(d))) <= 1100
+    for _, label, dot in diff_layer_drawings(d):        # each box op by op, too
+        assert width_px(svg_of(dot)) <= 1100, label
     if "hidden" in edit:
         assert width_px(svg_of(diff_to_dot(d, detail="ops"))) > 2000
