@@ -17,7 +17,8 @@ def _side(obj: Any) -> Side:
 
 
 def diff(a: Any, b: Any, detail: str = "layers") -> ProgramDiff:
-    """What changes from ``a`` to ``b``.
+    """What changes from ``a`` to ``b``: one line per changed layer, or every op with
+    ``detail='ops'``.
 
     By layer (``detail='layers'``, the default): one line per layer that changed, such as
     ``mlp/fc_0 (fc): size 64 → 48; re-initialised w_0, b_0 with their adam state``, then

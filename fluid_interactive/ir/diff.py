@@ -156,7 +156,7 @@ def _layer_lines(d: ProgramDiff) -> list[str]:
     rest = sum(1 for b in d.blocks for c in b.ops if id(c) not in told)
     total = sum(len(b.ops) for b in d.blocks)
     if total:
-        more = f", {rest} of them following the changes above" if rest else ""
+        more = f", {rest} of them only following the lines above" if rest else ""
         lines.append(f"  op by op: {plural(total, 'op')} differ{more}; "
                      f"text(detail='ops') lists them")
     return lines

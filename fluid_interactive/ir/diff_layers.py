@@ -127,7 +127,7 @@ class Owners:
         first = next(iter(op.output_names()), None)
         return "layer", layer_of(first) if first else op.type
 
-    def of_state(self, name: str, restarting: set[str]) -> Key:
+    def of_state(self, name: str, restarting: AbstractSet[str]) -> Key:
         """The entry a persistable var belongs to; ``restarting``: the parameters that do
         not simply carry over (their accumulators go with them)."""
         param = self.state_param.get(name)
@@ -167,7 +167,7 @@ def layer_changes(old: ProgramDesc, new: ProgramDesc, blocks: list[BlockDiff],
             book.get(("method", b.name)).notes += [e.text(ARROW) for e in b.signature_edits]
         for change in b.ops:
             if b.name == GLOBAL:
-                _initialiser(book, owners, change, kept_params)
+                _initialiser(book, owners, change, kept_params, restarting)
             else:
                 entry = book.get(owners.of_op(change.op, restarting))
                 entry.ops.append((b.name, change))
@@ -191,16 +191,18 @@ def _method_entry(entry: LayerChange, b: BlockDiff, owners: Owners) -> None:
     entry.notes.append(f"{what}, {plural(len(b.ops), 'op')}" + (f" ({shown})" if shown else ""))
 
 
-def _initialiser(book: _Book, owners: Owners, change: OpChange, kept: set[str]) -> None:
-    """An initialiser that differs: said where it matters, for a parameter that keeps its
-    value (anything else that starts again says so with its state)."""
-    for name in change.op.output_names():
-        if name in kept and change.kind == "changed":
-            key = owners.of_state(name, set())
-            if key[0] == "layer":
-                short = strip_owner(name, key[1])
-                book.get(key).notes.append(f"{short}'s initialiser changed, its value is kept")
-            book.get(key).ops.append((GLOBAL, change))
+def _initialiser(book: _Book, owners: Owners, change: OpChange, kept: set[str],
+                 restarting: AbstractSet[str]) -> None:
+    """An initialiser that differs goes with the state it initialises; it is said only for
+    a parameter that keeps its value (state that starts again says so itself)."""
+    name = next(iter(change.op.output_names()), None)
+    if name is None:
+        return
+    key = owners.of_state(name, restarting)
+    if name in kept and change.kind == "changed" and key[0] == "layer":
+        short = strip_owner(name, key[1])
+        book.get(key).notes.append(f"{short}'s initialiser changed, its value is kept")
+    book.get(key).ops.append((GLOBAL, change))
 
 
 def _attach_state(book: _Book, owners: Owners, state: list[StateChange]) -> None:
@@ -234,13 +236,14 @@ class _Notes:
                 self.resized.add(entry.name)
 
     def write(self, entry: LayerChange) -> None:
+        ops = [c for b, c in entry.ops if b != GLOBAL]   # initialisers: said with the state
         if entry.kind == "layer":
             self._layer(entry)
         elif entry.kind in ("backward", "communication"):
             # ops added or removed here follow the layers' (their gradients, their sends)
-            entry.notes += _edit_notes((c for _, c in entry.ops), added_removed=False)
+            entry.notes += _edit_notes(ops, added_removed=False)
         elif entry.kind == "optimizer":
-            entry.notes += _edit_notes(c for _, c in entry.ops) + _state_counts(entry.state)
+            entry.notes += _edit_notes(ops) + _state_counts(entry.state)
         elif entry.kind == "state":
             entry.notes += [_state_note(s) for s in entry.state]
 

@@ -152,11 +152,13 @@ class _LayerDrawing:
             holder.add(part)
 
     def aligned_of(self, entry: LayerChange) -> dict[str, set[Aligned]]:
-        """The ops of ``entry`` in each block, by (old index, new index): its changes, and
-        for a layer its unchanged ops too."""
+        """The ops of ``entry`` in each method, by (old index, new index): its changes, and
+        for a layer its unchanged ops too (a layer's initialisers are left to its state box;
+        a state var's initialiser is all it has)."""
         only: dict[str, set[Aligned]] = {}
         for block, change in entry.ops:
-            only.setdefault(block, set()).add((change.old_index, change.new_index))
+            if block != GLOBAL or entry.kind == "state":
+                only.setdefault(block, set()).add((change.old_index, change.new_index))
         if entry.kind == "layer":
             owners = Owners(self.d.old, self.d.new)
             for b in self.d.blocks:

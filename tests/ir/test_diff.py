@@ -170,7 +170,7 @@ def test_a_size_change_is_two_short_lines_one_per_layer():
         "  mlp/fc_1 (fc): size 64 → 48; re-initialised w_0, b_0 with their adam state",
         "  mlp/fc_2 (fc): input follows mlp/fc_1; re-initialised w_0 with its adam state",
         "  state: 16 kept, 15 start again",
-        "  op by op: 24 ops differ, 13 of them following the changes above; "
+        "  op by op: 24 ops differ, 4 of them only following the lines above; "
         "text(detail='ops') lists them"]
     # the op level is still there, on demand: ~100 lines for this one-number edit
     assert len(d.text(detail="ops").splitlines()) > 90
