@@ -133,8 +133,9 @@ class Owners:
         param = self.state_param.get(name)
         if param is not None and param not in restarting:
             return "optimizer", ""
-        layer = self.param_layer.get(param or name)
-        return ("layer", layer) if layer else ("state", name)
+        owner = param or name
+        layer = self.param_layer.get(owner)
+        return ("layer", layer) if layer else ("state", owner)
 
 
 class _Book:
@@ -245,7 +246,17 @@ class _Notes:
         elif entry.kind == "optimizer":
             entry.notes += _edit_notes(ops) + _state_counts(entry.state)
         elif entry.kind == "state":
-            entry.notes += [_state_note(s) for s in entry.state]
+            entry.notes += self._state(entry)
+
+    def _state(self, entry: LayerChange) -> list[str]:
+        """A var that is no layer's (a learning rate, a reader, a parameter no forward op
+        reads, as on a parameter server), with the accumulators that go with it."""
+        own = [_state_note(s) for s in entry.state if s.name == entry.name]
+        tied = [s for s in entry.state if s.name != entry.name]
+        if tied and own:
+            kinds = "/".join(self.owners.updates.get(entry.name, [])) or "optimizer"
+            own[0] += f" with its {kinds} state"
+        return own or [_state_note(s) for s in tied]
 
     # --- layers ------------------------------------------------------------------------------
     def _layer(self, entry: LayerChange) -> None:

@@ -241,3 +241,17 @@ def test_detail_must_be_known():
         fluid.diff(Net, Net, detail="op")
     with pytest.raises(ValueError, match="detail must be 'layers'"):
         fluid.diff(Net, Net).text(detail="layer")
+
+
+def test_by_layer_state_no_layer_reads_goes_with_its_accumulators():
+    """A parameter server's parameters are read by no forward op: each is one line, its
+    Adam accumulators with it."""
+    from tests.render.models import DigitsMLP
+    compiled = DigitsMLP().Compile(seed=0)
+    two, one = (fluid.transpile(compiled, main="train", trainers=2, pservers=n,
+                                min_block_size=1024) for n in (2, 1))
+    d = fluid.diff(two.pserver_program(two.endpoints[0]), one.pserver_program(one.endpoints[0]))
+    lines = str(d).splitlines()
+    assert "  mlp/fc_1.w_0: new with its adam state" in lines
+    assert "  mlp/fc_0.w_0.block1: dropped with its adam state" in lines
+    assert not any("moment" in line for line in lines)
