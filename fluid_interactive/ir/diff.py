@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .diff_layers import ARROW, LayerChange, layer_changes, plural, strip_owner
+from .diff_layers import ARROW, LayerChange, layer_changes, plural, runs, strip_owner
 from .diff_ops import GLOBAL, BlockDiff, Edit, OpChange, diff_block, whole_block
 from .diff_state import StateChange, optimizer_state_of, state_changes
 from .records import BlockDesc, ProgramDesc, VarDesc
@@ -144,7 +144,7 @@ def diff_programs(old: ProgramDesc, new: ProgramDesc,
 def _layer_lines(d: ProgramDiff) -> list[str]:
     entries = [e for e in d.layers if e.notes]
     lines = [f"diff {d.old_label} {ARROW} {d.new_label}: {d.headline}"]
-    lines += ["  " + e.line() for e in entries]
+    lines += ["  " + line for line in _entry_lines(entries)]
     same = [b.name for b in d.blocks if b.name != GLOBAL and b.status == "same"]
     if same and len(same) < len(d.blocks) - 1:
         lines.append(f"  unchanged methods: {', '.join(same)}")
@@ -159,6 +159,19 @@ def _layer_lines(d: ProgramDiff) -> list[str]:
         more = f", {rest} of them only following the lines above" if rest else ""
         lines.append(f"  op by op: {plural(total, 'op')} differ{more}; "
                      f"text(detail='ops') lists them")
+    return lines
+
+
+def _entry_lines(entries: list[LayerChange]) -> list[str]:
+    """One line per entry, or per run of layers that changed alike (`runs`)."""
+    lines = []
+    for run, notes in runs(entries):
+        if len(run) == 1:
+            lines.append(run[0].line())
+            continue
+        kind = f" {run[0].layer_type}" if run[0].layer_type else ""
+        lines.append(f"{run[0].name} … {run[-1].name} ({len(run)}{kind} layers): "
+                     f"{'; '.join(notes)}")
     return lines
 
 

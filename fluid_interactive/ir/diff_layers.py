@@ -23,7 +23,7 @@ from .layers import NOT_MODEL, layer_of, layer_type, model_ops
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .text import short_type
 
-__all__ = ["LayerChange", "Owners", "layer_changes", "KINDS"]
+__all__ = ["LayerChange", "Owners", "layer_changes", "runs", "KINDS"]
 
 #: Entry kinds in the order the view lists them.
 KINDS = ("layer", "method", "backward", "optimizer", "communication", "state")
@@ -359,6 +359,40 @@ class _Notes:
                 text += f" with {whose} {'/'.join(kinds) or 'optimizer'} state"
             notes.append(text)
         return notes
+
+
+#: A run of at least this many layers that changed alike is told (and drawn) once.
+RUN = 3
+
+
+def runs(entries: list[LayerChange]) -> list[tuple[list[LayerChange], list[str]]]:
+    """``entries`` as runs, with their notes: a run of `RUN` or more layers of one type
+    that changed alike (every layer of a deep stack made tanh, or narrower, each following
+    the one before) is one run, any other entry a run of its own."""
+    out: list[tuple[list[LayerChange], list[str]]] = []
+    k = 0
+    while k < len(entries):
+        first, end = entries[k], k + 1
+        notes = _relative(first, entries[k - 1] if k else None)
+        while end < len(entries) and first.kind == entries[end].kind == "layer" \
+                and _relative(entries[end], entries[end - 1]) == notes \
+                and (entries[end].status, entries[end].layer_type) == (first.status,
+                                                                       first.layer_type):
+            end += 1
+        if end - k >= RUN:
+            out.append((entries[k:end], notes))
+        else:
+            out += [([e], e.notes) for e in entries[k:end]]
+        k = end
+    return out
+
+
+def _relative(entry: LayerChange, before: LayerChange | None) -> list[str]:
+    """``entry``'s notes, saying "the layer before" for the entry listed just above."""
+    if before is None:
+        return entry.notes
+    follows = f"input follows {before.name}"
+    return ["input follows the layer before" if n == follows else n for n in entry.notes]
 
 
 # --- small pieces ---------------------------------------------------------------------------

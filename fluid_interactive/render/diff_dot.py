@@ -22,7 +22,7 @@ import textwrap
 from typing import Any
 
 from ..ir.diff import GLOBAL, LayerChange, ProgramDiff, check_detail
-from ..ir.diff_layers import ARROW, Owners
+from ..ir.diff_layers import ARROW, Owners, runs
 from ..ir.layers import model_ops, scope_of
 from . import style as S
 from .builder import Body, Raw, html
@@ -58,13 +58,15 @@ def diff_layer_drawings(d: ProgramDiff, limit: int = 40) -> list[tuple[str, str,
     ``limit`` of them."""
     drawing = _LayerDrawing(d)
     out = []
-    for entry in drawing.entries[:limit]:
+    for run, _ in drawing.runs[:limit]:
+        entry = run[0]     # a run of layers that changed alike: its first one
         lg = Legend()
         only = drawing.aligned_of(entry)
         if not only and not entry.state:
             continue
         body = ops_diff_body(d, lg, only=only, state=entry.state)
-        label = f"{entry.title}: op by op"
+        label = entry.title + (f" (and {len(run) - 1} alike)" if len(run) > 1 else "") + \
+            ": op by op"
         out.append((drawing.node_of[entry.key], label, document(label, body, lg)))
     return out
 
@@ -75,7 +77,10 @@ class _LayerDrawing:
     def __init__(self, d: ProgramDiff):
         self.d = d
         self.entries = [e for e in d.layers if e.notes]
-        self.node_of = {e.key: f"e{k}" for k, e in enumerate(self.entries)}
+        self.runs = runs(self.entries)
+        # a run of layers that changed alike is one box, named after its first
+        self.node_of = {e.key: f"e{k}" for k, (run, _) in enumerate(self.runs) for e in run}
+        self.owners = Owners(d.old, d.new)
         self.changed = [e.name for e in self.entries if e.kind == "layer"]
         self.flow = _layer_flow(d)
         near = {b for a, b in self.flow if a in self.changed} | \
@@ -96,49 +101,62 @@ class _LayerDrawing:
         tree, loose = Scopes(), Body()
         for layer in self.context:
             self._context_box(tree if scope_of(layer) else loose, layer, legend)
-        for entry in self.entries:
-            if entry.kind == "layer":
+        for run, notes in self.runs:
+            scope = scope_of(run[0].name)
+            if run[0].kind == "layer":
                 target = Body()
-                self._entry_box(target, entry, legend, short=bool(scope_of(entry.name)))
-                (tree.add(scope_of(entry.name), target) if scope_of(entry.name)
-                 else loose.add(target))
+                self._entry_box(target, run, notes, legend, short=bool(scope))
+                tree.add(scope, target) if scope else loose.add(target)
         tree.write(body, "s", lambda name: [("label", name), ("style", "rounded"),
                                             ("color", S.CLUSTER_COLOR)])
         body.add(loose)
         self._others(body, legend)
         drawn = set(self.changed) | set(self.context)
         gone = {e.name for e in self.entries if e.kind == "layer" and e.status == "removed"}
+        seen: set[tuple[str, str]] = set()
         for a, b in self.flow:
-            if a in drawn and b in drawn:
-                body.edge(self.layer_node(a), self.layer_node(b),
-                          [("style", "dashed"), ("color", S.DIFF_STYLES["removed"].border)]
+            ends = (self.layer_node(a), self.layer_node(b))
+            if a in drawn and b in drawn and ends[0] != ends[1] and ends not in seen:
+                seen.add(ends)
+                body.edge(*ends, [("style", "dashed"),
+                                  ("color", S.DIFF_STYLES["removed"].border)]
                           if {a, b} & gone else [])
         return body
 
     def _others(self, body: Body, legend: Legend) -> None:
         """Methods, backward pass, optimizer, state: a column beside the layers."""
-        others = [e for e in self.entries if e.kind != "layer"]
+        others = [(run, notes) for run, notes in self.runs if run[0].kind != "layer"]
         if not others:
             return
         cluster = body.cluster("other", [("label", "methods, training and state"),
                                          ("style", "rounded"), ("color", S.CLUSTER_COLOR)])
-        for entry in others:
-            self._entry_box(cluster, entry, legend)
-        chain(cluster, [self.node_of[e.key] for e in others])
+        for run, notes in others:
+            self._entry_box(cluster, run, notes, legend)
+        chain(cluster, [self.node_of[run[0].key] for run, _ in others])
 
-    def _entry_box(self, body: Body, entry: LayerChange, legend: Legend, *,
-                   short: bool = False) -> None:
-        name = entry.name.rpartition("/")[2] if short else entry.title
+    def _entry_box(self, body: Body, run: list[LayerChange], notes: list[str],
+                   legend: Legend, *, short: bool = False) -> None:
+        """The box of an entry, or of a run of layers that changed alike."""
+        entry = run[0]
+
+        def name(e: LayerChange) -> str:
+            return e.name.rpartition("/")[2] if short else e.name
+
+        title = name(entry) if short else entry.title
         note = entry.layer_type if short else ""
+        if len(run) > 1:
+            title = f"{name(entry)} … {name(run[-1])}"
+            note = f"{len(run)} {entry.layer_type} layers".replace("  ", " ")
         if entry.status != "changed":
             note = " · ".join(x for x in (note, "new" if entry.status == "added"
                                           else "removed") if x)
-        rows = [_heading(name, note)]
-        rows += [html(line) for text in entry.notes for line in textwrap.wrap(text, _WRAP)]
+        rows = [_heading(title, note)]
+        rows += [html(line) for text in notes for line in textwrap.wrap(text, _WRAP)]
         details = [f"{m}: {x}" for m, c in entry.ops for x in c.details][:12]
-        tooltip = "\n".join([entry.line()] + details)
-        kind = {"changed": "changed", "added": "added", "removed": "removed"}[entry.status]
-        diff_node(body, self.node_of[entry.key], _table(rows), kind, "box", legend,
+        members = [e.name for e in run[:12]] + (["..."] if len(run) > 12 else [])
+        tooltip = "\n".join(([", ".join(members)] if len(run) > 1 else [])
+                            + [entry.line()] + details)
+        diff_node(body, self.node_of[entry.key], _table(rows), entry.status, "box", legend,
                   [("tooltip", tooltip), ("margin", "0.08,0.04")])
 
     def _context_box(self, holder: Scopes | Body, layer: str, legend: Legend) -> None:
@@ -160,7 +178,7 @@ class _LayerDrawing:
             if block != GLOBAL or entry.kind == "state":
                 only.setdefault(block, set()).add((change.old_index, change.new_index))
         if entry.kind == "layer":
-            owners = Owners(self.d.old, self.d.new)
+            owners = self.owners
             for b in self.d.blocks:
                 if b.name == GLOBAL or b.new_idx is None or b.status != "changed":
                     continue

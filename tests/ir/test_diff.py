@@ -255,3 +255,18 @@ def test_by_layer_state_no_layer_reads_goes_with_its_accumulators():
     assert "  mlp/fc_1.w_0: new with its adam state" in lines
     assert "  mlp/fc_0.w_0.block1: dropped with its adam state" in lines
     assert not any("moment" in line for line in lines)
+
+
+def test_layers_that_changed_alike_are_one_line():
+    deep = {"layers": 6, "optimizer": "sgd"}
+    assert str(fluid.diff(Net(**deep), Net(act="tanh", **deep))).splitlines()[1] == \
+        "  net/fc_0 … net/fc_5 (6 fc layers): relu → tanh"
+    lines = str(fluid.diff(Net(**deep), Net(hidden=3, **deep))).splitlines()
+    assert lines[1:4] == [
+        "  net/fc_0 (fc): size 4 → 3; re-initialised w_0, b_0",
+        "  net/fc_1 … net/fc_5 (5 fc layers): size 4 → 3; input follows the layer before; "
+        "re-initialised w_0, b_0",
+        "  net/fc_6 (fc): input follows net/fc_5; re-initialised w_0"]
+    two = str(fluid.diff(Net(layers=2, optimizer="sgd"), Net(layers=2, act="tanh",
+                                                             optimizer="sgd")))
+    assert "  net/fc_0 (fc): relu → tanh" in two.splitlines()    # two alike: two lines

@@ -191,3 +191,11 @@ def test_the_issue_edits_draw_narrower_than_a_cell(edit):
         assert width_px(svg_of(dot)) <= 1100, label
     if "hidden" in edit:
         assert width_px(svg_of(diff_to_dot(d, detail="ops"))) > 2000
+
+
+def test_layers_that_changed_alike_are_one_box():
+    d = fluid.diff(make(layers=6), make(layers=6, act="tanh"))
+    boxes = [text_of(a) for a in filled(diff_to_dot(d), "changed").values()]
+    assert boxes[0] == "fc_0 … fc_5 6 fc layers relu → tanh"
+    assert [label for _, label, _ in diff_layer_drawings(d)][0] == \
+        "net/fc_0 (fc) (and 5 alike): op by op"
