@@ -14,7 +14,7 @@ The helpers at the bottom are what the extension registers as IPython formatters
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fluid_interactive.ir import ProgramDesc, format_program
@@ -141,10 +141,11 @@ class Graph:
                     pass
             data = self.dot
         else:
-            data = self.svg
-            if data is None:
+            svg = self.svg
+            if svg is None:
                 raise RuntimeError(f"cannot write {path}: graphviz's dot is not installed; "
                                    f"save as .dot instead, or install graphviz")
+            data = svg
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(data)
         return path
@@ -176,6 +177,49 @@ def _op_count(program: ProgramDesc, block_idxs: Iterable[int]) -> int:
     return sum(len(program.blocks[i].ops) for i in block_idxs)
 
 
+Draw = Callable[..., str]
+
+
+def _variants(draw: Callable[[bool], str], layered: bool, stack: bool | None
+              ) -> tuple[str, str | None]:
+    """(the DOT to draw, the stacked DOT to draw instead when it is too wide or None): by
+    layer, the methods side by side unless ``stack`` says otherwise."""
+    if not layered:
+        return draw(False), None
+    if stack is not None:
+        return draw(stack), None
+    return draw(False), draw(True)
+
+
+def _subject(obj: Any, methods: Any) -> tuple[ProgramDesc, Any, str, str, Draw]:
+    """(program, blocks to draw, title, text form, DOT function) of a compiled method, a
+    compiled program or a ProgramDesc."""
+    if isinstance(obj, CompiledMethod):
+        program, block = owner_of(obj).program, obj.block
+
+        def draw_block(**kw: Any) -> str:
+            return block_to_dot(program, block.idx, **kw)
+
+        return program, [block.idx], f"{program.name}.{block.name}", obj.text, draw_block
+    if isinstance(obj, (CompiledProgram, ProgramDesc)):
+        desc = obj.program if isinstance(obj, CompiledProgram) else obj
+
+        def draw_program(**kw: Any) -> str:
+            return program_to_dot(desc, methods, **kw)
+
+        return desc, methods, desc.name or "program", format_program(desc), draw_program
+    raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
+                    f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
+
+
+def _needs_collapse(program: ProgramDesc, blocks: Any) -> bool:
+    """Whether an op-level drawing of ``blocks`` (None: all) holds too many ops to read
+    without folding the backward and optimizer ops."""
+    idxs = range(len(program.blocks)) if blocks is None else [
+        program.block(m).idx for m in ([blocks] if isinstance(blocks, (str, int)) else blocks)]
+    return _op_count(program, idxs) > AUTO_COLLAPSE_OPS
+
+
 def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
           expand: None | str | Iterable[str] = None, forward_only: bool = False,
           collapse_grads: bool | None = None, show_global: bool = True,
@@ -202,47 +246,20 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
     if detail not in DETAILS:
         raise ValueError(f"detail must be 'layers' or 'ops'; got {detail!r}")
     layered = detail == "layers"
-
-    def variants(draw) -> tuple[str, str | None]:
-        if not layered:
-            return draw(False), None
-        if stack is not None:
-            return draw(stack), None
-        return draw(False), draw(True)
-
-    def options(collapse: bool | None) -> dict[str, Any]:
-        return {"forward_only": forward_only, "collapse_grads": bool(collapse),
-                "show_global": show_global, "legend": legend, "detail": detail,
-                "expand": expand}
-
+    options: dict[str, Any] = {"forward_only": forward_only, "show_global": show_global,
+                               "legend": legend, "detail": detail, "expand": expand}
     if isinstance(obj, TranspilePlan):
         title = f"{obj.mode} transpile: trainer {trainer} and {len(obj.endpoints)} " \
                 f"parameter servers"
-        wide, narrow = variants(lambda s: plan_to_dot(
-            obj, trainer, **options(collapse_grads), stack_methods=s, title=title))
+        wide, narrow = _variants(lambda s: plan_to_dot(
+            obj, trainer, **options, collapse_grads=bool(collapse_grads), stack_methods=s,
+            title=title), layered, stack)
         return Graph(wide, "distributed plan", obj.text(), narrow=narrow, timeout=timeout)
-    if isinstance(obj, CompiledMethod):
-        program, blocks = owner_of(obj).program, [obj.block.idx]
-        title, text = f"{program.name}.{obj.block.name}", obj.text
-
-        def draw(**kw: Any) -> str:
-            return block_to_dot(program, obj.block.idx, **kw)
-    elif isinstance(obj, (CompiledProgram, ProgramDesc)):
-        program = obj.program if isinstance(obj, CompiledProgram) else obj
-        blocks = methods
-        title, text = program.name or "program", format_program(program)
-
-        def draw(**kw: Any) -> str:
-            return program_to_dot(program, blocks, **kw)
-    else:
-        raise TypeError(f"fluid.graph draws a compiled program, a compiled method, a "
-                        f"ProgramDesc or a transpile plan; got {type(obj).__name__}")
+    program, blocks, title, text, draw = _subject(obj, methods)
     if collapse_grads is None and not layered:
-        idxs = range(len(program.blocks)) if blocks is None else [
-            program.block(m).idx for m in ([blocks] if isinstance(blocks, (str, int))
-                                           else blocks)]
-        collapse_grads = _op_count(program, idxs) > AUTO_COLLAPSE_OPS
-    wide, narrow = variants(lambda s: draw(**options(collapse_grads), stack_methods=s))
+        collapse_grads = _needs_collapse(program, blocks)
+    wide, narrow = _variants(lambda s: draw(**options, collapse_grads=bool(collapse_grads),
+                                            stack_methods=s), layered, stack)
     layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
     return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
 

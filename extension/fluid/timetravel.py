@@ -1,9 +1,11 @@
 """What a redefinition changes, and undo: the notebook side of `fluid.diff`,
 `CompiledProgram.history` and `CompiledProgram.rewind`.
 
-`DiffView` shows a `ProgramDiff` as text and as a drawing with the changed ops highlighted
-(`render.diff_dot`); `history_table` lists what a program can rewind to; `pick_program`
-finds the program ``%fluid history`` / ``%fluid rewind`` mean when none is named.
+`DiffView` shows a `ProgramDiff` as text and as a drawing, by layer unless the diff was
+asked for by op (`render.diff_dot`): clicking a changed layer's box opens it op by op, and
+the text of every op that differs is one click away; `history_table` lists what a program
+can rewind to; `pick_program` finds the program ``%fluid history`` / ``%fluid rewind`` mean
+when none is named.
 Nothing here imports IPython.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ import html
 from typing import Any
 
 from fluid_interactive.ir.diff import ProgramDiff
-from fluid_interactive.render.diff_dot import diff_to_dot
+from fluid_interactive.render.diff_dot import diff_layer_drawings, diff_to_dot
 from fluid_interactive.runtime.live.compiled import CompiledProgram
 from fluid_interactive.util.table import Table
 
@@ -24,13 +26,15 @@ __all__ = ["DiffView", "diff_html", "history_table", "programs_with_history", "p
 
 class DiffView:
     """A `ProgramDiff` for display: its text, and its drawing (a `Graph`, fitted to the
-    cell like every drawing) when graphviz is there."""
+    cell like every drawing, each changed layer's box opening that layer op by op) when
+    graphviz is there."""
 
     def __init__(self, diff: ProgramDiff, title: str = ""):
         self.diff = diff
         self.title = title
-        self.graph = Graph(diff_to_dot(diff), title or f"{diff.old_label} -> {diff.new_label}",
-                           diff.text())
+        by_layer = diff.detail == "layers"
+        self.graph = Graph(diff_to_dot(diff), title or f"{diff.old_label} → {diff.new_label}",
+                           diff.text(), layers=diff_layer_drawings(diff) if by_layer else ())
 
     @property
     def dot(self) -> str:
@@ -54,10 +58,19 @@ class DiffView:
 
 
 def diff_html(diff: ProgramDiff, title: str = "", drawing: str | None = None) -> str:
-    """The diff's text (escaped) in a ``<pre>``, and the drawing's HTML under it."""
+    """The diff's text (escaped) in a ``<pre>``, the drawing's HTML under it, and, for a
+    diff by layer, every op that differs in a ``<details>`` (open on a click, with or
+    without JavaScript)."""
     heading = f"<b>{html.escape(title)}</b>" if title else ""
+    ops = ""
+    if diff.detail == "layers" and any(b.ops or b.signature for b in diff.blocks):
+        count = sum(len(b.ops) for b in diff.blocks)
+        ops = (f'<details class="fluid-diff-ops" style="font:13px/1.5 sans-serif">'
+               f"<summary>op by op ({count} op{'s' if count != 1 else ''} differ)</summary>"
+               f'<pre style="font-size:11px">{html.escape(diff.text(detail="ops"))}</pre>'
+               f"</details>")
     return (f'<div class="fluid-diff">{heading}<pre style="font-size:11px">'
-            f"{html.escape(diff.text())}</pre>{drawing or ''}</div>")
+            f"{html.escape(diff.text())}</pre>{drawing or ''}{ops}</div>")
 
 
 def history_table(label: str, compiled: CompiledProgram, rows: int = 20) -> Table:

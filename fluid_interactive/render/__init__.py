@@ -12,7 +12,8 @@ binary exists. Imports only `ir`.
     has_dot() -> bool
 
 ``detail="layers"`` (the default) draws one node per layer (see `groups`), ``"ops"`` one
-node per op.
+node per op. Every drawing, the difference of two programs (`diff_dot`) included, writes its
+DOT through one builder (`builder`), which quotes and escapes whatever comes from a program.
 """
 from .dot import DETAILS, block_to_dot, layer_drawings, program_to_dot, split_to_dot
 from .style import OP_STYLES, VAR_STYLES, op_kind

@@ -1,214 +1,227 @@
-"""DOT text for a program difference (`ir.diff.ProgramDiff`): the ops of each block that
-changed, with what changed highlighted.
+"""DOT text for a program difference (`ir.diff.ProgramDiff`), by layer or by op.
 
-* one cluster per block that differs (a block that did not change is one line in the
-  title); its ops are nodes, in the new program's order, and edges follow the data from
-  the op that computes a value to each op that reads it;
-* an added op is green, a removed op red and dashed (it exists only in the old program;
-  its edges come from the ops that correspond to its old producers), a changed op orange
-  with a thick border and ``old type -> new type`` when its type changed, and an
-  unchanged op white; a changed op's tooltip lists what changed;
-* state that does not simply carry over is drawn as a box next to the ops that read or
-  write it: added (green), dropped (red, dashed) or reinitialised (orange);
-* blocks with more than ``context_limit`` ops draw only the ops that differ and their
-  direct neighbours; block 0 draws only the initialisers that differ.
+By layer (``detail='layers'``, the default) it is the drawing of `ProgramDiff.layers`, in
+the look of every other drawing of a program:
 
-Pure text over `ir` records, like `render.dot`; every name and detail goes through
-`quote`.
+* one box per layer that changed, orange (changed), green (added) or red and dashed
+  (removed), headed by the layer's name and type and listing what changed in a few words
+  (``size 64 → 48``, ``re-initialised w_0, b_0 with their adam state``); the layers of a
+  ``var_scope`` sit in a box named after the scope;
+* the unchanged layers next to a changed one (what feeds it, what it feeds) as plain white
+  boxes, so the change is seen in place; the others are left out and counted in the title;
+* edges follow the data between the layers drawn;
+* the methods, the backward pass, the optimizer and other state that changed, one box
+  each, in a column of their own.
+
+`diff_layer_drawings` gives each box's op-level drawing (the notebook opens it when the box
+is clicked); ``detail='ops'`` draws every op that differs (`diff_ops_dot`).
 """
 from __future__ import annotations
 
-from ..ir.diff import GLOBAL, BlockDiff, ProgramDiff
-from ..ir.records import BlockDesc, OpDesc
-from .dot import quote
-from .style import EDGE_COLOR, FONT
+import textwrap
+from typing import Any
 
-__all__ = ["diff_to_dot"]
+from ..ir.diff import GLOBAL, LayerChange, ProgramDiff, check_detail
+from ..ir.diff_layers import ARROW, Owners, runs
+from ..ir.layers import model_ops, scope_of
+from . import style as S
+from .builder import Body, Raw, html
+from .diff_ops_dot import CONTEXT_LIMIT, Aligned, diff_node, ops_diff_body
+from .parts import Legend, Scopes, chain, document, plural
 
-#: kind -> (fill, border, line style, pen width)
-LOOKS = {
-    "added": ("#c8ecc9", "#2e7d32", "solid", 1.6),
-    "removed": ("#f9d2d2", "#c62828", "dashed", 1.6),
-    "changed": ("#ffe0b2", "#e65100", "solid", 2.4),
-    "same": ("#ffffff", "#9a9a9a", "solid", 1.0),
-    "reinitialised": ("#ffe0b2", "#e65100", "solid", 2.0),
-    "dropped": ("#f9d2d2", "#c62828", "dashed", 1.6),
-}
-CONTEXT_LIMIT = 40
+__all__ = ["diff_to_dot", "diff_layer_drawings", "CONTEXT_LIMIT"]
+
+_MUTED = "#555555"
+_WRAP = 56            # characters per line of a note, so a box stays narrow
 
 
-def _node(node_id: str, label: str, kind: str, shape: str, tooltip: str = "",
-          indent: str = "    ") -> str:
-    fill, border, style, width = LOOKS[kind]
-    attrs = [f"label={quote(label)}", f"shape={shape}", f"style=\"filled,{style}\"",
-             f"fillcolor=\"{fill}\"", f"color=\"{border}\"", f"penwidth={width}"]
-    if tooltip:
-        attrs.append(f"tooltip={quote(tooltip)}")
-    return f"{indent}{quote(node_id)} [{', '.join(attrs)}];"
+def diff_to_dot(d: ProgramDiff, context_limit: int = CONTEXT_LIMIT, legend: bool = True, *,
+                detail: str | None = None) -> str:
+    """DOT text for ``d``: by layer or by op (``detail``, default ``d.detail``; see the
+    module docstring). ``context_limit``: by op, a block with more ops draws only those
+    that differ and their neighbours."""
+    lg = Legend()
+    title = f"{d.old_label} {ARROW} {d.new_label}: {d.headline}"
+    if check_detail(detail or d.detail) == "ops":
+        body = ops_diff_body(d, lg, context_limit)
+    else:
+        drawing = _LayerDrawing(d)
+        body = drawing.body(lg)
+        if drawing.left_out:
+            title += f" ({plural(drawing.left_out, 'unchanged layer')} not drawn)"
+    return document(title, body, lg if legend else None, compound=True)
 
 
-class _BlockDrawing:
-    """The nodes and edges of one block's cluster."""
-
-    def __init__(self, d: ProgramDiff, b: BlockDiff, context_limit: int):
-        self.d, self.b = d, b
-        self.old: BlockDesc | None = d.old.blocks[b.old_idx] if b.old_idx is not None \
-            else None
-        self.new: BlockDesc | None = d.new.blocks[b.new_idx] if b.new_idx is not None \
-            else None
-        self.prefix = f"b{b.new_idx if b.new_idx is not None else 'old' + str(b.old_idx)}"
-        # an aligned entry (old index, new index) is exactly the indices of its change
-        self.changes = {(c.old_index, c.new_index): c for c in b.ops}
-        self.kinds = {e: self.changes[e].kind if e in self.changes else "same"
-                      for e in b.aligned}
-        self.shown = self._visible(context_limit)
-
-    def node_id(self, i: int | None, j: int | None) -> str:
-        return f"{self.prefix}_n{j}" if j is not None else f"{self.prefix}_r{i}"
-
-    def op(self, i: int | None, j: int | None) -> OpDesc:
-        return self.new.ops[j] if j is not None else self.old.ops[i]  # type: ignore[union-attr]
-
-    def _edges(self) -> list[tuple[tuple, tuple, str]]:
-        """(from entry, to entry, var name) for every value passed between ops."""
-        producer_new: dict[str, tuple] = {}
-        producer_old: dict[str, tuple] = {}
-        entry_of_old = {i: (i, j) for i, j in self.b.aligned if i is not None}
-        edges = []
-        for i, j in self.b.aligned:
-            op = self.op(i, j)
-            producers = producer_new if j is not None else producer_old
-            for name in op.input_names():
-                source = producers.get(name)
-                if source is not None and source != (i, j):
-                    edges.append((source, (i, j), name))
-            if i is not None:
-                for name in self.old.ops[i].output_names():  # type: ignore[union-attr]
-                    producer_old[name] = entry_of_old[i]
-            if j is not None:
-                for name in op.output_names():
-                    producer_new[name] = (i, j)
-        return edges
-
-    def _visible(self, limit: int) -> set:
-        entries = list(self.b.aligned)
-        differ = {e for e in entries if self.kinds[e] != "same"}
-        if self.b.name == GLOBAL:   # initialisers pass nothing to each other
-            return differ
-        if len(entries) <= limit:
-            return set(entries)
-        shown = set(differ)
-        for a, b, _ in self._edges():
-            if a in differ or b in differ:
-                shown.update((a, b))
-        return shown
-
-    def lines(self) -> list[str]:
-        b = self.b
-        title = "block 0: state and its initialisers" if b.name == GLOBAL else b.name
-        hidden = len(b.aligned) - len(self.shown)
-        if hidden:
-            title += f" ({hidden} unchanged ops not drawn)"
-        out = [f"  subgraph {quote('cluster_' + self.prefix)} {{",
-               f"    label={quote(title + self._signature())};",
-               "    style=\"rounded\"; color=\"#9a9a9a\";"]
-        for entry in b.aligned:
-            if entry in self.shown:
-                out.append(self._op_node(entry))
-        out.append("  }")
-        for a, c, name in self._edges():
-            if a in self.shown and c in self.shown:
-                kind = self.kinds[c] if self.kinds[c] in ("added", "removed") else \
-                    self.kinds[a] if self.kinds[a] in ("added", "removed") else "same"
-                color = LOOKS[kind][1] if kind != "same" else EDGE_COLOR
-                style = "dashed" if kind == "removed" else "solid"
-                out.append(f"  {quote(self.node_id(*a))} -> {quote(self.node_id(*c))} "
-                           f"[tooltip={quote(name)}, color=\"{color}\", style={style}];")
-        return out
-
-    def _signature(self) -> str:
-        return "".join(f"\n{s}" for s in self.b.signature)
-
-    def _op_node(self, entry: tuple) -> str:
-        i, j = entry
-        kind, change = self.kinds[entry], self.changes.get(entry)
-        op = self.op(i, j)
-        label = op.type
-        tooltip = ""
-        if change is not None and change.kind == "changed":
-            if change.old.type != change.new.type:  # type: ignore[union-attr]
-                label = f"{change.old.type} -> {change.new.type}"  # type: ignore[union-attr]
-            tooltip = "\n".join(change.details)
-        elif kind in ("added", "removed"):
-            tooltip = f"{kind}: " + ", ".join(op.output_names())
-        if self.b.name == GLOBAL:   # an initialiser: say what it initialises
-            label += "\n" + ", ".join(op.output_names())
-        return _node(self.node_id(i, j), label, kind, "ellipse", tooltip)
-
-
-def _state_lines(d: ProgramDiff, drawings: list[_BlockDrawing]) -> list[str]:
-    """Boxes for state that does not carry over, joined to the drawn ops using it."""
+def diff_layer_drawings(d: ProgramDiff, limit: int = 40) -> list[tuple[str, str, str]]:
+    """``(node id, label, DOT text)``: the op-level drawing of each box of the drawing by
+    layer (its ops in each block, with the state that starts again with it), at most
+    ``limit`` of them."""
+    drawing = _LayerDrawing(d)
     out = []
-    for s in d.state:
-        if s.status == "kept":
+    for run, _ in drawing.runs[:limit]:
+        entry = run[0]     # a run of layers that changed alike: its first one
+        lg = Legend()
+        only = drawing.aligned_of(entry)
+        if not only and not entry.state:
             continue
-        kind = "reinitialised" if s.status == "reinitialised" else (
-            "added" if s.status == "added" else "dropped")
-        node = f"state_{s.name}"
-        tag = "param" if s.is_parameter else "state"
-        out.append(_node(node, f"{s.name} [{tag}, {s.status}]", kind, "box", s.reason,
-                         indent="  "))
-        for drawing in drawings:
-            for entry in drawing.b.aligned:
-                if entry not in drawing.shown:
-                    continue
-                op = drawing.op(*entry)
-                if s.name in op.input_names() or s.name in op.output_names():
-                    out.append(f"  {quote(node)} -> {quote(drawing.node_id(*entry))} "
-                               f"[color=\"{LOOKS[kind][1]}\", style=dotted, "
-                               f"arrowhead=none, constraint=false];")
+        body = ops_diff_body(d, lg, only=only, state=entry.state)
+        label = entry.title + (f" (and {len(run) - 1} alike)" if len(run) > 1 else "") + \
+            ": op by op"
+        out.append((drawing.node_of[entry.key], label, document(label, body, lg)))
     return out
 
 
-def _legend(kinds: set[str]) -> list[str]:
-    """A swatch for each look the drawing uses."""
-    rows = "".join(
-        f'<tr><td bgcolor="{LOOKS[k][0]}" color="{LOOKS[k][1]}" border="1">{text}</td></tr>'
-        for k, text in (("added", "added op / state"), ("removed", "removed op"),
-                        ("changed", "changed op"), ("reinitialised", "state that starts again"),
-                        ("dropped", "dropped state"), ("same", "unchanged op"))
-        if k in kinds)
-    if not rows:
-        return []
-    return [f'  "legend" [shape=plaintext, margin=0, fontsize=9, label=<<table border="0" '
-            f'cellborder="1" cellspacing="2" cellpadding="3"><tr><td border="0"><b>legend'
-            f"</b></td></tr>{rows}</table>>];"]
+class _LayerDrawing:
+    """The boxes of the drawing by layer, and the data flow between them."""
+
+    def __init__(self, d: ProgramDiff):
+        self.d = d
+        self.entries = [e for e in d.layers if e.notes]
+        self.runs = runs(self.entries)
+        # a run of layers that changed alike is one box, named after its first
+        self.node_of = {e.key: f"e{k}" for k, (run, _) in enumerate(self.runs) for e in run}
+        self.owners = Owners(d.old, d.new)
+        self.changed = [e.name for e in self.entries if e.kind == "layer"]
+        self.flow = _layer_flow(d)
+        near = {b for a, b in self.flow if a in self.changed} | \
+            {a for a, b in self.flow if b in self.changed}
+        every = {layer for program in (d.old, d.new) for block in program.method_blocks()
+                 for layer, _ in model_ops(block)}
+        self.context = sorted(near - set(self.changed), key=_order(d))
+        self.left_out = len(every - set(self.changed) - set(self.context))
+
+    def layer_node(self, layer: str) -> str:
+        return self.node_of.get(("layer", layer), f"c:{layer}")
+
+    def body(self, legend: Legend) -> Body:
+        body = Body()
+        if not self.entries:
+            diff_node(body, "same", "no differences", "same", "box", legend)
+            return body
+        tree, loose = Scopes(), Body()
+        for layer in self.context:
+            self._context_box(tree if scope_of(layer) else loose, layer, legend)
+        for run, notes in self.runs:
+            scope = scope_of(run[0].name)
+            if run[0].kind == "layer":
+                target = Body()
+                self._entry_box(target, run, notes, legend, short=bool(scope))
+                tree.add(scope, target) if scope else loose.add(target)
+        tree.write(body, "s", lambda name: [("label", name), ("style", "rounded"),
+                                            ("color", S.CLUSTER_COLOR)])
+        body.add(loose)
+        self._others(body, legend)
+        drawn = set(self.changed) | set(self.context)
+        gone = {e.name for e in self.entries if e.kind == "layer" and e.status == "removed"}
+        seen: set[tuple[str, str]] = set()
+        for a, b in self.flow:
+            ends = (self.layer_node(a), self.layer_node(b))
+            if a in drawn and b in drawn and ends[0] != ends[1] and ends not in seen:
+                seen.add(ends)
+                body.edge(*ends, [("style", "dashed"),
+                                  ("color", S.DIFF_STYLES["removed"].border)]
+                          if {a, b} & gone else [])
+        return body
+
+    def _others(self, body: Body, legend: Legend) -> None:
+        """Methods, backward pass, optimizer, state: a column beside the layers."""
+        others = [(run, notes) for run, notes in self.runs if run[0].kind != "layer"]
+        if not others:
+            return
+        cluster = body.cluster("other", [("label", "methods, training and state"),
+                                         ("style", "rounded"), ("color", S.CLUSTER_COLOR)])
+        for run, notes in others:
+            self._entry_box(cluster, run, notes, legend)
+        chain(cluster, [self.node_of[run[0].key] for run, _ in others])
+
+    def _entry_box(self, body: Body, run: list[LayerChange], notes: list[str],
+                   legend: Legend, *, short: bool = False) -> None:
+        """The box of an entry, or of a run of layers that changed alike."""
+        entry = run[0]
+
+        def name(e: LayerChange) -> str:
+            return e.name.rpartition("/")[2] if short else e.name
+
+        title = name(entry) if short else entry.title
+        note = entry.layer_type if short else ""
+        if len(run) > 1:
+            title = f"{name(entry)} … {name(run[-1])}"
+            note = f"{len(run)} {entry.layer_type} layers".replace("  ", " ")
+        if entry.status != "changed":
+            note = " · ".join(x for x in (note, "new" if entry.status == "added"
+                                          else "removed") if x)
+        rows = [_heading(title, note)]
+        rows += [html(line) for text in notes for line in textwrap.wrap(text, _WRAP)]
+        details = [f"{m}: {x}" for m, c in entry.ops for x in c.details][:12]
+        members = [e.name for e in run[:12]] + (["..."] if len(run) > 12 else [])
+        tooltip = "\n".join(([", ".join(members)] if len(run) > 1 else [])
+                            + [entry.line()] + details)
+        diff_node(body, self.node_of[entry.key], _table(rows), entry.status, "box", legend,
+                  [("tooltip", tooltip), ("margin", "0.08,0.04")])
+
+    def _context_box(self, holder: Scopes | Body, layer: str, legend: Legend) -> None:
+        part = Body()
+        short = layer.rpartition("/")[2] if scope_of(layer) else layer
+        diff_node(part, self.layer_node(layer), _table([_heading(short, "unchanged")]), "same",
+                  "box", legend, [("tooltip", f"{layer}: unchanged"), ("margin", "0.08,0.04")])
+        if isinstance(holder, Scopes):
+            holder.add(scope_of(layer), part)
+        else:
+            holder.add(part)
+
+    def aligned_of(self, entry: LayerChange) -> dict[str, set[Aligned]]:
+        """The ops of ``entry`` in each method, by (old index, new index): its changes, and
+        for a layer its unchanged ops too (a layer's initialisers are left to its state box;
+        a state var's initialiser is all it has)."""
+        only: dict[str, set[Aligned]] = {}
+        for block, change in entry.ops:
+            if block != GLOBAL or entry.kind == "state":
+                only.setdefault(block, set()).add((change.old_index, change.new_index))
+        if entry.kind == "layer":
+            owners = self.owners
+            for b in self.d.blocks:
+                if b.name == GLOBAL or b.new_idx is None or b.status != "changed":
+                    continue
+                ops = self.d.new.blocks[b.new_idx].ops
+                only.setdefault(b.name, set()).update(
+                    (i, j) for i, j in b.aligned
+                    if j is not None and owners.of_op(ops[j]) == entry.key)
+        return {k: v for k, v in only.items() if v}
 
 
-def diff_to_dot(d: ProgramDiff, context_limit: int = CONTEXT_LIMIT, legend: bool = True
-                ) -> str:
-    """DOT text for ``d`` (see the module docstring)."""
-    drawings = [_BlockDrawing(d, b, context_limit) for b in d.blocks if b.status != "same"]
-    same = [("block 0" if b.name == GLOBAL else b.name) for b in d.blocks
-            if b.status == "same"]
-    title = f"{d.old_label} -> {d.new_label}"
-    if same:
-        title += f"\nunchanged: {', '.join(same)}"
-    if not drawings and not any(s.status != "kept" for s in d.state):
-        title += "\nno differences"
-    lines = [f"digraph {quote('diff')} {{",
-             f"  graph [rankdir=TB, fontname=\"{FONT}\", fontsize=12, labelloc=t, "
-             f"labeljust=l, nodesep=0.25, ranksep=0.35];",
-             f"  label={quote(title)};",
-             f"  node [fontname=\"{FONT}\", fontsize=10, height=0.3];",
-             f"  edge [color=\"{EDGE_COLOR}\", arrowsize=0.6];"]
-    for drawing in drawings:
-        lines += drawing.lines()
-    lines += _state_lines(d, drawings)
-    if legend:
-        kinds = {d_.kinds[e] for d_ in drawings for e in d_.shown}
-        kinds |= {"reinitialised" if s.status == "reinitialised" else s.status
-                  for s in d.state if s.status != "kept"}
-        lines += _legend(kinds)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+def _heading(name: str, note: str) -> str:
+    return f"<b>{html(name)}</b>" + (f'  <font color="{_MUTED}">{html(note)}</font>'
+                                     if note else "")
+
+
+def _table(rows: list[str]) -> Raw:
+    return Raw('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
+               + "".join(f'<tr><td align="left">{r}</td></tr>' for r in rows) + "</table>>")
+
+
+def _layer_flow(d: ProgramDiff) -> list[tuple[str, str]]:
+    """(layer, layer) for each layer whose output another reads, in the new program's
+    methods, and in the old program's where a layer is gone."""
+    flow: dict[tuple[str, str], None] = {}
+    new_layers = {layer for b in d.new.method_blocks() for layer, _ in model_ops(b)}
+    for side, program in (("new", d.new), ("old", d.old)):
+        for block in program.method_blocks():
+            writer: dict[str, str] = {}
+            for layer, op in model_ops(block):
+                for n in op.input_names():
+                    src = writer.get(n)
+                    if src is not None and src != layer and (
+                            side == "new" or src not in new_layers or layer not in new_layers):
+                        flow[(src, layer)] = None
+                for n in op.output_names():
+                    writer[n] = layer
+    return list(flow)
+
+
+def _order(d: ProgramDiff) -> Any:
+    place: dict[str, int] = {}
+    for program in (d.new, d.old):
+        for block in program.method_blocks():
+            for layer, _ in model_ops(block):
+                place.setdefault(layer, len(place))
+    return lambda layer: place.get(layer, len(place))

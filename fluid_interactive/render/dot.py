@@ -24,18 +24,19 @@ Drawing rules (DESIGN §3 Rendering, style L12):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from . import style as S
+from .builder import Body, Pairs, quote
 from .grouped import GroupedGraph, GroupOptions
 from .groups import NOT_FORWARD as _NOT_FORWARD
 from .parts import Legend as _Legend
-from .parts import MethodRef, op_counts, op_node_attrs, quote, stack_edges, var_node_attrs
+from .parts import MethodRef, op_counts, op_node_attrs, stack_edges, var_node_attrs
 from .parts import as_program as _as_program
-from .parts import attrs as _attrs
 from .parts import document as _document
 from .parts import plural as _plural
 from .parts import select_blocks as _select_blocks
@@ -48,7 +49,7 @@ __all__ = ["program_to_dot", "block_to_dot", "split_to_dot", "quote"]
 class _Elem:
     """One op node (or one summary node standing for many ops) and its edges."""
     node_id: str
-    attrs: str
+    attrs: list[tuple[str, Any]]
     ins: list[str]
     outs: list[str]
     border: str
@@ -61,9 +62,9 @@ class _Options:
     show_global: bool = True
 
 
-def _collapse_group(op: OpDesc) -> str | None:
+def _collapse_group(op: OpDesc, var_of: S.VarLookup) -> str | None:
     """Which summary node an op folds into under ``collapse_grads`` (None: drawn itself)."""
-    if S.op_kind(op) in ("rpc", "dist", "reader", "unspecified"):
+    if S.op_kind(op, var_of) in ("rpc", "dist", "reader", "unspecified"):
         return None
     if op.role & OpRole.BACKWARD:
         return "backward"
@@ -91,6 +92,7 @@ class _ProgramGraph:
         self.elems: dict[int, list[_Elem]] = {}
         self.links: list[tuple[str, str, int]] = []   # summary -> summary, count
         self.cluster_labels: dict[int, str] = {}       # block idx -> label (default: signature)
+        self.gradients = S.gradient_names(program)
         self._build(global_all)
 
     # ids
@@ -102,6 +104,10 @@ class _ProgramGraph:
 
     def summary_id(self, block: int, group: str) -> str:
         return f"{self.prefix}{group}{block}"
+
+    def lookup(self, block: BlockDesc) -> S.VarLookup:
+        """Finds the vars the ops of ``block`` name."""
+        return functools.partial(self.program.find_var, block)
 
     def owner(self, block: BlockDesc, name: str) -> tuple[int, VarDesc | None]:
         """The block whose node stands for ``name`` as seen from ``block``: the nearest
@@ -128,18 +134,20 @@ class _ProgramGraph:
 
     # building
     def _op_elem(self, block: BlockDesc, index: int, op: OpDesc) -> _Elem:
-        return _Elem(self.op_id(block.idx, index), _attrs(op_node_attrs(op, self.legend)),
+        var_of = self.lookup(block)
+        return _Elem(self.op_id(block.idx, index), op_node_attrs(op, var_of, self.legend),
                      _unique(op.input_names()), _unique(op.output_names()),
-                     S.OP_STYLES[S.op_kind(op)].border)
+                     S.OP_STYLES[S.op_kind(op, var_of)].border)
 
     def _summary_elem(self, block: BlockDesc, group: str, ops: list[OpDesc],
                       ins: list[str], outs: list[str]) -> _Elem:
         st = S.OP_STYLES[group]
         self.legend.summary = True
         self.legend.op_kinds.add(group)
-        attrs = _attrs([("label", f"{group}: {_plural(len(ops), 'op')}"),
-                        ("shape", S.SUMMARY_SHAPE), ("style", "filled"), ("fillcolor", st.fill),
-                        ("color", st.border), ("tooltip", op_counts(ops))])
+        attrs: list[tuple[str, Any]] = [
+            ("label", f"{group}: {_plural(len(ops), 'op')}"), ("shape", S.SUMMARY_SHAPE),
+            ("style", "filled"), ("fillcolor", st.fill), ("color", st.border),
+            ("tooltip", op_counts(ops))]
         return _Elem(self.summary_id(block.idx, group), attrs, _unique(ins), _unique(outs),
                      st.border)
 
@@ -153,7 +161,7 @@ class _ProgramGraph:
         order: list[str | tuple[int, OpDesc]] = []
         normal: list[OpDesc] = []
         for i, op in ops:
-            g = _collapse_group(op)
+            g = _collapse_group(op, self.lookup(block))
             if g is None:
                 normal.append(op)
                 order.append((i, op))
@@ -236,43 +244,45 @@ class _ProgramGraph:
         return self.owner(block, name)[0], name
 
     # writing
-    def _var_line(self, owner: int, name: str, var: VarDesc | None) -> str:
-        attrs = _attrs(var_node_attrs(name, var, self.legend))
-        return f"{quote(self.var_id(owner, name))} {attrs};"
+    def _add_var(self, body: Body, owner: int, name: str, var: VarDesc | None) -> None:
+        body.node(self.var_id(owner, name), var_node_attrs(
+            name, var, self.legend, gradient=name in self.gradients))
 
-    def _vars_of(self, block: BlockDesc) -> list[str]:
+    def _add_vars_of(self, body: Body, block: BlockDesc) -> None:
         mine = [(n, var) for (owner, n), var in self.used.items() if owner == block.idx]
         order = {n: i for i, n in enumerate(block.vars)}
         declared = sorted((order[n], n, var) for n, var in mine if n in order)
+        for _, n, var in declared:
+            self._add_var(body, block.idx, n, var)
         # a var declared in an ancestor that is not drawn keeps first-use order, after
-        return ([self._var_line(block.idx, n, var) for _, n, var in declared]
-                + [self._var_line(block.idx, n, var) for n, var in mine if n not in order])
+        for n, var in mine:
+            if n not in order:
+                self._add_var(body, block.idx, n, var)
 
-    def node_lines(self, indent: str) -> list[str]:
-        i2 = indent * 2
-        lines: list[str] = []
+    def node_body(self) -> Body:
+        """The global block's cluster (or its vars, free), then one cluster per block."""
+        body = Body()
         g0 = self.program.global_block()
-        global_vars = self._vars_of(g0)
+        global_vars = Body()
+        self._add_vars_of(global_vars, g0)
         global_ops = self.elems.get(0, [])
         if self.opts.show_global and (global_vars or global_ops):
-            lines.append(f"{indent}subgraph cluster_{self.cprefix}0 {{")
-            lines.append(f"{i2}label={quote(_signature(self.program, g0))}; "
-                         f"style=\"filled,rounded\"; fillcolor={quote(S.GLOBAL_CLUSTER_FILL)}; "
-                         f"color={quote(S.CLUSTER_COLOR)};")
-            lines.extend(i2 + v for v in global_vars)
-            lines.extend(f"{i2}{quote(e.node_id)} {e.attrs};" for e in global_ops)
-            lines.append(f"{indent}}}")
+            cluster = body.cluster(f"{self.cprefix}0", [
+                ("label", _signature(self.program, g0)), ("style", "filled,rounded"),
+                ("fillcolor", S.GLOBAL_CLUSTER_FILL), ("color", S.CLUSTER_COLOR)])
+            cluster.add(global_vars)
+            for e in global_ops:
+                cluster.node(e.node_id, e.attrs)
         else:
-            lines.extend(indent + v for v in global_vars)
+            body.add(global_vars)
         for block in self.blocks:
-            lines.append(f"{indent}subgraph cluster_{self.cprefix}{block.idx} {{")
             label = self.cluster_labels.get(block.idx) or _signature(self.program, block)
-            lines.append(f"{i2}label={quote(label)}; "
-                         f"style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};")
-            lines.extend(i2 + v for v in self._vars_of(block))
-            lines.extend(f"{i2}{quote(e.node_id)} {e.attrs};" for e in self.elems[block.idx])
-            lines.append(f"{indent}}}")
-        return lines
+            cluster = body.cluster(f"{self.cprefix}{block.idx}", [
+                ("label", label), ("style", "rounded"), ("color", S.CLUSTER_COLOR)])
+            self._add_vars_of(cluster, block)
+            for e in self.elems[block.idx]:
+                cluster.node(e.node_id, e.attrs)
+        return body
 
     @property
     def nodes(self) -> list[str]:
@@ -292,14 +302,14 @@ class _ProgramGraph:
                           if n not in e.ins and self._key(block, n)[0] == block.idx]
         return pairs
 
-    def edge_lines(self, indent: str) -> list[str]:
+    def edge_body(self) -> Body:
+        body = Body()
         seen: set[tuple[str, str]] = set()
-        lines: list[str] = []
 
-        def edge(src: str, dst: str, attrs: str = "") -> None:
+        def edge(src: str, dst: str, pairs: Pairs = ()) -> None:
             if (src, dst) not in seen:
                 seen.add((src, dst))
-                lines.append(f"{indent}{quote(src)} -> {quote(dst)}{' ' + attrs if attrs else ''};")
+                body.edge(src, dst, pairs)
 
         order = ([self.program.global_block()] if 0 in self.elems else []) + self.blocks
         for block in order:
@@ -310,12 +320,18 @@ class _ProgramGraph:
                     owner = self._key(block, n)[0]
                     back = n in e.ins or owner != block.idx
                     edge(e.node_id, self.var_id(owner, n),
-                         _attrs([("style", "dashed"), ("constraint", False),
-                                 ("color", e.border)]) if back else "")
+                         [("style", "dashed"), ("constraint", False),
+                          ("color", e.border)] if back else ())
         for src, dst, count in self.links:
-            edge(src, dst, _attrs([("label", _plural(count, "grad")), ("style", "dashed"),
-                                   ("fontsize", 9), ("fontcolor", S.EDGE_COLOR)]))
-        return lines
+            edge(src, dst, [("label", _plural(count, "grad")), ("style", "dashed"),
+                            ("fontsize", 9), ("fontcolor", S.EDGE_COLOR)])
+        return body
+
+    def body(self) -> Body:
+        """Nodes, then edges."""
+        body = self.node_body()
+        body.add(self.edge_body())
+        return body
 
 
 # --- public entry points -------------------------------------------------------------------
@@ -369,8 +385,7 @@ def program_to_dot(program: Any, methods: None | MethodRef | Sequence[MethodRef]
     opts = _Options(forward_only, collapse_grads, show_global)
     graph = _ProgramGraph(program, blocks, opts, lg,
                           global_all=methods is None and not forward_only)
-    body = graph.node_lines("  ") + graph.edge_lines("  ")
-    return _document(program.name, body, lg if legend else None)
+    return _document(program.name, graph.body(), lg if legend else None)
 
 
 def block_to_dot(program: Any, block: BlockDesc | MethodRef, forward_only: bool = False,
@@ -385,12 +400,13 @@ def block_to_dot(program: Any, block: BlockDesc | MethodRef, forward_only: bool 
     program = _as_program(program)
     if isinstance(block, BlockDesc):
         block = block.idx
-    target = program.block(block) if not isinstance(block, int) else None
-    if target is None:
+    if isinstance(block, int):
         if not 0 <= block < len(program.blocks):
             raise KeyError(f"program has no block {block}; "
                            f"it has blocks 0..{len(program.blocks) - 1}")
         target = program.blocks[block]
+    else:
+        target = program.block(block)
     if detail == "layers":
         return _grouped_document(program, [target], forward_only, expand, legend, stack_methods)
     if target.idx != 0:
@@ -399,8 +415,7 @@ def block_to_dot(program: Any, block: BlockDesc | MethodRef, forward_only: bool 
     opts = _Options(forward_only, collapse_grads, True)
     lg = _Legend()
     graph = _ProgramGraph(program, [], opts, lg, global_all=True)
-    body = graph.node_lines("  ") + graph.edge_lines("  ")
-    return _document(program.name, body, lg if legend else None)
+    return _document(program.name, graph.body(), lg if legend else None)
 
 
 def _grouped_document(program: ProgramDesc, blocks: list[BlockDesc], forward_only: bool,
@@ -409,8 +424,7 @@ def _grouped_document(program: ProgramDesc, blocks: list[BlockDesc], forward_onl
     lg = _Legend()
     graph = GroupedGraph(program, blocks,
                          GroupOptions(forward_only, _expand_set(expand), stack_methods), lg)
-    body = graph.node_lines("  ") + graph.edge_lines("  ")
-    return _document(program.name, body, lg if legend else None, compound=True)
+    return _document(program.name, graph.body(), lg if legend else None, compound=True)
 
 
 def layer_drawings(program: Any, methods: None | MethodRef | Sequence[MethodRef] = None,
@@ -437,8 +451,7 @@ def layer_drawings(program: Any, methods: None | MethodRef | Sequence[MethodRef]
         drawing = _ProgramGraph(program, [part], _Options(show_global=False), lg,
                                 global_all=False)
         drawing.cluster_labels[block.idx] = f"{label}: {_plural(len(ops), 'op')}"
-        body = drawing.node_lines("  ") + drawing.edge_lines("  ")
-        out.append((node, label, _document(label, body, lg)))
+        out.append((node, label, _document(label, drawing.body(), lg)))
         if len(out) == limit:
             break
     return out
@@ -493,18 +506,17 @@ def split_to_dot(programs: Mapping[str, Any], edges: Sequence[CrossEdge] = (), *
         cross = _op_cross_edges(graphs, edges)
     if cross:
         lg.cross = True
-    body: list[str] = []
+    body = Body()
     for i, (name, graph) in enumerate(graphs.items()):
-        body.append(f"  subgraph cluster_p{i} {{")
-        body.append(f"    label={quote(name)}; style=\"bold,rounded\"; color=\"#555555\"; "
-                    f"fontsize=14;")
-        body.extend(_reindent(graph.node_lines("  "), "  "))
-        body.append("  }")
+        cluster = body.cluster(f"p{i}", [("label", name), ("style", "bold,rounded"),
+                                          ("color", "#555555"), ("fontsize", 14)])
+        cluster.add(graph.node_body())
     for graph in graphs.values():
-        body.extend(graph.edge_lines("  "))
-    body.extend(cross)
+        body.add(graph.edge_body())
+    body.add(cross)
     if stack:
-        body.extend(_stacking(list(graphs.values())))
+        for upper, lower in zip(list(graphs.values()), list(graphs.values())[1:]):
+            stack_edges(body, upper.nodes, upper.flow, lower.nodes, lower.flow)
     return _document(title, body, lg if legend else None, compound=detail == "layers")
 
 
@@ -534,7 +546,7 @@ def _cross_attrs(label: str, tooltip: str = "", *, xlabel: bool = False
 
 
 def _op_cross_edges(graphs: Mapping[str, _ProgramGraph], edges: Sequence[CrossEdge]
-                    ) -> list[str]:
+                    ) -> Body:
     def end(prog_name: str, var: str) -> str:
         graph = graphs.get(prog_name)
         if graph is None:
@@ -544,16 +556,16 @@ def _op_cross_edges(graphs: Mapping[str, _ProgramGraph], edges: Sequence[CrossEd
         except KeyError:
             raise KeyError(f"program {prog_name!r} has no variable {var!r}") from None
 
-    cross = []
+    cross = Body()
     for e in edges:
         label = _check_edge(e)
         src, dst = end(e[0], e[1]), end(e[2], e[3])
-        cross.append(f"  {quote(src)} -> {quote(dst)} " + _attrs(_cross_attrs(label)) + ";")
+        cross.edge(src, dst, _cross_attrs(label))
     return cross
 
 
 def _grouped_cross_edges(graphs: Mapping[str, GroupedGraph], edges: Sequence[CrossEdge],
-                         names: list[str]) -> list[str]:
+                         names: list[str]) -> Body:
     """One edge per pair of ends; an end whose vars spread over several nodes of its
     program is that program's border."""
     merged: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
@@ -572,7 +584,7 @@ def _grouped_cross_edges(graphs: Mapping[str, GroupedGraph], edges: Sequence[Cro
         if src is None or dst is None:
             continue     # a var no op of the drawing touches: nothing to join
         merged.setdefault((e[0], e[2]), []).append((src, dst, label, e[1]))
-    out = []
+    out = Body()
     for (a, b), items in merged.items():
         srcs = _unique(s for s, _, _, _ in items)
         dsts = _unique(d for _, d, _, _ in items)
@@ -589,19 +601,9 @@ def _grouped_cross_edges(graphs: Mapping[str, GroupedGraph], edges: Sequence[Cro
                 pairs.append(("ltail", f"cluster_p{names.index(a)}"))
             if len(dsts) > 1:
                 pairs.append(("lhead", f"cluster_p{names.index(b)}"))
-            out.append(f"  {quote(s)} -> {quote(d)} " + _attrs(pairs) + ";")
+            out.edge(s, d, pairs)
     return out
 
 
 def _declares(program: ProgramDesc, var: str) -> bool:
     return any(var in b.vars for b in program.blocks)
-
-
-def _stacking(graphs: list[Any]) -> list[str]:
-    """Invisible edges that stack the programs top to bottom."""
-    return ["  " + e for upper, lower in zip(graphs, graphs[1:])
-            for e in stack_edges(upper.nodes, upper.flow, lower.nodes, lower.flow)]
-
-
-def _reindent(lines: list[str], extra: str) -> list[str]:
-    return [extra + line for line in lines]

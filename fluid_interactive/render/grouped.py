@@ -16,6 +16,7 @@ as nodes, so no edge crosses the drawing to reach them.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,17 +24,16 @@ from typing import Any
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ..ir.text import short_type
 from . import style as S
+from .builder import Body, Raw, html
 from .groups import Group, group_ops, layer_type
 from .parts import (
     Legend,
-    Raw,
-    attrs,
-    html,
+    Scopes,
+    chain,
     loc_text,
     op_counts,
     op_node_attrs,
     plural,
-    quote,
     signature,
     stack_edges,
     unique,
@@ -97,22 +97,23 @@ class GroupedGraph:
         self.legend = legend
         self.prefix = id_prefix
         self.cprefix = cluster_prefix
-        self.node_lines_by_block: dict[int, list[str]] = {}
+        self.body_of_block: dict[int, Body] = {}
         self.flow: list[tuple[str, str]] = []     # edges that rank (for stacking programs)
         self.nodes: list[str] = []
-        self._edges: list[str] = []
+        self._edges = Body()
         self._seen: set[tuple[str, str]] = set()
         self.first_touch: dict[str, str] = {}     # var -> node of the first op touching it
         self.last_touch: dict[str, str] = {}      # var -> node of the last op touching it
         self.first_write: dict[str, str] = {}     # var -> node of the first op writing it
         self.single: dict[int, str] = {}          # block drawn as one node -> that node
         self.folded: list[tuple[str, BlockDesc, Group]] = []   # (node, block, group)
+        self.gradients = S.gradient_names(program)
         # optimizer state several parameters' updates read (a learning rate)
         self.shared_state = self._shared(blocks)
         self._block_ends: list[tuple[list[str], list[tuple[str, str]]]] = []
         for block in blocks:
             nodes, flow = len(self.nodes), len(self.flow)
-            self.node_lines_by_block[block.idx] = self._block(block)
+            self.body_of_block[block.idx] = self._block(block)
             self._block_ends.append((self.nodes[nodes:], self.flow[flow:]))
 
     # --- ids ----------------------------------------------------------------------------------
@@ -133,25 +134,24 @@ class GroupedGraph:
             pairs.append(("constraint", False))
         else:
             self.flow.append((src, dst))
-        self._edges.append(f"{quote(src)} -> {quote(dst)}" + (f" {attrs(pairs)}" if pairs else "")
-                           + ";")
+        self._edges.edge(src, dst, pairs)
 
-    def edge_lines(self, indent: str) -> list[str]:
-        return [indent + e for e in self._edges]
+    def edge_body(self) -> Body:
+        return self._edges
 
     # --- labels -------------------------------------------------------------------------------
     def _var(self, block: BlockDesc, name: str) -> VarDesc | None:
         return self.program.find_var(block, name)
 
-    def _var_node(self, block: BlockDesc, name: str) -> str:
+    def _var_node(self, body: Body, block: BlockDesc, name: str) -> None:
         node = self.var_id(block, name)
         self.nodes.append(node)
-        return (f"{quote(node)} "
-                + attrs(var_node_attrs(name, self._var(block, name), self.legend)) + ";")
+        body.node(node, var_node_attrs(name, self._var(block, name), self.legend,
+                                       gradient=name in self.gradients))
 
-    def _op_node(self, node: str, op: OpDesc) -> str:
+    def _op_node(self, body: Body, block: BlockDesc, node: str, op: OpDesc) -> None:
         self.nodes.append(node)
-        return f"{quote(node)} {attrs(op_node_attrs(op, self.legend))};"
+        body.node(node, op_node_attrs(op, functools.partial(self._var, block), self.legend))
 
     def _state_of(self, block: BlockDesc, group: Group) -> tuple[list[str], list[str]]:
         """(parameters, other persistable vars) the group's ops read or write."""
@@ -211,10 +211,11 @@ class GroupedGraph:
             lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
         return "\n".join(lines)
 
-    def _group_node(self, block: BlockDesc, drawn: _Drawn, outputs: list[str],
+    def _group_node(self, body: Body, block: BlockDesc, drawn: _Drawn, outputs: list[str],
                     tooltip_head: str = "") -> str:
-        """One box standing for a group of ops."""
-        g = drawn.group
+        """One box standing for a group of ops; returns its node id."""
+        g, node = drawn.group, drawn.node
+        assert node is not None, "an expanded group has no node of its own"
         st = S.OP_STYLES[g.kind]
         self.legend.op_kinds.add(g.kind)
         self.legend.summary = True
@@ -232,8 +233,9 @@ class GroupedGraph:
             pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
         else:
             pairs.append(("color", st.border))
-        self.nodes.append(drawn.node)
-        return f"{quote(drawn.node)} {attrs(pairs)};"
+        self.nodes.append(node)
+        body.node(node, pairs)
+        return node
 
     # --- one block ----------------------------------------------------------------------------
     def _expanded(self, g: Group) -> bool:
@@ -269,13 +271,13 @@ class GroupedGraph:
             if self._expanded(g) or single_op:
                 d = _Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
             else:
-                d = _Drawn(g, self._id(f"g{block.idx}.{gi}"), {}, loss)
-                d.op_nodes = dict.fromkeys(g.ops, d.node)
-                self.folded.append((d.node, block, g))
+                node = self._id(f"g{block.idx}.{gi}")
+                d = _Drawn(g, node, dict.fromkeys(g.ops, node), loss)
+                self.folded.append((node, block, g))
             plan.append(d)
         return plan
 
-    def _block(self, block: BlockDesc) -> list[str]:
+    def _block(self, block: BlockDesc) -> Body:
         groups = _params_in_declared_order(
             self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
         walk = _Walk(self, block, self._plan(block, groups))
@@ -284,88 +286,99 @@ class GroupedGraph:
                 walk.op(i, op)
         walk.finish()
         plan = walk.plan
-        if len(plan) == 1 and plan[0].node is not None and not walk.var_lines:
-            self.single[block.idx] = plan[0].node
-            return [self._group_node(block, plan[0], [], signature(self.program, block))]
-        return self._layout_block(block, plan, walk.var_lines, walk.inner_vars,
-                                  walk.outputs_of, walk.opt_cluster)
+        if len(plan) == 1 and plan[0].node is not None and not walk.var_nodes:
+            body = Body()
+            self.single[block.idx] = self._group_node(body, block, plan[0], [],
+                                                      signature(self.program, block))
+            return body
+        return self._layout_block(block, walk)
 
-    def _layout_block(self, block: BlockDesc, plan: list[_Drawn], var_lines: list[str],
-                      inner_vars: dict[int, list[str]], outputs_of: dict[str, list[str]],
-                      opt_cluster: str) -> list[str]:
-        """Node lines of the block: scopes and expanded groups as nested clusters, the
+    def _drawn_group(self, block: BlockDesc, k: int, d: _Drawn, walk: _Walk
+                     ) -> tuple[Body, str]:
+        """One group's statements (its box, or its ops and vars in a cluster when it is
+        expanded) and its first node."""
+        g, body = d.group, Body()
+        if d.node is not None:
+            self._group_node(body, block, d, unique(walk.outputs_of.get(d.node, [])))
+            return body, d.node
+        target = body
+        if len(g.ops) > 1:
+            target = body.cluster(f"{self.cprefix}{block.idx}_g{k}", [
+                ("label", g.layer or _GROUP_TITLES.get(g.kind, g.kind)),
+                ("style", "rounded,dashed"), ("color", S.OP_STYLES[g.kind].border)])
+        for i in g.ops:
+            self._op_node(target, block, d.op_nodes[i], block.ops[i])
+        target.add(walk.inner_vars.get(id(d), Body()))
+        return body, d.op_nodes[g.ops[0]]
+
+    def _layout_block(self, block: BlockDesc, walk: _Walk) -> Body:
+        """The block's statements: scopes and expanded groups as nested clusters, the
         optimizer as one column."""
-        tree = _Scopes()
-        loose: list[str] = []
-        opt: list[str] = []
+        tree = Scopes()
+        loose, opt = Body(), Body()
         opt_chain: list[str] = []
-        for k, d in enumerate(plan):
-            g = d.group
-            if d.node is not None:
-                lines = [self._group_node(block, d, unique(outputs_of.get(d.node, [])))]
-                first = d.node
-            else:
-                lines = [self._op_node(d.op_nodes[i], block.ops[i]) for i in g.ops]
-                lines += inner_vars.get(id(d), [])
-                first = d.op_nodes[g.ops[0]]
-                if len(g.ops) > 1:
-                    label = g.layer or _GROUP_TITLES.get(g.kind, g.kind)
-                    lines = ([f"subgraph cluster_{self.cprefix}{block.idx}_g{k} {{",
-                              f"  label={quote(label)}; style=\"rounded,dashed\"; "
-                              f"color={quote(S.OP_STYLES[g.kind].border)};"]
-                             + ["  " + x for x in lines] + ["}"])
-            if g.kind == "optimize":
-                opt.extend(lines)
+        for k, d in enumerate(walk.plan):
+            part, first = self._drawn_group(block, k, d, walk)
+            if d.group.kind == "optimize":
+                opt.add(part)
                 opt_chain.append(first)
-            elif g.scope:
-                tree.add(g.scope, lines)
+            elif d.group.scope:
+                tree.add(d.group.scope, part)
             else:
-                loose.extend(lines)
-        out = list(var_lines)
-        out += tree.lines(f"{self.cprefix}{block.idx}_s", self._scope_style)
-        out += loose
+                loose.add(part)
+        out = Body()
+        out.add(walk.var_nodes)
+        tree.write(out, f"{self.cprefix}{block.idx}_s", self._scope_style)
+        out.add(loose)
         if opt:
-            kinds = unique(block.ops[i].type for d in plan if d.group.kind == "optimize"
-                           for i in d.group.ops
-                           if d.group.layer in block.ops[i].output_names())
-            shared = [n for n in self.shared_state
-                      if any(n in block.ops[i].input_names()
-                             for d in plan if d.group.kind == "optimize" for i in d.group.ops)]
-            label = "optimizer" + (f": {', '.join(kinds)}" if kinds else "") + \
-                f" ({plural(len(opt_chain), 'parameter')}" + \
-                (f"; {', '.join(shared)}" if shared else "") + ")"
-            out.append(f"subgraph {opt_cluster} {{")
-            out.append(f"  label={quote(label)}; style=\"rounded\"; "
-                       f"color={quote(S.OP_STYLES['optimize'].border)};")
-            out += ["  " + x for x in opt]
-            out += ["  " + e for e in _chain(opt_chain)]
-            out.append("}")
+            cluster = out.cluster(walk.opt_cluster, [
+                ("label", self._optimizer_label(block, walk.plan, len(opt_chain))),
+                ("style", "rounded"), ("color", S.OP_STYLES["optimize"].border)])
+            cluster.add(opt)
+            chain(cluster, opt_chain)
         return out
 
+    def _optimizer_label(self, block: BlockDesc, plan: list[_Drawn], params: int) -> str:
+        """``optimizer: adam (6 parameters; learning_rate_0)``: the update ops, how many
+        parameters, the state they share."""
+        updates = [d.group for d in plan if d.group.kind == "optimize"]
+        kinds = unique(block.ops[i].type for g in updates for i in g.ops
+                       if g.layer in block.ops[i].output_names())
+        shared = [n for n in self.shared_state
+                  if any(n in block.ops[i].input_names() for g in updates for i in g.ops)]
+        return ("optimizer" + (f": {', '.join(kinds)}" if kinds else "")
+                + f" ({plural(params, 'parameter')}"
+                + (f"; {', '.join(shared)}" if shared else "") + ")")
+
     @staticmethod
-    def _scope_style(name: str) -> str:
-        return f"label={quote(name)}; style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};"
+    def _scope_style(name: str) -> list[tuple[str, Any]]:
+        return [("label", name), ("style", "rounded"), ("color", S.CLUSTER_COLOR)]
 
     # --- the whole program ----------------------------------------------------------------
-    def node_lines(self, indent: str) -> list[str]:
+    def node_body(self) -> Body:
         """Every block as a cluster labelled with its signature; a block drawn as one node
         (a server's optimize block) is that node alone, stacked under the previous one."""
-        lines: list[str] = []
+        body = Body()
         for block in self.blocks:
-            body = self.node_lines_by_block[block.idx]
+            inner = self.body_of_block[block.idx]
             if block.idx in self.single:
-                lines += [indent + x for x in body]
+                body.add(inner)
                 continue
-            lines.append(f"{indent}subgraph cluster_{self.cprefix}{block.idx} {{")
-            lines.append(f"{indent * 2}label={quote(signature(self.program, block))}; "
-                         f"style=\"rounded\"; color={quote(S.CLUSTER_COLOR)};")
-            lines += [indent * 2 + x for x in body]
-            lines.append(f"{indent}}}")
-        lines += [indent + e for e in _chain(list(self.single.values()))]
+            cluster = body.cluster(f"{self.cprefix}{block.idx}", [
+                ("label", signature(self.program, block)), ("style", "rounded"),
+                ("color", S.CLUSTER_COLOR)])
+            cluster.add(inner)
+        chain(body, list(self.single.values()))
         if self.opts.stack:
             for upper, lower in zip(self._block_ends, self._block_ends[1:]):
-                lines += [indent + e for e in stack_edges(*upper, *lower)]
-        return lines
+                stack_edges(body, *upper, *lower)
+        return body
+
+    def body(self) -> Body:
+        """Nodes, then edges."""
+        body = self.node_body()
+        body.add(self.edge_body())
+        return body
 
 
 class _Walk:
@@ -380,22 +393,22 @@ class _Walk:
         opt = [d for d in plan if d.group.kind == "optimize"]
         self.opt_first = (opt[0].node or next(iter(opt[0].op_nodes.values()))) if opt else None
         self.opt_members = {n for d in opt for n in d.op_nodes.values()}
-        self.opt_cluster = f"cluster_{graph.cprefix}{block.idx}_opt"
+        self.opt_cluster = f"{graph.cprefix}{block.idx}_opt"
         self.writer: dict[str, str] = {}
-        self.inner_vars: dict[int, list[str]] = {}   # expanded group -> its var node lines
-        self.var_lines: list[str] = []
+        self.inner_vars: dict[int, Body] = {}   # expanded group -> its var nodes
+        self.var_nodes = Body()
         self.drawn_vars: set[str] = set()
         self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
         # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
         self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
                                              for d in plan) else set()
 
-    def var_node(self, name: str, holder: list[str] | None = None) -> str:
+    def var_node(self, name: str, holder: Body | None = None) -> str:
         node = self.graph.var_id(self.block, name)
         if name not in self.drawn_vars:
             self.drawn_vars.add(name)
-            (holder if holder is not None else self.var_lines).append(
-                self.graph._var_node(self.block, name))
+            self.graph._var_node(holder if holder is not None else self.var_nodes,
+                                 self.block, name)
         return node
 
     def _touch(self, name: str, node: str) -> None:
@@ -413,7 +426,7 @@ class _Walk:
             self.graph.first_write.setdefault(n, node)
             if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
                 # an expanded group draws its vars: op -> var -> readers
-                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), []))
+                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), Body()))
                 self.graph._edge(node, vnode)
                 self.writer[n] = vnode
             else:
@@ -430,8 +443,9 @@ class _Walk:
             return
         if src == node:
             return
-        if node in self.opt_members and src not in self.opt_members:
-            self.graph._edge(src, self.opt_first, [("lhead", self.opt_cluster)])
+        if self.opt_first is not None and node in self.opt_members \
+                and src not in self.opt_members:
+            self.graph._edge(src, self.opt_first, [("lhead", "cluster_" + self.opt_cluster)])
             return
         self.graph._edge(src, node)
         self.outputs_of.setdefault(src, []).append(name)
@@ -443,11 +457,11 @@ class _Walk:
                 for src in self.loss_nodes:
                     self.graph._edge(src, d.node)
         for n in unique(returned_names(self.block.returns)):
-            src = self.writer.get(n)
+            writer = self.writer.get(n)
             vnode = self.var_node(n)
-            if src is not None:
-                self.graph._edge(src, vnode)
-                self.outputs_of.setdefault(src, []).append(n)
+            if writer is not None:
+                self.graph._edge(writer, vnode)
+                self.outputs_of.setdefault(writer, []).append(n)
 
 
 _GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",
@@ -462,40 +476,3 @@ def _params_in_declared_order(program: ProgramDesc, groups: list[Group]) -> list
                  key=lambda g: order.get(g.layer, len(order)))
     it = iter(opt)
     return [next(it) if g.kind == "optimize" else g for g in groups]
-
-
-def _chain(nodes: list[str]) -> list[str]:
-    """Invisible edges that stack ``nodes`` in a column."""
-    return [f"{quote(a)} -> {quote(b)} [style=invis, weight=10];"
-            for a, b in zip(nodes, nodes[1:])]
-
-
-class _Scopes:
-    """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Scopes] = {}
-        self.body: list[str] = []
-
-    def add(self, scope: str, lines: list[str]) -> None:
-        node = self
-        for part in scope.split("/"):
-            node = node.children.setdefault(part, _Scopes())
-        node.body.extend(lines)
-
-    def lines(self, prefix: str, style, path: str = "") -> list[str]:
-        out: list[str] = []
-        for name, child in self.children.items():
-            full = f"{path}/{name}" if path else name
-            out.append(f"subgraph cluster_{prefix}{_slug(full)} {{")
-            out.append("  " + style(full))
-            out += ["  " + x for x in child.lines(prefix, style, full)]
-            out += ["  " + x for x in child.body]
-            out.append("}")
-        return out
-
-
-def _slug(text: str) -> str:
-    """A cluster-id-safe form of a scope path (ids are quoted elsewhere; cluster names are
-    bare, so only letters, digits and '_')."""
-    return "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in text)

@@ -10,16 +10,17 @@ in scope ``mlp``). Everything else is decided by op roles:
 * backward ops form one group (drawn folded unless asked for);
 * optimize ops group by the parameter in their ``op_role_var``: one group per parameter,
   holding its update and its optimizer state;
-* learning-rate schedule ops form one group, RPC and distributed ops another, reader ops a
-  third.
+* learning-rate schedule ops form one group, RPC and distributed ops another, reader ops (ops
+  that touch a var of reader kind) a third.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from ..ir.layers import layer_of, layer_type, scope_of
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
-from .style import is_reader_op
+from .style import VarLookup, is_reader_op
 
 __all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD"]
 
@@ -53,11 +54,11 @@ def _first_name(op: OpDesc) -> str | None:
     return None
 
 
-def _classify(op: OpDesc) -> tuple[str, str, str]:
+def _classify(op: OpDesc, var_of: VarLookup) -> tuple[str, str, str]:
     """(kind, group key, layer) of one op; forward keys are made unique by the caller."""
     role = op.role
     # keys of non-forward groups start with '@', which no layer name does
-    if is_reader_op(op.type):
+    if is_reader_op(op, var_of):
         return "reader", "@reader", ""
     if role & (OpRole.RPC | OpRole.DIST):
         return "rpc", "@communication", ""
@@ -79,10 +80,11 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
     by_key: dict[str, Group] = {}
     calls: dict[str, int] = {}
     run_state: set[str] = set()   # persistable vars the current forward run has read
+    var_of = functools.partial(program.find_var, block)
     for i, op in enumerate(block.ops):
         if forward_only and op.role & NOT_FORWARD:
             continue
-        kind, key, layer = _classify(op)
+        kind, key, layer = _classify(op, var_of)
         if kind == "forward":
             state = {n for n in op.input_names()
                      if (v := program.find_var(block, n)) is not None and v.persistable}
@@ -100,9 +102,9 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
             groups.append(group)
             by_key[group.key] = group
             continue
-        group = by_key.get(key)
-        if group is None:
-            group = by_key[key] = Group(key, kind, layer)
-            groups.append(group)
-        group.ops.append(i)
+        found = by_key.get(key)
+        if found is None:
+            found = by_key[key] = Group(key, kind, layer)
+            groups.append(found)
+        found.ops.append(i)
     return groups

@@ -1,12 +1,12 @@
-"""What both drawings of a program share: DOT quoting, HTML-like labels, the legend, block
-signatures, choosing blocks, and the document around the body.
+"""What the drawings share besides the DOT syntax (`builder`): HTML-like labels, the
+legend, block signatures, choosing blocks, and the document around the body.
 
-The op-level drawing (`dot`) and the grouped one (`grouped`) write their nodes and edges
-with these, so both quote untrusted names the same way and look alike.
+The op-level drawing (`dot`), the grouped one (`grouped`) and the difference of two
+programs (`diff_dot`) draw their nodes with these, so they look alike.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,31 +14,12 @@ from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_returns, short_type
 from . import style as S
+from .builder import Body, Digraph, Pairs, Raw, html, quote
 
 MethodRef = str | int
 
 
-# --- quoting -------------------------------------------------------------------------------
-
-def quote(text: str) -> str:
-    """A DOT double-quoted string whose *label* reads exactly ``text``.
-
-    Inside quotes DOT only unescapes ``\\"``; labels then read backslash escapes (``\\n``,
-    ``\\l``, ``\\N`` ...), so a literal backslash is doubled and a newline becomes ``\\n``.
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-class Raw(str):
-    """An attribute value already in DOT form (not quoted again)."""
-
-
-def html(text: str) -> str:
-    """Text inside an HTML-like label (where backslashes are literal)."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;"))
-
+# --- labels ------------------------------------------------------------------------------
 
 def record(cells: list[str], st: S.VarStyle, first_bold: bool = False) -> Raw:
     """A record-looking HTML-like table: one cell per field.
@@ -57,30 +38,16 @@ def record(cells: list[str], st: S.VarStyle, first_bold: bool = False) -> Raw:
                 f'bgcolor="{st.fill}" color="{st.border}"><tr>{"".join(tds)}</tr></table>>')
 
 
-def attrs(pairs: Iterable[tuple[str, Any]]) -> str:
-    out = []
-    for key, value in pairs:
-        if isinstance(value, Raw):
-            text = str(value)
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, (int, float)):
-            text = repr(value)
-        else:
-            text = quote(str(value))
-        out.append(f"{key}={text}")
-    return "[" + ", ".join(out) + "]"
-
-
 def loc_text(op: OpDesc) -> str:
     """Where the user's code made ``op``, short: ``fit.py:21`` or ``Cell In[3], line 7``."""
     return format_location(op.loc, short=True)
 
 
-def op_node_attrs(op: OpDesc, legend: Legend) -> list[tuple[str, Any]]:
-    """An op drawn by itself: an ellipse labelled with its type, filled by its role, a red
-    double border for the loss, and where the user's code made it as the tooltip."""
-    kind = S.op_kind(op)
+def op_node_attrs(op: OpDesc, var_of: S.VarLookup, legend: Legend) -> list[tuple[str, Any]]:
+    """An op drawn by itself: an ellipse labelled with its type, filled by its kind
+    (`style.op_kind`), a red double border for the loss, and where the user's code made
+    it as the tooltip."""
+    kind = S.op_kind(op, var_of)
     st = S.OP_STYLES[kind]
     legend.op_kinds.add(kind)
     pairs: list[tuple[str, Any]] = [("label", op.type), ("shape", "ellipse"),
@@ -94,11 +61,11 @@ def op_node_attrs(op: OpDesc, legend: Legend) -> list[tuple[str, Any]]:
     return pairs
 
 
-def var_node_attrs(name: str, var: VarDesc | None, legend: Legend
+def var_node_attrs(name: str, var: VarDesc | None, legend: Legend, *, gradient: bool = False
                    ) -> list[tuple[str, Any]]:
     """A var drawn by itself: a record ``name | type | tag`` styled by its kind (parameter,
-    state, data, ...), its type as the tooltip."""
-    kind = S.var_kind(name, var)
+    state, data, gradient, ...), its type as the tooltip."""
+    kind = S.var_kind(var, gradient)
     st = S.VAR_STYLES[kind]
     legend.var_kinds.add(kind)
     type_text = short_type(var)
@@ -132,6 +99,7 @@ class Legend:
     loss: bool = False
     summary: bool = False
     cross: bool = False
+    diff_kinds: set = field(default_factory=set)   # looks of a difference (`diff_dot`)
 
     def cells(self) -> list[str]:
         """One HTML-like table cell per kind used: a swatch with its meaning."""
@@ -153,10 +121,13 @@ class Legend:
             cell("loss op (double border)", "#ffffff", S.LOSS_BORDER, rounded=True, width=2)
         if self.summary:
             cell("several ops drawn as one (box)", "#ffffff", S.EDGE_COLOR)
-        for kind, st in S.VAR_STYLES.items():
+        for kind, vs in S.VAR_STYLES.items():
             if kind in self.var_kinds:
-                text = st.legend + (f" [{st.tag}]" if st.tag else "")
-                cell(text, st.fill, st.border, width=st.width, font=st.fontcolor)
+                text = vs.legend + (f" [{vs.tag}]" if vs.tag else "")
+                cell(text, vs.fill, vs.border, width=vs.width, font=vs.fontcolor)
+        for kind, ds in S.DIFF_STYLES.items():
+            if kind in self.diff_kinds:
+                cell(ds.legend, ds.fill, ds.border, width=2 if ds.width > 2 else 1)
         if self.cross:
             cell("edge between programs", "#ffffff", S.CROSS_EDGE_COLOR,
                  font=S.CROSS_EDGE_COLOR)
@@ -229,32 +200,34 @@ def select_blocks(program: ProgramDesc, methods: None | MethodRef | Sequence[Met
     return picked
 
 
-GRAPH_ATTRS = attrs([("rankdir", "TB"), ("newrank", True), ("nodesep", 0.3),
-                       ("ranksep", 0.4), ("fontname", S.FONT), ("fontsize", 12),
-                       ("labelloc", "t"), ("labeljust", "l")])
-NODE_ATTRS = attrs([("fontname", S.FONT), ("fontsize", 10), ("height", 0.3)])
-EDGE_ATTRS = attrs([("color", S.EDGE_COLOR), ("arrowsize", 0.6), ("fontname", S.FONT)])
+GRAPH_ATTRS: list[tuple[str, Any]] = [
+    ("rankdir", "TB"), ("newrank", True), ("nodesep", 0.3), ("ranksep", 0.4),
+    ("fontname", S.FONT), ("fontsize", 12), ("labelloc", "t"), ("labeljust", "l")]
+NODE_ATTRS: list[tuple[str, Any]] = [("fontname", S.FONT), ("fontsize", 10), ("height", 0.3)]
+EDGE_ATTRS: list[tuple[str, Any]] = [("color", S.EDGE_COLOR), ("arrowsize", 0.6),
+                                     ("fontname", S.FONT)]
 
 
-def document(title: str, body: list[str], legend: Legend | None, *,
-             compound: bool = False) -> str:
-    """The ``digraph`` around ``body``, labelled with the title and the legend.
-    ``compound`` lets edges end at a cluster's border (``lhead``/``ltail``)."""
-    lines = [f"digraph {quote(title or 'program')} {{",
-             f"  graph {GRAPH_ATTRS};"]
-    if compound:
-        lines.append("  compound=true;")
+def document(title: str, body: Body, legend: Legend | None, *, compound: bool = False,
+             graph: Pairs = ()) -> str:
+    """The text of the ``digraph`` around ``body``, labelled with the title and the legend
+    (built after the body, so the legend lists what the body drew). ``compound`` lets
+    edges end at a cluster's border (``lhead``/``ltail``); ``graph`` overrides default
+    graph attributes."""
+    statements: list[tuple[str, Any]] = [("compound", True)] if compound else []
     label = graph_label(title, legend)
     if label:
-        lines.append(f"  label={label};")
-    lines += [f"  node {NODE_ATTRS};", f"  edge {EDGE_ATTRS};"]
-    lines += body
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        statements.append(("label", Raw(label)))
+    overrides = dict(graph)
+    graph_attrs = [(k, overrides.pop(k, v)) for k, v in GRAPH_ATTRS] + list(overrides.items())
+    doc = Digraph(title or "program", graph=graph_attrs, node=NODE_ATTRS, edge=EDGE_ATTRS,
+                  statements=statements)
+    doc.add(body)
+    return doc.text()
 
 
-def stack_edges(upper_nodes: Sequence[str], upper_flow: Sequence[tuple[str, str]],
-                lower_nodes: Sequence[str], lower_flow: Sequence[tuple[str, str]]) -> list[str]:
+def stack_edges(body: Body, upper_nodes: Sequence[str], upper_flow: Sequence[tuple[str, str]],
+                lower_nodes: Sequence[str], lower_flow: Sequence[tuple[str, str]]) -> None:
     """Invisible edges that lay one part of a drawing out under another: every last node
     of the upper part (no ranking edge leaves it) comes before the lower part's first node,
     and the upper part's bottom node before each of the lower part's first nodes (no
@@ -263,7 +236,42 @@ def stack_edges(upper_nodes: Sequence[str], upper_flow: Sequence[tuple[str, str]
     sinks = [n for n in upper_nodes if n not in {a for a, _ in upper_flow}]
     sources = [n for n in lower_nodes if n not in {b for _, b in lower_flow}]
     if not sinks or not sources:
-        return []
+        return
     pairs = [(a, sources[0]) for a in sinks[:-1]] + [(sinks[-1], b) for b in sources[1:]]
-    return ([f"{quote(a)} -> {quote(b)} [style=invis, weight=0];" for a, b in pairs]
-            + [f"{quote(sinks[-1])} -> {quote(sources[0])} [style=invis];"])
+    for a, b in pairs:
+        body.edge(a, b, [("style", "invis"), ("weight", 0)])
+    body.edge(sinks[-1], sources[0], [("style", "invis")])
+
+
+def chain(body: Body, nodes: Sequence[str]) -> None:
+    """Invisible edges that stack ``nodes`` in a column."""
+    for a, b in zip(nodes, nodes[1:]):
+        body.edge(a, b, [("style", "invis"), ("weight", 10)])
+
+
+class Scopes:
+    """Nested var_scope clusters: ``mlp/block_1`` sits inside ``mlp``."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, Scopes] = {}
+        self.body = Body()
+
+    def add(self, scope: str, part: Body) -> None:
+        node = self
+        for piece in scope.split("/"):
+            node = node.children.setdefault(piece, Scopes())
+        node.body.add(part)
+
+    def write(self, into: Body, prefix: str,
+              style: Callable[[str], list[tuple[str, Any]]], path: str = "") -> None:
+        for name, child in self.children.items():
+            full = f"{path}/{name}" if path else name
+            cluster = into.cluster(f"{prefix}{slug(full)}", style(full))
+            child.write(cluster, prefix, style, full)
+            cluster.add(child.body)
+
+
+def slug(text: str) -> str:
+    """A cluster-id-safe form of a scope path (ids are quoted elsewhere; cluster names are
+    bare, so only letters, digits and '_')."""
+    return "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in text)

@@ -38,19 +38,23 @@ def side_of(obj: Any) -> Side:
                     f"{type(obj).__name__}")
 
 
-def diff_sides(a: Side, b: Side) -> ProgramDiff:
+def diff_sides(a: Side, b: Side, detail: str = "layers") -> ProgramDiff:
+    """The difference of two sides (`side_of`); where both hold values, kept state also
+    says how far apart its values are. ``detail`` is the level of the result's text."""
     (old, old_values, old_label), (new, new_values, new_label) = a, b
-    both = old_values is not None and new_values is not None
-    same = (lambda name: same_value(old_values.get(name), new_values.get(name))) if both \
-        else None
     if old_label == new_label:
         old_label, new_label = f"{old_label} (a)", f"{new_label} (b)"
-    result = diff_programs(old, new, same, old_label, new_label)
-    if both:
-        for change in result.state:
-            if change.status == "kept":
-                change.values = _value_note(old_values.get(change.name),
-                                            new_values.get(change.name))
+    if old_values is None or new_values is None:
+        return diff_programs(old, new, None, old_label, new_label, detail)
+    before, after = old_values, new_values
+
+    def same(name: str) -> bool:
+        return same_value(before.get(name), after.get(name))
+
+    result = diff_programs(old, new, same, old_label, new_label, detail)
+    for change in result.state:
+        if change.status == "kept":
+            change.values = _value_note(before.get(change.name), after.get(change.name))
     return result
 
 

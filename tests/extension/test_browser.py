@@ -1,6 +1,7 @@
 """A real browser: every notebook runs in JupyterLab, driven by Playwright in Debian's
 headless chromium at a 1280 px window, and so does a notebook of drawings of real models (a
-three-layer MLP with Adam, the digits MLP split over 2 trainers and 2 parameter servers).
+three-layer MLP with Adam, the digits MLP split over 2 trainers and 2 parameter servers,
+and the differences two edits of the MLP make: a hidden layer 64 -> 48 wide, relu -> tanh).
 
 For every drawing a notebook shows, the test measures what a reader sees: the drawing is no
 wider than the cell's output area (no horizontal scrolling) and every node label is at least
@@ -61,7 +62,11 @@ GRAPH_CELLS = [
     "fluid.graph(mlp3.train_step)",
     "plan = fluid.transpile(DigitsMLP().Compile(seed=0), main='train', trainers=2,\n"
     "                       pservers=2, min_block_size=1024)\nfluid.graph(plan)",
+    "fluid.diff(MLP3, MLP3(hidden=48))",
+    "fluid.diff(mlp3, MLP3(act='tanh'))",
 ]
+GRAPH_TITLES = ["MLP3", "MLP3.train_step", "distributed plan", "MLP3 (a) → MLP3 (b)",
+                "MLP3 (a) → MLP3 (b)"]
 
 FAILING_CELLS = ["x = 1", "print('fine so far')", "raise ValueError('a deliberately failing cell')"]
 
@@ -306,11 +311,21 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
     assert_readable(graphs)
     if name == "graphs.ipynb":
         titles = [g["title"] for g in graphs]
-        assert titles == ["MLP3", "MLP3.train_step", "distributed plan"], titles
+        assert titles == GRAPH_TITLES, titles
         split = graphs[2]
         assert split["natural"] < 1400, split     # the op-level split was 30,332 px wide
         assert extra["zoom"]["full"] >= split["natural"] - 1, extra
         assert extra["zoom"]["fit"] <= split["area"] + 0.5, extra
+        # the diffs by layer: drawn at full size (the 64 -> 48 one was 8,629 px wide by op,
+        # shown at 10 % with 1.2 px labels), a few lines of text, every op one click away
+        for diff in graphs[3:]:
+            assert diff["natural"] <= diff["area"] + 0.5, diff
+            assert diff["min_label_px"] >= 12, diff
+        assert [len(t.splitlines()) for t in extra["diff_text"]] == [5, 6], extra
+        assert extra["diff_text"][0].splitlines()[1] == (
+            "  mlp/fc_1 (fc): size 64 → 48; re-initialised w_0, b_0 with their adam state")
+        assert extra["ops_lines"][0] > 90, extra      # the op-level text, on demand
+        assert extra["opened"]["layer_svg"] and extra["opened"]["ops_shown"], extra
     if name == "01_fit_a_line.ipynb":
         assert extra["progress"] == 2 and extra["curves"] == 2, extra
         assert extra["lines"] == 4, extra          # raw and smoothed loss in each curve
@@ -331,7 +346,7 @@ def _notebook_checks(page, name):
         split.screenshot(path=os.path.join(ARTIFACTS, "graphs-split-zoomed.png"))
         split.locator("button[data-act=fit]").click()
         fit = split.locator(".fluid-graph-view svg").bounding_box()["width"]
-        return {"zoom": {"full": full, "fit": fit}}
+        return {"zoom": {"full": full, "fit": fit}, **_diff_checks(page)}
     if name == "01_fit_a_line.ipynb":
         page.wait_for_selector(".fluid-train .widget-hprogress", timeout=60_000)
         page.wait_for_selector(".fluid-train .widget-html-content svg polyline",
@@ -355,6 +370,25 @@ def _notebook_checks(page, name):
         page.screenshot(path=os.path.join(ARTIFACTS, "fit_a_line_lab.png"))
         return found
     return {}
+
+
+def _diff_checks(page):
+    """The diffs' text, and what a click opens: a changed layer op by op (clicking its box),
+    every op as text (its <details>)."""
+    diffs = page.locator(".jp-OutputArea-output .fluid-diff")
+    found = page.evaluate("""() => [...document.querySelectorAll('.fluid-diff')].map(d => ({
+        text: d.querySelector(':scope > pre').textContent,
+        ops: d.querySelector('.fluid-diff-ops pre').textContent.split('\\n').length,
+    }))""")
+    first = diffs.nth(0)
+    first.locator(".fluid-graph-view svg g.node", has_text="fc_1").first.click()
+    layer = first.locator('.fluid-graph-layer[data-node="e0"]')
+    layer_svg = layer.evaluate("d => d.open && !!d.querySelector('svg')")
+    first.locator(".fluid-diff-ops summary").click()
+    ops_shown = first.locator(".fluid-diff-ops pre").is_visible()
+    first.screenshot(path=os.path.join(ARTIFACTS, "graphs-diff-opened.png"))
+    return {"diff_text": [f["text"] for f in found], "ops_lines": [f["ops"] for f in found],
+            "opened": {"layer_svg": layer_svg, "ops_shown": ops_shown}}
 
 
 def test_without_javascript_a_drawing_is_a_static_fitted_svg(browser, tmp_path, kernel_env):
@@ -384,7 +418,7 @@ def test_without_javascript_a_drawing_is_a_static_fitted_svg(browser, tmp_path, 
         page.screenshot(path=os.path.join(ARTIFACTS, "graphs-static.png"), full_page=False)
     finally:
         page.close()
-    assert len(found) == 3
+    assert len(found) == len(GRAPH_TITLES)
     for g in found:
         assert g["width"] <= min(900, g["natural"]) + 0.5 and g["controls"] == "none", g
     assert re.search(r"fluid-graph-layers", body)       # expandable without a script too

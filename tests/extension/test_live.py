@@ -244,9 +244,9 @@ def test_an_edit_shows_what_changed_and_an_unchanged_rerun_does_not(ip, trained)
     result, out, err = run_capture(ip, deeper_net(extra_layer=False, learning_rate=0.05))
     assert result.success
     assert "what changed in net" in out
-    assert "reinitialised learning_rate_0: its initialiser's value changed from 0.1 to 0.05" \
+    assert "learning_rate_0: starts again: its initialiser's value changed from 0.1 to 0.05" \
         in out
-    assert "~ learning_rate_0:f32[1] = fill_constant()" in out
+    assert "~ learning_rate_0:f32[1] = fill_constant()" not in out     # ops on demand only
     result, out, err = run_capture(ip, deeper_net(extra_layer=False, learning_rate=0.05))
     assert "what changed" not in out and out.strip() == reports(ip)[0]
 
@@ -301,12 +301,22 @@ def test_rewinding_past_an_edit_in_the_shell(ip, trained):
 def test_a_diff_displays_as_text_and_a_drawing(ip, trained):
     run(ip, "d = fluid.diff(net, Net(hidden=6))")
     bundle = ip.display_formatter.format(ip.user_ns["d"])[0]
-    assert "train_step:" in bundle["text/plain"]
+    text = bundle["text/plain"].splitlines()
+    assert len(text) <= 6 and "  net/fc_0 (fc): size 5 → 6; re-initialised w_0, b_0" in text
     html = bundle["text/html"]
-    assert html.startswith('<div class="fluid-diff">') and "reinitialised" in html
+    assert html.startswith('<div class="fluid-diff">') and "size 5 → 6" in html
+    # every op, one click away: the op-level text in a <details>
+    ops = html[html.index('<details class="fluid-diff-ops"'):]
+    assert "op by op (" in ops and "reinitialised net/fc_0.w_0: shape [3,5] -&gt; [3,6]" in ops
     import shutil
     if shutil.which("dot"):
         assert "<svg" in html
+        assert 'class="fluid-graph-layer" data-node="e0"' in html   # the box opens op by op
+    run(ip, "d_ops = fluid.diff(net, Net(hidden=6), detail='ops')")
+    bundle = ip.display_formatter.format(ip.user_ns["d_ops"])[0]
+    assert "  block 0 (state and its initialisers): 3 changed; 2 unchanged" in \
+        bundle["text/plain"].splitlines()
+    assert "fluid-diff-ops" not in bundle["text/html"]
 
 
 def test_a_redefinition_with_the_distributed_variables_set_starts_no_job(ip, monkeypatch):

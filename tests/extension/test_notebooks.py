@@ -86,10 +86,11 @@ def test_fit_a_line_story(tmp_path, kernel_env):
     shown = {i: "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs)
              for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     edit = next(t for t in shown.values() if "what changed in fit_a_line" in t)
-    assert "evaluate: added" in edit and "train_step: unchanged" in edit
+    assert "  evaluate: new method" in edit and "unchanged methods: train_step, infer" in edit
+    assert len(edit.splitlines()) <= 6, edit
     diff = next(t for t in shown.values() if t.startswith("diff FitALine"))
-    assert "reinitialised reader_0: its initialiser's batch_size changed from 256 to 64" \
-        in diff
+    assert "  reader_0: starts again: its initialiser's batch_size changed from 256 to 64" \
+        in diff.splitlines()
     rewound = next(t for t in texts.values() if "rewound fit_a_line" in t)
     assert rewound.startswith("fluid: rewound fit_a_line by 12 change(s) (train_step x10, "
                               "set_var learning_rate_0, reset_readers)")

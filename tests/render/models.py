@@ -4,16 +4,22 @@ import fluid
 
 
 class MLP3(fluid.Program):
-    """A three-layer MLP trained with Adam."""
+    """A three-layer MLP trained with Adam; ``hidden`` is the second layer's size and
+    ``act`` the hidden layers' activation (what the diff tests edit)."""
+    hidden = 64
+    act = "relu"
+
+    def classifier(self, x):
+        with fluid.var_scope("mlp"):
+            h = fluid.layers.fc(input=x, size=128, act=self.act)
+            h = fluid.layers.fc(input=h, size=self.hidden, act=self.act)
+            return fluid.layers.fc(input=h, size=10)
 
     @fluid.network("x", "y")
     def train_step(self, x, y):
         x = fluid.layers.data(name="x", shape=[64], dtype="float32")
         y = fluid.layers.data(name="y", shape=[1], dtype="int64")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            logits = fluid.layers.fc(input=h, size=10)
+        logits = self.classifier(x)
         loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
         fluid.optimizer.Adam(learning_rate=0.001).minimize(loss)
         return loss
@@ -21,10 +27,7 @@ class MLP3(fluid.Program):
     @fluid.network("x")
     def infer(self, x):
         x = fluid.layers.data(name="x", shape=[64], dtype="float32")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=128, act="relu")
-            h = fluid.layers.fc(input=h, size=64, act="relu")
-            return fluid.layers.fc(input=h, size=10)
+        return self.classifier(x)
 
 
 class DigitsMLP(fluid.Program):

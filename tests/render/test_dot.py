@@ -286,13 +286,13 @@ def test_ops_are_coloured_by_role(fit):
     block = fit.block("train_step")
     for i, op in enumerate(block.ops):
         node = ns[f"op1.{i}"]
-        kind = style.op_kind(op)
+        kind = style.op_kind(op, lambda n: fit.find_var(block, n))
         assert node["fillcolor"] == style.OP_STYLES[kind].fill
         if op.role & OpRole.LOSS:
             assert node["color"] == style.LOSS_BORDER and node["peripheries"] == "2"
         else:
             assert node["color"] == style.OP_STYLES[kind].border
-    kinds = {style.op_kind(op) for op in block.ops}
+    kinds = {style.op_kind(op, lambda n: fit.find_var(block, n)) for op in block.ops}
     assert kinds == {"forward", "backward", "optimize"}
     mean = ns[f"op1.{[op.type for op in block.ops].index('mean')}"]
     assert mean["color"] == style.LOSS_BORDER
@@ -351,6 +351,37 @@ def test_rpc_dist_lrsched_reader_and_unspecified_roles():
     col = nodes(program_to_dot(prog, collapse_grads=True))
     assert col["optimize1"]["label"] == "optimize: 1 op"
     assert {"op1.2", "op1.3", "op1.4"} <= set(col)
+
+
+def test_readers_and_gradients_are_told_by_the_ir_not_by_names():
+    """A reader op is one that touches a var of reader kind, whatever its type (a program
+    from elsewhere may hold reader ops no spec here knows); a gradient is what a
+    Backward-role op writes or an op_role_var pair names, whatever its name."""
+    g = BlockDesc(0, vars={
+        "files": VarDesc("files", (), persistable=True, kind="reader"),
+        "tensor": VarDesc("tensor", (2,), persistable=True),
+        "w": VarDesc("w", (2,), persistable=True, is_parameter=True)})
+    g.ops = [OpDesc("open_files", outputs={"Out": ["files"]}),                 # no spec here
+             OpDesc("create_fake_reader_table", outputs={"Out": ["tensor"]})]  # not a reader
+    b = BlockDesc(1, 0, "step", vars={
+        "x": VarDesc("x", (-1, 2)), "dw": VarDesc("dw", (2,)),
+        "x@GRAD": VarDesc("x@GRAD", (-1, 2)), "seen": VarDesc("seen", (2,))})
+    b.ops = [OpDesc("double_buffer", inputs={"Reader": ["files"]}, outputs={"Out": ["x"]}),
+             OpDesc("scale", inputs={"X": ["x"]}, outputs={"Out": ["x@GRAD"]}),
+             OpDesc("deriv", inputs={"X": ["x@GRAD"]}, outputs={"Out": ["dw"]},
+                    role=OpRole.BACKWARD),
+             OpDesc("update", inputs={"Param": ["w"], "Grad": ["seen"]},
+                    outputs={"ParamOut": ["w"]}, role=OpRole.OPTIMIZE, role_var=("w", "seen"))]
+    prog = ProgramDesc([g, b], name="elsewhere")
+    ns = nodes(program_to_dot(prog))
+    reader, forward = style.OP_STYLES["reader"].fill, style.OP_STYLES["forward"].fill
+    assert ns["op0.0"]["fillcolor"] == reader and ns["op1.0"]["fillcolor"] == reader
+    assert ns["op0.1"]["fillcolor"] == forward
+    grad = style.VAR_STYLES["grad"].fontcolor
+    assert ns["v1:dw"]["fontcolor"] == grad and ns["v1:seen"]["fontcolor"] == grad
+    assert ns["v1:x@GRAD"]["fontcolor"] is None        # a forward op's output
+    from fluid_interactive.render.groups import group_ops
+    assert [g.kind for g in group_ops(prog, b)] == ["reader", "forward", "backward", "optimize"]
 
 
 def test_one_cluster_per_block_labelled_with_the_signature(fit):
@@ -555,7 +586,7 @@ def _pserver() -> ProgramDesc:
     g.ops = [OpDesc("listen_and_serv", {"X": ["w@GRAD"]}, {}, role=OpRole.RPC)]
     opt = BlockDesc(1, 0, "optimize_w")
     opt.ops = [OpDesc("sgd", {"Param": ["w"], "Grad": ["w@GRAD"], "LearningRate": ["lr"]},
-                      {"ParamOut": ["w"]}, role=OpRole.OPTIMIZE)]
+                      {"ParamOut": ["w"]}, role=OpRole.OPTIMIZE, role_var=("w", "w@GRAD"))]
     return ProgramDesc([g, opt], name="pserver")
 
 
