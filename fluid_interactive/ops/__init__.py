@@ -23,6 +23,7 @@ from . import (  # noqa: F401
                reader,
                reduce,
                rnn_unit,
+               sequence,
                shape,
                softmax,
                unary,
