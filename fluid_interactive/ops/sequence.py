@@ -18,22 +18,18 @@ from typing import Any
 from ..ir.records import FLOAT_DTYPES, INT_DTYPES
 from ..ir.text import format_shape as _fmt
 from .registry import register
-from .rnn import LENGTH_DTYPES, check_lengths, new_or
-from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, slots
+from .rnn import check_lengths, check_lengths_input, new_or
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    flowing_grad,
+    infer_like,
+    slots,
+)
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "FIRST", "LAST")
-
-
-def _check_lengths_slot(ctx: InferContext, batch: int, what: str) -> None:
-    if not ctx.has_input("Lengths"):
-        return
-    n = ctx.input("Lengths")
-    if n.dtype not in LENGTH_DTYPES:
-        ctx.fail_dtype(f"{what}: Lengths must be int64 (or int32), got {n.dtype}; declare it "
-                       f"with dtype='int64'")
-    if n.rank != 1 or (n.shape[0] >= 0 and batch >= 0 and n.shape[0] != batch):
-        ctx.fail(f"{what}: Lengths must be [B], one length per row of X (B = {batch}), got "
-                 f"{_fmt(n.shape)}")
 
 
 def _check_sequence(ctx: InferContext, what: str, min_rank: int = 2):
@@ -42,7 +38,7 @@ def _check_sequence(ctx: InferContext, what: str, min_rank: int = 2):
         ctx.fail_dtype(f"{what}: X must be float32 or float64, got {x.dtype}")
     if x.rank < min_rank:
         ctx.fail(f"{what}: X must be a padded batch [B, T, ...], got {_fmt(x.shape)}")
-    _check_lengths_slot(ctx, x.shape[0], what)
+    check_lengths_input(ctx, x.shape[0], what)
     return x
 
 
@@ -168,14 +164,21 @@ def _pool_kernel(ctx: KernelContext):
     return _Pool(ctx)
 
 
+def _grad_of(g: GradContext, out_slot: str) -> tuple[list[str], list[str]] | None:
+    """([dOut], [dX]) when a gradient flows from ``out_slot`` to X, else None."""
+    dout = flowing_grad(g.out_grad(out_slot))
+    dx = [n for n in g.in_grad("X") if n]
+    return ([dout], dx) if dout is not None and dx else None
+
+
 def _pool_grad(g: GradContext) -> None:
-    dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("X"):
+    grads = _grad_of(g, "Out")
+    if grads is None:
         return
-    inputs = {"X": g.input("X"), "Lengths": g.input("Lengths"), "Out@GRAD": dout}
+    inputs = {"X": g.input("X"), "Lengths": g.input("Lengths"), "Out@GRAD": grads[0]}
     if g.attrs["pooltype"] == "MAX":
         inputs["MaxIndex"] = g.output("MaxIndex")
-    g.emit("sequence_pool_grad", inputs, {"X@GRAD": g.in_grad("X")}, g.attrs)
+    g.emit("sequence_pool_grad", inputs, {"X@GRAD": grads[1]}, g.attrs)
 
 
 def _pool_grad_kernel(ctx: KernelContext):
@@ -257,30 +260,17 @@ def _softmax_kernel(ctx: KernelContext):
 
 
 def _softmax_grad(g: GradContext) -> None:
-    dout = g.out_grad("Out")
-    if not dout or dout[0] is None or not g.wants("X"):
-        return
-    g.emit("sequence_softmax_grad", {"Out": g.output("Out"), "Out@GRAD": dout},
-           {"X@GRAD": g.in_grad("X")})
-
-
-def _softmax_grad_kernel(ctx: KernelContext):
-    """dX = Y * (dY - sum(dY * Y)) over each row; zero where Y is (at padding)."""
-    xp, out = ctx.xp, ctx.buffer("X@GRAD")
-
-    def fn(y, dy):
-        s = xp.multiply(y, dy).sum(axis=1, keepdims=True)
-        t = xp.subtract(dy, s, out=out)
-        return xp.multiply(t, y, out=t)
-    return fn
+    """softmax's gradient along the time axis: zero at padding, where Out is."""
+    grads = _grad_of(g, "Out")
+    if grads is not None:
+        g.emit("softmax_grad", {"Out": g.output("Out"), "Out@GRAD": grads[0]},
+               {"X@GRAD": grads[1]}, {"axis": 1})
 
 
 register(OpSpec("sequence_softmax", slots("X", "Lengths?"), slots("Out"), _softmax_infer,
                 _softmax_kernel, _softmax_grad,
                 doc="Softmax over each row's valid positions of X [B, T] (or [B, T, 1]); zero "
                     "at padding."))
-register(OpSpec("sequence_softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
-                infer_like({"X@GRAD": "Out"}), _softmax_grad_kernel))
 
 
 # --- sequence_reverse ---------------------------------------------------------------------------
@@ -290,7 +280,7 @@ def _reverse_infer(ctx: InferContext) -> None:
     if x.rank < 2:
         ctx.fail(f"sequence_reverse: X must be a padded batch [B, T, ...], got "
                  f"{_fmt(x.shape)}")
-    _check_lengths_slot(ctx, x.shape[0], "sequence_reverse")
+    check_lengths_input(ctx, x.shape[0], "sequence_reverse")
     ctx.set_output("Y", x.shape, x.dtype)
 
 
@@ -315,11 +305,10 @@ def _reverse_kernel(ctx: KernelContext):
 
 def _reverse_grad(g: GradContext) -> None:
     """Reversing is its own inverse: the gradient is the reversed output gradient."""
-    dout = g.out_grad("Y")
-    if not dout or dout[0] is None or not g.wants("X"):
-        return
-    g.emit("sequence_reverse", {"X": dout, "Lengths": g.input("Lengths")},
-           {"Y": g.in_grad("X")})
+    grads = _grad_of(g, "Y")
+    if grads is not None:
+        g.emit("sequence_reverse", {"X": grads[0], "Lengths": g.input("Lengths")},
+               {"Y": grads[1]})
 
 
 register(OpSpec("sequence_reverse", slots("X", "Lengths?"), slots("Y"), _reverse_infer,
