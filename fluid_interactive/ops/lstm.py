@@ -221,7 +221,13 @@ class _Backward:
         self.bufs = {s: ctx.buffer(s + "@GRAD") for s in self.wants}
         self.factors = xp.empty((T, B, 4 * H), dt)   # P: dG = P * (dc, dc, dc, dh)
         self.k = xp.empty((T, B, H), dt)             # K: dc += K * dh
-        self.dgates = xp.empty((T, B, 4 * H), dt)
+        self.act_c = xp.empty((T, B, H), dt)
+        # The steps write their gate gradients straight into Input@GRAD through a
+        # processing-order view, except for a reversed op with lengths (a gather).
+        self.direct = self.wants["Input"] and not (a["is_reverse"] and
+                                                   ctx.has_input("Lengths"))
+        self.dgates = None if self.direct else xp.empty((T, B, 4 * H), dt)
+        self.h_prev = xp.empty((B, T, H), dt) if self.direct else None
         self.dh_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
         self.dc_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
         self.dh, self.dc, self.carry = (xp.empty((B, H), dt) for _ in range(3))
@@ -240,10 +246,17 @@ class _Backward:
         dc_in = self._time_major(v.get("Cell@GRAD"), self.dc_seq)
         peep = self._peepholes(v.get("Bias"))
         w_t = v["Weight"].T
-        dg = self.dgates
+        dx = self._input_grad()
+        dg = self.dgates if dx is None else st.time_view(dx)
         for t in range(T - 1, -1, -1):
             self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep)
-        return self._results(v, dg, c0)
+        return self._results(v, dg, dx, c0)
+
+    def _input_grad(self) -> Any:
+        """Input@GRAD [B, T, 4H] when the steps write into it (`direct`), else None."""
+        if not self.direct:
+            return None
+        return new_or(self.bufs["Input"], self.xp, (self.B, self.T, 4 * self.H), self.dtype)
 
     def _time_major(self, d: Any, buf: Any) -> Any:
         """An output gradient in processing order, zero at padding (None stays None)."""
@@ -273,7 +286,7 @@ class _Backward:
         if self.T:
             xp.multiply(p[0, :, 2 * H:3 * H], c0, out=p[0, :, 2 * H:3 * H])
             xp.multiply(p[1:, :, 2 * H:3 * H], cells[:-1], out=p[1:, :, 2 * H:3 * H])
-        act_c = _cell_fn(xp, cell)(cells, self.dgates[..., :H])   # scratch until the loop
+        act_c = _cell_fn(xp, cell)(cells, self.act_c)
         xp.multiply(p[..., 3 * H:], act_c, out=p[..., 3 * H:])
         derivative(xp, act_c, cell, k)
         xp.multiply(k, gates[..., 3 * H:], out=k)
@@ -309,11 +322,11 @@ class _Backward:
         else:
             self.xp.copyto(dh, dh_in[t])
 
-    def _results(self, v: dict, dg: Any, c0: Any) -> tuple:
+    def _results(self, v: dict, dg: Any, dx: Any, c0: Any) -> tuple:
         xp, T, B, H, dt = self.xp, self.T, self.B, self.H, self.dtype
         out = []
         if self.wants["Input"]:
-            out.append(self.steps.to_batch(dg, self.bufs["Input"]))
+            out.append(self.steps.to_batch(dg, self.bufs["Input"]) if dx is None else dx)
         if self.wants["H0"]:
             dh0 = new_or(self.bufs["H0"], xp, (B, H), dt)
             out.append(xp.matmul(dg[0], v["Weight"].T, out=dh0) if T else zero(dh0))
@@ -321,15 +334,24 @@ class _Backward:
             dc0 = new_or(self.bufs["C0"], xp, (B, H), dt)
             out.append(copy_into(xp, dc0, self.carry) if T else zero(dc0))
         if self.wants["Weight"]:
-            out.append(self._dweight(v, dg))
+            out.append(self._dweight(v, dg, dx))
         if self.wants["Bias"]:
             out.append(self._dbias(v, dg, c0))
         return out[0] if len(out) == 1 else tuple(out)
 
-    def _dweight(self, v: dict, dg: Any) -> Any:
+    def _dweight(self, v: dict, dg: Any, dx: Any) -> Any:
+        """dW = sum over steps of h_prev^T dG: one GEMM over the gate gradients as they lie
+        (in Input@GRAD, batch-major, with h_prev laid out to match), or in processing
+        order."""
         xp, T, H = self.xp, self.T, self.H
         dw = new_or(self.bufs["Weight"], xp, (H, 4 * H), self.dtype)
         hids = v["BatchHidden"]
+        if dx is not None:
+            h_prev = self.steps.time_view(self.h_prev)
+            if T:
+                xp.copyto(h_prev[0], v.get("H0", self.zeros))
+                xp.copyto(h_prev[1:], hids[:-1])
+            return xp.matmul(self.h_prev.reshape(-1, H).T, dx.reshape(-1, 4 * H), out=dw)
         xp.matmul(hids[:-1].reshape(-1, H).T, dg[1:].reshape(-1, 4 * H), out=dw)
         if "H0" in v and T:
             dw += xp.matmul(v["H0"].T, dg[0])
@@ -338,7 +360,7 @@ class _Backward:
     def _dbias(self, v: dict, dg: Any, c0: Any) -> Any:
         xp, H = self.xp, self.H
         db = new_or(self.bufs["Bias"], xp, v["Bias"].shape, self.dtype)
-        dg.reshape(-1, 4 * H).sum(axis=0, out=db[0, :4 * H])
+        dg.sum(axis=(0, 1), out=db[0, :4 * H])
         if self.peep:
             cells = v["BatchCellPreAct"]
             c_prev = xp.concatenate([c0.reshape(1, *c0.shape), cells[:-1]])

@@ -195,15 +195,17 @@ def _pool_grad_kernel(ctx: KernelContext):
         dx = new_or(out, xp, x.shape, x.dtype)
         if kind in ("SUM", "AVERAGE", "SQRT"):
             return _spread(xp, valid, kind, lengths, dout, dx)
-        if kind == "MAX":
-            at = args[-2][:, None]
-        elif kind == "FIRST" or lengths is None:
-            at = 0 if kind == "FIRST" else valid.time - 1
+        if kind == "MAX":    # one position per row and trailing element
+            xp.multiply(xp.equal(t_grid, args[-2][:, None]), dout[:, None], out=dx)
+            if lengths is not None:
+                xp.multiply(dx, valid.per_row(lengths > 0)[:, None], out=dx)
+            return dx
+        dx.fill(0)           # one position per row: dOut put there (none for an empty row)
+        if lengths is None:
+            dx[:, 0 if kind == "FIRST" else valid.time - 1] = dout
         else:
-            at = valid.per_row(lengths - 1)[:, None]
-        xp.multiply(xp.equal(t_grid, at), dout[:, None], out=dx)
-        if lengths is not None:
-            xp.multiply(dx, valid.per_row(lengths > 0)[:, None], out=dx)
+            at = xp.maximum(lengths - 1, 0) if kind == "LAST" else 0 * lengths
+            dx[valid.rows, at] = xp.where(valid.per_row(lengths > 0), dout, 0)
         return dx
     return fn
 
