@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ import numpy as np
 from ..errors import OnnxError
 from .names import checked_name
 from .proto import MIN_IMPORT_OPSET, dtype_from_onnx, onnx_module
+
+#: Rewrites of the parsed graph proto, applied before anything else reads it (the import
+#: rule modules register them, e.g. import_rnn's for PyTorch's zero initial states).
+GRAPH_REWRITES: list[Callable[[Any], None]] = []
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ def read_onnx(path: str) -> OnnxGraph:
         raise OnnxError(f"{path} is not a readable ONNX model: {type(e).__name__}: {e}") \
             from None
     g = model.graph
+    for rewrite in GRAPH_REWRITES:
+        rewrite(g)
     opset = _default_opset(model, path)
     _reject_unsupported(path, g, IMPORT_RULES)
     initializers = _initializers(path, g)
