@@ -6,7 +6,7 @@ exactly two steps (one in each half). The target is the sum of the two marked va
 Predicting 1 whatever the input (no memory) scores the mean squared error 1/6 ~ 0.167; a
 model that remembers the marked values drives it towards 0.
 
-    python examples/adding_problem.py [--steps 3000] [--seq-len 100]
+    python examples/adding_problem.py [--steps 4000] [--seq-len 100]
 
 Prints the test MSE every few hundred steps and a final figure beside the baseline.
 """
@@ -68,7 +68,7 @@ class AddingProblem(fluid.Program):
         return self.predict_sum(x)
 
 
-def main(steps: int = 3000, seq_len: int = 100, batch_size: int = 64, seed: int = 0,
+def main(steps: int = 4000, seq_len: int = 100, batch_size: int = 64, seed: int = 0,
          report_every: int = 250) -> float:
     """Train for ``steps`` batches; print and return the final test MSE."""
     rng = np.random.default_rng(seed)
@@ -88,7 +88,7 @@ def main(steps: int = 3000, seq_len: int = 100, batch_size: int = 64, seed: int 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--seq-len", type=int, default=100)
     args = ap.parse_args()
     main(args.steps, args.seq_len)

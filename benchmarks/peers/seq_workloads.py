@@ -77,6 +77,7 @@ def seq_batches(model: str, batch: int) -> tuple[list[np.ndarray], list[np.ndarr
     xs, ys = [], []
     for _ in range(POOL):
         y = rng.integers(0, classes, batch)
-        xs.append((0.5 * protos[y] + rng.standard_normal((batch, t, d))).astype(np.float32))
+        scale = 0.5 if model == "W5" else 0.15
+        xs.append((scale * protos[y] + rng.standard_normal((batch, t, d))).astype(np.float32))
         ys.append(y.reshape(batch, 1).astype(np.int64))
     return xs, ys
