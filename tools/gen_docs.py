@@ -16,7 +16,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "extension")]
 import fluid  # noqa: E402
 import fluid_interactive.errors as errors  # noqa: E402
 
-MODULES = ["layers", "optimizer", "initializer", "regularizer", "backward", "recordio"]
+MODULES = ["layers", "nets", "optimizer", "initializer", "regularizer", "backward", "recordio"]
 
 
 def _summary(obj) -> str:
