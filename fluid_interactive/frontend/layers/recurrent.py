@@ -45,6 +45,23 @@ def _optional(value: Any, what: str) -> Variable | None:
     return None if value is None else as_variable(value, what)
 
 
+def _weight(helper: LayerHelper, param_attr: Any, shape: list[int], dtype: str,
+            layer: str) -> Variable:
+    """The recurrent weight (Xavier by default); every recurrent layer has one."""
+    pattr = helper.param_attr(param_attr, "param_attr")
+    if pattr is None:
+        raise error_at(OpArgumentError, f"{layer} needs a weight; param_attr=False is not "
+                                        f"allowed")
+    return helper.create_parameter(pattr, shape, dtype)
+
+
+def _bias(helper: LayerHelper, bias_attr: Any, width: int, dtype: str) -> Variable | None:
+    """The bias [1, width] (zeros by default), or None for bias_attr=False."""
+    battr = helper.param_attr(bias_attr, "bias_attr")
+    return None if battr is None else helper.create_parameter(battr, [1, width], dtype,
+                                                              is_bias=True)
+
+
 def dynamic_lstm(input: Variable, size: int, lengths: Variable | None = None,
                  h_0: Variable | None = None, c_0: Variable | None = None,
                  param_attr: Any = None, bias_attr: Any = None, use_peepholes: bool = True,
@@ -74,18 +91,12 @@ def dynamic_lstm(input: Variable, size: int, lengths: Variable | None = None,
     x = _sequence_input(input, size, layer, f"size={size}")
     h = size // 4
     helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
-    pattr = helper.param_attr(param_attr, "param_attr")
-    if pattr is None:
-        raise error_at(OpArgumentError, "dynamic_lstm needs a weight; param_attr=False is "
-                                        "not allowed")
-    weight = helper.create_parameter(pattr, [h, 4 * h], x.dtype)
-    battr = helper.param_attr(bias_attr, "bias_attr")
-    if battr is None and use_peepholes:
+    weight = _weight(helper, param_attr, [h, 4 * h], x.dtype, layer)
+    if bias_attr is False and use_peepholes:
         raise error_at(OpArgumentError, "dynamic_lstm: use_peepholes=True keeps the peephole "
                                         "weights in the bias; bias_attr=False needs "
                                         "use_peepholes=False")
-    bias = None if battr is None else helper.create_parameter(
-        battr, [1, (7 if use_peepholes else 4) * h], x.dtype, is_bias=True)
+    bias = _bias(helper, bias_attr, (7 if use_peepholes else 4) * h, x.dtype)
     inputs = {"Input": x, "H0": _optional(h_0, "h_0"), "C0": _optional(c_0, "c_0"),
               "Weight": weight, "Bias": bias, "Lengths": _optional(lengths, "lengths")}
     attrs = {"use_peepholes": bool(use_peepholes), "is_reverse": bool(is_reverse),
@@ -115,14 +126,8 @@ def dynamic_gru(input: Variable, size: int, lengths: Variable | None = None,
     size = _positive_int(size, "size (the hidden size)", layer)
     x = _sequence_input(input, 3 * size, layer, f"size={size} (3 * size)")
     helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
-    pattr = helper.param_attr(param_attr, "param_attr")
-    if pattr is None:
-        raise error_at(OpArgumentError, "dynamic_gru needs a weight; param_attr=False is "
-                                        "not allowed")
-    weight = helper.create_parameter(pattr, [size, 3 * size], x.dtype)
-    battr = helper.param_attr(bias_attr, "bias_attr")
-    bias = None if battr is None else helper.create_parameter(battr, [1, 3 * size], x.dtype,
-                                                              is_bias=True)
+    weight = _weight(helper, param_attr, [size, 3 * size], x.dtype, layer)
+    bias = _bias(helper, bias_attr, 3 * size, x.dtype)
     inputs = {"Input": x, "H0": _optional(h_0, "h_0"), "Weight": weight, "Bias": bias,
               "Lengths": _optional(lengths, "lengths")}
     attrs = {"is_reverse": bool(is_reverse), "gate_activation": gate_activation,
@@ -164,14 +169,8 @@ def gru_unit(input: Variable, hidden: Variable, size: int, param_attr: Any = Non
     x, h = as_variable(input, "gru_unit input"), as_variable(hidden, "gru_unit hidden")
     d = size // 3
     helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
-    pattr = helper.param_attr(param_attr, "param_attr")
-    if pattr is None:
-        raise error_at(OpArgumentError, "gru_unit needs a weight; param_attr=False is not "
-                                        "allowed")
-    weight = helper.create_parameter(pattr, [d, 3 * d], x.dtype)
-    battr = helper.param_attr(bias_attr, "bias_attr")
-    bias = None if battr is None else helper.create_parameter(battr, [1, 3 * d], x.dtype,
-                                                              is_bias=True)
+    weight = _weight(helper, param_attr, [d, 3 * d], x.dtype, "gru_unit")
+    bias = _bias(helper, bias_attr, 3 * d, x.dtype)
     outs = helper.append("gru_unit", {"Input": x, "HiddenPrev": h, "Weight": weight,
                                       "Bias": bias},
                          {"activation": activation, "gate_activation": gate_activation,
