@@ -347,11 +347,12 @@ class _Backward:
         dw = new_or(self.bufs["Weight"], xp, (H, 4 * H), self.dtype)
         hids = v["BatchHidden"]
         if dx is not None:
-            h_prev = self.steps.time_view(self.h_prev)
+            h_prev: Any = self.h_prev                 # [B, T, H], as Input@GRAD lies
+            in_steps = self.steps.time_view(h_prev)
             if T:
-                xp.copyto(h_prev[0], v.get("H0", self.zeros))
-                xp.copyto(h_prev[1:], hids[:-1])
-            return xp.matmul(self.h_prev.reshape(-1, H).T, dx.reshape(-1, 4 * H), out=dw)
+                xp.copyto(in_steps[0], v.get("H0", self.zeros))
+                xp.copyto(in_steps[1:], hids[:-1])
+            return xp.matmul(h_prev.reshape(-1, H).T, dx.reshape(-1, 4 * H), out=dw)
         xp.matmul(hids[:-1].reshape(-1, H).T, dg[1:].reshape(-1, 4 * H), out=dw)
         if "H0" in v and T:
             dw += xp.matmul(v["H0"].T, dg[0])
