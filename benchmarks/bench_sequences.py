@@ -3,7 +3,8 @@ contenders; medians over blocks):
 
 * plan + first call: compiling W4's program and its first train step (T = 100);
 * long sequences: one train step at T = 1000 against ten steps at T = 100 (the same
-  number of time steps; the target is within 1.1x);
+  number of time steps; the target is within 1.1x), with the adding problem's program
+  (W4's model with T left open);
 * fluid against the hand-written NumPy BPTT of the peer suite on W4 and W5, same process.
 
     python benchmarks/bench_sequences.py [--rounds 7]
@@ -20,8 +21,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
+sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension"), os.path.join(ROOT, "examples")]
 
+from adding_problem import AddingProblem  # noqa: E402
 from peers import seq_fluid, seq_numpy  # noqa: E402
 from peers.seq_workloads import adding_problem  # noqa: E402
 from peers.workloads import WORKLOADS, initial_parameters  # noqa: E402
@@ -42,7 +44,7 @@ def interleaved_ms(contenders: dict, rounds: int) -> dict[str, list[float]]:
 
 
 def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
 def first_call(rounds: int) -> None:
@@ -59,8 +61,9 @@ def first_call(rounds: int) -> None:
 
 
 def long_sequences(rounds: int) -> None:
+    """examples/adding_problem.py's program (W4's model, T left open)."""
     w = WORKLOADS["W4"]
-    prog = seq_fluid.program_class(w)().Compile(seed=0)
+    prog = AddingProblem().Compile(seed=0)
     rng = np.random.default_rng(0)
     short, long = adding_problem(rng, w.batch, 100), adding_problem(rng, w.batch, 1000)
     step = prog.train_step

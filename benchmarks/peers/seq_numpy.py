@@ -1,12 +1,12 @@
-"""The sequence workloads written by hand in NumPy, as fast as we know how: the LSTM's
-backpropagation through time (W4, W5) and the Transformer encoder block's backward (W6)
-derived and written out, buffers allocated once, parameters and gradients as views of
-flat buffers, Adam over the flat buffers.
+"""The sequence workloads written by hand in NumPy: the LSTM's backpropagation through
+time (W4, W5) and the Transformer encoder block's backward (W6) derived and written out,
+parameters and gradients as views of flat buffers, Adam over the flat buffers.
 
-The LSTM step: time-major buffers ([T, B, ...], one BLAS call and a few ufuncs per step),
-sigmoid computed as 0.5 * tanh(x / 2) + 0.5 with the 1/2 folded into the weights once per
-step, and backward every factor that does not depend on the recurrence computed for all
-steps at once before the loop.
+The LSTM step is as fast as we know how: buffers allocated once, time-major ([T, B, ...],
+one BLAS call and a few in-place ufuncs per step), sigmoid computed as
+0.5 * tanh(x / 2) + 0.5 with the 1/2 folded into the weights once per step, and backward
+every factor that does not depend on the recurrence computed for all steps at once before
+the loop. The encoder block is written plainly: its temporaries are allocated per step.
 """
 from __future__ import annotations
 
