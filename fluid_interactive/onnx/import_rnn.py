@@ -38,7 +38,9 @@ def _static(n: NodeImport, i: int, what: str) -> np.ndarray | None:
         return None
     value = n.static(i)
     if value is None:
-        n.fail(f"needs its {what} (input {i}) as an initializer")
+        n.fail(f"needs its {what} (input {i}) as an initializer, as PyTorch's exports have "
+               f"it; here it is computed by other nodes (fluid_interactive's own export "
+               f"computes R from the parameter, so its LSTM/GRU files do not import back)")
     return value
 
 

@@ -71,6 +71,19 @@ def test_the_cell_sequence_does_not_export():
         export_onnx(Cells().Compile(seed=0), None)
 
 
+def test_importing_a_computed_recurrent_weight_says_why_not(tmp_path):
+    class Fixed(fluid.Program):
+        @fluid.network("x")
+        def infer(self, x):
+            x = fluid.layers.data("x", shape=[4, D], dtype="float32")
+            return fluid.layers.dynamic_lstm(fluid.layers.fc(x, 4 * H, num_flatten_dims=2),
+                                             4 * H)[0]
+    path = str(tmp_path / "lstm.onnx")
+    export_onnx(Fixed().Compile(seed=0), path)
+    with pytest.raises(OnnxError, match=r"recurrent weight R \(input 2\) as an initializer"):
+        fluid.import_onnx(path)
+
+
 def test_gru_with_tanh_gates_in_paddles_mode_says_why_it_does_not_export():
     prog = seq_program("gru", {"gate_activation": "tanh"}, False)
     with pytest.raises(OnnxError, match="origin_mode=False with a gate activation"):
