@@ -12,7 +12,8 @@ candidate's recurrent bias inside the reset as the op's Bias.
 PyTorch writes a zero initial state as ``ConstantOfShape`` of a shape computed from the
 input (Shape, Gather, Unsqueeze, Concat); `drop_zero_initial_states` reads those as "no
 initial state" (ours start at zero) and removes the shape arithmetic before the graph is
-replayed.
+replayed; `require_fixed_weights` says up front when W, R or B are computed by other nodes
+(as in this package's own export), which the import does not read.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OnnxError
 from .import_graph import GRAPH_REWRITES
 from .import_registry import NodeImport, import_rule
 
@@ -38,9 +40,7 @@ def _static(n: NodeImport, i: int, what: str) -> np.ndarray | None:
         return None
     value = n.static(i)
     if value is None:
-        n.fail(f"needs its {what} (input {i}) as an initializer, as PyTorch's exports have "
-               f"it; here it is computed by other nodes (fluid_interactive's own export "
-               f"computes R from the parameter, so its LSTM/GRU files do not import back)")
+        n.fail(f"needs its {what} (input {i}) as an initializer")
     return value
 
 
@@ -254,4 +254,24 @@ def _remove_dead(graph: Any, candidates: list) -> None:
         stack.extend(producers[i] for i in node.input if i in producers)
 
 
-GRAPH_REWRITES.append(drop_zero_initial_states)
+_WEIGHTS = {1: "input weight W", 2: "recurrent weight R", 3: "bias B", 7: "peephole weights P"}
+
+
+def require_fixed_weights(graph: Any) -> None:
+    """An RNN node's weights must be initializers (or Constants): checked before any node
+    is replayed, so the error names the cause rather than a node computing them."""
+    fixed = {t.name for t in graph.initializer} | \
+        {o for node in graph.node if node.op_type == "Constant" for o in node.output}
+    for node in graph.node:
+        if node.op_type not in ("LSTM", "GRU"):
+            continue
+        for i, what in _WEIGHTS.items():
+            if i < len(node.input) and node.input[i] and node.input[i] not in fixed:
+                raise OnnxError(
+                    f"ONNX {node.op_type} node {node.name[:80]!r} needs its {what} (input "
+                    f"{i}) as an initializer, as PyTorch's exports have it; here other nodes "
+                    f"compute it (fluid_interactive's own export computes R from the "
+                    f"parameter, so its LSTM/GRU files do not import back)")
+
+
+GRAPH_REWRITES.extend([drop_zero_initial_states, require_fixed_weights])
