@@ -13,10 +13,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "benchmarks", "bench_peers.py")
 
 
-def _check(framework: str) -> dict:
+def _check(framework: str, workloads: str = "W1,W2-sgd,W1-infer-list") -> dict:
     out = subprocess.run([sys.executable, PEERS, "--worker", framework, "--mode", "check",
-                          "--workloads", "W1,W2-sgd,W1-infer-list"],
-                         capture_output=True, text=True, timeout=300, check=True)
+                          "--workloads", workloads],
+                         capture_output=True, text=True, timeout=600, check=True)
     line = next(s for s in out.stdout.splitlines() if s.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
@@ -27,6 +27,16 @@ def test_peer_suite_fluid_and_hand_numpy_agree():
     for name in fluid:
         np.testing.assert_allclose(fluid[name], numpy[name], rtol=2e-3, atol=1e-5)
     assert fluid["W2-sgd"][-1] < fluid["W2-sgd"][0]          # it learns
+
+
+def test_sequence_workloads_fluid_and_hand_numpy_agree():
+    """The LSTM (W5) and the Transformer encoder block (W6), from the same data and initial
+    parameters."""
+    fluid, numpy = _check("fluid", "W5,W6"), _check("numpy", "W5,W6")
+    assert set(fluid) == set(numpy) == {"W5", "W6"}
+    for name in fluid:
+        np.testing.assert_allclose(fluid[name], numpy[name], rtol=2e-3, atol=1e-5)
+        assert fluid[name][-1] < fluid[name][0]          # it learns
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a bash script")

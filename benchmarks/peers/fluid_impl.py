@@ -7,6 +7,7 @@ import numpy as np
 
 import fluid
 
+from .seq_workloads import SEQ_MODELS
 from .workloads import POOL, Contender, Workload, batches, infer_inputs
 
 #: fluid's parameter names -> the suite's, per model and W3 variant
@@ -92,6 +93,9 @@ def compiled(w: Workload, params: dict[str, np.ndarray], device: str = "cpu"):
 
 def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
     """On 'gpu' the batches are NumPy arrays fed every call, as a user's would be."""
+    if w.model in SEQ_MODELS:
+        from .seq_fluid import make as make_seq
+        return make_seq(w, params, device)
     prog, compile_ms = compiled(w, params, device)
     if w.kind == "train":
         xs, ys = batches(w.model, w.batch)

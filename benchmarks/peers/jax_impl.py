@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .seq_workloads import SEQ_MODELS
 from .workloads import POOL, Contender, Workload, batches, infer_inputs
 
 
@@ -49,22 +50,27 @@ def _loss(model: str):
     return xent
 
 
+def adam_step(w: Workload, grad_fn):
+    """One jitted Adam step over ``grad_fn``'s (loss, gradients); the state donated."""
+    b1, b2, eps = 0.9, 0.999, 1e-8
+
+    def adam(state, x, y):
+        p, m1, m2, t = state
+        loss, g = grad_fn(p, x, y)
+        t = t + 1.0
+        rate = w.lr * jnp.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
+        m1 = jax.tree_util.tree_map(lambda m, gi: b1 * m + (1 - b1) * gi, m1, g)
+        m2 = jax.tree_util.tree_map(lambda m, gi: b2 * m + (1 - b2) * gi * gi, m2, g)
+        p = jax.tree_util.tree_map(lambda pi, a, b: pi - rate * a / (jnp.sqrt(b) + eps),
+                                   p, m1, m2)
+        return (p, m1, m2, t), loss
+    return jax.jit(adam, donate_argnums=(0,))
+
+
 def _train_step(w: Workload):
     grad_fn = jax.value_and_grad(_loss(w.model))
     if w.optimizer == "adam":
-        b1, b2, eps = 0.9, 0.999, 1e-8
-
-        def adam(state, x, y):
-            p, m1, m2, t = state
-            loss, g = grad_fn(p, x, y)
-            t = t + 1.0
-            rate = w.lr * jnp.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
-            m1 = jax.tree_util.tree_map(lambda m, gi: b1 * m + (1 - b1) * gi, m1, g)
-            m2 = jax.tree_util.tree_map(lambda m, gi: b2 * m + (1 - b2) * gi * gi, m2, g)
-            p = jax.tree_util.tree_map(lambda pi, a, b: pi - rate * a / (jnp.sqrt(b) + eps),
-                                       p, m1, m2)
-            return (p, m1, m2, t), loss
-        return jax.jit(adam, donate_argnums=(0,))
+        return adam_step(w, grad_fn)
 
     def sgd(state, x, y):
         loss, g = grad_fn(state, x, y)
@@ -74,6 +80,9 @@ def _train_step(w: Workload):
 
 def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
     """JAX runs where its default backend is (the suite compares it on the CPU)."""
+    if w.model in SEQ_MODELS:
+        from .seq_jax import make as make_seq
+        return make_seq(w, params, device)
     p = {k: jnp.asarray(v) for k, v in params.items()}
     if w.kind == "infer":
         forward = jax.jit(_forward(w.model))

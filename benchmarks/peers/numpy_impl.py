@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy_lenet import NumpyLeNet, SoftmaxCrossEntropy
 
+from .seq_workloads import SEQ_MODELS
 from .workloads import POOL, Contender, Workload, batches, infer_inputs
 
 f32 = np.float32
@@ -138,6 +139,9 @@ class W2:
 
 
 def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
+    if w.model in SEQ_MODELS:
+        from .seq_numpy import make as make_seq
+        return make_seq(w, params, device)
     if w.kind == "infer":
         return Contender(_infer(w, params))
     xs, ys = batches(w.model, w.batch)

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .seq_workloads import SEQ_MODELS
 from .workloads import POOL, Contender, Workload, batches, infer_inputs
 
 
@@ -41,6 +42,9 @@ def model(name: str, p: dict[str, np.ndarray]) -> nn.Module:
 def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Contender:
     """On 'gpu' the model lives on CUDA and each batch is copied there from NumPy every
     call (as fluid's feeds are)."""
+    if w.model in SEQ_MODELS:
+        from .seq_torch import make as make_seq
+        return make_seq(w, params, device)
     dev = torch.device("cuda" if device == "gpu" else "cpu")
     net = model(w.model, params).to(dev)
     if w.kind == "infer":

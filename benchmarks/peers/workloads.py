@@ -6,6 +6,7 @@ W2  MLP 784 -> 512 relu -> 512 relu -> 10, batch 128, softmax cross-entropy, SGD
     or Adam lr 0.001
 W3  LeNet on 1x28x28: conv 5x5 20 -> relu -> max-pool 2 -> conv 5x5 50 -> relu -> max-pool 2
     -> fc 500 relu -> fc 10, batch 64, SGD lr 0.01
+W4-W6  sequence models: an LSTM and a Transformer encoder block (seq_workloads.py)
 
 Parameters use fluid's layouts (fc weight [in, out], conv filter [O, C, kh, kw]).
 """
@@ -48,6 +49,12 @@ WORKLOADS = {w.name: w for w in (
              what="W3 LeNet b64, SGD (conv2d + pool2d)"),
     Workload("W3-scp", "W3", "train", "sgd", 0.01, 64, steps=15, warmup=3,
              what="W3 LeNet b64, SGD (simple_img_conv_pool)"),
+    Workload("W4", "W4", "train", "adam", 0.001, 64, steps=5, warmup=2,
+             what="W4 LSTM b64 T100 D2 H64, Adam (the adding problem)"),
+    Workload("W5", "W5", "train", "adam", 0.001, 32, steps=15, warmup=3,
+             what="W5 LSTM b32 T29 D12 H64, Adam"),
+    Workload("W6", "W6", "train", "adam", 0.001, 32, steps=5, warmup=2,
+             what="W6 Transformer encoder block b32 T64 d128 4 heads, Adam"),
     Workload("W1-infer-1", "W1", "infer", batch=1, sample="array", steps=3000, warmup=300,
              what="W1 infer 1 sample (array)"),
     Workload("W1-infer-list", "W1", "infer", batch=1, sample="list", steps=3000, warmup=300,
@@ -67,6 +74,9 @@ def _uniform(rng: np.random.Generator, shape: tuple, fan_in: int) -> np.ndarray:
 
 
 def initial_parameters(model: str) -> dict[str, np.ndarray]:
+    if model in ("W4", "W5", "W6"):   # the sequence workloads: seq_workloads.py
+        from .seq_workloads import seq_parameters
+        return seq_parameters(model)
     rng = np.random.default_rng({"W1": 1, "W2": 2, "W3": 3}[model])
     if model == "W1":
         return {"w0": _uniform(rng, (13, 1), 13), "b0": np.zeros(1, np.float32)}

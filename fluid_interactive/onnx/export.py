@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import OnnxError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
-from . import export_math, export_nn, export_shape  # noqa: F401  (register the rules)
+from . import export_math, export_nn, export_rnn, export_shape  # noqa: F401  (the rules)
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
 from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_dtype, onnx_module
 

@@ -14,6 +14,7 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,10 @@ from ..errors import OnnxError
 from .files import ExternalData, read_regular
 from .names import checked_name
 from .proto import MIN_IMPORT_OPSET, dtype_from_onnx, onnx_module
+
+#: Rewrites of the parsed graph proto, applied before anything else reads it (the import
+#: rule modules register them, e.g. import_rnn's for PyTorch's zero initial states).
+GRAPH_REWRITES: list[Callable[[Any], None]] = []
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ def read_onnx(path: str) -> OnnxGraph:
     path = os.fspath(path)
     model = _load(path)
     g = model.graph
+    for rewrite in GRAPH_REWRITES:
+        rewrite(g)
     opset = _default_opset(model, path)
     _reject_unsupported(path, g, IMPORT_RULES)
     every_initializer = {t.name for t in g.initializer}

@@ -16,7 +16,6 @@ counts as 0 for soft labels. Every kernel avoids NumPy floating-point warnings.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -31,6 +30,7 @@ from .spec import (
     TensorType,
     dims_compatible,
     emit_default_grad,
+    flowing_grad,
     infer_like,
     slots,
 )
@@ -38,18 +38,6 @@ from .spec import (
 _FLOATS = ("float16", "float32", "float64")
 _INTS = ("int8", "uint8", "int16", "int32", "int64")
 _CLAMP = 1e20  # Paddle's kApproInf
-
-# The backward pass feeds multi-output ops a zero tensor named ``<var>@GRAD@ZERO[@k]`` for
-# an output no gradient reached; a gradient maker may drop it (it only adds zeros).
-_ZERO_GRAD = re.compile(r"@GRAD@ZERO(@\d+)?$")
-
-
-def _flowing(names: list) -> str | None:
-    """The gradient var of a single-var output slot, or None when nothing real flows."""
-    if not names or names[0] is None or _ZERO_GRAD.search(names[0]):
-        return None
-    return names[0]
-
 
 def _check_float(ctx: InferContext, t: TensorType, what: str) -> None:
     if t.dtype not in _FLOATS:
@@ -370,7 +358,7 @@ def _swce_grad(g: GradContext) -> None:
     from the Softmax output too."""
     if not g.wants("Logits"):
         return
-    dloss, dsm = _flowing(g.out_grad("Loss")), _flowing(g.out_grad("Softmax"))
+    dloss, dsm = flowing_grad(g.out_grad("Loss")), flowing_grad(g.out_grad("Softmax"))
     if dloss is None and dsm is None:
         return
     inputs = {"Label": g.input("Label"), "Softmax": g.output("Softmax")}

@@ -22,6 +22,7 @@ The three rule functions of a spec each get a small context object:
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -358,6 +359,18 @@ def grad_slot(slot: str) -> str:
 def present(names: Sequence[str | None]) -> TypeGuard[Sequence[str]]:
     """Whether every gradient name is there (no None), as `GradContext.emit` needs."""
     return all(n is not None for n in names)
+
+
+# The backward pass feeds multi-output ops a zero tensor named ``<var>@GRAD@ZERO[@k]`` for
+# an output no gradient reached; a gradient maker may drop it (it only adds zeros).
+_ZERO_GRAD = re.compile(r"@GRAD@ZERO(@\d+)?$")
+
+
+def flowing_grad(names: Sequence[str | None]) -> str | None:
+    """The gradient var of a single-var output slot, or None when nothing real flows."""
+    if not names or names[0] is None or _ZERO_GRAD.search(names[0]):
+        return None
+    return names[0]
 
 
 def infer_like(mapping: Mapping[str, str]) -> Callable[[InferContext], None]:

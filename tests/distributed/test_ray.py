@@ -77,6 +77,19 @@ def test_sync_on_ray_equals_the_in_process_engine_bit_for_bit(cluster):
         np.testing.assert_array_equal(on_ray.predict(x), local.predict(x))
 
 
+def test_an_lstm_on_ray_equals_the_in_process_engine(cluster):
+    """The fused lstm op and its Adam state, cut over two servers: 5 steps of padded
+    sequences with lengths, bit for bit (tests/distributed/test_sequence_models.py checks
+    the in-process engine against one process)."""
+    from distributed.test_sequence_models import SequenceClassifier, sequence_batches
+    plan = transpile(SequenceClassifier().Compile(seed=0), trainers=2, pservers=2,
+                     min_block_size=64)
+    with launch(plan, engine="ray", timeout=60) as on_ray, launch(plan) as local:
+        for x, n, y in sequence_batches(5):
+            assert on_ray.train_step(x, n, y) == local.train_step(x, n, y)
+        assert_same(on_ray.parameters(), local.parameters())
+
+
 def test_a_killed_server_restarts_and_the_run_ends_exactly(cluster, fit_data, tmp_path):
     """SIGKILL pserver 0's actor process mid-training: Ray restarts it, it resumes from its
     last prepared step, the trainers retry their exchanges, and after 30 steps every

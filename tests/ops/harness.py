@@ -150,9 +150,12 @@ def analytic_grads(op: OpDesc, env: dict[str, np.ndarray], cotangents: Mapping[s
 def check_grad(op_type: str, inputs: Arrays, attrs: dict | None = None,
                wrt: Sequence[str] = ("X",), output_counts: Mapping[str, int] | None = None,
                eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7,
-               max_elements: int = 40, seed: int = 0) -> None:
+               max_elements: int = 40, seed: int = 0,
+               through: Sequence[str] | None = None) -> None:
     """Gradients of sum(out * cotangent) w.r.t. the slots in ``wrt``, analytic against
-    central differences, all in float64 (float inputs are promoted)."""
+    central differences, all in float64 (float inputs are promoted). ``through`` names the
+    output slots that get a cotangent (default: all); the others get zeros (outputs an op
+    keeps for its gradient, through which no gradient flows by design)."""
     rng = np.random.default_rng(seed)
     promoted = {}
     for slot, v in inputs.items():
@@ -162,8 +165,10 @@ def check_grad(op_type: str, inputs: Arrays, attrs: dict | None = None,
     op, env = build_op(op_type, promoted, attrs, output_counts)
     run_ops([op], env)
     outs = op.output_names()
+    carried = {n for slot, names in op.outputs.items() if through is None or slot in through
+               for n in names}
     cot = {n: rng.standard_normal(np.shape(env[n])) for n in outs
-           if np.asarray(env[n]).dtype.kind == "f"}
+           if np.asarray(env[n]).dtype.kind == "f" and n in carried}
     for n in outs:
         cot.setdefault(n, np.zeros(np.shape(env[n])))
     grads = analytic_grads(op, env, cot, wrt)

@@ -4,7 +4,21 @@ Each module lists its public layers in ``__all__``; this package re-exports exac
 """
 import difflib as _difflib
 
-from . import activations, compare, conv, io, loss, lr, math, metric, nn, norm, tensor
+from . import (
+    activations,
+    compare,
+    conv,
+    io,
+    loss,
+    lr,
+    math,
+    metric,
+    nn,
+    norm,
+    recurrent,
+    sequence,
+    tensor,
+)
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .conv import *  # noqa: F403
@@ -15,10 +29,12 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .recurrent import *  # noqa: F403
+from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, conv, io, loss, lr, math, metric,
-                                nn, norm, tensor)
+                                nn, norm, recurrent, sequence, tensor)
                   for name in module.__all__})
 
 

@@ -1,0 +1,347 @@
+"""``gru``: a whole padded batch of sequences through a GRU in one op, and ``gru_grad``.
+
+Input [B, T, 3H] is already projected; its columns and those of Weight [H, 3H] and Bias
+[1, 3H] are in Paddle's order: update gate u, reset gate r, candidate c~. Per step, with
+``act_g`` the gate activation and ``act`` the candidate's:
+
+    [u r] = act_g(Input[:, t, :2H] + h @ Weight[:, :2H] + Bias[:2H])
+    c~ = act(Input[:, t, 2H:] + (r * h) @ Weight[:, 2H:] + Bias[2H:])
+    h_t = (1 - u) * h + u * c~            (origin_mode=False, the default)
+    h_t = u * h + (1 - u) * c~            (origin_mode=True: Cho et al., and PyTorch)
+
+``linear_before_reset=True`` applies the reset gate after the hidden product instead,
+``c~ = act(Input[:, t, 2H:] + r * (h @ Weight[:, 2H:] + Bias[2H:]))``, as PyTorch's
+``nn.GRU``, cuDNN and ONNX's attribute of that name do.
+
+H0 [B, H] (default zeros) starts the state, ``is_reverse`` walks each row backwards, and
+with Lengths [B] positions at or past a row's length leave its state unchanged and give
+zero Hidden (see `rnn.py`). The op keeps, in processing order, BatchGate [T, B, 3H] (the
+activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before_reset``
+the hidden product h @ Weight[:, 2H:] + Bias[2H:]) and BatchHidden [T, B, H] for its
+gradient; no gradient flows through them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import register
+from .rnn import (
+    PRE_SCALE,
+    Steps,
+    Unpack,
+    activation,
+    check_activations,
+    check_lengths_input,
+    check_param,
+    check_sequence,
+    check_weight,
+    copy_into,
+    derivative,
+    new_or,
+    scale_vector,
+    zero,
+)
+from .spec import GradContext, InferContext, KernelContext, OpSpec, flowing_grad, slots
+
+_ATTRS = {"is_reverse": False, "gate_activation": "sigmoid", "activation": "tanh",
+          "origin_mode": False, "linear_before_reset": False}
+_INTERNAL = ("BatchGate", "BatchResetHiddenPrev", "BatchHidden")
+
+
+def _infer(ctx: InferContext) -> None:
+    x = check_sequence(ctx, "Input", "gru")
+    b, t, _ = x.shape
+    h = check_weight(ctx, x, 3, "gru")
+    check_param(ctx, "Bias", (1, 3 * h), x.dtype, "gru")
+    check_param(ctx, "H0", (b, h), x.dtype, "gru")
+    check_lengths_input(ctx, b, "gru")
+    check_activations(ctx, ("gate_activation", "activation"), "gru")
+    ctx.set_output("Hidden", (b, t, h), x.dtype)
+    ctx.set_output("BatchGate", (t, b, 3 * h), x.dtype)
+    ctx.set_output("BatchResetHiddenPrev", (t, b, h), x.dtype)
+    ctx.set_output("BatchHidden", (t, b, h), x.dtype)
+
+
+class _Forward:
+    def __init__(self, ctx: KernelContext):
+        xp = self.xp = ctx.xp
+        self.B, self.T, g = ctx.input("Input").shape
+        B, H = self.B, g // 3
+        self.H = H
+        dt = self.dtype = ctx.input("Input").dtype
+        a = ctx.attrs
+        gate, cand = a["gate_activation"], a["activation"]
+        self.origin, self.lbr = a["origin_mode"], a["linear_before_reset"]
+        self.s_gate, self.s_cand = PRE_SCALE[gate], PRE_SCALE[cand]
+        sv = scale_vector([gate, gate, cand], H, dt)
+        self.scale = None if sv is None else xp.asarray(sv)
+        self.steps = Steps(xp, B, self.T, a["is_reverse"])
+        self.unpack = Unpack(ctx, ("Input", "H0", "Weight", "Bias", "Lengths"))
+        self.act_ur = activation(xp, [(0, 2 * H, gate)])
+        self.act_c = activation(xp, [(0, H, cand)])
+        self.w_ur = xp.empty((H, 2 * H), dt)
+        self.w_c = xp.empty((H, H), dt)
+        self.w_all = xp.empty((H, 3 * H), dt)
+        self.hw = xp.empty((B, 3 * H), dt)
+        self.tmp = xp.empty((B, H), dt)
+        self.zeros = xp.zeros((B, H), dt)
+        self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
+
+    def __call__(self, *args):
+        v = self.unpack(args)
+        xp, T, B, H, dt = self.xp, self.T, self.B, self.H, self.dtype
+        st = self.steps
+        st.begin(v.get("Lengths"))
+        gates = new_or(self.bufs[1], xp, (T, B, 3 * H), dt)
+        resets = new_or(self.bufs[2], xp, (T, B, H), dt)
+        hids = new_or(self.bufs[3], xp, (T, B, H), dt)
+        bias = v.get("Bias")
+        self._load(v["Input"], bias, gates)
+        self._weights(v["Weight"])
+        b_c = None if bias is None or not self.lbr else bias[0, 2 * H:]
+        h = v.get("H0", self.zeros)
+        for t in range(T):
+            if self.lbr:
+                self._step_lbr(gates[t], h, resets[t], b_c)
+            else:
+                self._step(gates[t], h, resets[t])
+            self._update(gates[t], h, hids[t])
+            st.freeze(t, hids[t], h)
+            h = hids[t]
+        return st.to_batch(hids, self.bufs[0]), gates, resets, hids
+
+    def _load(self, x: Any, bias: Any, gates: Any) -> None:
+        """gates = (Input + Bias) * pre-scale in processing order, zero at padding; with
+        linear_before_reset the candidate's bias is added to the hidden product instead."""
+        xp, st, H = self.xp, self.steps, self.H
+        view = st.time_view(x)
+        if bias is None:
+            xp.copyto(gates, view)
+        elif self.lbr:
+            xp.add(view[..., :2 * H], bias[0, :2 * H], out=gates[..., :2 * H])
+            xp.copyto(gates[..., 2 * H:], view[..., 2 * H:])
+        else:
+            xp.add(view, bias[0], out=gates)
+        if self.scale is not None:
+            xp.multiply(gates, self.scale, out=gates)
+        if st.frozen is not None:
+            xp.copyto(gates, 0, where=st.frozen)
+
+    def _weights(self, w: Any) -> None:
+        """Contiguous, pre-scaled copies of the weight's gate and candidate parts."""
+        xp, H = self.xp, self.H
+        if self.lbr:
+            xp.copyto(self.w_all, w)
+            if self.s_gate != 1.0:
+                xp.multiply(self.w_all[:, :2 * H], self.s_gate, out=self.w_all[:, :2 * H])
+            return
+        xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
+        xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
+
+    def _step(self, g: Any, h: Any, reset: Any) -> None:
+        xp, H = self.xp, self.H
+        hw = self.hw[:, :2 * H]
+        xp.matmul(h, self.w_ur, out=hw)
+        xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
+        self.act_ur(g)
+        xp.multiply(g[:, H:2 * H], h, out=reset)
+        xp.matmul(reset, self.w_c, out=self.tmp)
+        xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
+        self.act_c(g[:, 2 * H:])
+
+    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any) -> None:
+        xp, H = self.xp, self.H
+        xp.matmul(h, self.w_all, out=self.hw)
+        xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
+        if b_c is None:
+            xp.copyto(hidden_product, self.hw[:, 2 * H:])
+        else:
+            xp.add(self.hw[:, 2 * H:], b_c, out=hidden_product)
+        self.act_ur(g)
+        xp.multiply(g[:, H:2 * H], hidden_product, out=self.tmp)
+        if self.s_cand != 1.0:
+            xp.multiply(self.tmp, self.s_cand, out=self.tmp)
+        xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
+        self.act_c(g[:, 2 * H:])
+
+    def _update(self, g: Any, h: Any, out: Any) -> None:
+        """h_t = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode."""
+        xp, H = self.xp, self.H
+        u, cand = g[:, :H], g[:, 2 * H:]
+        base, other = (cand, h) if self.origin else (h, cand)
+        xp.subtract(other, base, out=out)
+        xp.multiply(out, u, out=out)
+        xp.add(out, base, out=out)
+
+
+def _kernel(ctx: KernelContext):
+    return _Forward(ctx)
+
+
+def _grad(g: GradContext) -> None:
+    dh = flowing_grad(g.out_grad("Hidden"))
+    wanted = [s for s in ("Input", "H0", "Weight", "Bias") if g.wants(s)]
+    if dh is None or not wanted:
+        return
+    inputs = {s: g.input(s) for s in ("H0", "Weight", "Lengths")}
+    inputs.update({s: g.output(s) for s in _INTERNAL})
+    inputs["Hidden@GRAD"] = [dh]
+    g.emit("gru_grad", inputs, {s + "@GRAD": [n for n in g.in_grad(s) if n] for s in wanted},
+           g.attrs)
+
+
+def _grad_infer(ctx: InferContext) -> None:
+    t, b, g = ctx.input("BatchGate").shape
+    dtype = ctx.input("BatchGate").dtype
+    ctx.set_output("Input@GRAD", (b, t, g), dtype)
+    ctx.set_output("H0@GRAD", (b, g // 3), dtype)
+    ctx.set_output("Weight@GRAD", ctx.input("Weight").shape, dtype)
+    ctx.set_output("Bias@GRAD", (1, g), dtype)
+
+
+class _Backward:
+    def __init__(self, ctx: KernelContext):
+        xp = self.xp = ctx.xp
+        self.T, self.B, g = ctx.input("BatchGate").shape
+        T, B, H = self.T, self.B, g // 3
+        self.H = H
+        dt = self.dtype = ctx.input("BatchGate").dtype
+        a = ctx.attrs
+        self.gate, self.cand = a["gate_activation"], a["activation"]
+        self.origin, self.lbr = a["origin_mode"], a["linear_before_reset"]
+        self.steps = Steps(xp, B, T, a["is_reverse"])
+        self.unpack = Unpack(ctx, ("H0", "Weight", "Lengths") + _INTERNAL + ("Hidden@GRAD",))
+        self.wants = {s: ctx.has_output(s + "@GRAD") for s in ("Input", "H0", "Weight",
+                                                                "Bias")}
+        self.bufs = {s: ctx.buffer(s + "@GRAD") for s in self.wants}
+        self.factors = xp.empty((T, B, 4 * H), dt)
+        self.keep = xp.empty((T, B, H), dt)
+        self.dgates = xp.empty((T, B, 3 * H), dt)
+        self.dh_seq = xp.empty((T, B, H), dt)
+        self.dh_next = xp.empty((B, H), dt)
+        self.drh = xp.empty((B, H), dt)
+        self.tmp = xp.empty((B, H), dt)
+        self.zeros = xp.zeros((B, H), dt)
+
+    def __call__(self, *args):
+        v = self.unpack(args)
+        xp, T, H = self.xp, self.T, self.H
+        st = self.steps
+        st.begin(v.get("Lengths"))
+        gates = v["BatchGate"]
+        h_prev = self._h_prev(v.get("H0", self.zeros), v["BatchHidden"])
+        keep = self._factors(gates, h_prev, v["BatchResetHiddenPrev"])
+        dh_in = st.time_view(v["Hidden@GRAD"])
+        if st.valid is not None:
+            dh_in = xp.multiply(dh_in, st.valid, out=self.dh_seq)
+        w = v["Weight"]
+        w_t, w_ur_t, w_c_t = w.T, w[:, :2 * H].T, w[:, 2 * H:].T
+        for t in range(T - 1, -1, -1):
+            dh = self.dh_seq[t]
+            if t == T - 1:
+                xp.copyto(dh, dh_in[t])
+            else:
+                xp.add(self.dh_next, dh_in[t], out=dh)
+            if self.lbr:
+                self._step_lbr(t, dh, keep[t], w_t)
+            else:
+                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t)
+        return self._results(v, h_prev)
+
+    def _h_prev(self, h0: Any, hids: Any) -> Any:
+        xp = self.xp
+        return xp.concatenate([h0.reshape(1, *h0.shape), hids[:-1]])
+
+    def _factors(self, gates: Any, h_prev: Any, resets: Any) -> Any:
+        """P = [+-(c~ - h) * g'(u), r-factor, take * act'(c~), ...] for every step; returns
+        keep, the factor of h in h_t (1 - u, or u in origin mode)."""
+        xp, H = self.xp, self.H
+        p = self.factors
+        u, r, cand = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:]
+        derivative(xp, gates[..., :2 * H], self.gate, p[..., :2 * H])
+        derivative(xp, cand, self.cand, p[..., 2 * H:3 * H])
+        one_minus_u = xp.subtract(1, u, out=self.keep)
+        keep, take = (u, one_minus_u) if self.origin else (one_minus_u, u)
+        xp.multiply(p[..., 2 * H:3 * H], take, out=p[..., 2 * H:3 * H])    # P_c
+        diff = (xp.subtract(h_prev, cand, out=self.dgates[..., :H]) if self.origin else
+                xp.subtract(cand, h_prev, out=self.dgates[..., :H]))
+        xp.multiply(p[..., :H], diff, out=p[..., :H])                        # P_u
+        if self.lbr:   # P = [P_u, P_c * N * g'(r), P_c * r, P_c]
+            xp.multiply(p[..., H:2 * H], p[..., 2 * H:3 * H], out=p[..., H:2 * H])
+            xp.multiply(p[..., H:2 * H], resets, out=p[..., H:2 * H])
+            xp.copyto(p[..., 3 * H:], p[..., 2 * H:3 * H])
+            xp.multiply(p[..., 2 * H:3 * H], r, out=p[..., 2 * H:3 * H])
+        else:          # P = [P_u, h * g'(r), P_c]
+            xp.multiply(p[..., H:2 * H], h_prev, out=p[..., H:2 * H])
+        return keep
+
+    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t) -> None:
+        xp, B, H = self.xp, self.B, self.H
+        dg, p = self.dgates[t], self.factors[t]
+        xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
+                    out=dg.reshape(B, 3, H)[:, ::2])
+        xp.matmul(dg[:, 2 * H:], w_c_t, out=self.drh)
+        xp.multiply(self.drh, p[:, H:2 * H], out=dg[:, H:2 * H])
+        xp.matmul(dg[:, :2 * H], w_ur_t, out=self.dh_next)
+        xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
+        xp.multiply(self.drh, gates_t[:, H:2 * H], out=self.tmp)
+        xp.add(self.dh_next, self.tmp, out=self.dh_next)
+
+    def _step_lbr(self, t, dh, keep, w_t) -> None:
+        xp, B, H = self.xp, self.B, self.H
+        dg = self.dgates[t]
+        xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
+                    out=dg.reshape(B, 3, H))
+        xp.matmul(dg, w_t, out=self.dh_next)
+        xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
+
+    def _results(self, v: dict, h_prev: Any) -> Any:
+        xp, T, B, H, dt = self.xp, self.T, self.B, self.H, self.dtype
+        dg, out = self.dgates, []
+        if self.wants["Input"]:
+            out.append(self._dinput())
+        if self.wants["H0"]:
+            dh0 = new_or(self.bufs["H0"], xp, (B, H), dt)
+            out.append(copy_into(xp, dh0, self.dh_next) if T else zero(dh0))
+        if self.wants["Weight"]:
+            dw = new_or(self.bufs["Weight"], xp, (H, 3 * H), dt)
+            flat_h = h_prev.reshape(-1, H).T
+            if self.lbr:
+                xp.matmul(flat_h, dg.reshape(-1, 3 * H), out=dw)
+            else:
+                xp.matmul(flat_h, dg[..., :2 * H].reshape(-1, 2 * H), out=dw[:, :2 * H])
+                xp.matmul(v["BatchResetHiddenPrev"].reshape(-1, H).T,
+                          dg[..., 2 * H:].reshape(-1, H), out=dw[:, 2 * H:])
+            out.append(dw)
+        if self.wants["Bias"]:
+            db = new_or(self.bufs["Bias"], xp, (1, 3 * H), dt)
+            dg.reshape(-1, 3 * H).sum(axis=0, out=db[0])
+            out.append(db)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _dinput(self) -> Any:
+        """The gradient of the projected input; with linear_before_reset its candidate
+        part is dh * P_c (the hidden side's holds dN)."""
+        xp, st, H = self.xp, self.steps, self.H
+        dx = new_or(self.bufs["Input"], xp, (self.B, self.T, 3 * H), self.dtype)
+        if not self.lbr:
+            return st.to_batch(self.dgates, dx)
+        st.to_batch(self.dgates[..., :2 * H], dx[..., :2 * H])
+        cand = xp.multiply(self.dh_seq, self.factors[..., 3 * H:], out=self.dh_seq)
+        st.to_batch(cand, dx[..., 2 * H:])
+        return dx
+
+
+def _grad_kernel(ctx: KernelContext):
+    return _Backward(ctx)
+
+
+register(OpSpec(
+    "gru", slots("Input", "H0?", "Weight", "Bias?", "Lengths?"),
+    slots("Hidden", *_INTERNAL), _infer, _kernel, _grad, attrs=_ATTRS,
+    doc="A GRU over a padded batch Input [B, T, 3H] (projected; gates u, r, c~) with "
+        "optional Lengths [B]: Hidden [B, T, H], zero past each row's length."))
+register(OpSpec(
+    "gru_grad", slots("H0?", "Weight", "Lengths?", *_INTERNAL, "Hidden@GRAD"),
+    slots("Input@GRAD?", "H0@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
+    _grad_infer, _grad_kernel, attrs=_ATTRS))

@@ -1,0 +1,388 @@
+"""``lstm``: a whole padded batch of sequences through an LSTM in one op, and ``lstm_grad``,
+backpropagation through time in one op.
+
+Input [B, T, 4H] is already projected (``fc(x, 4 * H, num_flatten_dims=2)``); its columns
+and those of Weight [H, 4H] and Bias are in Paddle's gate order: candidate c~, input i,
+forget f, output o. Per step, with ``act_g`` the gate activation:
+
+    [c~ i f o] = Input[:, t] + h @ Weight + Bias[:4H]   (+ peepholes: i += W_ic * c,
+    c~ = act_cand(.), i, f = act_g(.)                      f += W_fc * c, o += W_oc * c_t,
+    c_t = f * c + i * c~                                   from Bias[4H:7H])
+    o = act_g(.);  h_t = o * act_cell(c_t)
+
+H0 and C0 [B, H] (default zeros) start the state; ``is_reverse`` walks each row from its
+last valid position back to 0. With Lengths [B], positions at or past a row's length
+leave its state unchanged and give zero Hidden and Cell.
+
+Besides Hidden and Cell [B, T, H], the op keeps what its gradient needs, in processing
+order (``rnn.Steps``): BatchGate [T, B, 4H] (the activated gates), BatchCellPreAct and
+BatchHidden [T, B, H] (c_t and h_t). No gradient flows through those three.
+
+The backward op first computes, for all steps at once, every factor that does not depend
+on the recurrence (gate derivatives times the values they multiply), so that each step is
+one matrix product and five elementwise calls; then one GEMM gives the weight gradient.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import register
+from .rnn import (
+    PRE_SCALE,
+    Steps,
+    Unpack,
+    activate_unscaled,
+    activation,
+    check_activations,
+    check_lengths_input,
+    check_param,
+    check_sequence,
+    check_weight,
+    copy_into,
+    derivative,
+    new_or,
+    scale_vector,
+    zero,
+)
+from .spec import GradContext, InferContext, KernelContext, OpSpec, flowing_grad, slots
+
+_ATTRS = {"use_peepholes": True, "is_reverse": False, "gate_activation": "sigmoid",
+          "cell_activation": "tanh", "candidate_activation": "tanh"}
+_ACT_ATTRS = ("gate_activation", "cell_activation", "candidate_activation")
+_STATE = ("H0", "C0")
+_INTERNAL = ("BatchGate", "BatchCellPreAct", "BatchHidden")
+
+
+def _infer(ctx: InferContext) -> None:
+    x = check_sequence(ctx, "Input", "lstm")
+    b, t, _ = x.shape
+    h = check_weight(ctx, x, 4, "lstm")
+    peep = ctx.attrs["use_peepholes"]
+    if peep and not ctx.has_input("Bias"):
+        ctx.fail("lstm: use_peepholes=True needs Bias [1, 7H], which holds the peephole "
+                 "weights")
+    check_param(ctx, "Bias", (1, (7 if peep else 4) * h), x.dtype, "lstm")
+    for s in _STATE:
+        check_param(ctx, s, (b, h), x.dtype, "lstm")
+    check_lengths_input(ctx, b, "lstm")
+    check_activations(ctx, _ACT_ATTRS, "lstm")
+    for slot in ("Hidden", "Cell"):
+        ctx.set_output(slot, (b, t, h), x.dtype)
+    ctx.set_output("BatchGate", (t, b, 4 * h), x.dtype)
+    ctx.set_output("BatchCellPreAct", (t, b, h), x.dtype)
+    ctx.set_output("BatchHidden", (t, b, h), x.dtype)
+
+
+def _cell_fn(xp: Any, act: str):
+    """``out = act_cell(c)`` without touching ``c``."""
+    if act == "tanh":
+        return lambda c, out: xp.tanh(c, out=out)
+
+    def other(c, out):
+        xp.copyto(out, c)
+        activate_unscaled(xp, out, act)
+        return out
+    return other
+
+
+class _Forward:
+    def __init__(self, ctx: KernelContext):
+        xp = self.xp = ctx.xp
+        self.B, self.T, g = ctx.input("Input").shape
+        H = self.H = g // 4
+        dt = self.dtype = ctx.input("Input").dtype
+        a = ctx.attrs
+        self.peep = a["use_peepholes"]
+        gate, cand = a["gate_activation"], a["candidate_activation"]
+        self.s_gate = PRE_SCALE[gate]
+        sv = scale_vector([cand, gate, gate, gate], H, dt)
+        self.scale = None if sv is None else xp.asarray(sv)
+        self.steps = Steps(xp, self.B, self.T, a["is_reverse"])
+        self.unpack = Unpack(ctx, ("Input", "H0", "C0", "Weight", "Bias", "Lengths"))
+        if self.peep:
+            self.act_front = activation(xp, [(0, H, cand), (H, 3 * H, gate)])
+            self.act_o = activation(xp, [(0, H, gate)])
+        else:
+            self.act_front = activation(xp, [(0, H, cand), (H, 4 * H, gate)])
+        self.cell = _cell_fn(xp, a["cell_activation"])
+        self.ws = xp.empty((H, 4 * H), dt)
+        self.hw = xp.empty((self.B, 4 * H), dt)
+        self.tmp = xp.empty((self.B, H), dt)
+        self.tc = xp.empty((self.B, H), dt)
+        self.pf = xp.empty((self.B, 2, H), dt)
+        self.zeros = xp.zeros((self.B, H), dt)
+        self.bufs = [ctx.buffer(s) for s in ("Hidden", "Cell") + _INTERNAL]
+
+    def __call__(self, *args):
+        v = self.unpack(args)
+        xp, T, B, H, dt = self.xp, self.T, self.B, self.H, self.dtype
+        st = self.steps
+        st.begin(v.get("Lengths"))
+        gates = new_or(self.bufs[2], xp, (T, B, 4 * H), dt)
+        cells = new_or(self.bufs[3], xp, (T, B, H), dt)
+        hids = new_or(self.bufs[4], xp, (T, B, H), dt)
+        bias = v.get("Bias")
+        self._load(v["Input"], bias, gates)
+        ws = v["Weight"] if self.scale is None else xp.multiply(v["Weight"], self.scale,
+                                                                out=self.ws)
+        peep = self._peepholes(bias) if self.peep else None
+        h, c = v.get("H0", self.zeros), v.get("C0", self.zeros)
+        for t in range(T):
+            self._step(gates[t], ws, h, c, cells[t], hids[t], peep)
+            st.freeze(t, cells[t], c)
+            st.freeze(t, hids[t], h)
+            h, c = hids[t], cells[t]
+        return (st.to_batch(hids, self.bufs[0]), st.to_batch(cells, self.bufs[1]),
+                gates, cells, hids)
+
+    def _load(self, x: Any, bias: Any, gates: Any) -> None:
+        """gates = (Input + Bias) * pre-scale, in processing order, zero at padding."""
+        xp, st = self.xp, self.steps
+        view = st.time_view(x)
+        if bias is not None:
+            xp.add(view, bias[0, :4 * self.H], out=gates)
+        else:
+            xp.copyto(gates, view)
+        if self.scale is not None:
+            xp.multiply(gates, self.scale, out=gates)
+        if st.frozen is not None:
+            xp.copyto(gates, 0, where=st.frozen)
+
+    def _peepholes(self, bias: Any) -> tuple[Any, Any]:
+        H, s = self.H, self.s_gate
+        w_if = bias[0, 4 * H:6 * H].reshape(2, H)
+        w_o = bias[0, 6 * H:7 * H]
+        return (w_if * s, w_o * s) if s != 1.0 else (w_if, w_o)
+
+    def _step(self, g, ws, h_prev, c_prev, c, h, peep) -> None:
+        xp, H, B = self.xp, self.H, self.B
+        xp.matmul(h_prev, ws, out=self.hw)
+        xp.add(g, self.hw, out=g)
+        if peep is not None:
+            xp.multiply(c_prev.reshape(B, 1, H), peep[0], out=self.pf)
+            front = g[:, H:3 * H].reshape(B, 2, H)
+            xp.add(front, self.pf, out=front)
+        self.act_front(g)
+        xp.multiply(g[:, 2 * H:3 * H], c_prev, out=c)
+        xp.multiply(g[:, H:2 * H], g[:, :H], out=self.tmp)
+        xp.add(c, self.tmp, out=c)
+        o = g[:, 3 * H:]
+        if peep is not None:
+            xp.multiply(c, peep[1], out=self.tmp)
+            xp.add(o, self.tmp, out=o)
+            self.act_o(o)
+        xp.multiply(o, self.cell(c, self.tc), out=h)
+
+
+def _kernel(ctx: KernelContext):
+    return _Forward(ctx)
+
+
+def _grad(g: GradContext) -> None:
+    dh, dc = flowing_grad(g.out_grad("Hidden")), flowing_grad(g.out_grad("Cell"))
+    wanted = [s for s in ("Input", "H0", "C0", "Weight", "Bias") if g.wants(s)]
+    if (dh is None and dc is None) or not wanted:
+        return
+    inputs = {s: g.input(s) for s in ("H0", "C0", "Weight", "Bias", "Lengths")}
+    inputs.update({s: g.output(s) for s in _INTERNAL})
+    if dh is not None:
+        inputs["Hidden@GRAD"] = [dh]
+    if dc is not None:
+        inputs["Cell@GRAD"] = [dc]
+    g.emit("lstm_grad", inputs, {s + "@GRAD": [n for n in g.in_grad(s) if n] for s in wanted},
+           g.attrs)
+
+
+def _grad_infer(ctx: InferContext) -> None:
+    t, b, g = ctx.input("BatchGate").shape
+    dtype = ctx.input("BatchGate").dtype
+    ctx.set_output("Input@GRAD", (b, t, g), dtype)
+    for slot in ("H0", "C0", "Weight", "Bias"):
+        if ctx.has_output(slot + "@GRAD"):
+            src = ctx.input(slot)
+            ctx.set_output(slot + "@GRAD", src.shape, src.dtype)
+
+
+class _Backward:
+    def __init__(self, ctx: KernelContext):
+        xp = self.xp = ctx.xp
+        self.T, self.B, g = ctx.input("BatchGate").shape
+        T, B, H = self.T, self.B, g // 4
+        self.H = H
+        dt = self.dtype = ctx.input("BatchGate").dtype
+        a = ctx.attrs
+        self.peep = a["use_peepholes"]
+        self.acts = (a["gate_activation"], a["cell_activation"], a["candidate_activation"])
+        self.steps = Steps(xp, B, T, a["is_reverse"])
+        self.unpack = Unpack(ctx, ("H0", "C0", "Weight", "Bias", "Lengths") + _INTERNAL
+                              + ("Hidden@GRAD", "Cell@GRAD"))
+        self.wants = {s: ctx.has_output(s + "@GRAD")
+                      for s in ("Input", "H0", "C0", "Weight", "Bias")}
+        self.bufs = {s: ctx.buffer(s + "@GRAD") for s in self.wants}
+        self.factors = xp.empty((T, B, 4 * H), dt)   # P: dG = P * (dc, dc, dc, dh)
+        self.k = xp.empty((T, B, H), dt)             # K: dc += K * dh
+        self.act_c = xp.empty((T, B, H), dt)
+        # The steps write their gate gradients straight into Input@GRAD through a
+        # processing-order view, except for a reversed op with lengths (a gather).
+        self.direct = self.wants["Input"] and not (a["is_reverse"] and
+                                                   ctx.has_input("Lengths"))
+        self.dgates = None if self.direct else xp.empty((T, B, 4 * H), dt)
+        self.h_prev = xp.empty((B, T, H), dt) if self.direct else None
+        self.dh_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
+        self.dc_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
+        self.dh, self.dc, self.carry = (xp.empty((B, H), dt) for _ in range(3))
+        self.tmp = xp.empty((B, H), dt)
+        self.pf = xp.empty((B, 2, H), dt)
+        self.zeros = xp.zeros((B, H), dt)
+
+    def __call__(self, *args):
+        v = self.unpack(args)
+        T = self.T
+        st = self.steps
+        st.begin(v.get("Lengths"))
+        c0 = v.get("C0", self.zeros)
+        self._factors(v["BatchGate"], v["BatchCellPreAct"], c0)
+        dh_in = self._time_major(v.get("Hidden@GRAD"), self.dh_seq)
+        dc_in = self._time_major(v.get("Cell@GRAD"), self.dc_seq)
+        peep = self._peepholes(v.get("Bias"))
+        w_t = v["Weight"].T
+        dx = self._input_grad()
+        dg = self.dgates if dx is None else st.time_view(dx)
+        for t in range(T - 1, -1, -1):
+            self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep)
+        return self._results(v, dg, dx, c0)
+
+    def _input_grad(self) -> Any:
+        """Input@GRAD [B, T, 4H] when the steps write into it (`direct`), else None."""
+        if not self.direct:
+            return None
+        return new_or(self.bufs["Input"], self.xp, (self.B, self.T, 4 * self.H), self.dtype)
+
+    def _time_major(self, d: Any, buf: Any) -> Any:
+        """An output gradient in processing order, zero at padding (None stays None)."""
+        if d is None:
+            return None
+        view = self.steps.time_view(d)
+        if self.steps.valid is None:
+            return view
+        return self.xp.multiply(view, self.steps.valid, out=buf)
+
+    def _peepholes(self, bias: Any) -> tuple[Any, Any] | None:
+        if not self.peep:
+            return None
+        H = self.H
+        return bias[0, 4 * H:6 * H].reshape(2, H), bias[0, 6 * H:7 * H]
+
+    def _factors(self, gates: Any, cells: Any, c0: Any) -> None:
+        """P = [i * cand'(c~), c~ * g'(i), c_prev * g'(f), act_cell(c) * g'(o)] and
+        K = o * act_cell'(c), for every step at once."""
+        xp, H = self.xp, self.H
+        gate, cell, cand = self.acts
+        p, k = self.factors, self.k
+        derivative(xp, gates[..., :H], cand, p[..., :H])
+        derivative(xp, gates[..., H:], gate, p[..., H:])
+        xp.multiply(p[..., :H], gates[..., H:2 * H], out=p[..., :H])
+        xp.multiply(p[..., H:2 * H], gates[..., :H], out=p[..., H:2 * H])
+        if self.T:
+            xp.multiply(p[0, :, 2 * H:3 * H], c0, out=p[0, :, 2 * H:3 * H])
+            xp.multiply(p[1:, :, 2 * H:3 * H], cells[:-1], out=p[1:, :, 2 * H:3 * H])
+        act_c = _cell_fn(xp, cell)(cells, self.act_c)
+        xp.multiply(p[..., 3 * H:], act_c, out=p[..., 3 * H:])
+        derivative(xp, act_c, cell, k)
+        xp.multiply(k, gates[..., 3 * H:], out=k)
+
+    def _step(self, t, dg, w_t, dh_in, dc_in, gates_t, peep) -> None:
+        xp, B, H, T = self.xp, self.B, self.H, self.T
+        dh, dc, p = self.dh, self.dc, self.factors[t]
+        if t == T - 1:
+            self._first(dh, dh_in, t)
+        else:
+            xp.matmul(dg[t + 1], w_t, out=dh)
+            if dh_in is not None:
+                xp.add(dh, dh_in[t], out=dh)
+        xp.multiply(dh, self.k[t], out=dc)
+        if t < T - 1:
+            xp.add(dc, self.carry, out=dc)
+        if dc_in is not None:
+            xp.add(dc, dc_in[t], out=dc)
+        d_o = xp.multiply(dh, p[:, 3 * H:], out=dg[t][:, 3 * H:])
+        if peep is not None:
+            xp.add(dc, xp.multiply(d_o, peep[1], out=self.tmp), out=dc)
+        xp.multiply(p[:, :3 * H].reshape(B, 3, H), dc.reshape(B, 1, H),
+                    out=dg[t][:, :3 * H].reshape(B, 3, H))
+        xp.multiply(dc, gates_t[:, 2 * H:3 * H], out=self.carry)
+        if peep is not None:
+            xp.multiply(dg[t][:, H:3 * H].reshape(B, 2, H), peep[0], out=self.pf)
+            xp.add(self.carry, self.pf[:, 0], out=self.carry)
+            xp.add(self.carry, self.pf[:, 1], out=self.carry)
+
+    def _first(self, dh: Any, dh_in: Any, t: int) -> None:
+        if dh_in is None:
+            dh.fill(0)
+        else:
+            self.xp.copyto(dh, dh_in[t])
+
+    def _results(self, v: dict, dg: Any, dx: Any, c0: Any) -> tuple:
+        xp, T, B, H, dt = self.xp, self.T, self.B, self.H, self.dtype
+        out = []
+        if self.wants["Input"]:
+            out.append(self.steps.to_batch(dg, self.bufs["Input"]) if dx is None else dx)
+        if self.wants["H0"]:
+            dh0 = new_or(self.bufs["H0"], xp, (B, H), dt)
+            out.append(xp.matmul(dg[0], v["Weight"].T, out=dh0) if T else zero(dh0))
+        if self.wants["C0"]:
+            dc0 = new_or(self.bufs["C0"], xp, (B, H), dt)
+            out.append(copy_into(xp, dc0, self.carry) if T else zero(dc0))
+        if self.wants["Weight"]:
+            out.append(self._dweight(v, dg, dx))
+        if self.wants["Bias"]:
+            out.append(self._dbias(v, dg, c0))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _dweight(self, v: dict, dg: Any, dx: Any) -> Any:
+        """dW = sum over steps of h_prev^T dG: one GEMM over the gate gradients as they lie
+        (in Input@GRAD, batch-major, with h_prev laid out to match), or in processing
+        order."""
+        xp, T, H = self.xp, self.T, self.H
+        dw = new_or(self.bufs["Weight"], xp, (H, 4 * H), self.dtype)
+        hids = v["BatchHidden"]
+        if dx is not None:
+            h_prev: Any = self.h_prev                 # [B, T, H], as Input@GRAD lies
+            in_steps = self.steps.time_view(h_prev)
+            if T:
+                xp.copyto(in_steps[0], v.get("H0", self.zeros))
+                xp.copyto(in_steps[1:], hids[:-1])
+            return xp.matmul(h_prev.reshape(-1, H).T, dx.reshape(-1, 4 * H), out=dw)
+        xp.matmul(hids[:-1].reshape(-1, H).T, dg[1:].reshape(-1, 4 * H), out=dw)
+        if "H0" in v and T:
+            dw += xp.matmul(v["H0"].T, dg[0])
+        return dw
+
+    def _dbias(self, v: dict, dg: Any, c0: Any) -> Any:
+        xp, H = self.xp, self.H
+        db = new_or(self.bufs["Bias"], xp, v["Bias"].shape, self.dtype)
+        dg.sum(axis=(0, 1), out=db[0, :4 * H])
+        if self.peep:
+            cells = v["BatchCellPreAct"]
+            c_prev = xp.concatenate([c0.reshape(1, *c0.shape), cells[:-1]])
+            for k, (gate, c) in enumerate(((1, c_prev), (2, c_prev), (3, cells))):
+                d = xp.multiply(dg[..., gate * H:(gate + 1) * H], c)
+                d.reshape(-1, H).sum(axis=0, out=db[0, (4 + k) * H:(5 + k) * H])
+        return db
+
+
+def _grad_kernel(ctx: KernelContext):
+    return _Backward(ctx)
+
+
+register(OpSpec(
+    "lstm", slots("Input", "H0?", "C0?", "Weight", "Bias?", "Lengths?"),
+    slots("Hidden", "Cell", *_INTERNAL), _infer, _kernel, _grad, attrs=_ATTRS,
+    doc="An LSTM over a padded batch Input [B, T, 4H] (projected; gates c~, i, f, o) with "
+        "optional Lengths [B]: Hidden and Cell [B, T, H], zero past each row's length."))
+register(OpSpec(
+    "lstm_grad",
+    slots("H0?", "C0?", "Weight", "Bias?", "Lengths?", *_INTERNAL, "Hidden@GRAD?",
+          "Cell@GRAD?"),
+    slots("Input@GRAD?", "H0@GRAD?", "C0@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
+    _grad_infer, _grad_kernel, attrs=_ATTRS))

@@ -1,0 +1,24 @@
+"""What notebooks/06_sequences.ipynb claims, checked on a real run: the LSTM remembers the
+marked values of the adding problem far better than no memory can, the watched hidden
+state is one row per step, and both the LSTM and the Transformer encoder learn the digits
+read row by row. (test_notebooks.py runs it too, for errors, graphs and widgets.)"""
+import pytest
+
+from tests.extension.test_notebook_content import HAS_DOT, run, svgs_of
+
+pytest.importorskip("sklearn")
+
+
+def test_sequences_story(tmp_path, kernel_env):
+    nb, facts = run("06_sequences.ipynb", """{
+        'mse': adding_mse, 'baseline': NO_MEMORY_MSE, 'steps': history.steps,
+        'hidden': list(hidden_seq.shape), 'marked': marked,
+        'lstm': lstm_accuracy, 'encoder': encoder_accuracy}""", tmp_path)
+    assert facts["steps"] == 800
+    assert facts["mse"] < 0.3 * facts["baseline"]
+    assert facts["hidden"] == [20, 64] and len(facts["marked"]) == 2
+    assert facts["lstm"] > 0.9 and facts["encoder"] > 0.8
+    if HAS_DOT:
+        assert svgs_of(nb, "fluid.graph(adding.train_step)")
+        heatmap = svgs_of(nb, "def heatmap_svg")
+        assert heatmap and heatmap[0].count("<rect") == 20 * 64 + 2
