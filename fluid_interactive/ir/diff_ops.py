@@ -76,7 +76,8 @@ class OpChange:
     def op(self) -> OpDesc:
         """The op as the new program has it (the old one for a removed op)."""
         op = self.new if self.new is not None else self.old
-        assert op is not None, "an OpChange holds an op on at least one side"
+        if op is None:   # made only by the differ, always with one side
+            raise ValueError("an OpChange holds an op on at least one side")
         return op
 
     @property
