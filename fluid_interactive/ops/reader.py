@@ -37,7 +37,7 @@ def make_reader(attrs: dict, data: tuple) -> Any:
     source = ArraySource(data) if data else FileSource(list(attrs["files"]))
     # Arrays in memory have no I/O to overlap: a thread would only add hand-offs. Files
     # read ahead generously, since a hand-off costs more than a small training step.
-    kwargs = {"prefetch": 0 if data else _FILE_PREFETCH}
+    kwargs: dict[str, Any] = {"prefetch": 0 if data else _FILE_PREFETCH}
     if attrs["num_shards"] > 1:
         kwargs["shard"] = (attrs["shard_index"], attrs["num_shards"])
     return BatchReader(source, attrs["batch_size"], [tuple(s) for s in attrs["shapes"]],
@@ -57,7 +57,7 @@ def _create_kernel(ctx: KernelContext):
 
 
 register(OpSpec("create_batch_reader", slots("Data*?"), slots("Out"), _reader_infer,
-                _create_kernel, attrs=READER_ATTRS, host_access="io",
+                _create_kernel, attrs=READER_ATTRS, host_access="io", path_attrs=("files",),
                 doc="Out = a batch reader over `files` (RecordIO) or the arrays in Data; "
                     "it opens lazily, on the first read"))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc
@@ -125,6 +125,10 @@ class OpSpec:
     # Input slots whose vars the planner lays out one after another in one flat array
     # (runtime/plan/buffers.py), so that the kernel reads them as one (a fused update's grads).
     contiguous: tuple[str, ...] = ()
+    # Attrs naming files on the machine that runs the op (a reader's data files): where the
+    # data lives, not what the program computes, so two processes that agree on the program
+    # may disagree on them (distributed roles compare programs without them).
+    path_attrs: tuple[str, ...] = ()
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -197,10 +201,10 @@ class InferContext:
     def set_outputs(self, slot: str, types: Sequence[TensorType]) -> None:
         self.outputs[slot] = list(types)
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         raise ShapeError(message)
 
-    def fail_dtype(self, message: str) -> None:
+    def fail_dtype(self, message: str) -> NoReturn:
         raise DTypeError(message)
 
 

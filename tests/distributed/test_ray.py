@@ -94,7 +94,7 @@ def test_a_killed_server_restarts_and_the_run_ends_exactly(cluster, fit_data, tm
             if step == 12:
                 kill(victim)
         assert first.pid() != victim
-        assert first.status()["restored"]
+        assert first.status().restored
         assert_same(dist.parameters(), expected)
         dist.save(str(tmp_path / "ckpt"))
         actors = [ps.pid() for ps in dist.pservers.values()] + \

@@ -1,4 +1,4 @@
-"""Starting a plan (`launch`, engine lookup) and the settings of the role processes.
+"""The settings of the role processes: the environment and ``--distributed``.
 
 One script for every role, as Paddle's scripts did::
 
@@ -102,76 +102,99 @@ def distributed_options(argv: Sequence[str], environ: Mapping[str, str]) -> dict
     return options
 
 
-_INT_OPTIONS = ("trainers", "min_block_size")
-_BOOL_OPTIONS = ("slice_var_up",)
-_KNOWN = ("main", "mode", "split_method", "pservers") + _INT_OPTIONS + _BOOL_OPTIONS
+#: The form of ``--distributed`` (every error about it ends with this).
+DISTRIBUTED_FORM = ("--distributed main=METHOD[+METHOD...][,mode=sync|async][,trainers=N]"
+                    "[,pservers=N|HOST:PORT;HOST:PORT...][,split_method=round_robin|hash]"
+                    "[,slice_var_up=true|false][,min_block_size=N]")
 
 
-def parse_distributed_arg(argv: Sequence[str]) -> dict[str, Any]:
-    """``--distributed main=train_step,mode=async`` (or ``--distributed=...``) as transpile
-    keyword arguments; ``main=d_step+g_step`` names several methods. {} without the flag."""
+class DistributedArgError(OpArgumentError):
+    """A malformed ``--distributed``: one line saying what is wrong and the form expected."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"--distributed: {problem}; expected {DISTRIBUTED_FORM}")
+
+
+def _methods(value: str) -> str | tuple[str, ...]:
+    methods = tuple(m for m in value.split("+") if m)
+    if not methods or not all(m.isidentifier() for m in methods):
+        raise DistributedArgError(f"main={value!r} does not name methods")
+    return methods[0] if len(methods) == 1 else methods
+
+
+def _positive(key: str) -> Any:
+    def read(value: str) -> int:
+        if not value.isdigit() or int(value) < 1:
+            raise DistributedArgError(f"{key}={value!r} is not a positive integer")
+        return int(value)
+    return read
+
+
+def _one_of(key: str, choices: tuple[str, ...]) -> Any:
+    def read(value: str) -> str:
+        if value not in choices:
+            raise DistributedArgError(f"{key}={value!r} is not one of {', '.join(choices)}")
+        return value
+    return read
+
+
+def _flag(value: str) -> bool:
+    if value.lower() not in ("true", "false", "1", "0"):
+        raise DistributedArgError(f"slice_var_up={value!r} is not true or false")
+    return value.lower() in ("true", "1")
+
+
+def _servers(value: str) -> int | str:
+    if value.isdigit():
+        return _positive("pservers")(value)
+    endpoints = [e for e in value.replace(";", ",").split(",") if e]
+    if not endpoints or not all(e.rpartition(":")[2].isdigit() for e in endpoints):
+        raise DistributedArgError(f"pservers={value!r} is neither a count nor HOST:PORT "
+                                  f"endpoints")
+    return ",".join(endpoints)
+
+
+_READERS: dict[str, Any] = {
+    "main": _methods, "mode": _one_of("mode", ("sync", "async")),
+    "split_method": _one_of("split_method", ("round_robin", "hash")),
+    "trainers": _positive("trainers"), "pservers": _servers, "slice_var_up": _flag,
+    "min_block_size": _positive("min_block_size"),
+}
+
+
+def _flag_value(argv: Sequence[str]) -> str | None:
+    """The text after ``--distributed`` (or ``--distributed=``); None without the flag."""
     text = None
     args = list(argv)
     for i, a in enumerate(args):
         if a == "--distributed":
-            if i + 1 >= len(args):
-                raise OpArgumentError("--distributed needs a value such as main=train_step")
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise DistributedArgError("it needs a value")
             text = args[i + 1]
         elif a.startswith("--distributed="):
             text = a.split("=", 1)[1]
+    return text
+
+
+def parse_distributed_arg(argv: Sequence[str]) -> dict[str, Any]:
+    """``--distributed main=train_step,mode=async`` (or ``--distributed=...``) as transpile
+    keyword arguments; ``main=d_step+g_step`` names several methods. {} without the flag;
+    `DistributedArgError` (one line, with the form expected) when it is malformed."""
+    text = _flag_value(argv)
     if text is None:
         return {}
     out: dict[str, Any] = {}
+    # ';' separates endpoints inside pservers=, so it never separates options.
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, sep, value = item.partition("=")
-        if not sep or key not in _KNOWN:
-            raise OpArgumentError(f"--distributed: cannot read {item!r}; use key=value with "
-                                  f"keys {', '.join(_KNOWN)}")
-        if key == "main":
-            methods = tuple(m for m in value.split("+") if m)
-            out[key] = methods[0] if len(methods) == 1 else methods
-        elif key in _INT_OPTIONS:
-            try:
-                out[key] = int(value)
-            except ValueError:
-                raise OpArgumentError(f"--distributed: {key} must be an integer") from None
-        elif key in _BOOL_OPTIONS:
-            if value.lower() not in ("true", "false", "1", "0"):
-                raise OpArgumentError(f"--distributed: {key} must be true or false")
-            out[key] = value.lower() in ("true", "1")
-        elif key == "pservers":
-            out[key] = int(value) if value.isdigit() else value.replace(";", ",")
-        else:
-            out[key] = value
+        if key not in _READERS:
+            if not sep and "pservers" in out and ":" in item:
+                out["pservers"] = _servers(f"{out['pservers']},{item}")
+                continue
+            raise DistributedArgError(f"{item!r} is not key=value with a known key")
+        if not sep:
+            raise DistributedArgError(f"{key} needs a value ({key}=...)")
+        out[key] = _READERS[key](value)
+    if not out:
+        raise DistributedArgError("it needs key=value options")
     return out
-
-
-ENGINES = ("local", "ray")
-
-
-def engine_named(name: str) -> Any:
-    """The engine called ``name``: ``'local'`` (this process: servers as objects, trainers
-    on threads) or ``'ray'`` (servers and trainers as Ray actors)."""
-    if name == "local":
-        from .local import LocalEngine
-        return LocalEngine()
-    if name == "ray":
-        from .ray_engine import RayEngine
-        return RayEngine()
-    raise OpArgumentError(f"no distributed engine named {name!r}; engines: "
-                          f"{', '.join(ENGINES)} (or pass an object with launch(plan, ...))")
-
-
-def launch(plan: Any, engine: Any = None, **options: Any) -> Any:
-    """Start the trainers and parameter servers of ``plan``; returns a
-    `DistributedProgram` with the compiled program's methods, ``parameters()``,
-    ``save(dir)`` and ``close()`` (also a context manager).
-
-    ``engine``: ``'local'`` (default), ``'ray'``, or an object with
-    ``launch(plan, **options)``. Options of both engines: ``seed`` (default: the compiled
-    program's), ``timeout`` (seconds a sync step waits for a missing trainer; it bounds
-    every call); the Ray engine takes more (see `RayEngine.launch`).
-    """
-    if engine is None or isinstance(engine, str):
-        engine = engine_named(engine or "local")
-    return engine.launch(plan, **options)
