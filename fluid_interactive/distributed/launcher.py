@@ -123,6 +123,7 @@ class Launcher:
         head: RayHead | None = None
         state_dir = tempfile.mkdtemp(prefix=f"fluid-state-{self.job}-", dir=default_root())
         watchdog.guard_dir(state_dir)
+        self.say(f"fluid run: job {self.job}, servers' state in {state_dir}")
         with stop_on_signals():
             try:
                 env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -207,9 +208,11 @@ class Launcher:
         started = last_progress = time.monotonic()
         servers_gone_at: float | None = None
         stopped_some = False
+        cause: _Role | None = None
         while any(r.ended() is None for r in trainers):
             self._report_exits()
-            if self._must_stop(trainers, servers):
+            cause = self._fatal_end(trainers, servers)
+            if cause is not None:
                 break
             if servers_gone_at is None and all(r.ended() is not None for r in servers):
                 servers_gone_at = time.monotonic()
@@ -225,6 +228,8 @@ class Launcher:
             time.sleep(0.1)
         self._report_exits()
         stopped_some = self._await_servers(servers, timeout) or stopped_some
+        if cause is not None:
+            return exit_status(cause.proc.returncode)
         return self._status(trainers, servers, stopped_some)
 
     def _report_exits(self) -> None:
@@ -236,10 +241,10 @@ class Launcher:
                     r.relay.join(timeout=1)
                 self.say(f"{r.name} {r.how()}")
 
-    def _must_stop(self, trainers: list[_Role], servers: list[_Role]) -> bool:
-        """Whether a role died in a way the job cannot survive: a server that failed, or
-        (sync mode) a trainer that failed; says so."""
-        running = [r for r in trainers if r.ended() is None]
+    def _fatal_end(self, trainers: list[_Role], servers: list[_Role]) -> _Role | None:
+        """The role that ended in a way the job cannot survive (a server that failed, or in
+        sync mode a trainer that failed), if one did; then says so and stops the others."""
+        running = [r for r in self._roles if r.ended() is None]
         for r in servers + trainers:
             code = r.ended()
             if code is None or code == 0 or (r.trainer and not self._sync):
@@ -248,9 +253,9 @@ class Launcher:
                 "the trainers cannot go on without it"
             self.say(f"fluid run: {r.name} {describe_exit(code)}: {what}; stopping "
                      f"{', '.join(x.name for x in running)}")
-            stop_pids([x.proc.pid for x in running])
-            return True
-        return False
+            self._stop(running)
+            return r
+        return None
 
     def _stop_orphans(self, trainers: list[_Role]) -> bool:
         left = [r for r in trainers if r.ended() is None]
@@ -285,8 +290,14 @@ class Launcher:
                 return worst
         return 1 if stopped_some else 0
 
+    def _stop(self, roles: list[_Role]) -> None:
+        """Stop the trainers first (a trainer stopped in a step still tells the servers),
+        then the servers."""
+        stop_pids([r.proc.pid for r in roles if r.trainer])
+        stop_pids([r.proc.pid for r in roles if not r.trainer])
+
     def _stop_all(self) -> None:
-        stop_pids([r.proc.pid for r in self._roles])
+        self._stop(self._roles)
         for r in self._roles:
             if r.relay is not None:
                 r.relay.join(timeout=5)

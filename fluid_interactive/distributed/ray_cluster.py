@@ -28,6 +28,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -320,6 +321,18 @@ def _init_within(ray: Any, address: str, namespace: str, deadline: float,
     if error is not None:
         raise DistributedError(f"cannot join the Ray cluster at {address}: "
                                f"{type(error).__name__}: {error}\n  {hint}") from error
+    _restore_python_sigterm()
+
+
+def _restore_python_sigterm() -> None:
+    """Ray's core worker installs a C-level SIGTERM handler that prints a C++ stack trace
+    and aborts, under the handler Python believes it has: put Python's back (the default
+    ends the process quietly; the role processes install their own, `stopping`)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
 
 
 __all__ = ["RayHead", "connect", "import_ray", "prepare_env", "free_port", "alive",

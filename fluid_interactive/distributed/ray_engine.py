@@ -49,8 +49,7 @@ def join_servers(plan: TranspilePlan, trainer_id: int, namespace: str, *, timeou
     pservers = {}
     for j, ep in enumerate(plan.endpoints):
         ps = RayPServer.lookup(ep, j, namespace, timeout=timeout, who=who,
-                               restart_timeout=restart_timeout,
-                               wait=max(0.0, deadline - time.monotonic()))
+                               restart_timeout=restart_timeout, wait=wait, deadline=deadline)
         # A server registers its name before its state is initialised: the answer may take
         # a while, up to what is left of the wait (at least the step timeout).
         ps.call("connect", trainer_id, fingerprint(plan, ep),

@@ -87,11 +87,11 @@ class RayPServer(_RemotePServer):
     @classmethod
     def lookup(cls, endpoint: str, index: int, namespace: str, *, timeout: float,
                restart_timeout: float = RESTART_TIMEOUT, who: str = "driver",
-               wait: float = 0.0) -> RayPServer:
-        """The proxy of the server actor for ``endpoint``, waiting up to ``wait`` seconds for
-        it to be registered."""
+               wait: float = 0.0, deadline: float | None = None) -> RayPServer:
+        """The proxy of the server actor for ``endpoint``, waiting up to ``wait`` seconds
+        (or until ``deadline``, a `time.monotonic` time) for it to be registered."""
         ray = import_ray()
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + wait if deadline is None else deadline
         while True:
             try:
                 handle = ray.get_actor(actor_name(endpoint), namespace=namespace)
