@@ -135,6 +135,7 @@ class Launcher:
                 return e.status
             finally:
                 self._stop_all()
+                self._report_exits()
                 if head is not None:
                     head.stop()
                 shutil.rmtree(state_dir, ignore_errors=True)

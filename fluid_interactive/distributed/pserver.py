@@ -195,10 +195,11 @@ class ParameterServer(PServer):
                 self._state.save_committed(Snapshot(self.step, self._values, list(self._applied)))
 
     def finish(self, trainer_id: int, error: str | None = None) -> None:
-        """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed)."""
+        """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed; a second
+        call keeps the first error)."""
         with self._cond:
             self._check_trainer(trainer_id)
-            self._finished[trainer_id] = error
+            self._finished[trainer_id] = self._finished.get(trainer_id) or error
             self._cond.notify_all()
 
     def connect(self, trainer_id: int, plan: Fingerprint) -> None:
