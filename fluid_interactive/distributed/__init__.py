@@ -9,7 +9,7 @@ The pieces an engine provides are in `interface` and `engine`.
 """
 from ..passes.transpiler import TranspilePlan, transpile
 from .agreement import Fingerprint, fingerprint
-from .engine import Engine, Job, engine_named, launch
+from .engine import Engine, Job
 from .errors import (
     DistributedError,
     DistributedTimeout,
@@ -19,6 +19,7 @@ from .errors import (
     StepFailed,
 )
 from .interface import CallResult, Communicator, Pending, PServer, Trainer
+from .launch import engine_named, launch
 from .local import LocalEngine, LocalTrainer
 from .program import DistributedMethod, DistributedProgram
 from .pserver import ParameterServer

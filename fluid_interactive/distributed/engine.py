@@ -1,4 +1,4 @@
-"""`Engine`: what starts the programs of a plan, and `launch`, the verb that picks one.
+"""`Engine`: what starts the programs of a plan (`launch.launch` picks one).
 
 An engine is an object with two methods, `Engine.start_pserver` and `Engine.start_trainer`;
 `Engine.launch` (written once, here) starts every server, then every trainer from trainer
@@ -12,13 +12,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import OpArgumentError
 from ..passes.transpiler import TranspilePlan
 from .interface import PServer, Trainer
 from .program import DistributedProgram, release
 from .server_spec import DEFAULT_TIMEOUT, check_timeout
-
-ENGINES = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -77,42 +74,3 @@ class Engine(ABC):
     def start_trainer(self, job: Job, trainer_id: int, pservers: Mapping[str, PServer]
                       ) -> Trainer:
         """Start trainer ``trainer_id`` against ``pservers`` (endpoint -> server)."""
-
-
-def engine_named(name: str, **options: object) -> Engine:
-    """The engine called ``name`` with its options: ``'local'`` (this process: servers as
-    objects, trainers on threads) or ``'ray'`` (servers and trainers as Ray actors)."""
-    if name == "local":
-        from .local import LocalEngine
-        cls: type[Engine] = LocalEngine
-    elif name == "ray":
-        from .ray_engine import RayEngine
-        cls = RayEngine
-    else:
-        raise OpArgumentError(f"no distributed engine named {name!r}; engines: "
-                              f"{', '.join(ENGINES)} (or pass an Engine object)")
-    try:
-        return cls(**options)
-    except TypeError as e:
-        raise OpArgumentError(f"engine {name!r}: {e}; see help({cls.__name__})") from None
-
-
-def launch(plan: TranspilePlan, engine: str | Engine | None = None, *,
-           seed: int | None = None, timeout: float = DEFAULT_TIMEOUT,
-           **engine_options: object) -> DistributedProgram:
-    """Start the trainers and parameter servers of ``plan``; returns a
-    `DistributedProgram` with the compiled program's methods, ``parameters()``,
-    ``save(dir)`` and ``close()`` (also a context manager).
-
-    ``engine``: ``'local'`` (default), ``'ray'``, or an `Engine` object. ``seed`` (default:
-    the compiled program's) and ``timeout`` (seconds a sync step waits for a missing
-    trainer; it bounds every call) apply to every engine; other options go to the named
-    engine (see `RayEngine`).
-    """
-    if engine is None or isinstance(engine, str):
-        engine = engine_named(engine or "local", **engine_options)
-    elif engine_options:
-        raise OpArgumentError(f"launch: options {', '.join(engine_options)} belong to the "
-                              f"engine; give them to its constructor when you pass an engine "
-                              f"object")
-    return engine.launch(plan, seed=seed, timeout=timeout)

@@ -66,7 +66,7 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
         raise SystemExit(serve(plan, cfg, env))
-    from .engine import launch
+    from .launch import launch
     return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
 
 
