@@ -53,7 +53,7 @@ ORPHAN_GRACE_S = 10.0
 #: ~120 MB more (measured, docs/distributed.md "fluid run"). A machine is refused a job
 #: it cannot hold.
 ROLE_BYTES = 256 << 20
-#: 12 roles (8 trainers x 4 servers) train correctly on 2 CPUs; 102 did not start in 6 min.
+#: 12 roles (8 trainers x 4 servers) train correctly on 2 CPUs; 102 failed after 6 minutes.
 ROLES_PER_CPU = 8
 MAX_ROLES_VAR = "FLUID_MAX_ROLES"
 
