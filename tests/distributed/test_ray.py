@@ -308,8 +308,8 @@ def test_the_launcher_says_at_once_that_a_trainer_died_and_stops_the_sync_job(
     out = "".join(seen) + rest
     assert job.returncode == 137, out
     assert "fluid run: trainer 1 was killed by SIGKILL: a sync job cannot go on without it; " \
-           "stopping pserver 0, trainer 0" in out
-    assert "[pserver 0] pserver 0: stopped by SIGTERM; its state is removed" in out
+           "stopping pserver 0, trainer 0" in out, out
+    assert "[pserver 0] pserver 0: stopped by SIGTERM; its state is removed" in out, out
     assert_gone(_pids(out, "trainer") + _pids(out, "pserver") + [job.pid])
 
 
