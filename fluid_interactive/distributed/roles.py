@@ -32,7 +32,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -226,7 +226,8 @@ def serve(plan: TranspilePlan, cfg: RoleConfig, env: Mapping[str, str]) -> int:
 
 
 def _serve(plan: TranspilePlan, ep: str, timeout: float, namespace: str,
-           folder: _StateFolder, env: Mapping[str, str], say: Any) -> int:
+           folder: _StateFolder, env: Mapping[str, str], say: Callable[[str], None]
+           ) -> int:
     from .ray_cluster import connect
     from .ray_engine import start_pserver
     from .ray_proxy import shut_down_actor
