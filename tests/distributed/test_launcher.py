@@ -5,6 +5,7 @@ chosen free); a server killed mid-training; the launcher stopped by SIGINT and k
 SIGKILL. After each, nothing of the job is left: no process (a role carries its job in
 ``FLUID_JOB``, Ray's processes are in the head's session or name its temporary directory)
 and no folder in /dev/shm or the temporary directory."""
+import glob
 import os
 import re
 import shlex
@@ -79,6 +80,11 @@ def _assert_nothing_left(job, head_pid, temp_dir, within=30.0):
     assert _leftovers(job, head_pid, temp_dir) == ([], [])
 
 
+def _example_data():
+    """The data files examples/fit_a_line.py writes, one temporary folder per process."""
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "*", "data.recordio")))
+
+
 def _readme_command():
     """The README's distributed command, exactly as written (run from the checkout)."""
     with open(os.path.join(ROOT, "README.md")) as f:
@@ -95,9 +101,11 @@ def test_the_readme_command_twice_side_by_side_leaves_nothing_behind(processes):
     command = _readme_command()
     assert command[1:] == ["run", "examples/fit_a_line.py", "--distributed", "main=train_step",
                            "--trainers", "2", "--pservers", "2"]
+    data_before = _example_data()
     jobs = [spawn(command, _launcher_env(), ROOT) for _ in range(2)]
     processes += jobs
     outs = finish(jobs, timeout=600)
+    assert _example_data() <= data_before        # each role removed its data folder
     for job, out in zip(jobs, outs):
         assert job.returncode == 0, out
         for k in range(2):
