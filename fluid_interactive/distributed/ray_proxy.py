@@ -133,10 +133,13 @@ class RayPServer(_RemotePServer):
                 now = time.monotonic()
                 if restart_deadline is None:
                     restart_deadline = now + self.restart_timeout
-                if now >= restart_deadline or self._gone_for_good():
+                late = now >= restart_deadline
+                if late or self._gone_for_good():
+                    # A server gone for good is reported at once: nothing waited for it.
+                    how = (f"waited {self.restart_timeout:g}s for it to restart" if late
+                           else "it is gone and Ray will not restart it")
                     raise ServerUnreachable(
-                        f"{self.who}: {self.role} is unreachable (waited "
-                        f"{self.restart_timeout:g}s for it to restart) while waiting for "
+                        f"{self.who}: {self.role} is unreachable ({how}) while waiting for "
                         f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0]}"
                     ) from None
                 time.sleep(0.2)
