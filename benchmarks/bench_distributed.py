@@ -27,8 +27,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
 import fluid  # noqa: E402
-from fluid_interactive.distributed import launch, stop_ray, transpile  # noqa: E402
-from fluid_interactive.distributed.pserver import pserver_spec  # noqa: E402
+from fluid_interactive.distributed import (  # noqa: E402
+    launch,
+    pserver_spec,
+    stop_ray,
+    transpile,
+)
 from fluid_interactive.distributed.state import Snapshot, StateDir  # noqa: E402
 
 

@@ -11,7 +11,7 @@ step on every server and raises, so no server applies it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -91,10 +91,9 @@ class StepCommunicator(Communicator):
 
     def recv(self, trainer_id: int, names: Sequence[str], epmap: Sequence[str]) -> list[Any]:
         self._check_step()
-        if self._values is None:
-            self._exchange(())
+        values = self._values if self._values is not None else self._exchange(())
         try:
-            return [to_device(self._values[(ep, n)], self._xp) for n, ep in zip(names, epmap)]
+            return [to_device(values[(ep, n)], self._xp) for n, ep in zip(names, epmap)]
         except KeyError as e:
             raise KeyError(f"trainer {trainer_id}: {e.args[0]} was not among the values "
                            f"received in step {self._step}") from None
@@ -109,8 +108,10 @@ class StepCommunicator(Communicator):
             raise RuntimeError(f"trainer {self.trainer_id}: the communicator was used outside "
                                f"a step; run transpiled methods through their engine")
 
-    def _exchange(self, barrier: Sequence[str]) -> None:
-        wanted = self._received.get(self._method, {})
+    def _exchange(self, barrier: Sequence[str]) -> dict[tuple[str, str], Any]:
+        """One exchange with every server of the step; the values received, by (server,
+        name)."""
+        wanted = self._received.get(self._method or "", {})
         order = [ep for ep in self._pservers
                  if ep in wanted or ep in self._outbox or ep in barrier]
         pending = {}
@@ -129,12 +130,13 @@ class StepCommunicator(Communicator):
                 errors.append((ep, e))
         if errors:
             self._fail(errors)
-        self._values = {(ep, n): v for ep in order
-                        for n, v in zip(wanted.get(ep, []), results[ep])}
+        self._values = values = {(ep, n): v for ep in order
+                                 for n, v in zip(wanted.get(ep, []), results[ep])}
         self._outbox = {}
         self.committed = self._step
+        return values
 
-    def _fail(self, errors: list[tuple[str, BaseException]]) -> None:
+    def _fail(self, errors: list[tuple[str, BaseException]]) -> NoReturn:
         ep, error = next(((ep, e) for ep, e in errors if not isinstance(e, StepAborted)),
                          errors[0])
         if not any(isinstance(e, ServerUnreachable) for _, e in errors):

@@ -5,6 +5,16 @@ from __future__ import annotations
 from ..errors import FluidError
 
 
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` where Python has it (3.11+); on 3.10, the note joins the
+    message, so that it is still printed."""
+    adder = getattr(error, "add_note", None)
+    if adder is not None:
+        adder(note)
+    elif error.args and isinstance(error.args[0], str):
+        error.args = (f"{error.args[0]}\n{note}",) + error.args[1:]
+
+
 class DistributedError(FluidError, RuntimeError):
     """A distributed step or job failed."""
 
@@ -24,3 +34,8 @@ class DistributedTimeout(DistributedError, TimeoutError):
 
 class ServerUnreachable(DistributedError):
     """A parameter server could not be reached (dead, or not started) within the wait."""
+
+
+class PlanMismatch(DistributedError):
+    """A trainer and a server built different plans (another script, other options); the
+    message names the ops, vars and settings that differ."""

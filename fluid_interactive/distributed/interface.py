@@ -1,11 +1,13 @@
 """What an engine provides, so the trainer side is written once.
 
 `PServer`
-    One parameter server, wherever it runs: the protocol of `pserver.ParameterServer`
-    (``exchange``, ``commit``, ``abort``, ``get``, ``finish``, ``status``). The in-process
-    engine uses `ParameterServer` itself; the Ray engine a proxy for an actor.
-    ``submit_exchange`` starts an exchange and returns a `Pending`, so a trainer can talk to
-    every server at once; the default runs it at once.
+    One parameter server, wherever it runs: the protocol of `pserver.ParameterServer`,
+    listed once in `PServer.REMOTE_METHODS` (``exchange``, ``connect``, ``commit``,
+    ``abort``, ``get``, ``set_values``, ``finish``, ``status``, ``pid``). The in-process
+    engine uses `ParameterServer` itself; the Ray engine runs it as an actor and talks to
+    it through a proxy whose methods are made from that list. ``submit_exchange`` starts an
+    exchange and returns a `Pending`, so a trainer can talk to every server at once; the
+    default runs it at once.
 
 `Communicator`
     What the ``send`` / ``send_barrier`` / ``recv`` / ``fetch_barrier`` kernels of a trainer
@@ -17,8 +19,9 @@
     step ``step`` and reads and writes that program's persistable vars. Its calls run in
     order, one at a time.
 
-`Engine`
-    ``launch(plan, **options)`` starts everything and returns a `DistributedProgram`.
+`Engine` (in `engine`, since it builds the `DistributedProgram`)
+    ``start_pserver`` and ``start_trainer``; ``launch(plan)`` starts every server, then
+    every trainer, and returns a `DistributedProgram` over them.
 """
 from __future__ import annotations
 
@@ -26,14 +29,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .errors import StepAborted
 
-__all__ = ["PServer", "Pending", "Communicator", "Trainer", "CallResult", "Engine",
-           "StepAborted"]
+if TYPE_CHECKING:
+    from .agreement import Fingerprint
+    from .server_spec import ServerStatus
+
+__all__ = ["PServer", "Pending", "Communicator", "Trainer", "CallResult", "StepAborted"]
 
 
 class Pending:
@@ -56,6 +62,20 @@ class Pending:
 class PServer(ABC):
     """One parameter server. Arrays cross this interface as NumPy arrays."""
 
+    #: The protocol: the methods a server answers wherever it runs, each with what a
+    #: caller waits for while it runs (for messages; formatted with the call's arguments).
+    REMOTE_METHODS: ClassVar[dict[str, str]] = {
+        "exchange": "step {step} (trainer {trainer_id})",
+        "connect": "its answer to trainer {trainer_id} joining",
+        "commit": "the commit of step {step}",
+        "abort": "the abort of step {step}",
+        "get": "parameter values",
+        "set_values": "new values",
+        "finish": "the end of trainer {trainer_id}",
+        "status": "its status",
+        "pid": "its process id",
+    }
+
     endpoint: str
 
     @property
@@ -75,6 +95,10 @@ class PServer(ABC):
             return Pending(error=e)
 
     @abstractmethod
+    def connect(self, trainer_id: int, plan: Fingerprint) -> None:
+        """A trainer joins; refused unless its plan of this server agrees."""
+
+    @abstractmethod
     def commit(self, step: int) -> None: ...
 
     @abstractmethod
@@ -91,7 +115,11 @@ class PServer(ABC):
     def finish(self, trainer_id: int, error: str | None = None) -> None: ...
 
     @abstractmethod
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> ServerStatus: ...
+
+    @abstractmethod
+    def pid(self) -> int:
+        """The process the server's state lives in."""
 
     def close(self) -> None:  # noqa: B027 (optional: most servers hold nothing to release)
         """Release the server."""
@@ -153,13 +181,3 @@ class Trainer(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
-
-
-class Engine(ABC):
-    """Starts the programs of a `TranspilePlan`."""
-
-    name = "engine"
-
-    @abstractmethod
-    def launch(self, plan: Any, **options: Any) -> Any:
-        """Start servers and trainers; return a `DistributedProgram`."""

@@ -17,16 +17,18 @@ from typing import Any
 import numpy as np
 
 from ..backend import get_device
-from .interface import CallResult, Engine, PServer, Trainer
-from .program import DistributedProgram, start_job
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, check_timeout, pserver_spec
+from ..passes.transpiler import TranspilePlan
+from .engine import Engine, Job
+from .interface import CallResult, PServer, Trainer
+from .pserver import ParameterServer
+from .server_spec import DEFAULT_TIMEOUT, pserver_spec
 from .trainer import TrainerRuntime
 
 
 class LocalTrainer(Trainer):
     """A trainer runtime and the thread its calls run on."""
 
-    def __init__(self, plan: Any, trainer_id: int, pservers: Mapping[str, PServer], *,
+    def __init__(self, plan: TranspilePlan, trainer_id: int, pservers: Mapping[str, PServer], *,
                  seed: int | None, device: str, timeout: float = DEFAULT_TIMEOUT,
                  inline: bool = False):
         self.trainer_id = trainer_id
@@ -100,22 +102,23 @@ def _run_into(future: Future, fn: Callable[[], Any]) -> None:
 
 
 class LocalEngine(Engine):
-    """Everything in this process: servers as objects, one thread per trainer."""
+    """Everything in this process: servers as objects, one thread per trainer.
+    ``device``: where the servers and trainers compute (default: the plan's, else the
+    current device)."""
 
     name = "local"
 
-    def launch(self, plan: Any, *, seed: int | None = None, device: str | None = None,
-               timeout: float = DEFAULT_TIMEOUT) -> DistributedProgram:
-        """``seed`` (default: the compiled program's) seeds the servers' initialisers;
-        ``timeout``: how long a sync step waits for a missing trainer (and so bounds a
-        call)."""
-        seed = plan.seed if seed is None else seed
-        device = device or plan.device or get_device()
-        timeout = check_timeout(timeout)
-        return start_job(
-            plan, lambda ep: ParameterServer(pserver_spec(plan, ep), seed=seed, device=device,
-                                             timeout=timeout),
-            lambda k, seed_k, servers: LocalTrainer(plan, k, servers, seed=seed_k,
-                                                    device=device, timeout=timeout),
-            seed, lambda servers, trainers: DistributedProgram(
-                plan, trainers, servers, engine=self.name, timeout=timeout))
+    def __init__(self, device: str | None = None):
+        self.device = device
+
+    def _device(self, job: Job) -> str:
+        return self.device or job.plan.device or get_device()
+
+    def start_pserver(self, job: Job, endpoint: str) -> PServer:
+        return ParameterServer(pserver_spec(job.plan, endpoint), seed=job.seed,
+                               device=self._device(job), timeout=job.timeout)
+
+    def start_trainer(self, job: Job, trainer_id: int, pservers: Mapping[str, PServer]
+                      ) -> Trainer:
+        return LocalTrainer(job.plan, trainer_id, pservers, seed=job.trainer_seed(trainer_id),
+                            device=self._device(job), timeout=job.timeout)

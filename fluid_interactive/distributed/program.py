@@ -20,11 +20,12 @@ import numpy as np
 from ..errors import FeedError, ProgramDefinitionError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc
 from ..ir.text import format_block
+from ..passes.transpiler import TranspilePlan
 from ..runtime.live.compiled import CompiledProgram
 from ..runtime.plan.feed import bind_arguments
-from .errors import DistributedTimeout, StepAborted
+from .errors import DistributedTimeout, StepAborted, add_note
 from .interface import CallResult, PServer, Trainer
-from .pserver import DEFAULT_TIMEOUT
+from .server_spec import DEFAULT_TIMEOUT
 
 #: How long, after one trainer failed a step, the others may take to report.
 _SETTLE_GRACE = 1.0
@@ -32,7 +33,7 @@ _SETTLE_GRACE = 1.0
 
 def _caused_by_abort(error: BaseException) -> bool:
     seen = set()
-    e = error
+    e: BaseException | None = error
     while e is not None and id(e) not in seen:
         if isinstance(e, StepAborted):
             return True
@@ -78,7 +79,8 @@ class DistributedProgram:
     just it) against servers in other processes; otherwise every trainer of the plan.
     """
 
-    def __init__(self, plan: Any, trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
+    def __init__(self, plan: TranspilePlan, trainers: Sequence[Trainer],
+                 pservers: Mapping[str, PServer],
                  *, engine: str = "", timeout: float = DEFAULT_TIMEOUT,
                  closers: Sequence[Callable[[], None]] = (), patience: float = 0.0):
         self.plan = plan
@@ -171,8 +173,9 @@ class DistributedProgram:
                 # hear about the step), but no longer than the grace.
                 deadline = min(deadline, time.monotonic() + grace)
         results = [_outcome(f) if f.done() else None for f in futures]
-        if all(r is not None and r.error is None for r in results):
-            return [r.value for r in results]
+        succeeded = [r for r in results if r is not None and r.error is None]
+        if len(succeeded) == len(results):
+            return [r.value for r in succeeded]
         self._settle_failed_step(step, results)
         raise self._step_error(step, results)
 
@@ -208,13 +211,13 @@ class DistributedProgram:
         outcome = "every server" if _applied(results) else "no server"
         if failed:
             k, root = next(((k, e) for k, e in failed if not _caused_by_abort(e)), failed[0])
-            root.add_note(f"(raised by trainer {k} of {self.plan.trainers}; step {step} was "
+            add_note(root, f"(raised by trainer {k} of {self.plan.trainers}; step {step} was "
                           f"applied on {outcome})")
         else:
             root = DistributedTimeout(f"step {step}: {self._failure_summary(results)}; it was "
                                       f"applied on {outcome}")
         if stalled:
-            root.add_note(f"trainer(s) {', '.join(map(str, stalled))} still running the "
+            add_note(root, f"trainer(s) {', '.join(map(str, stalled))} still running the "
                           f"abandoned step {step}; they catch up before their next call")
         return root
 
@@ -245,6 +248,8 @@ class DistributedProgram:
 
     def _fetch(self, name: str) -> np.ndarray:
         loc = self.plan.locate(name)
+        if loc is None:
+            raise KeyError(f"the servers hold no {name!r}")
         pieces = loc.pieces if loc.kind == "rows" else loc.pieces[:1]
         by_server: dict[str, list[int]] = {}
         for i, p in enumerate(pieces):
@@ -370,35 +375,6 @@ class DistributedProgram:
                 f"{', '.join(self.plan.main)}>")
 
 
-def start_job(plan: Any, start_pserver: Callable[[str], PServer],
-              start_trainer: Callable[[int, int | None, dict[str, PServer]], Trainer],
-              seed: int | None,
-              program: Callable[[dict[str, PServer], list[Trainer]], DistributedProgram],
-              timeout: float | None = None) -> DistributedProgram:
-    """An engine's job: every server of ``plan`` (``start_pserver(endpoint)``), then every
-    trainer (``start_trainer(k, seed of trainer k, the servers)``: each draws its own random
-    numbers, dropout and the like) starting from trainer 0's initial values (waiting at
-    most ``timeout`` for each), and ``program(servers, trainers)`` over them. When anything
-    fails, what started is closed again."""
-    pservers: dict[str, PServer] = {}
-    trainers: list[Trainer] = []
-    try:
-        for ep in plan.endpoints:
-            pservers[ep] = start_pserver(ep)
-        for k in range(plan.trainers):
-            trainers.append(start_trainer(k, None if seed is None else seed + k, pservers))
-        state = trainers[0].tensor_state()
-        for t in trainers[1:]:
-            t.set_vars(state).result(timeout=timeout)
-        return program(pservers, trainers)
-    except BaseException:
-        for t in trainers:
-            t.close()
-        for ps in pservers.values():
-            ps.close()
-        raise
-
-
 def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
                closers: Sequence[Callable[[], None]]) -> None:
     for ps in pservers.values():
@@ -407,6 +383,12 @@ def _shut_down(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
                 ps.finish(t.trainer_id)
             except Exception:   # a server that is gone needs no goodbye
                 pass
+    release(trainers, pservers, closers)
+
+
+def release(trainers: Sequence[Trainer], pservers: Mapping[str, PServer],
+            closers: Sequence[Callable[[], None]]) -> None:
+    """Close the trainers, then the servers, then what the engine set up for the job."""
     for t in trainers:
         t.close()
     for ps in pservers.values():

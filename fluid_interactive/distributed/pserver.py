@@ -26,64 +26,24 @@ each trainer's pushes are applied at most once (by step number).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..backend import array_module_for, to_device
-from ..ir.records import ProgramDesc
-from ..ir.serialize import program_to_json
 from ..runtime.live.compiled import CompiledProgram
 from ..runtime.plan.runner import BlockRunner
-from .errors import DistributedTimeout, StepAborted, StepFailed
+from .agreement import Fingerprint, differences
+from .errors import DistributedTimeout, PlanMismatch, StepAborted, StepFailed
 from .interface import PServer
+from .server_spec import DEFAULT_TIMEOUT, PServerSpec, ServerStatus
 from .state import Snapshot, StateDir, values_equal_layout
 
-DEFAULT_TIMEOUT = 120.0
 _ABORTED_KEPT = 256
-
-
-def check_timeout(timeout: Any) -> float:
-    """``timeout`` (an engine's option: how long a sync step waits for a missing trainer)
-    as seconds; a clear error unless it is a positive number."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
-    return float(timeout)
-
-
-@dataclass(frozen=True)
-class PServerSpec:
-    """Everything a parameter server needs, picklable (it travels to a Ray actor)."""
-    endpoint: str
-    index: int
-    program: ProgramDesc
-    startup: ProgramDesc
-    info: Any                 # passes.transpiler.PServerInfo
-    trainers: int
-    sync: bool
-    digest: str               # of the programs: trainers check they run the same plan
-
-    @property
-    def role(self) -> str:
-        return f"pserver {self.index} ({self.endpoint})"
-
-
-def plan_digest(plan: Any, endpoint: str) -> str:
-    text = program_to_json(plan.pserver_program(endpoint)) + program_to_json(
-        plan.startup_program(endpoint))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def pserver_spec(plan: Any, endpoint: str) -> PServerSpec:
-    return PServerSpec(endpoint, plan.endpoints.index(endpoint), plan.pserver_program(endpoint),
-                       plan.startup_program(endpoint), plan.pserver_info(endpoint),
-                       plan.trainers, plan.sync, plan_digest(plan, endpoint))
 
 
 class _Round:
@@ -128,13 +88,15 @@ class ParameterServer(PServer):
         self._finished: dict[int, str | None] = {}
         self._last_seen: dict[int, float] = {}
         self._missing: dict[int, str] = {}       # trainers a sync step timed out waiting for
+        self._connected: set[int] = set()
+        self._refused: dict[int, str] = {}
         self._started = time.monotonic()
         self._closed = False
         self.updates = 0                    # optimize-block runs
         self.restored = False
         self._state = StateDir(state_dir) if state_dir else None
         if self._state is not None:
-            self._restore_or_save()
+            self._restore_or_save(self._state)
 
     @property
     def role(self) -> str:
@@ -153,14 +115,14 @@ class ParameterServer(PServer):
                 pass
         return values
 
-    def _restore_or_save(self) -> None:
-        committed, prepared = self._state.load()
+    def _restore_or_save(self, state: StateDir) -> None:
+        committed, prepared = state.load()
         if committed is None:
-            self._state.save_committed(Snapshot(0, self._values, list(self._applied)))
+            state.save_committed(Snapshot(0, self._values, list(self._applied)))
             return
         if not values_equal_layout(committed.values, self._values) or \
                 len(committed.applied) != self.trainers:
-            raise StepFailed(f"{self.role}: the saved state in {self._state.path} does not "
+            raise StepFailed(f"{self.role}: the saved state in {state.path} does not "
                              f"fit this server's program (another job's files?); remove the "
                              f"directory to start afresh")
         self._values = {n: to_device(v, self._xp) for n, v in committed.values.items()}
@@ -233,30 +195,51 @@ class ParameterServer(PServer):
                 self._state.save_committed(Snapshot(self.step, self._values, list(self._applied)))
 
     def finish(self, trainer_id: int, error: str | None = None) -> None:
-        """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed)."""
+        """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed; a second
+        call keeps the first error)."""
         with self._cond:
             self._check_trainer(trainer_id)
-            self._finished[trainer_id] = error
+            self._finished[trainer_id] = self._finished.get(trainer_id) or error
             self._cond.notify_all()
 
-    def status(self) -> dict[str, Any]:
+    def connect(self, trainer_id: int, plan: Fingerprint) -> None:
+        """Trainer ``trainer_id`` joins, with its fingerprint of this server's part of the
+        plan: refused with `PlanMismatch`, naming what differs, unless it agrees."""
+        with self._cond:
+            self._check_trainer(trainer_id)
+            problems = differences(self.spec.fingerprint, plan)
+            if problems:
+                message = (f"{self.role} refuses trainer {trainer_id}: its plan differs from "
+                           f"this server's (start every role from the same script with the "
+                           f"same --distributed options and PADDLE_* settings):\n  "
+                           + "\n  ".join(problems))
+                self._refused[trainer_id] = message
+                raise PlanMismatch(message)
+            self._connected.add(trainer_id)
+            self._refused.pop(trainer_id, None)
+            self._last_seen[trainer_id] = time.monotonic()
+
+    def status(self) -> ServerStatus:
         """What a supervisor needs to decide whether the job is over."""
         with self._cond:
             now = time.monotonic()
             r = self._round
             failed = r is not None and r.error is not None
-            absent = [t for t in range(self.trainers) if r is not None and t not in r.pending]
-            return {
-                "endpoint": self.endpoint, "step": self.step, "updates": self.updates,
-                "pid": os.getpid(),
-                "finished": dict(self._finished), "restored": self.restored,
-                "idle_s": {t: now - self._last_seen.get(t, self._started)
-                           for t in range(self.trainers)},
-                "waiting_for": absent if r is not None and r.pending and not failed and
-                r.staged is None else [],
-                "failed": f"{type(r.error).__name__}: {r.error}" if failed else None,
-                "missing": dict(self._missing),
-            }
+            open_round = r is not None and bool(r.pending) and not failed and r.staged is None
+            return ServerStatus(
+                endpoint=self.endpoint, step=self.step, updates=self.updates, pid=os.getpid(),
+                restored=self.restored, up_s=now - self._started,
+                finished=dict(self._finished), connected=sorted(self._connected),
+                refused=dict(self._refused),
+                idle_s={t: now - self._last_seen.get(t, self._started)
+                        for t in range(self.trainers)},
+                missing=dict(self._missing),
+                waiting_for=[t for t in range(self.trainers) if r is not None and
+                             t not in r.pending] if open_round else [],
+                failed=f"{type(r.error).__name__}: {r.error}" if failed and r else None)
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def close(self) -> None:
         with self._cond:
@@ -267,6 +250,12 @@ class ParameterServer(PServer):
         """Delete the state files (the job finished cleanly)."""
         if self._state is not None:
             self._state.remove()
+
+    def shut_down(self, remove_state: bool) -> None:
+        """Close, and delete the state files when asked (the job is over)."""
+        self.close()
+        if remove_state:
+            self.remove_state()
 
     # --- inside -------------------------------------------------------------------------------
 

@@ -11,11 +11,20 @@ Three facts about Ray 2.60 shape this module (docs/distributed.md, "Ray"):
   ``RAY_AUTH_TOKEN``. `RayHead` makes a fresh token for each private cluster and hands the
   variables to the processes it starts (`RayHead.env`).
 * ``ray stop`` stops every Ray on the machine, including other people's. A private cluster
-  here is one ``ray start --head --block`` process and its descendants, in its own temporary
-  directory; `RayHead.stop` ends exactly those, by PID.
+  here is one ``ray start --head --block`` process and its descendants, in a session of
+  their own and their own temporary directory; `RayHead.stop` ends exactly those, by PID,
+  and a `watchdog.Watchdog` does the same if the process that started them dies first.
+  Every port it listens on is chosen free (two of Ray's metrics ports and its client
+  server's are fixed numbers unless set), so private clusters run side by side.
+
+Joining a cluster is bounded too: Ray retries an address where nothing answers for ever,
+so `connect` first waits (up to the job's timeout) for the address to accept connections,
+then gives ``ray.init`` what is left of it.
 """
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import secrets
 import shutil
@@ -24,17 +33,19 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from .errors import DistributedError
+from .server_spec import DEFAULT_TIMEOUT
+from .watchdog import GRACE, Watchdog, alive, psutil_or_none, stop_pids
 
 #: Environment variables every process of a private local cluster needs.
 LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 DEFAULT_OBJECT_STORE = 256 << 20
 START_TIMEOUT = 120.0
-STOP_GRACE = 3.0
 
 
 def import_ray() -> Any:
@@ -47,7 +58,7 @@ def import_ray() -> Any:
     return ray
 
 
-def prepare_env(local: bool, environ: dict | None = None) -> None:
+def prepare_env(local: bool, environ: MutableMapping[str, str] | None = None) -> None:
     """Before ``import ray``: pin a local cluster to 127.0.0.1 and make the auth mode
     explicit (Ray clients otherwise do not send the token a cluster asks for)."""
     env = os.environ if environ is None else environ
@@ -79,8 +90,10 @@ def _ray_executable() -> str:
 
 
 class RayHead:
-    """A private single-machine Ray cluster: 127.0.0.1 only, its own temporary directory,
-    a bounded object store, token authentication, stopped by PID.
+    """A private single-machine Ray cluster: 127.0.0.1 only, its own temporary directory
+    (``name`` in its name), a bounded object store, token authentication, free ports,
+    stopped by PID, and cleaned up by a watchdog if this process dies first (pass the
+    owner's ``watchdog`` to share one).
 
     Ray reads ``RAY_AUTH_MODE`` when it is imported: a process that joins the cluster
     itself must have ``RAY_AUTH_MODE=token`` in its environment before ``import ray``
@@ -88,77 +101,100 @@ class RayHead:
 
     def __init__(self, *, num_cpus: int | None = None,
                  object_store_bytes: int = DEFAULT_OBJECT_STORE,
-                 temp_root: str | None = None, token: str | None = None):
+                 temp_root: str | None = None, token: str | None = None, name: str = "",
+                 watchdog: Watchdog | None = None):
         self.num_cpus = num_cpus if num_cpus is not None else max(2, os.cpu_count() or 2)
         self.object_store_bytes = object_store_bytes
-        self.temp_dir = tempfile.mkdtemp(prefix="fluid-ray-", dir=_short_dir(temp_root))
+        self.temp_dir = tempfile.mkdtemp(prefix=f"fluid-ray-{name + '-' if name else ''}",
+                                         dir=_short_dir(temp_root))
         self.token = token or secrets.token_hex(32)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self._proc: subprocess.Popen | None = None
         self._pids: set[int] = set()
+        self._own_watchdog = watchdog is None
+        self._watchdog = watchdog
 
     def env(self) -> dict[str, str]:
         """What a process joining this cluster needs in its environment."""
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
                 "RAY_AUTH_TOKEN": self.token, LOOPBACK_VAR: "0"}
 
-    def start(self, timeout: float = START_TIMEOUT) -> RayHead:
+    def _command(self) -> list[str]:
         ports = {f"--{name}": free_port() for name in (
             "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
             "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")}
-        args = [_ray_executable(), "start", "--head", "--block", f"--port={self.port}",
+        if importlib.util.find_spec("grpc") is not None:
+            # With grpc installed `ray start` runs its client server, on 10001 unless told.
+            ports["--ray-client-server-port"] = free_port()
+        return [_ray_executable(), "start", "--head", "--block", f"--port={self.port}",
                 "--node-ip-address=127.0.0.1", f"--num-cpus={self.num_cpus}",
                 f"--object-store-memory={self.object_store_bytes}",
                 "--include-dashboard=false", "--include-log-monitor=false",
                 "--disable-usage-stats",
                 f"--temp-dir={self.temp_dir}"] + [f"{k}={v}" for k, v in ports.items()]
+
+    def _environment(self, timeout: float) -> dict[str, str]:
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS")
         # Ray gives its raylet 10 s to register; a busy machine may need longer.
         env.setdefault("RAY_raylet_start_wait_time_s", str(int(timeout)))
+        # The autoscaler's and the dashboard's metrics servers listen on fixed ports
+        # (44217, 44227) unless these say otherwise.
+        env["AUTOSCALER_METRIC_PORT"] = str(free_port())
+        env["DASHBOARD_METRIC_PORT"] = str(free_port())
+        return env
+
+    def start(self, timeout: float = START_TIMEOUT) -> RayHead:
+        if self._watchdog is None:
+            self._watchdog = Watchdog()
+        self._watchdog.guard_dir(self.temp_dir)
         log = open(os.path.join(self.temp_dir, "head.log"), "w+")  # noqa: SIM115 (the child keeps it)
-        self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+        self._proc = subprocess.Popen(self._command(), env=self._environment(timeout),
+                                      stdout=log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        self._watchdog.guard_session(self._proc.pid)
         self._pids.add(self._proc.pid)
+        try:
+            self._await_start(log, timeout)
+        finally:
+            log.close()
+        self._remember_children()
+        return self
+
+    def _await_start(self, log: Any, timeout: float) -> None:
+        assert self._proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             log.seek(0)
             text = log.read()
             if "Ray runtime started" in text:
-                log.close()
-                self._remember_children()
-                return self
+                return
             if self._proc.poll() is not None:
-                log.close()
                 status = self._proc.returncode
                 self.stop()
                 raise DistributedError(f"ray start --head exited with status {status}:\n"
                                        f"{text[-2000:]}")
             time.sleep(0.1)
-        log.close()
         self.stop()
         raise DistributedError(f"Ray did not start within {timeout:g}s (log in "
                                f"{self.temp_dir}/head.log)")
 
     def _remember_children(self) -> None:
-        """Add the head's descendants, and the processes that name this cluster's own
-        temporary directory (a failed `ray start` leaves its servers behind, re-parented)."""
-        psutil = _psutil()
+        """Add the head's descendants and the other processes of its session (Ray's
+        workers), and those that name this cluster's own temporary directory (a failed
+        `ray start` leaves its servers behind, re-parented)."""
+        psutil = psutil_or_none()
         if psutil is None or self._proc is None:
             return
-        try:
-            self._pids.update(p.pid for p in psutil.Process(self._proc.pid).children(
-                recursive=True))
-        except psutil.Error:
-            pass
-        me = os.getpid()
+        head, me = self._proc.pid, os.getpid()
         for p in psutil.process_iter(["cmdline"]):
             try:
-                if p.pid != me and any(self.temp_dir in a for a in p.info["cmdline"] or ()):
+                if p.pid != me and (os.getsid(p.pid) == head or any(
+                        self.temp_dir in a for a in p.info["cmdline"] or ())):
                     self._pids.add(p.pid)
                     self._pids.update(c.pid for c in p.children(recursive=True))
-            except psutil.Error:
+            except (psutil.Error, OSError):
                 pass
 
     @property
@@ -170,7 +206,7 @@ class RayHead:
         self._remember_children()
         return set(self._pids)
 
-    def stop(self, grace: float = STOP_GRACE) -> None:
+    def stop(self, grace: float = GRACE) -> None:
         """Stop this cluster's processes, by PID: SIGTERM, then SIGKILL after ``grace``
         seconds (some of Ray's servers ignore SIGTERM for longer); then remove its
         temporary directory."""
@@ -182,7 +218,10 @@ class RayHead:
             except subprocess.TimeoutExpired:
                 pass
             self._proc = None
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        _remove_tree(self.temp_dir, grace)
+        if self._own_watchdog and self._watchdog is not None:
+            self._watchdog.dismiss()
+            self._watchdog = None
 
     def __enter__(self) -> RayHead:
         return self.start()
@@ -191,63 +230,11 @@ class RayHead:
         self.stop()
 
 
-def _psutil() -> Any:
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return psutil
-
-
-def alive(pids: Iterable[int]) -> list[int]:
-    """The processes among ``pids`` still running (zombies count as gone)."""
-    psutil = _psutil()
-    out = []
-    for pid in pids:
-        if psutil is not None:
-            try:
-                p = psutil.Process(pid)
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(pid)
-            except psutil.Error:
-                pass
-        else:
-            try:
-                os.kill(pid, 0)
-                out.append(pid)
-            except OSError:
-                pass
-    return out
-
-
-def stop_pids(pids: Iterable[int], grace: float = STOP_GRACE) -> list[int]:
-    """SIGTERM each process, wait up to ``grace`` seconds, SIGKILL what is left. Returns
-    the PIDs that needed SIGKILL."""
-    pids = [p for p in set(pids) if p != os.getpid()]
-    for pid in alive(pids):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
-    deadline = time.monotonic() + grace
-    left = alive(pids)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = alive(left)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    deadline = time.monotonic() + grace
-    while alive(left) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
-
-
-def connect(address: str | None, namespace: str, environ: Mapping | None = None) -> Any:
+def connect(address: str | None, namespace: str, environ: Mapping[str, str] | None = None,
+            timeout: float = DEFAULT_TIMEOUT) -> Any:
     """``ray`` connected to the cluster at ``address`` (``RAY_ADDRESS`` when None) in
-    ``namespace``; an already connected process keeps its connection."""
+    ``namespace``, within ``timeout`` seconds; an already connected process keeps its
+    connection."""
     env = os.environ if environ is None else environ
     address = address or env.get("RAY_ADDRESS")
     if not address:
@@ -255,13 +242,98 @@ def connect(address: str | None, namespace: str, environ: Mapping | None = None)
                                "RAY_AUTH_TOKEN for a cluster with token authentication)")
     prepare_env(local=address.split(":")[0] in ("127.0.0.1", "localhost"))
     ray = import_ray()
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        return ray
+    deadline = time.monotonic() + timeout
+    _await_listener(address, deadline, timeout)
+    _init_within(ray, address, namespace, deadline, timeout)
+    return ray
+
+
+def _await_listener(address: str, deadline: float, timeout: float) -> None:
+    """Wait until something accepts connections at ``host:port`` (Ray would retry an
+    address where nothing listens for ever)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return   # not host:port (a ray:// address): leave it to Ray
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise DistributedError(
+                    f"no Ray cluster answers at {address} (RAY_ADDRESS): waited {timeout:g}s "
+                    f"(FLUID_TIMEOUT), last error: {e}; start the cluster first (ray start "
+                    f"--head) or correct the address") from None
+            time.sleep(0.2)
+
+
+def _remove_tree(path: str, grace: float) -> None:
+    """Remove a folder that a process that is just exiting may still write to (Ray's
+    servers flush their logs as they go)."""
+    deadline = time.monotonic() + grace
+    shutil.rmtree(path, ignore_errors=True)
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class _Without(logging.Filter):
+    """Drops log records that start with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+def _init_within(ray: Any, address: str, namespace: str, deadline: float,
+                 timeout: float) -> None:
+    """``ray.init`` on a thread, waited for until ``deadline``: Ray's own retries are
+    longer than any job's timeout."""
+    outcome: list[BaseException | None] = []
+
+    def join() -> None:
         try:
             ray.init(address=address, namespace=namespace, log_to_driver=False,
                      configure_logging=False)
-        except Exception as e:
-            raise DistributedError(
-                f"cannot join the Ray cluster at {address}: {type(e).__name__}: {e}\n  A "
-                f"cluster started with `ray start --head` wants RAY_AUTH_MODE=token and its "
-                f"RAY_AUTH_TOKEN in this process's environment") from e
-    return ray
+            outcome.append(None)
+        except BaseException as e:  # handed to the waiting thread
+            outcome.append(e)
+
+    # Ray warns that it sets no SIGTERM handler off the main thread: the role processes
+    # install their own (`stopping`).
+    quiet = _Without("SIGTERM handler is not set")
+    logging.getLogger("ray._private.worker").addFilter(quiet)
+    thread = threading.Thread(target=join, name="fluid-ray-init", daemon=True)
+    thread.start()
+    thread.join(max(0.1, deadline - time.monotonic()))
+    logging.getLogger("ray._private.worker").removeFilter(quiet)
+    hint = ("a cluster started with `ray start --head` wants RAY_AUTH_MODE=token and its "
+            "RAY_AUTH_TOKEN in this process's environment")
+    if not outcome:
+        raise DistributedError(f"joining the Ray cluster at {address} did not finish within "
+                               f"{timeout:g}s (FLUID_TIMEOUT); is it a Ray cluster? {hint}")
+    error = outcome[0]
+    if error is not None:
+        raise DistributedError(f"cannot join the Ray cluster at {address}: "
+                               f"{type(error).__name__}: {error}\n  {hint}") from error
+    _restore_python_sigterm()
+
+
+def _restore_python_sigterm() -> None:
+    """Ray's core worker installs a C-level SIGTERM handler that prints a C++ stack trace
+    and aborts, under the handler Python believes it has: put Python's back (the default
+    ends the process quietly; the role processes install their own, `stopping`)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
+
+
+__all__ = ["RayHead", "connect", "import_ray", "prepare_env", "free_port", "alive",
+           "stop_pids", "LOOPBACK_VAR"]

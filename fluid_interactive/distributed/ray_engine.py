@@ -2,329 +2,82 @@
 actors (``launch(plan, engine='ray')``) or as their own processes (``TRAINING_ROLE=TRAINER``,
 see `roles`).
 
-A server actor wraps the same `ParameterServer` the in-process engine uses, in a threaded
+A server actor is the `ParameterServer` the in-process engine uses, run by Ray as a threaded
 actor (trainers wait inside it for each other). It is named ``pserver:<endpoint>`` in the
 job's namespace, so any process of the job finds it; it is pinned to the machine it was
 created on and keeps its state in a directory there (`state.StateDir`), so when its process
 dies Ray restarts it and it carries on from its last prepared step. Trainers retry an
 exchange that met a restarting server, and exchanges are idempotent, so the run ends with
-the parameters an uninterrupted run would have.
+the parameters an uninterrupted run would have. A trainer connects to each server before
+its first step, and the server refuses a trainer whose plan differs (`agreement`).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
-from ..errors import FluidError
-from .errors import DistributedError, DistributedTimeout, ServerUnreachable
-from .interface import CallResult, Engine, Pending, PServer, Trainer
-from .program import DistributedProgram, start_job
-from .pserver import DEFAULT_TIMEOUT, ParameterServer, PServerSpec, check_timeout, pserver_spec
+from ..passes.transpiler import TranspilePlan
+from .agreement import fingerprint
+from .engine import Engine, Job
+from .errors import DistributedError
+from .interface import PServer, Trainer
+from .pserver import ParameterServer
 from .ray_cluster import RayHead, connect, import_ray, prepare_env
+from .ray_proxy import RESTART_TIMEOUT, RayPServer, RayTrainer, actor_name
+from .server_spec import DEFAULT_TIMEOUT, pserver_spec
 from .state import default_root
 from .trainer import TrainerRuntime
 
-#: How long a caller keeps retrying a server that is restarting.
-RESTART_TIMEOUT = 60.0
 #: How often a server may restart.
 MAX_RESTARTS = 8
-NAMESPACE = "fluid"
 
 
-def actor_name(endpoint: str) -> str:
-    return f"pserver:{endpoint}"
+def join_servers(plan: TranspilePlan, trainer_id: int, namespace: str, *, timeout: float,
+                 restart_timeout: float = RESTART_TIMEOUT, wait: float = 0.0
+                 ) -> dict[str, RayPServer]:
+    """Proxies of the job's server actors for trainer ``trainer_id``: each found by name
+    (waiting up to ``wait`` seconds, in all, for them to appear and answer) and told that
+    this trainer joins, with its plan, which the server checks."""
+    who = f"trainer {trainer_id}"
+    deadline = time.monotonic() + wait
+    pservers = {}
+    for j, ep in enumerate(plan.endpoints):
+        ps = RayPServer.lookup(ep, j, namespace, timeout=timeout, who=who,
+                               restart_timeout=restart_timeout, wait=wait, deadline=deadline)
+        # A server registers its name before its state is initialised: the answer may take
+        # a while, up to what is left of the wait (at least the step timeout).
+        ps.call("connect", trainer_id, fingerprint(plan, ep),
+                timeout=max(timeout, deadline - time.monotonic()),
+                what=f"its answer to {who} joining")
+        pservers[ep] = ps
+    return pservers
 
 
-# --- the actors (plain classes; wrapped by ray.remote when used) ---------------------------------
-
-class PServerActor:
-    """A `ParameterServer` in a Ray actor."""
-
-    def __init__(self, spec: PServerSpec, seed: int | None, timeout: float,
-                 state_dir: str | None):
-        self.server = ParameterServer(spec, seed=seed, device="cpu", timeout=timeout,
-                                      state_dir=state_dir)
-
-    def exchange(self, trainer_id: int, step: int, committed: int | None,
-                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
-        return self.server.exchange(trainer_id, step, committed, blocks, names)
-
-    def commit(self, step: int) -> None:
-        self.server.commit(step)
-
-    def abort(self, step: int, reason: str) -> None:
-        self.server.abort(step, reason)
-
-    def get(self, names: Sequence[str]) -> list[np.ndarray]:
-        return self.server.get(names)
-
-    def set_values(self, values: Mapping[str, Any]) -> None:
-        self.server.set_values(values)
-
-    def finish(self, trainer_id: int, error: str | None = None) -> None:
-        self.server.finish(trainer_id, error)
-
-    def status(self) -> dict[str, Any]:
-        return self.server.status()
-
-    def digest(self) -> str:
-        return self.server.spec.digest
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def shut_down(self, remove_state: bool) -> None:
-        self.server.close()
-        if remove_state:
-            self.server.remove_state()
-
-
-class TrainerActor:
+class TrainerActor(TrainerRuntime):
     """A `TrainerRuntime` in a Ray actor, talking to the server actors by name."""
 
-    def __init__(self, plan: Any, trainer_id: int, namespace: str, seed: int | None,
-                 timeout: float, restart_timeout: float):
-        pservers = {ep: RayPServer.lookup(ep, plan.endpoints.index(ep), namespace,
-                                          timeout=timeout, restart_timeout=restart_timeout,
-                                          who=f"trainer {trainer_id}")
-                    for ep in plan.endpoints}
-        self.runtime = TrainerRuntime(plan, trainer_id, pservers, seed=seed, device="cpu",
-                                      timeout=timeout)
-
-    def call(self, method: str, args: Sequence[Any], step: int | None) -> CallResult:
-        return self.runtime.call(method, args, step)
-
-    def get_var(self, name: str) -> np.ndarray:
-        return self.runtime.get_var(name)
-
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> None:
-        self.runtime.set_vars(values)
-
-    def tensor_state(self) -> dict[str, np.ndarray]:
-        return self.runtime.tensor_state()
+    def __init__(self, plan: TranspilePlan, trainer_id: int, namespace: str,
+                 seed: int | None, timeout: float, restart_timeout: float):
+        pservers = join_servers(plan, trainer_id, namespace, timeout=timeout,
+                                restart_timeout=restart_timeout)
+        super().__init__(plan, trainer_id, pservers, seed=seed, device="cpu", timeout=timeout)
 
     def pid(self) -> int:
         return os.getpid()
 
-
-# --- proxies ----------------------------------------------------------------------------------
-
-class _RayPending(Pending):
-    def __init__(self, proxy: RayPServer, submit: Callable[[], Any], what: str):
-        self._proxy, self._submit, self._what = proxy, submit, what
-        self._ref = submit()
-
-    def result(self, timeout: float | None = None) -> Any:
-        return self._proxy._wait(self._ref, self._submit, self._what, timeout)
-
-    def failed(self) -> bool:
-        return False
-
-
-class RayPServer(PServer):
-    """A `PServer` proxy for a server actor. Calls that meet a restarting actor are sent
-    again until ``restart_timeout``; every wait is bounded."""
-
-    def __init__(self, handle: Any, endpoint: str, index: int, *, timeout: float,
-                 restart_timeout: float = RESTART_TIMEOUT, who: str = "driver",
-                 owned: bool = False, namespace: str = NAMESPACE):
-        self.handle = handle
-        self.endpoint = endpoint
-        self.index = index
-        self.timeout = timeout
-        self.restart_timeout = restart_timeout
-        self.who = who
-        self.owned = owned
-        self.namespace = namespace
-
-    @property
-    def role(self) -> str:
-        return f"pserver {self.index} ({self.endpoint})"
-
-    @classmethod
-    def lookup(cls, endpoint: str, index: int, namespace: str, *, timeout: float,
-               restart_timeout: float = RESTART_TIMEOUT, who: str = "driver",
-               wait: float = 0.0) -> RayPServer:
-        """The proxy of the server actor for ``endpoint``, waiting up to ``wait`` seconds for
-        it to be registered."""
-        ray = import_ray()
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                handle = ray.get_actor(actor_name(endpoint), namespace=namespace)
-                return cls(handle, endpoint, index, timeout=timeout,
-                           restart_timeout=restart_timeout, who=who, namespace=namespace)
-            except ValueError:
-                if time.monotonic() >= deadline:
-                    raise ServerUnreachable(
-                        f"{who}: no parameter server {index} ({endpoint}) in the Ray "
-                        f"namespace {namespace!r} after {wait:g}s; start it with "
-                        f"TRAINING_ROLE=PSERVER (same script, same --distributed) or check "
-                        f"RAY_ADDRESS and FLUID_JOB") from None
-                time.sleep(0.2)
-
-    def _call(self, method: str, *args: Any, timeout: float | None = None,
-              what: str = "") -> Any:
-        submit = lambda: getattr(self.handle, method).remote(*args)  # noqa: E731
-        return self._wait(submit(), submit, what or method, timeout)
-
-    def _wait(self, ref: Any, submit: Callable[[], Any], what: str,
-              timeout: float | None) -> Any:
-        ray = import_ray()
-        timeout = self.timeout if timeout is None else timeout
-        restart_deadline = None
-        while True:
-            try:
-                return ray.get(ref, timeout=timeout)
-            except ray.exceptions.RayTaskError as e:
-                cause = e.cause
-                if isinstance(cause, (FluidError, KeyError, ValueError, RuntimeError)):
-                    raise cause from None
-                raise
-            except ray.exceptions.GetTimeoutError:
-                raise DistributedTimeout(f"{self.who}: no answer from {self.role} within "
-                                         f"{timeout:g}s while waiting for {what}") from None
-            except ray.exceptions.RayActorError as e:
-                now = time.monotonic()
-                if restart_deadline is None:
-                    restart_deadline = now + self.restart_timeout
-                late = now >= restart_deadline
-                if late or self._gone_for_good():
-                    # Say what happened: a server gone for good is reported at once, and
-                    # nothing waited for it.
-                    how = (f"waited {self.restart_timeout:g}s for it to restart" if late
-                           else "it is gone and Ray will not restart it")
-                    raise ServerUnreachable(
-                        f"{self.who}: {self.role} is unreachable ({how}) while waiting for "
-                        f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0]}"
-                    ) from None
-                time.sleep(0.2)
-                ref = submit()
-
-    def _gone_for_good(self) -> bool:
-        """A dead actor that Ray will not restart is no longer registered by name."""
-        ray = import_ray()
-        try:
-            ray.get_actor(actor_name(self.endpoint), namespace=self.namespace)
-            return False
-        except ValueError:
-            return True
-        except Exception:  # cannot tell: keep trying until the deadline
-            return False
-
-    # --- the PServer interface --------------------------------------------------------------
-
-    def submit_exchange(self, trainer_id: int, step: int, committed: int | None,
-                        blocks: Mapping[str, Any], names: Sequence[str]) -> Pending:
-        handle = self.handle
-        return _RayPending(
-            self, lambda: handle.exchange.remote(trainer_id, step, committed, blocks, names),
-            f"step {step} (trainer {trainer_id})")
-
-    def exchange(self, trainer_id: int, step: int, committed: int | None,
-                 blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
-        return self.submit_exchange(trainer_id, step, committed, blocks, names).result()
-
-    def commit(self, step: int) -> None:
-        self._call("commit", step, what=f"the commit of step {step}")
-
-    def abort(self, step: int, reason: str) -> None:
-        self._call("abort", step, reason, what=f"the abort of step {step}")
-
-    def get(self, names: Sequence[str]) -> list[np.ndarray]:
-        return self._call("get", list(names), what="parameter values")
-
-    def set_values(self, values: Mapping[str, Any]) -> None:
-        self._call("set_values", dict(values), what="new values")
-
-    def finish(self, trainer_id: int, error: str | None = None) -> None:
-        self._call("finish", trainer_id, error, what=f"the end of trainer {trainer_id}")
-
-    def status(self) -> dict[str, Any]:
-        return self._call("status", what="its status")
-
-    def digest(self) -> str:
-        return self._call("digest", what="its program's digest")
-
-    def pid(self) -> int:
-        return self._call("pid", what="its process id")
-
-    def close(self) -> None:
-        if self.owned:
-            shut_down_actor(self.handle, remove_state=True)
-
-
-def shut_down_actor(handle: Any, remove_state: bool, wait: float = 10.0) -> None:
-    """Let the actor remove its state, then end it."""
-    ray = import_ray()
-    try:
-        ray.get(handle.shut_down.remote(remove_state), timeout=wait)
-    except Exception:   # dead already, or stuck: it is killed below either way
-        pass
-    try:
-        ray.kill(handle, no_restart=True)
-    except Exception:
-        pass
-
-
-class RayTrainer(Trainer):
-    """A proxy for a trainer actor. Its calls run in order (the actor runs one at a time)."""
-
-    def __init__(self, handle: Any, trainer_id: int, timeout: float):
-        self.handle = handle
-        self.trainer_id = trainer_id
-        self.timeout = timeout
-
-    def call(self, method: str, args: Sequence[Any], step: int | None
-             ) -> Future[CallResult]:
-        return self.handle.call.remote(method, list(args), step).future()
-
-    def _get(self, ref: Any, what: str) -> Any:
-        ray = import_ray()
-        try:
-            return ray.get(ref, timeout=self.timeout)
-        except ray.exceptions.GetTimeoutError:
-            raise DistributedTimeout(f"driver: trainer {self.trainer_id} did not answer "
-                                     f"within {self.timeout:g}s ({what})") from None
-        except ray.exceptions.RayTaskError as e:
-            raise e.cause from None
-
-    def get_var(self, name: str) -> np.ndarray:
-        return self._get(self.handle.get_var.remote(name), f"reading {name}")
-
-    def set_vars(self, values: Mapping[str, np.ndarray]) -> Future[None]:
-        return self.handle.set_vars.remote(dict(values)).future()
-
-    def tensor_state(self) -> dict[str, np.ndarray]:
-        return self._get(self.handle.tensor_state.remote(), "reading its state")
-
-    def pid(self) -> int:
-        return self._get(self.handle.pid.remote(), "its process id")
-
-    def close(self) -> None:
-        ray = import_ray()
-        try:
-            ray.kill(self.handle, no_restart=True)
-        except Exception:
-            pass
-
-
-# --- creating server actors (shared by the engine and the PSERVER role) ------------------------
 
 def remote_class(cls: type, **options: Any) -> Any:
     ray = import_ray()
     return ray.remote(**options)(cls)
 
 
-def start_pserver(plan: Any, endpoint: str, *, namespace: str, seed: int | None,
+def start_pserver(plan: TranspilePlan, endpoint: str, *, namespace: str, seed: int | None,
                   timeout: float, state_dir: str, restarts: int = MAX_RESTARTS,
                   restart_timeout: float = RESTART_TIMEOUT, who: str = "driver"
                   ) -> RayPServer:
@@ -334,12 +87,14 @@ def start_pserver(plan: Any, endpoint: str, *, namespace: str, seed: int | None,
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     spec = pserver_spec(plan, endpoint)
     here = ray.get_runtime_context().get_node_id()
-    cls = remote_class(PServerActor, num_cpus=0, max_concurrency=max(16, 2 * plan.trainers + 8),
+    cls = remote_class(ParameterServer, num_cpus=0,
+                       max_concurrency=max(16, 2 * plan.trainers + 8),
                        max_restarts=restarts, max_task_retries=0)
     handle = cls.options(
         name=actor_name(endpoint), namespace=namespace,
         scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-    ).remote(spec, seed, timeout, os.path.join(state_dir, _safe(endpoint)))
+    ).remote(spec, seed=seed, device="cpu", timeout=timeout,
+             state_dir=os.path.join(state_dir, server_dir_name(endpoint)))
     proxy = RayPServer(handle, endpoint, spec.index, timeout=timeout,
                        restart_timeout=restart_timeout, who=who, owned=True,
                        namespace=namespace)
@@ -347,23 +102,25 @@ def start_pserver(plan: Any, endpoint: str, *, namespace: str, seed: int | None,
     return proxy
 
 
-def _safe(endpoint: str) -> str:
+def server_dir_name(endpoint: str) -> str:
+    """The folder of a server's state files (under the job's state directory)."""
     return "pserver-" + "".join(c if c.isalnum() else "_" for c in endpoint)
 
 
-# --- the engine ---------------------------------------------------------------------------------
+# --- the private cluster of a process that launches on Ray without one ---------------------------
 
 _PRIVATE_HEAD: list[RayHead] = []
 
 
-def ensure_connected(address: str | None, namespace: str) -> Any:
+def ensure_connected(address: str | None, namespace: str, timeout: float = DEFAULT_TIMEOUT
+                     ) -> Any:
     """``ray`` connected to ``address``, ``RAY_ADDRESS``, or a private local cluster that
     this process starts once (and stops at exit or with `shutdown`)."""
     ray_imported = "ray" in sys.modules
     if ray_imported and import_ray().is_initialized():
         return import_ray()
     if address or os.environ.get("RAY_ADDRESS"):
-        return connect(address, namespace)
+        return connect(address, namespace, timeout=timeout)
     prepare_env(local=True)
     if ray_imported and os.environ.get("RAY_AUTH_MODE") != "token":
         raise DistributedError(
@@ -376,7 +133,7 @@ def ensure_connected(address: str | None, namespace: str) -> Any:
     atexit.register(shutdown)
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = head.token
-    return connect(head.address, namespace)
+    return connect(head.address, namespace, timeout=timeout)
 
 
 def shutdown() -> None:
@@ -389,57 +146,53 @@ def shutdown() -> None:
         _PRIVATE_HEAD.pop().stop()
 
 
+# --- the engine ----------------------------------------------------------------------------------
+
 class RayEngine(Engine):
     """Servers and trainers as Ray actors; the same `DistributedProgram` as the in-process
-    engine, and the same results in sync mode."""
+    engine, and the same results in sync mode.
+
+    ``address``: a cluster to join (default ``RAY_ADDRESS``, else a private local cluster
+    started once per process); ``namespace``: Ray namespace of the job's actors (default:
+    a fresh one per job); ``state_dir``: where servers keep the state they restart from
+    (default: a temporary directory, removed when the job ends); ``restarts``: how often a
+    server may restart; ``restart_timeout``: how long callers wait for it."""
 
     name = "ray"
 
-    def launch(self, plan: Any, *, seed: int | None = None,
-               timeout: float = DEFAULT_TIMEOUT, address: str | None = None,
-               namespace: str | None = None, state_dir: str | None = None,
-               restarts: int = MAX_RESTARTS, restart_timeout: float = RESTART_TIMEOUT
-               ) -> DistributedProgram:
-        """``address``: a cluster to join (default ``RAY_ADDRESS``, else a private local
-        cluster started once per process); ``namespace``: Ray namespace of the job's
-        actors (default: a fresh one); ``state_dir``: where servers keep the state they
-        restart from (default: a temporary directory, removed by ``close()``);
-        ``restarts``: how often a server may restart; ``restart_timeout``: how long
-        callers wait for it."""
-        timeout = check_timeout(timeout)
-        seed = plan.seed if seed is None else seed
-        namespace = namespace or f"fluid-{uuid.uuid4().hex[:12]}"
-        ensure_connected(address, namespace)
-        own_state = state_dir is None
-        state_dir = state_dir or tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
-        closers = [(lambda: _remove_dir(state_dir))] if own_state else []
+    def __init__(self, address: str | None = None, namespace: str | None = None,
+                 state_dir: str | None = None, restarts: int = MAX_RESTARTS,
+                 restart_timeout: float = RESTART_TIMEOUT):
+        self.address, self.namespace, self.state_dir = address, namespace, state_dir
+        self.restarts, self.restart_timeout = restarts, restart_timeout
+        self.patience = restart_timeout
+        self._job_namespace = self._job_state_dir = ""
+        self._trainer_actor: Any = None
 
-        def start_trainer(k: int, seed_k: int | None, servers: Any) -> RayTrainer:
-            handle = trainer_actor.options(namespace=namespace).remote(
-                plan, k, namespace, seed_k, timeout, restart_timeout)
-            return RayTrainer(handle, k, timeout + restart_timeout)
+    def begin(self, job: Job) -> list[Callable[[], None]]:
+        self._job_namespace = self.namespace or f"fluid-{uuid.uuid4().hex[:12]}"
+        ensure_connected(self.address, self._job_namespace, timeout=job.timeout)
+        self._trainer_actor = remote_class(TrainerActor, num_cpus=0, max_concurrency=1,
+                                           max_restarts=0)
+        if self.state_dir is not None:
+            self._job_state_dir = self.state_dir
+            return []
+        state_dir = tempfile.mkdtemp(prefix="fluid-pservers-", dir=default_root())
+        self._job_state_dir = state_dir
+        return [lambda: shutil.rmtree(state_dir, ignore_errors=True)]
 
-        try:
-            trainer_actor = remote_class(TrainerActor, num_cpus=0, max_concurrency=1,
-                                         max_restarts=0)
-            return start_job(
-                plan, lambda ep: start_pserver(plan, ep, namespace=namespace, seed=seed,
-                                               timeout=timeout, state_dir=state_dir,
-                                               restarts=restarts,
-                                               restart_timeout=restart_timeout),
-                start_trainer, seed, lambda servers, trainers: DistributedProgram(
-                    plan, trainers, servers, engine=self.name, timeout=timeout,
-                    closers=closers, patience=restart_timeout), timeout)
-        except BaseException:
-            for close in closers:
-                close()
-            raise
+    def start_pserver(self, job: Job, endpoint: str) -> PServer:
+        return start_pserver(job.plan, endpoint, namespace=self._job_namespace, seed=job.seed,
+                             timeout=job.timeout, state_dir=self._job_state_dir,
+                             restarts=self.restarts, restart_timeout=self.restart_timeout)
+
+    def start_trainer(self, job: Job, trainer_id: int, pservers: Mapping[str, PServer]
+                      ) -> Trainer:
+        handle = self._trainer_actor.options(namespace=self._job_namespace).remote(
+            job.plan, trainer_id, self._job_namespace, job.trainer_seed(trainer_id),
+            job.timeout, self.restart_timeout)
+        return RayTrainer(handle, trainer_id, job.timeout + self.restart_timeout)
 
 
-def _remove_dir(path: str) -> None:
-    import shutil
-    shutil.rmtree(path, ignore_errors=True)
-
-
-__all__ = ["RayEngine", "RayPServer", "RayTrainer", "PServerActor", "TrainerActor",
+__all__ = ["RayEngine", "RayPServer", "RayTrainer", "TrainerActor", "join_servers",
            "start_pserver", "ensure_connected", "shutdown", "actor_name", "DistributedError"]

@@ -6,37 +6,50 @@
 =========================  ==================================================================
 unset (LOCAL)              transpiles and launches the plan in this process (``FLUID_ENGINE``
                            ``=ray``: on Ray), returning the `DistributedProgram`
-``TRAINER``                joins the Ray cluster (``RAY_ADDRESS``), finds the job's servers and
-                           returns a `DistributedProgram` driving trainer ``PADDLE_TRAINER_ID``
-                           against them; when the script ends it tells them it finished
+``TRAINER``                joins the Ray cluster (``RAY_ADDRESS``), finds the job's servers,
+                           connects to each (a server refuses a trainer whose plan differs,
+                           naming what differs) and returns a `DistributedProgram` driving
+                           trainer ``PADDLE_TRAINER_ID`` against them; when the script ends
+                           it tells them it finished
 ``PSERVER``                joins the cluster, starts this endpoint's server actor, prints
-                           ``pserver <j> pid <pid>``, serves until every trainer finished,
-                           then exits the script (status 0; 1 when a sync job lost a trainer)
+                           ``pserver <j> pid <pid>``, serves until every trainer finished or
+                           is lost (`supervise`), removes its state, then exits the script
+                           (status 0; 1 when the job lost a trainer; 128 + N on signal N)
 =========================  ==================================================================
 
 Other settings: ``FLUID_JOB`` (the Ray namespace the job's actors are named in; default
-``fluid``), ``FLUID_TIMEOUT`` (seconds a step waits for a missing trainer, default 120),
-``FLUID_STATE_DIR`` (where a server keeps the state it restarts from).
+``fluid``), ``FLUID_TIMEOUT`` (seconds a step waits for a missing trainer, default 120; it
+bounds every wait: joining the cluster, finding the servers, a server waiting for trainers
+that never connect), ``FLUID_STATE_DIR`` (where a server keeps the state it restarts from).
+
+A malformed ``--distributed`` on the command line is a usage error: one line on stderr and
+exit status 2, as command-line tools do.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import signal
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import FrameType
 from typing import Any
 
-from ..passes.transpiler import transpile
-from .errors import DistributedError, ServerUnreachable
-from .launch import RoleConfig, distributed_options, launch, role_from_env
-from .pserver import DEFAULT_TIMEOUT, plan_digest
+from ..errors import OpArgumentError
+from ..passes.transpiler import TranspilePlan, transpile
+from .errors import DistributedError
+from .interface import PServer
+from .program import DistributedProgram
+from .server_spec import DEFAULT_TIMEOUT
+from .settings import DISTRIBUTED_VAR, RoleConfig, parse_distributed_arg, role_from_env
 from .state import default_root
+from .stopping import Stopped, stop_on_signals
 
 JOB_VAR = "FLUID_JOB"
 ENGINE_VAR = "FLUID_ENGINE"
 TIMEOUT_VAR = "FLUID_TIMEOUT"
 STATE_VAR = "FLUID_STATE_DIR"
-POLL_S = 0.5
 
 
 def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
@@ -45,7 +58,7 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
     (see the module docstring)."""
     env = os.environ if environ is None else environ
     argv = sys.argv if argv is None else argv
-    if not distributed_options(argv, env):
+    if not _requested(argv, env):
         return compiled  # a plain script never reads (or trips over) the role variables
     cfg = role_from_env(env, argv)
     plan = transpile(compiled, **cfg.transpile_kwargs())
@@ -53,7 +66,21 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
         raise SystemExit(serve(plan, cfg, env))
+    from .launch import launch
     return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
+
+
+def _requested(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether a split was asked for; a malformed ``--distributed`` on the command line
+    ends the process as a usage error (one line, status 2)."""
+    try:
+        if parse_distributed_arg(argv):
+            return True
+    except OpArgumentError as e:
+        program = os.path.basename(argv[0]) if argv else "fluid"
+        print(f"{program}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return bool(env.get(DISTRIBUTED_VAR))
 
 
 def timeout_from_env(env: Mapping[str, str]) -> float:
@@ -73,24 +100,19 @@ def _namespace(env: Mapping[str, str]) -> str:
 
 # --- TRAINER ------------------------------------------------------------------------------------
 
-def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
-    """The `DistributedProgram` of trainer ``cfg.trainer_id`` in this process."""
+def start_trainer(plan: TranspilePlan, cfg: RoleConfig, env: Mapping[str, str]
+                  ) -> DistributedProgram:
+    """The `DistributedProgram` of trainer ``cfg.trainer_id`` in this process; joining the
+    cluster and finding the servers take at most the job's timeout each."""
     from .local import LocalTrainer
-    from .program import DistributedProgram
     from .ray_cluster import connect
-    from .ray_engine import RESTART_TIMEOUT, RayPServer
+    from .ray_engine import RESTART_TIMEOUT, join_servers
 
     tid, timeout, namespace = cfg.trainer_id, timeout_from_env(env), _namespace(env)
-    who = f"trainer {tid}"
-    connect(None, namespace, env)
-    pservers = {}
-    for j, ep in enumerate(plan.endpoints):
-        ps = RayPServer.lookup(ep, j, namespace, timeout=timeout, who=who, wait=timeout)
-        if ps.digest() != plan_digest(plan, ep):
-            raise DistributedError(
-                f"{who}: {ps.role} runs a different program than this trainer; start every "
-                f"role from the same script with the same --distributed options")
-        pservers[ep] = ps
+    connect(None, namespace, env, timeout=timeout)
+    failure: list[str] = []
+    _stop_with_exit_status(failure)
+    pservers = join_servers(plan, tid, namespace, timeout=timeout, wait=timeout)
     seed = plan.seed
     trainer = LocalTrainer(plan, tid, pservers, seed=None if seed is None else seed + tid,
                            device=plan.device or "cpu", timeout=timeout, inline=True)
@@ -102,15 +124,24 @@ def start_trainer(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> Any:
         trainer.set_vars(state).result()
     dist = DistributedProgram(plan, [trainer], pservers, engine="ray", timeout=timeout,
                               patience=RESTART_TIMEOUT)
-    _finish_at_exit(dist, pservers.values(), tid)
+    _finish_at_exit(dist, list(pservers.values()), tid, failure)
     return dist
 
 
-def _finish_at_exit(dist: Any, pservers: Any, tid: int) -> None:
+def _stop_with_exit_status(failure: list[str]) -> None:
+    """SIGTERM ends a trainer like SystemExit (status 143, the servers told why) instead of
+    Ray's handler, which prints a C++ stack trace."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        failure.append(f"stopped by {signal.Signals(signum).name}")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _finish_at_exit(dist: DistributedProgram, pservers: Iterable[PServer], tid: int,
+                    failure: list[str]) -> None:
     """When the script ends, tell the servers this trainer is done (with the error that
     ended it, if one did)."""
-    import atexit
-    failure: list[str] = []
     previous = sys.excepthook
 
     def hook(kind, value, tb):
@@ -132,7 +163,7 @@ def _finish_at_exit(dist: Any, pservers: Any, tid: int) -> None:
 
 # --- PSERVER ------------------------------------------------------------------------------------
 
-def _endpoint(plan: Any, cfg: RoleConfig) -> str:
+def _endpoint(plan: TranspilePlan, cfg: RoleConfig) -> str:
     if cfg.current_endpoint:
         if cfg.current_endpoint not in plan.endpoints:
             raise DistributedError(f"PADDLE_CURRENT_ENDPOINT={cfg.current_endpoint} is not "
@@ -149,65 +180,70 @@ def _endpoint(plan: Any, cfg: RoleConfig) -> str:
     return plan.endpoints[index]
 
 
-def serve(plan: Any, cfg: RoleConfig, env: Mapping[str, str]) -> int:
-    """Start this endpoint's server actor and supervise it until the job is over; returns
-    the process's exit status."""
-    from .ray_cluster import connect
-    from .ray_engine import shut_down_actor, start_pserver
+class _StateFolder:
+    """Where this server keeps its state: ``FLUID_STATE_DIR``, else a folder of the job
+    under /dev/shm that this process makes and removes again (when it is empty: the
+    job's other servers on this machine may still use it)."""
 
+    def __init__(self, env: Mapping[str, str], namespace: str, endpoint: str):
+        from .ray_engine import server_dir_name
+        given = env.get(STATE_VAR)
+        self.root = given or os.path.join(default_root(), f"fluid-state-{namespace}")
+        self.made = not given
+        self.server = os.path.join(self.root, server_dir_name(endpoint))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.server, ignore_errors=True)
+        if self.made:
+            try:
+                os.rmdir(self.root)
+            except OSError:   # not empty: another server of the job still runs
+                pass
+
+
+def serve(plan: TranspilePlan, cfg: RoleConfig, env: Mapping[str, str]) -> int:
+    """Start this endpoint's server actor and supervise it until the job is over; returns
+    the process's exit status. SIGINT and SIGTERM stop it cleanly (`stopping`); its state
+    is removed however it ends."""
     ep, timeout, namespace = _endpoint(plan, cfg), timeout_from_env(env), _namespace(env)
     j = plan.endpoints.index(ep)
-    ray = connect(None, namespace, env)
-    state_root = env.get(STATE_VAR) or os.path.join(default_root(), f"fluid-state-{namespace}")
-    ps = start_pserver(plan, ep, namespace=namespace, seed=plan.seed, timeout=timeout,
-                       state_dir=state_root, who=f"pserver {j}")
-    print(f"pserver {j} pid {ps.pid()} endpoint {ep}", flush=True)
+
+    def say(message: str) -> None:
+        print(f"pserver {j}: {message}", flush=True)
+
+    folder = _StateFolder(env, namespace, ep)
+    with stop_on_signals():
+        try:
+            return _serve(plan, ep, timeout, namespace, folder, env, say)
+        except Stopped as e:
+            say(f"{e}; its state is removed")
+            return e.status
+        except DistributedError as e:
+            say(str(e))
+            return 1
+        finally:
+            folder.remove()
+
+
+def _serve(plan: TranspilePlan, ep: str, timeout: float, namespace: str,
+           folder: _StateFolder, env: Mapping[str, str], say: Callable[[str], None]
+           ) -> int:
+    from .ray_cluster import connect
+    from .ray_engine import start_pserver
+    from .ray_proxy import shut_down_actor
+    from .supervise import supervise
+
+    j = plan.endpoints.index(ep)
+    ray = connect(None, namespace, env, timeout=timeout)
+    ps = None
     try:
-        status, message = supervise(ps, plan.trainers, plan.sync, timeout,
-                                    say=lambda m: print(f"pserver {j}: {m}", flush=True))
-    except ServerUnreachable as e:
-        status, message = 1, str(e)
-    print(f"pserver {j}: {message}", flush=True)
-    shut_down_actor(ps.handle, remove_state=status == 0)
-    ray.shutdown()
-    return status
-
-
-def supervise(ps: Any, trainers: int, sync: bool, timeout: float,
-              say: Callable[[str], None] = print) -> tuple[int, str]:
-    """Poll a server until every trainer finished or is lost. A sync job that lost a
-    trainer (a step timed out waiting for it) ends with status 1, naming it; an async job
-    carries on without it."""
-    finished: dict[int, str | None] = {}
-    lost: dict[int, str] = {}
-    pid = None
-    while True:
-        st = ps.status()
-        if pid is not None and st["pid"] != pid:
-            say(f"restarted (pid {st['pid']}) from its saved state at step {st['step']}")
-        pid = st["pid"]
-        finished.update(st["finished"])
-        if sync:
-            for t, why in st["missing"].items():
-                if t not in finished:
-                    lost.setdefault(t, why)
-        if not sync:
-            others_done = all(t in finished for t in range(trainers)
-                              if st["idle_s"].get(t, 0.0) <= timeout)
-            for t in range(trainers):
-                if t not in finished and st["idle_s"].get(t, 0.0) > timeout and others_done:
-                    lost.setdefault(t, f"trainer {t} sent nothing for "
-                                       f"{st['idle_s'][t]:.0f}s and never finished")
-        if len(set(finished) | set(lost)) >= trainers:
-            break
-        time.sleep(POLL_S)
-    failures = [f"trainer {t} failed: {e}" for t, e in sorted(finished.items()) if e]
-    if lost:
-        words = "; ".join(f"trainer {t} is missing ({why})" for t, why in sorted(lost.items()))
-        if sync:
-            return 1, f"stopping: {words}"
-        return 0, (f"every other trainer finished; {words}; the job went on without it "
-                   f"(async mode)")
-    if failures:
-        return 1, "stopping: " + "; ".join(failures)
-    return 0, f"every trainer finished (step {st['step']}, {st['updates']} block updates)"
+        ps = start_pserver(plan, ep, namespace=namespace, seed=plan.seed, timeout=timeout,
+                           state_dir=folder.root, who=f"pserver {j}")
+        print(f"pserver {j} pid {ps.pid()} endpoint {ep}", flush=True)
+        status, message = supervise(ps, plan.trainers, plan.sync, timeout, say=say)
+        say(message)
+        return status
+    finally:
+        if ps is not None:
+            shut_down_actor(ps.handle, remove_state=True)
+        ray.shutdown()

@@ -63,7 +63,7 @@ def _write(path: str, snap: Snapshot) -> None:
     with open(tmp, "wb") as f:
         f.write(json.dumps(header).encode() + b"\n")
         for _, a in arrays:
-            f.write(a.tobytes() if a.size == 0 else memoryview(a.reshape(-1)).cast("B"))
+            f.write(a.tobytes() if a.size == 0 else a.reshape(-1).data.cast("B"))
     os.replace(tmp, path)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..backend import array_module_for
 from ..ops.dist import COMM_VAR
+from ..passes.transpiler import TranspilePlan
 from ..runtime.live.compiled import CompiledProgram
 from .communicator import StepCommunicator
 from .interface import CallResult, PServer
@@ -18,7 +19,7 @@ from .interface import CallResult, PServer
 class TrainerRuntime:
     """Trainer ``trainer_id`` of ``plan``, talking to ``pservers`` (endpoint -> server)."""
 
-    def __init__(self, plan: Any, trainer_id: int, pservers: Mapping[str, PServer], *,
+    def __init__(self, plan: TranspilePlan, trainer_id: int, pservers: Mapping[str, PServer], *,
                  seed: int | None, device: str, timeout: float):
         self.trainer_id = trainer_id
         self.program = plan.trainer_program(trainer_id)

@@ -57,7 +57,7 @@ def _create_kernel(ctx: KernelContext):
 
 
 register(OpSpec("create_batch_reader", slots("Data*?"), slots("Out"), _reader_infer,
-                _create_kernel, attrs=READER_ATTRS, host_access="io",
+                _create_kernel, attrs=READER_ATTRS, host_access="io", path_attrs=("files",),
                 doc="Out = a batch reader over `files` (RecordIO) or the arrays in Data; "
                     "it opens lazily, on the first read"))
 

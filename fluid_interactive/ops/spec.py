@@ -126,6 +126,10 @@ class OpSpec:
     # Input slots whose vars the planner lays out one after another in one flat array
     # (runtime/plan/buffers.py), so that the kernel reads them as one (a fused update's grads).
     contiguous: tuple[str, ...] = ()
+    # Attrs naming files on the machine that runs the op (a reader's data files): where the
+    # data lives, not what the program computes, so two processes that agree on the program
+    # may disagree on them (distributed roles compare programs without them).
+    path_attrs: tuple[str, ...] = ()
     doc: str = ""
 
     def __post_init__(self) -> None:

@@ -4,8 +4,9 @@ with ``--distributed main=train_step`` its ``Compile()`` returns the trainer's o
 a parameter server (``TRAINING_ROLE``).
 
 Settings from the environment (tests only): FIT_DATA (the RecordIO file), FIT_OUT (a
-checkpoint directory trainer 0 writes at the end) and FIT_STEP_SLEEP (seconds to sleep
-after each step, to give a test time to act mid-training)."""
+checkpoint directory trainer 0 writes at the end), FIT_STEP_SLEEP (seconds to sleep
+after each step, to give a test time to act mid-training) and FIT_HANG (a trainer id:
+that trainer hangs after training instead of ending, as a script stuck outside a step)."""
 import os
 import time
 
@@ -54,8 +55,12 @@ def main():
     print(f"trained {steps} steps, last loss {loss:.5f}, infer {float(y[0][0]):.5f}",
           flush=True)
     out = os.environ.get("FIT_OUT")
-    if out and os.environ.get("PADDLE_TRAINER_ID", "0") == "0":
+    me = os.environ.get("PADDLE_TRAINER_ID", "0")
+    if out and me == "0":
         fit_a_line.save(out)
+    if os.environ.get("FIT_HANG") == me:
+        print("hanging", flush=True)
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def finish(procs, timeout):
             stop_pids([p.pid])
             out, _ = p.communicate(timeout=10)
             out += "\n<stopped by the test: it did not finish in time>"
-        outs.append(out)
+        outs.append(getattr(p, "unread", "") + out)
     return outs
 
 
@@ -99,25 +99,40 @@ def processes():
 
 
 def read_until(proc, pattern, timeout, seen):
-    """Lines of ``proc`` until one contains ``pattern`` (bounded); appended to ``seen``."""
+    """Lines of ``proc`` until one contains ``pattern`` (bounded); appended to ``seen``.
+
+    Reads the pipe itself (os.read), never through the file object's buffer: `finish`
+    (Popen.communicate) reads the pipe the same way, and would not see lines left in that
+    buffer. What was read past the line is kept for `finish` in ``proc.unread``."""
+    import codecs
     import selectors
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
+    pending = getattr(proc, "unread", "")
     try:
-        while time.monotonic() < deadline:
+        while True:
+            while "\n" in pending:
+                line, pending = pending.split("\n", 1)
+                seen.append(line + "\n")
+                if pattern in line:
+                    proc.unread = pending
+                    return line
+            if time.monotonic() >= deadline:
+                break
             if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
                 continue
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 break
-            seen.append(line)
-            if pattern in line:
-                return line
+            pending += decoder.decode(chunk)
     finally:
-        sel.unregister(proc.stdout)
+        sel.unregister(fd)
+    proc.unread = pending
     raise AssertionError(f"{pattern!r} not seen within {timeout}s; output so far:\n"
-                         + "".join(seen[-60:]))
+                         + "".join(seen[-60:]) + pending)
 
 
 def kill(pid):

@@ -26,7 +26,8 @@ from fluid_interactive.distributed import (
     launch,
     transpile,
 )
-from fluid_interactive.distributed.interface import Communicator, Engine
+from fluid_interactive.distributed.engine import Engine
+from fluid_interactive.distributed.interface import Communicator
 from fluid_interactive.errors import FeedError, KernelError, ProgramDefinitionError
 
 TOL = 1e-5

@@ -6,6 +6,11 @@ Exactness: the Ray engine and the role processes run the same kernels on the sam
 the same order as the in-process engine (the servers sum the trainers' gradients in trainer
 order), so their parameters are compared bit for bit."""
 import os
+import re
+import shutil
+import signal
+import socket
+import time
 
 import numpy as np
 import pytest
@@ -29,7 +34,7 @@ from distributed.ray_support import (
 
 import fluid
 from fluid_interactive.distributed import launch, transpile
-from fluid_interactive.distributed.ray_cluster import RayHead
+from fluid_interactive.distributed.ray_cluster import RayHead, free_port
 
 ray = needs_ray()
 __all__ = ["processes"]   # a fixture
@@ -107,7 +112,7 @@ def test_a_killed_server_restarts_and_the_run_ends_exactly(cluster, fit_data, tm
             if step == 12:
                 kill(victim)
         assert first.pid() != victim
-        assert first.status()["restored"]
+        assert first.status().restored
         assert_same(dist.parameters(), expected)
         dist.save(str(tmp_path / "ckpt"))
         actors = [ps.pid() for ps in dist.pservers.values()] + \
@@ -122,24 +127,47 @@ def test_a_killed_server_restarts_and_the_run_ends_exactly(cluster, fit_data, tm
 # --- the TRAINING_ROLE processes ------------------------------------------------------------
 
 def _roles(cluster, tmp_path, processes, job, trainers, mode="sync", timeout=60, pause=0.0):
-    """One PSERVER (`fluid run`) and ``trainers`` TRAINER (`python`) processes of
-    fit_job.py, as separate OS processes."""
+    """The documented role commands as separate OS processes, run from another working
+    directory than the script's: one PSERVER (`fluid run main.py`, a relative path) and
+    ``trainers`` TRAINERs (`python main.py`, absolute and relative paths in turn), each
+    reading its own copy of the data (the same samples under another path)."""
     data = write_fit_data(str(tmp_path / "fit.recordio"))
+    script_dir, cwd = tmp_path / "job", tmp_path / "elsewhere"
+    script_dir.mkdir()
+    cwd.mkdir()
+    shutil.copy(JOB_SCRIPT, script_dir / "main.py")
+    relative = os.path.join("..", "job", "main.py")
+    absolute = str(script_dir / "main.py")
     flag = ["--distributed", f"main=train_step,mode={mode}"]
-    env = job_env(cluster.env(), job, PADDLE_TRAINERS_NUM=trainers, FIT_DATA=data,
-                  FIT_OUT=tmp_path / "out", FLUID_TIMEOUT=timeout, FIT_STEP_SLEEP=pause,
+    env = job_env(cluster.env(), job, PADDLE_TRAINERS_NUM=trainers, FIT_OUT=tmp_path / "out",
+                  FLUID_TIMEOUT=timeout, FIT_STEP_SLEEP=pause,
                   FLUID_STATE_DIR=tmp_path / "state")
+
+    def own_data(name):
+        path = str(tmp_path / f"{name}.recordio")
+        shutil.copy(data, path)
+        return path
+
     fluid_cli = [os.path.join(os.path.dirname(sys.executable), "fluid"), "run"]
-    server = spawn(fluid_cli + [JOB_SCRIPT] + flag, dict(env, TRAINING_ROLE="PSERVER"),
-                   str(tmp_path))
-    workers = [spawn([sys.executable, JOB_SCRIPT] + flag,
-                     dict(env, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(k)),
-                     str(tmp_path)) for k in range(trainers)]
+    server = spawn(fluid_cli + [relative] + flag,
+                   dict(env, TRAINING_ROLE="PSERVER", FIT_DATA=own_data("server")), str(cwd))
+    if timeout <= 30:
+        # A short timeout bounds finding the servers too: start the trainers once the
+        # server is up (a busy machine takes longer than that to start it).
+        read_until(server, "pserver 0 pid", timeout=180, seen=[])
+    workers = [spawn([sys.executable, absolute if k % 2 == 0 else relative] + flag,
+                     dict(env, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(k),
+                          FIT_DATA=own_data(f"trainer-{k}")), str(cwd))
+               for k in range(trainers)]
     processes += [server] + workers
     return data, server, workers
 
 
-def test_the_two_role_commands_as_separate_processes(cluster, tmp_path, processes):
+def test_the_role_commands_from_another_directory_by_relative_and_absolute_paths(
+        cluster, tmp_path, processes):
+    """Issue 19: the ops of `python /abs/main.py` record another path than those of
+    `fluid run ../job/main.py`, and each role reads its data from another path; the server
+    still accepts both trainers, and the job ends as one process would."""
     data, server, workers = _roles(cluster, tmp_path, processes, "roles-sync", trainers=2)
     outs = finish(workers + [server], timeout=240)
     report = "\n---\n".join(outs)
@@ -154,7 +182,7 @@ def test_the_two_role_commands_as_separate_processes(cluster, tmp_path, processe
 
 def test_sync_job_reports_a_dead_trainer_and_stops_cleanly(cluster, tmp_path, processes):
     data, server, workers = _roles(cluster, tmp_path, processes, "roles-dead", trainers=2,
-                                   timeout=4, pause=0.05)
+                                   timeout=20, pause=0.05)
     seen = []
     read_until(workers[1], "step 10", timeout=120, seen=seen)
     kill(workers[1].pid)
@@ -167,7 +195,7 @@ def test_sync_job_reports_a_dead_trainer_and_stops_cleanly(cluster, tmp_path, pr
 
 def test_async_job_carries_on_without_a_dead_trainer(cluster, tmp_path, processes):
     data, server, workers = _roles(cluster, tmp_path, processes, "roles-async", trainers=2,
-                                   mode="async", timeout=4, pause=0.05)
+                                   mode="async", timeout=20, pause=0.05)
     seen = []
     read_until(workers[1], "step 10", timeout=120, seen=seen)
     kill(workers[1].pid)
@@ -176,3 +204,157 @@ def test_async_job_carries_on_without_a_dead_trainer(cluster, tmp_path, processe
     assert "trained 40 steps" in outs[0]
     assert "the job went on without it (async mode)" in outs[1]
     assert_gone([workers[0].pid, workers[1].pid, server.pid])
+
+
+# --- nothing waits for ever ---------------------------------------------------------------------
+
+WAIT = 6      # FLUID_TIMEOUT of the tests below
+FLAG = ["--distributed", "main=train_step"]
+
+
+def _fluid_run():
+    return [os.path.join(os.path.dirname(sys.executable), "fluid"), "run"]
+
+
+def _lifetimes(procs, timeout):
+    """Wait for every process (bounded); (their outputs, how long each ran)."""
+    started = time.monotonic()
+    ended = {}
+    while len(ended) < len(procs) and time.monotonic() - started < timeout:
+        for p in procs:
+            if p.pid not in ended and p.poll() is not None:
+                ended[p.pid] = time.monotonic() - started
+        time.sleep(0.1)
+    return finish(procs, timeout=10), [ended.get(p.pid, float("inf")) for p in procs]
+
+
+def test_every_wait_ends_within_the_jobs_timeout(cluster, tmp_path, processes):
+    """With FLUID_TIMEOUT=6 each of these ends by itself, non-zero, saying what it waited
+    for: a server whose trainer never connects, a trainer whose servers never appear, a
+    trainer whose RAY_ADDRESS has nothing listening, one whose RAY_ADDRESS listens but never
+    answers (Ray itself would retry both for ever)."""
+    data = write_fit_data(str(tmp_path / "fit.recordio"))
+    env = job_env(cluster.env(), "lonely", FIT_DATA=data, FLUID_TIMEOUT=WAIT)
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen()                 # accepts connections (the kernel does) and answers nothing
+    with mute:
+        procs = [
+            spawn(_fluid_run() + [JOB_SCRIPT] + FLAG,
+                  dict(env, TRAINING_ROLE="PSERVER", FLUID_JOB="lonely-server"), str(tmp_path)),
+            spawn([sys.executable, JOB_SCRIPT] + FLAG,
+                  dict(env, TRAINING_ROLE="TRAINER", FLUID_JOB="lonely-trainer"), str(tmp_path)),
+            spawn([sys.executable, JOB_SCRIPT] + FLAG,
+                  dict(env, TRAINING_ROLE="TRAINER", RAY_ADDRESS=f"127.0.0.1:{free_port()}"),
+                  str(tmp_path)),
+            spawn([sys.executable, JOB_SCRIPT] + FLAG,
+                  dict(env, TRAINING_ROLE="TRAINER",
+                       RAY_ADDRESS=f"127.0.0.1:{mute.getsockname()[1]}"), str(tmp_path))]
+        processes += procs
+        outs, took = _lifetimes(procs, timeout=180)
+    report = "\n---\n".join(outs)
+    assert all(p.returncode not in (0, None) for p in procs), report
+    # Starting a process (imports, transpiling) on a busy machine takes a while; the wait
+    # itself is the timeout.
+    assert max(took) < WAIT + 60, (took, report)
+    assert "trainer 0 is missing (trainer 0 never connected within 6s)" in outs[0]
+    assert "waited 6s for parameter server 0 (127.0.0.1:6174) in the Ray namespace " \
+           "'lonely-trainer', and it never appeared" in outs[1]
+    assert "no Ray cluster answers at 127.0.0.1:" in outs[2] and "waited 6s" in outs[2]
+    assert "did not finish within 6s (FLUID_TIMEOUT)" in outs[3]
+    assert not os.path.exists("/dev/shm/fluid-state-lonely-server")
+
+
+def test_a_server_stops_cleanly_on_sigterm_and_sigint(cluster, tmp_path, processes):
+    """No Ray stack trace, its actor gone, its state folder removed, status 128 + N."""
+    data = write_fit_data(str(tmp_path / "fit.recordio"))
+    servers = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        env = job_env(cluster.env(), f"stop-{sig.name}", FIT_DATA=data, FLUID_TIMEOUT=120)
+        servers[sig] = spawn(_fluid_run() + [JOB_SCRIPT] + FLAG,
+                             dict(env, TRAINING_ROLE="PSERVER"), str(tmp_path))
+    processes += list(servers.values())
+    actors = {}
+    for sig, proc in servers.items():
+        line = read_until(proc, "pserver 0 pid", timeout=180, seen=[])
+        actors[sig] = int(line.split()[3])
+        assert os.path.isdir(f"/dev/shm/fluid-state-stop-{sig.name}/pserver-127_0_0_1_6174")
+    for sig, proc in servers.items():
+        os.kill(proc.pid, sig)
+    outs = finish(list(servers.values()), timeout=60)
+    for (sig, proc), out in zip(servers.items(), outs):
+        assert proc.returncode == 128 + sig, out
+        assert f"pserver 0: stopped by {sig.name}; its state is removed" in out
+        for noise in ("Traceback", "SIGTERM received", "Stack trace", "*** "):
+            assert noise not in out, out
+        assert not os.path.exists(f"/dev/shm/fluid-state-stop-{sig.name}")
+    assert_gone(list(actors.values()) + [p.pid for p in servers.values()])
+
+
+# --- the launcher on this cluster (RAY_ADDRESS set: it joins instead of starting one) ---------
+
+def _launch(cluster, tmp_path, job, **env):
+    data = write_fit_data(str(tmp_path / "fit.recordio"))
+    env.setdefault("FIT_STEP_SLEEP", 0.05)
+    full = job_env(cluster.env(), job, FIT_DATA=data, **env)
+    full.pop("FLUID_JOB")
+    return spawn(_fluid_run() + [JOB_SCRIPT] + FLAG + ["--trainers", "2", "--pservers", "1"],
+                 full, str(tmp_path))
+
+
+def _pids(text, role):
+    return [int(p) for p in re.findall(rf"^{role} \d+ pid (\d+)$", text, re.M)]
+
+
+def test_the_launcher_says_at_once_that_a_trainer_died_and_stops_the_sync_job(
+        cluster, tmp_path, processes):
+    job = _launch(cluster, tmp_path, "unused", FLUID_TIMEOUT=120)
+    processes.append(job)
+    seen = []
+    read_until(job, "[trainer 1] step 10", timeout=240, seen=seen)
+    victim = _pids("".join(seen), "trainer")[1]
+    kill(victim)
+    killed = time.monotonic()
+    read_until(job, "trainer 1 was killed by SIGKILL", timeout=30, seen=seen)
+    assert time.monotonic() - killed < 10, "".join(seen)
+    (rest,) = finish([job], timeout=60)
+    out = "".join(seen) + rest
+    assert job.returncode == 137, out
+    assert "fluid run: trainer 1 was killed by SIGKILL: a sync job cannot go on without it; " \
+           "stopping pserver 0, trainer 0" in out, out
+    assert "[pserver 0] pserver 0: stopped by SIGTERM; its state is removed" in out, out
+    assert_gone(_pids(out, "trainer") + _pids(out, "pserver") + [job.pid])
+
+
+def test_the_launcher_ends_a_job_whose_trainer_hangs_outside_a_step(
+        cluster, tmp_path, processes):
+    """Trainer 1 hangs after training: the server counts it lost once it has said nothing
+    for the timeout after trainer 0 finished, and the launcher stops it."""
+    wait = 20     # long enough for the trainers to start and connect on a busy machine
+    job = _launch(cluster, tmp_path, "unused", FLUID_TIMEOUT=wait, FIT_HANG=1,
+                  FIT_STEP_SLEEP=0)
+    processes.append(job)
+    seen = []
+    read_until(job, "[trainer 1] hanging", timeout=240, seen=seen)
+    hung = time.monotonic()
+    (rest,) = finish([job], timeout=120)
+    out = "".join(seen) + rest
+    assert job.returncode not in (0, None) and time.monotonic() - hung < wait + 30, out
+    assert "trainer 1 is missing (trainer 1 sent nothing for" in out
+    assert "pserver 0 exited with status 1" in out and "stopping trainer 1" in out
+    assert_gone(_pids(out, "trainer") + _pids(out, "pserver") + [job.pid])
+
+
+def test_a_private_cluster_listens_on_no_fixed_port(cluster):
+    """Ray's defaults: 6379 (GCS), 8265 (dashboard), 10001 (client server), 44217 and 44227
+    (metrics): a second private cluster on the machine would collide on any of them."""
+    psutil = pytest.importorskip("psutil")
+    listening = set()
+    for pid in cluster.pids():
+        try:
+            listening |= {c.laddr.port for c in psutil.Process(pid).net_connections("tcp")
+                          if c.status == psutil.CONN_LISTEN}
+        except psutil.Error:
+            pass
+    assert listening and cluster.port in listening
+    assert not listening & {6379, 8265, 10001, 44217, 44227}, sorted(listening)

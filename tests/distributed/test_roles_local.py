@@ -141,3 +141,45 @@ def test_a_plain_script_ignores_stray_role_variables():
     with pytest.raises(fluid.OpArgumentError, match="TRAINING_ROLE"):
         distribute_if_requested(compiled, argv=["main.py", "--distributed", "main=train_step"],
                                 environ=env)
+
+
+# --- arguments checked before anything starts ------------------------------------------------
+
+def _one_line_usage_error(result):
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_a_malformed_distributed_option_is_one_line_and_status_2(tmp_path):
+    fluid_run = ["-m", "fluid_interactive.distributed", "run", JOB_SCRIPT]
+    cases = [
+        (fluid_run + ["--distributed", "main"], "main needs a value"),
+        (fluid_run + ["--distributed", "mode=fast", "--trainers", "2", "--pservers", "1"],
+         "mode='fast' is not one of sync, async"),
+        ([JOB_SCRIPT, "--distributed", "trainers=x"], "trainers='x' is not a positive"),
+        ([JOB_SCRIPT, "--distributed"], "it needs a value"),
+    ]
+    for args, problem in cases:
+        line = _one_line_usage_error(_run(args, tmp_path, TRAINING_ROLE="TRAINER"))
+        assert problem in line and "expected --distributed main=METHOD[+METHOD...]" in line
+
+
+def test_more_roles_than_the_machine_can_start_are_refused_at_once(tmp_path):
+    args = ["-m", "fluid_interactive.distributed", "run", JOB_SCRIPT, "--distributed",
+            "main=train_step", "--trainers", "2", "--pservers", "100"]
+    line = _one_line_usage_error(_run(args, tmp_path))
+    assert line.startswith("fluid run: 102 role processes (--trainers 2, --pservers 100) are "
+                           "more than this machine can start: at most ")
+    assert "FLUID_MAX_ROLES=N overrides" in line
+    assert "at most 3 (FLUID_MAX_ROLES=3" in _one_line_usage_error(
+        _run(args[:-1] + ["2"], tmp_path, FLUID_MAX_ROLES=3))
+
+
+def test_exit_statuses_of_roles_killed_by_a_signal_are_128_plus_the_signal():
+    from fluid_interactive.distributed.stopping import describe_exit, exit_status
+    assert [exit_status(c) for c in (0, 1, -9, -15)] == [0, 1, 137, 143]
+    assert describe_exit(-9) == "was killed by SIGKILL"
+    assert describe_exit(3) == "exited with status 3"

@@ -125,10 +125,31 @@ def _unique(name: str, method: str, taken: set[str]) -> str:
 def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: list[str],
                  trainers: int, sync: bool, split_method: str, slice_var_up: bool,
                  min_block_size: int) -> Layout:
-    g0 = program.global_block()
-    slice_count = len(endpoints) if slice_var_up else 1
+    params = _place_params(program, methods, endpoints, split_method,
+                           len(endpoints) if slice_var_up else 1, min_block_size)
+    taken: set[str] = set(program.global_block().vars)
+    pairs = [_pair_layout(program, m.method, grp, params, taken)
+             for m in methods for grp in m.groups]
+    _check_schedule_names(methods)
+    layout = Layout(program, methods, params, pairs, endpoints, trainers, sync)
+    idle = layout.idle_endpoints()
+    if idle:
+        blocks = sum(len(p.blocks) for p in params.values())
+        warnings.warn(
+            f"transpile: {len(idle)} of {len(endpoints)} parameter servers get no parameter "
+            f"block and will be idle ({', '.join(idle)}): {blocks} block(s) were "
+            f"placed by {split_method}; use fewer pservers, a smaller min_block_size, or "
+            f"round_robin", UserWarning,
+            stacklevel=3)
+    return layout
 
-    # Parameters in the order of their first update; blocks dispatched in that order.
+
+def _place_params(program: ProgramDesc, methods: list[MethodRoles], endpoints: list[str],
+                  split_method: str, slice_count: int, min_block_size: int
+                  ) -> dict[str, ParamLayout]:
+    """Every updated parameter cut into row blocks, in the order of its first update, and
+    the blocks dealt to servers in that order."""
+    g0 = program.global_block()
     params: dict[str, ParamLayout] = {}
     for m in methods:
         for grp in m.groups:
@@ -142,49 +163,51 @@ def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: li
     placed = dict(zip(all_blocks, dispatch(all_blocks, endpoints, split_method)))
     for p in params.values():
         p.endpoints = [placed[b.name] for b in p.blocks]
+    return params
 
-    updated = set(params)
-    taken: set[str] = set(g0.vars)
-    pairs: list[PairLayout] = []
-    for m in methods:
-        for grp in m.groups:
-            for n in grp.shared:
-                if n in updated:
-                    raise ProgramDefinitionError(
-                        f"transpile: the update of {grp.param!r} reads the parameter {n!r}, "
-                        f"which is itself updated on a parameter server; a server cannot see "
-                        f"another server's parameter")
-            pl = params[grp.param]
-            remote = _unique(grp.grad, m.method, taken)
-            grad_blocks = [VarBlock(grp.grad, f"{remote}.block{b.index}" if pl.split else remote,
-                                    b.index, b.count, b.start, b.rows, b.shape)
-                           for b in pl.blocks]
-            pair = PairLayout(grp, pl, remote, grad_blocks)
-            for s in grp.state:
-                svar = g0.vars[s]
-                if not pl.split:
-                    pair.state_blocks[s] = make_blocks(s, svar.shape, [svar.shape[0]]
-                                                       if svar.shape else [1])
-                    pair.state_sliced[s] = False
-                elif tuple(svar.shape) == tuple(pl.var.shape):
-                    pair.state_blocks[s] = [VarBlock(s, f"{s}.block{b.index}", b.index,
-                                                     b.count, b.start, b.rows, b.shape)
-                                            for b in pl.blocks]
-                    pair.state_sliced[s] = True
-                elif prod(svar.shape) == 1:
-                    pair.state_blocks[s] = [VarBlock(s, f"{s}.block{b.index}", b.index,
-                                                     b.count, 0, 1, tuple(svar.shape))
-                                            for b in pl.blocks]
-                    pair.state_sliced[s] = False
-                else:
-                    raise ProgramDefinitionError(
-                        f"transpile: optimizer state {s!r} {list(svar.shape)} of "
-                        f"{grp.param!r} {list(pl.var.shape)} has neither the parameter's "
-                        f"shape nor a single element, so it cannot follow the parameter's "
-                        f"{len(pl.blocks)} row blocks; transpile with slice_var_up=False or "
-                        f"a larger min_block_size")
-            pairs.append(pair)
 
+def _pair_layout(program: ProgramDesc, method: str, grp: UpdateGroup,
+                 params: dict[str, ParamLayout], taken: set[str]) -> PairLayout:
+    """One update group's names on the servers: its gradient blocks and state blocks."""
+    for n in grp.shared:
+        if n in params:
+            raise ProgramDefinitionError(
+                f"transpile: the update of {grp.param!r} reads the parameter {n!r}, "
+                f"which is itself updated on a parameter server; a server cannot see "
+                f"another server's parameter")
+    pl = params[grp.param]
+    remote = _unique(grp.grad, method, taken)
+    grad_blocks = [VarBlock(grp.grad, f"{remote}.block{b.index}" if pl.split else remote,
+                            b.index, b.count, b.start, b.rows, b.shape)
+                   for b in pl.blocks]
+    pair = PairLayout(grp, pl, remote, grad_blocks)
+    for s in grp.state:
+        pair.state_blocks[s], pair.state_sliced[s] = _state_blocks(
+            program.global_block().vars[s], grp.param, pl)
+    return pair
+
+
+def _state_blocks(svar: VarDesc, param: str, pl: ParamLayout) -> tuple[list[VarBlock], bool]:
+    """How an accumulator follows its parameter's blocks, and whether it is cut like it:
+    whole with a whole parameter, cut when it has the parameter's shape, copied per block
+    when it holds one element."""
+    s = svar.name
+    if not pl.split:
+        return make_blocks(s, svar.shape, [svar.shape[0]] if svar.shape else [1]), False
+    if tuple(svar.shape) == tuple(pl.var.shape):
+        return [VarBlock(s, f"{s}.block{b.index}", b.index, b.count, b.start, b.rows,
+                         b.shape) for b in pl.blocks], True
+    if prod(svar.shape) == 1:
+        return [VarBlock(s, f"{s}.block{b.index}", b.index, b.count, 0, 1,
+                         tuple(svar.shape)) for b in pl.blocks], False
+    raise ProgramDefinitionError(
+        f"transpile: optimizer state {s!r} {list(svar.shape)} of {param!r} "
+        f"{list(pl.var.shape)} has neither the parameter's shape nor a single element, so it "
+        f"cannot follow the parameter's {len(pl.blocks)} row blocks; transpile with "
+        f"slice_var_up=False or a larger min_block_size")
+
+
+def _check_schedule_names(methods: list[MethodRoles]) -> None:
     lr_names: dict[str, str] = {}
     for m in methods:
         for n in m.lr_temps:
@@ -194,14 +217,3 @@ def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: li
                     f"and {m.method!r} share the name {n!r}; parameter servers keep them "
                     f"side by side, so give them different names")
             lr_names[n] = m.method
-
-    layout = Layout(program, methods, params, pairs, endpoints, trainers, sync)
-    idle = layout.idle_endpoints()
-    if idle:
-        warnings.warn(
-            f"transpile: {len(idle)} of {len(endpoints)} parameter servers get no parameter "
-            f"block and will be idle ({', '.join(idle)}): {len(all_blocks)} block(s) were "
-            f"placed by {split_method}; use fewer pservers, a smaller min_block_size, or "
-            f"round_robin", UserWarning,
-            stacklevel=3)
-    return layout

@@ -182,6 +182,10 @@ def _declare_results(program: ProgramDesc, blk: BlockDesc) -> None:
 
 # --- startup ------------------------------------------------------------------------------------
 
+#: (name on this server, original var, rows start, rows, 'whole' | 'slice' | 'copy')
+_Cut = tuple[str, str, int, int, str]
+
+
 def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> ProgramDesc:
     index = layout.endpoints.index(endpoint)
     og0 = layout.program.global_block()
@@ -190,33 +194,56 @@ def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> P
     program.blocks.append(block0)
     for var in main.global_block().vars.values():
         block0.vars[var.name] = clone_var(var)
+    cuts, needed = _cuts(layout, endpoint)
+    for k in _initialisers(og0, needed, endpoint):
+        op = clone_op(og0.ops[k])
+        block0.ops.append(op)
+        for n in op.input_names() + op.output_names():
+            if n not in block0.vars:
+                block0.vars[n] = _copy_var(og0.vars[n], persistable=False, is_parameter=False)
+    seen: set[str] = set()
+    for name, origin, start, rows, mode in cuts:
+        if mode == "whole" or name in seen:
+            continue
+        seen.add(name)
+        if mode == "slice":
+            block0.ops.append(OpDesc("slice", {"X": [origin]}, {"Out": [name]},
+                                     {"axes": [0], "starts": [start], "ends": [start + rows]},
+                                     role=OpRole.DIST))
+        else:
+            block0.ops.append(OpDesc("assign", {"X": [origin]}, {"Out": [name]},
+                                     role=OpRole.DIST))
+    return program
 
-    # name on this server -> (original var, rows start, rows, 'whole' | 'slice' | 'copy')
-    cuts: list[tuple[str, str, int, int, str]] = []
+
+def _cuts(layout: Layout, endpoint: str) -> tuple[list[_Cut], list[str]]:
+    """How each var of the server comes from a var of the original program, and the
+    original vars it needs, in order."""
+    cuts: list[_Cut] = []
     needed: dict[str, None] = {}   # insertion-ordered set
-
-    def need(name: str) -> None:
-        needed[name] = None
-
     for pair, i in layout.pairs_on(endpoint):
         pb = pair.param.blocks[i]
-        need(pair.group.param)
+        needed[pair.group.param] = None
         cuts.append((pb.name, pair.group.param, pb.start, pb.rows,
                      "slice" if pair.param.split else "whole"))
         for s, blocks in pair.state_blocks.items():
             sb = blocks[i]
-            need(s)
+            needed[s] = None
             mode = "whole" if not pair.param.split else (
                 "slice" if pair.state_sliced[s] else "copy")
             cuts.append((sb.name, s, sb.start, sb.rows, mode))
         for n in pair.group.shared:
-            need(n)
+            needed[n] = None
     for method in _methods_on(layout, endpoint):
         roles = layout.roles_of(method)
         for n in roles.lr_state + roles.lr_reads:
-            need(n)
+            needed[n] = None
+    return cuts, list(needed)
 
-    # The original initialisers of those vars and of everything they read.
+
+def _initialisers(og0: BlockDesc, needed: list[str], endpoint: str) -> list[int]:
+    """The indices of the original initialisers of ``needed`` and of everything they
+    read, in program order."""
     wanted = set(needed)
     chosen: list[int] = []
     for k in range(len(og0.ops) - 1, -1, -1):
@@ -231,23 +258,4 @@ def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> P
             raise ProgramDefinitionError(
                 f"transpile: {n!r} has no initialiser in block 0, so parameter server "
                 f"{endpoint} cannot create it")
-    for k in chosen:
-        op = clone_op(og0.ops[k])
-        block0.ops.append(op)
-        for n in op.input_names() + op.output_names():
-            if n not in block0.vars:
-                block0.vars[n] = _copy_var(og0.vars[n], persistable=False, is_parameter=False)
-
-    seen: set[str] = set()
-    for name, origin, start, rows, mode in cuts:
-        if mode == "whole" or name in seen:
-            continue
-        seen.add(name)
-        if mode == "slice":
-            block0.ops.append(OpDesc("slice", {"X": [origin]}, {"Out": [name]},
-                                     {"axes": [0], "starts": [start], "ends": [start + rows]},
-                                     role=OpRole.DIST))
-        else:
-            block0.ops.append(OpDesc("assign", {"X": [origin]}, {"Out": [name]},
-                                     role=OpRole.DIST))
-    return program
+    return chosen

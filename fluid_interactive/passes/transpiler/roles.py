@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import ProgramDefinitionError
-from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from ...ir.text import format_op
 
 
@@ -87,19 +87,36 @@ def analyse_method(program: ProgramDesc, method: str) -> MethodRoles:
     """Group the method's optimize-role ops by parameter and check that each group can run
     on a parameter server given only the gradient."""
     block = method_block(program, method)
-    lr_ops: list[int] = []
-    opt_ops: list[int] = []
-    for i, op in enumerate(block.ops):
-        if op.role & OpRole.LRSCHED:
-            lr_ops.append(i)
-        elif op.role & OpRole.OPTIMIZE:
-            opt_ops.append(i)
+    lr_ops = [i for i, op in enumerate(block.ops) if op.role & OpRole.LRSCHED]
+    opt_ops = [i for i, op in enumerate(block.ops)
+               if op.role & OpRole.OPTIMIZE and not op.role & OpRole.LRSCHED]
     if not opt_ops:
         raise ProgramDefinitionError(
             f"transpile: method {method!r} has no optimizer (none of its ops has the Optimize "
             f"role), so there is nothing for parameter servers to do; call an optimizer's "
             f"minimize(loss) in it, or name the training method with main=...")
+    groups = _group_updates(program, block, method, opt_ops)
+    lr_temps, lr_state, lr_reads = _check_lr_ops(program, block, method, lr_ops)
+    moved = {i for g in groups for i in g.ops} | set(lr_ops)
+    trainer_writes = {n for i, op in enumerate(block.ops) if i not in moved
+                      for n in op.output_names()}
+    for grp in groups:
+        _classify(program, block, grp, trainer_writes, set(lr_temps) | set(lr_state))
+    _check_state_owners(method, groups)
+    return MethodRoles(method, block.idx, groups, lr_ops, lr_temps, lr_state, lr_reads)
 
+
+def _declared(program: ProgramDesc, block: BlockDesc, name: str) -> VarDesc:
+    var = program.find_var(block, name)
+    if var is None:
+        raise ProgramDefinitionError(f"transpile: {name!r} is used in {block.name!r} but "
+                                     f"declared nowhere (run fluid.check_program)")
+    return var
+
+
+def _group_updates(program: ProgramDesc, block: BlockDesc, method: str,
+                   opt_ops: list[int]) -> list[UpdateGroup]:
+    """The update groups of the optimize ops, in the order of their first op."""
     groups: dict[tuple[str, str], UpdateGroup] = {}
     loose: list[int] = []
     for i in opt_ops:
@@ -115,17 +132,22 @@ def analyse_method(program: ProgramDesc, method: str) -> MethodRoles:
             continue
         key = pairs[0]
         groups.setdefault(key, UpdateGroup(method, key[0], key[1])).ops.append(i)
+    _place_loose(program, block, method, list(groups.values()), loose)
+    return sorted(groups.values(), key=lambda g: g.ops[0])
 
-    # Optimize ops without op_role_var join a group they exchange a var with.
+
+def _place_loose(program: ProgramDesc, block: BlockDesc, method: str,
+                 groups: list[UpdateGroup], loose: list[int]) -> None:
+    """Optimize ops without op_role_var join a group they exchange a var with."""
     while loose:
         placed = False
         for i in list(loose):
             op = block.ops[i]
             touched = set(op.input_names()) | set(op.output_names())
-            for grp in groups.values():
+            for grp in groups:
                 names = {n for j in grp.ops for n in block.ops[j].output_names()}
                 names |= {n for j in grp.ops for n in block.ops[j].input_names()
-                          if not program.find_var(block, n).persistable or n == grp.param}
+                          if not _declared(program, block, n).persistable or n == grp.param}
                 if touched & names:
                     grp.ops.append(i)
                     grp.ops.sort()
@@ -138,16 +160,6 @@ def analyse_method(program: ProgramDesc, method: str) -> MethodRoles:
                 f"updates: it has no op_role_var and shares no var with an update that has "
                 f"one:\n  {_where(program, block, block.ops[loose[0]])}")
 
-    lr_temps, lr_state, lr_reads = _check_lr_ops(program, block, method, lr_ops)
-    moved = {i for g in groups.values() for i in g.ops} | set(lr_ops)
-    trainer_writes = {n for i, op in enumerate(block.ops) if i not in moved
-                      for n in op.output_names()}
-    ordered = sorted(groups.values(), key=lambda g: g.ops[0])
-    for grp in ordered:
-        _classify(program, block, grp, trainer_writes, set(lr_temps) | set(lr_state))
-    _check_state_owners(method, ordered)
-    return MethodRoles(method, block.idx, ordered, lr_ops, lr_temps, lr_state, lr_reads)
-
 
 def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
                   lr_ops: list[int]) -> tuple[list[str], list[str], list[str]]:
@@ -157,7 +169,7 @@ def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
     for i in lr_ops:
         op = block.ops[i]
         for n in op.input_names():
-            var = program.find_var(block, n)
+            var = _declared(program, block, n)
             if n in temps or n in state:
                 continue
             if var.persistable:
@@ -170,7 +182,7 @@ def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
                 f"only persistable state and other schedule results:\n  "
                 f"{_where(program, block, op)}")
         for n in op.output_names():
-            var = program.find_var(block, n)
+            var = _declared(program, block, n)
             target = state if var.persistable else temps
             if n not in target:
                 target.append(n)
@@ -180,8 +192,25 @@ def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
 
 def _classify(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup,
               trainer_writes: set[str], lr_results: set[str]) -> None:
-    g0 = program.global_block()
-    pvar = g0.vars.get(grp.param)
+    """Sort what the group reads and writes (see the module docstring)."""
+    _check_pair(program, block, grp, trainer_writes)
+    written: set[str] = set()
+    for i in grp.ops:
+        op = block.ops[i]
+        for n in op.input_names():
+            if n not in (grp.param, grp.grad) and n not in written:
+                _sort_input(program, block, grp, op, n, trainer_writes, lr_results)
+        for n in op.output_names():
+            written.add(n)
+            if n != grp.param:
+                _sort_output(program, block, grp, op, n, trainer_writes)
+    grp.shared = [n for n in grp.shared if n not in grp.state]
+
+
+def _check_pair(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup,
+                trainer_writes: set[str]) -> None:
+    """The parameter is state of block 0 and the trainer computes a gradient of its shape."""
+    pvar = program.global_block().vars.get(grp.param)
     first = block.ops[grp.ops[0]]
     if pvar is None or not pvar.persistable:
         raise ProgramDefinitionError(
@@ -201,53 +230,50 @@ def _classify(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup,
         raise ProgramDefinitionError(
             f"transpile: no forward or backward op of {grp.method!r} computes the gradient "
             f"{grp.grad!r} of {grp.param!r}, so the trainer has nothing to send")
-    written: set[str] = set()
-    for i in grp.ops:
-        op = block.ops[i]
-        for n in op.input_names():
-            if n in (grp.param, grp.grad) or n in written:
-                continue
-            var = program.find_var(block, n)
-            if n in lr_results:
-                target = grp.shared if var.persistable else grp.lr_inputs
-                if n not in target:
-                    target.append(n)
-                continue
-            if var.persistable:
-                if n in trainer_writes:
-                    raise ProgramDefinitionError(
-                        f"transpile: the update of {grp.param!r} reads {n!r}, which the "
-                        f"trainer also writes in {grp.method!r}; a parameter server cannot see "
-                        f"the trainer's value:\n  {_where(program, block, op)}")
-                if n not in grp.shared:
-                    grp.shared.append(n)
-                continue
-            if var.has_batch_dim:
-                raise ProgramDefinitionError(
-                    f"transpile: the update of {grp.param!r} in {grp.method!r} reads {n!r}, a "
-                    f"per-sample value of the trainer; an update may read the gradient and "
-                    f"values without a batch dimension only:\n  {_where(program, block, op)}")
-            if n not in grp.side:
-                grp.side.append(n)
-        for n in op.output_names():
-            written.add(n)
-            if n == grp.param:
-                continue
-            if n == grp.grad:
-                raise ProgramDefinitionError(
-                    f"transpile: an update op of {grp.param!r} overwrites its gradient "
-                    f"{grp.grad!r}:\n  {_where(program, block, op)}")
-            var = program.find_var(block, n)
-            if var.persistable:
-                if n in trainer_writes:
-                    raise ProgramDefinitionError(
-                        f"transpile: {n!r} is written both by the update of {grp.param!r} and "
-                        f"by the trainer in {grp.method!r}")
-                if n not in grp.state:
-                    grp.state.append(n)
-            elif n not in grp.temps:
-                grp.temps.append(n)
-    grp.shared = [n for n in grp.shared if n not in grp.state]
+
+
+def _sort_input(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup, op: OpDesc,
+                n: str, trainer_writes: set[str], lr_results: set[str]) -> None:
+    """A var the update reads: a schedule's result, a replicated persistable, or a value
+    the trainer sends along with the gradient."""
+    var = _declared(program, block, n)
+    if n in lr_results:
+        target = grp.shared if var.persistable else grp.lr_inputs
+        if n not in target:
+            target.append(n)
+    elif var.persistable:
+        if n in trainer_writes:
+            raise ProgramDefinitionError(
+                f"transpile: the update of {grp.param!r} reads {n!r}, which the "
+                f"trainer also writes in {grp.method!r}; a parameter server cannot see "
+                f"the trainer's value:\n  {_where(program, block, op)}")
+        if n not in grp.shared:
+            grp.shared.append(n)
+    elif var.has_batch_dim:
+        raise ProgramDefinitionError(
+            f"transpile: the update of {grp.param!r} in {grp.method!r} reads {n!r}, a "
+            f"per-sample value of the trainer; an update may read the gradient and "
+            f"values without a batch dimension only:\n  {_where(program, block, op)}")
+    elif n not in grp.side:
+        grp.side.append(n)
+
+
+def _sort_output(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup, op: OpDesc,
+                 n: str, trainer_writes: set[str]) -> None:
+    """A var the update writes: the parameter's state (an accumulator) or a temporary."""
+    if n == grp.grad:
+        raise ProgramDefinitionError(
+            f"transpile: an update op of {grp.param!r} overwrites its gradient "
+            f"{grp.grad!r}:\n  {_where(program, block, op)}")
+    if _declared(program, block, n).persistable:
+        if n in trainer_writes:
+            raise ProgramDefinitionError(
+                f"transpile: {n!r} is written both by the update of {grp.param!r} and "
+                f"by the trainer in {grp.method!r}")
+        if n not in grp.state:
+            grp.state.append(n)
+    elif n not in grp.temps:
+        grp.temps.append(n)
 
 
 def _check_state_owners(method: str, groups: list[UpdateGroup]) -> None:

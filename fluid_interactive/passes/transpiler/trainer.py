@@ -20,7 +20,15 @@ only in attrs: its ``trainer_id`` and, in sync mode, the names its gradients arr
 from __future__ import annotations
 
 from ...errors import ProgramDefinitionError
-from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
+from ...ir.records import (
+    AttrValue,
+    BlockDesc,
+    OpDesc,
+    OpRole,
+    ProgramDesc,
+    VarDesc,
+    returned_names,
+)
 from ...ops.dist import COMM_KIND, COMM_VAR
 from .layout import Layout, PairLayout
 from .roles import MethodRoles
@@ -151,7 +159,7 @@ def _receive_ops(block: BlockDesc, layout: Layout, roles: MethodRoles,
     last = locs[pairs[-1].group.param]
     used = {ep for pair in pairs for ep in pair.param.endpoints}
     endpoints = [ep for ep in layout.endpoints if ep in used]
-    barrier_attrs = {"endpoints": endpoints, "trainer_id": trainer_id}
+    barrier_attrs: dict[str, AttrValue] = {"endpoints": endpoints, "trainer_id": trainer_id}
     comm = {"Comm": [COMM_VAR]}
     comm_out = {"CommOut": [COMM_VAR]}
     ops: list[OpDesc] = []
