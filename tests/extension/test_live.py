@@ -323,11 +323,12 @@ def test_a_redefinition_with_the_distributed_variables_set_starts_no_job(ip, mon
     """A user who runs the role commands from a notebook has FLUID_DISTRIBUTED set: the
     class cell's first run distributes (Compile() is the verb that may), but running it
     again recompiles the live single-process program and starts nothing."""
-    from fluid_interactive.distributed import roles
+    from fluid_interactive.distributed import launch as launching
 
     launched = []
-    real_launch = roles.launch
-    monkeypatch.setattr(roles, "launch", lambda *a, **k: launched.append(1) or real_launch(*a, **k))
+    real_launch = launching.launch
+    monkeypatch.setattr(launching, "launch",
+                        lambda *a, **k: launched.append(1) or real_launch(*a, **k))
     run(ip, NET_CELL)
     run(ip, DATA_CELL)
     run(ip, "net = Net(hidden=5).Compile(seed=1)")             # before the variables are set
