@@ -323,7 +323,8 @@ def test_a_redefinition_with_the_distributed_variables_set_starts_no_job(ip, mon
     """A user who runs the role commands from a notebook has FLUID_DISTRIBUTED set: the
     class cell's first run distributes (Compile() is the verb that may), but running it
     again recompiles the live single-process program and starts nothing."""
-    from fluid_interactive.distributed import launch as launching
+    import importlib
+    launching = importlib.import_module("fluid_interactive.distributed.launch")
 
     launched = []
     real_launch = launching.launch
