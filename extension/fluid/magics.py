@@ -138,7 +138,7 @@ class FluidMagics(Magics):
             raise UsageError(f"%fluid {what} needs a compiled program or one of its methods, "
                              f"e.g. %fluid {what} my_prog or %fluid {what} my_prog.train_step")
         obj = self._eval(args.target, what)
-        if isinstance(obj, CompiledMethod):
+        if isinstance(obj, CompiledMethod) and isinstance(obj.owner, CompiledProgram):
             return obj.owner, obj.block.name
         if isinstance(obj, CompiledProgram):
             return obj, None
