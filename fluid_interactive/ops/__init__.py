@@ -6,6 +6,7 @@ from . import (  # noqa: F401
                accumulate,
                chain,
                compare,
+               control,
                conv,
                dist,
                elementwise,

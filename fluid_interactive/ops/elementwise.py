@@ -132,3 +132,12 @@ _define("elementwise_min", "minimum", _min_grads, doc="Out = min(X, Y); ties sen
         "gradient to Y")
 _define("elementwise_pow", "power", _pow_grads, uses_out=True, doc="Out = X ** Y")
 
+
+def _mod_grads(xp, x, y, out, g, wx, wy):
+    # X - floor(X / Y) * Y: the derivative is 1 for X and -floor(X / Y) for Y
+    return (g if wx else None), (xp.negative(g * xp.floor_divide(x, y)) if wy else None)
+
+
+_define("elementwise_mod", "remainder", _mod_grads,
+        doc="Out = X mod Y, with the sign of Y (as Python's % and NumPy's remainder)")
+

@@ -21,7 +21,7 @@ from ..ir.records import FLOAT_DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, V
 from ..ir.text import format_shape
 from ..ops.apply import infer_op
 from ..ops.registry import get_spec
-from ..ops.spec import GradContext, TensorType
+from ..ops.spec import GradContext, TensorType, var_type
 
 GRAD = "@GRAD"
 FORWARD_ROLES = (OpRole.FORWARD, OpRole.FORWARD | OpRole.LOSS)
@@ -120,11 +120,11 @@ class _Accumulator:
 def _declare(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> None:
     def type_of(name: str) -> TensorType:
         v = program.find_var(block, name)
-        return TensorType(v.shape, v.dtype)
+        return var_type(v)
     for slot, types in infer_op(op, type_of).items():
         for name, t in zip(op.outputs[slot], types):
             if program.find_var(block, name) is None:
-                block.vars[name] = VarDesc(name, t.shape, t.dtype)
+                block.vars[name] = VarDesc(name, t.shape, t.dtype, kind=t.kind)
 
 
 def _seed(program: ProgramDesc, block: BlockDesc, target: str, name: str,

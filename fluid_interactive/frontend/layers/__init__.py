@@ -2,9 +2,23 @@
 
 Each module lists its public layers in ``__all__``; this package re-exports exactly those.
 """
-from . import activations, compare, conv, io, loss, lr, math, metric, nn, norm, tensor
+from . import (
+    activations,
+    compare,
+    control_flow,
+    conv,
+    io,
+    loss,
+    lr,
+    math,
+    metric,
+    nn,
+    norm,
+    tensor,
+)
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
+from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -15,6 +29,6 @@ from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .tensor import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, conv, io, loss, lr, math, metric,
-                                nn, norm, tensor)
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, io, loss, lr,
+                                math, metric, nn, norm, tensor)
                   for name in module.__all__})
