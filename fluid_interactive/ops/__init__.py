@@ -23,6 +23,7 @@ from . import (  # noqa: F401
                reduce,
                shape,
                softmax,
+               tensor_array,
                unary,
 )
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel

@@ -49,19 +49,39 @@ def check_condition(ctx: InferContext, slot: str, what: str) -> None:
 
 
 def compatible(a: TensorType, b: TensorType) -> bool:
-    """Same dtype, kind and rank, and no known dim that differs."""
-    return (a.dtype == b.dtype and a.kind == b.kind and len(a.shape) == len(b.shape)
-            and all(x < 0 or y < 0 or x == y for x, y in zip(a.shape, b.shape)))
+    """Same dtype, kind and rank, and no known dim that differs; an array whose element
+    shape is not known yet (``[]``) takes any."""
+    if a.dtype != b.dtype or a.kind != b.kind:
+        return False
+    if a.kind == "tensor_array" and (not a.shape or not b.shape):
+        return True
+    return len(a.shape) == len(b.shape) and all(
+        x < 0 or y < 0 or x == y for x, y in zip(a.shape, b.shape))
+
+
+def _refines(old: TensorType, new: TensorType) -> bool:
+    """``new`` knows more of the type than ``old`` (an array's element shape)."""
+    return old != new and compatible(old, new) and (
+        (old.kind == "tensor_array" and not old.shape and bool(new.shape))
+        or sum(d < 0 for d in new.shape) < sum(d < 0 for d in old.shape))
 
 
 def written_types(ctx: InferContext, reads: str, writes: str, what: str,
                   feeds: dict | None = None) -> list[TensorType]:
     """The types of the vars the sub-block writes after one run; a var it also reads (a
-    carried var) must keep its type."""
+    carried var) must keep its type. A carried var whose type a run makes more precise
+    (an array learning its element shape) is typed again with that type."""
+    op = ctx.op
+    assert op is not None
+    before = dict(zip(op.input(reads), ctx.inputs(reads)))
     after = ctx.sub_block_types(feeds)
-    before = dict(zip(ctx.op.input(reads), ctx.inputs(reads)))   # type: ignore[union-attr]
+    refined = {n: after(n) for n in op.output(writes)
+               if n in before and _refines(before[n], after(n))}
+    if refined:
+        before.update(refined)
+        after = ctx.sub_block_types({**(feeds or {}), **refined})
     types = []
-    for name in ctx.op.output(writes):   # type: ignore[union-attr]
+    for name in op.output(writes):
         t = after(name)
         old = before.get(name)
         if old is not None and not compatible(old, t):

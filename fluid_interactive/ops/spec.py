@@ -99,6 +99,8 @@ HOST_ACCESS = {
              "when a program compiles",
     "io": "exchanges data with files or other processes (readers, send/recv): its values "
           "pass through the host by nature",
+    "index": "indexes a tensor array (a list on the host): reads its index back as a "
+             "Python number, and hands a length or sizes to the device",
 }
 
 

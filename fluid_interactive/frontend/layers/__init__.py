@@ -15,6 +15,7 @@ from . import (
     nn,
     norm,
     tensor,
+    tensor_array,
 )
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -28,7 +29,8 @@ from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .tensor import *  # noqa: F403
+from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, io, loss, lr,
-                                math, metric, nn, norm, tensor)
+                                math, metric, nn, norm, tensor, tensor_array)
                   for name in module.__all__})

@@ -76,7 +76,9 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
                         for n in op.inputs.get(s.name, ())]
         foldable = (not spec.random and spec.kernel is not None
                     and all(n in constants for n in value_inputs)
-                    and not any(n in fixed for n in op.output_names()))
+                    and not any(n in fixed for n in op.output_names())
+                    and not any(d < 0 for n in op.input_names() + op.output_names()
+                                for d in types[n].shape))
         if not foldable:
             kept.append(op)
             continue

@@ -128,7 +128,8 @@ class _Planner:
             # stacks the runs' results into are planned
             unplanned = rule is not None and slot.name not in rule.stacked
             for name in step.op.outputs.get(slot.name, ()):
-                if name in self.no_buffer or unplanned:
+                if name in self.no_buffer or unplanned or any(
+                        d < 0 for d in self.types[name].shape):   # sized when it runs
                     bufs.append(None)
                     continue
                 if name in self.fixed:

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...ir.names import escape_unprintable
-from ...ir.records import BlockDesc, ProgramDesc
+from ...ir.records import BlockDesc, OpDesc, ProgramDesc
 from ...ir.text import format_op
-from ...ops.apply import prepare_kernel
-from ...ops.spec import Forward
+from ...ops.apply import flat_inputs, infer_op, prepare_kernel
+from ...ops.registry import get_spec
+from ...ops.spec import Forward, TensorType
 from .analysis import BlockAnalysis, Step
 
 
@@ -109,12 +110,52 @@ class StepPlan:
         return comment(format_op(step.op, lambda n: self.program.find_var(self.block, n)))
 
 
+def dynamic(types: dict[str, TensorType], names: list[str]) -> bool:
+    """Whether a step's shapes are known only when it runs: they depend on a loop's trip
+    count (a stacked tensor array), so the plan cannot fix them."""
+    return any(d < 0 for n in names for d in types[n].shape)
+
+
+class DynamicKernel:
+    """The kernel of a step whose shapes are known only when it runs: prepared for each new
+    set of input shapes (then cached), allocating its outputs."""
+
+    def __init__(self, op: OpDesc, types: dict[str, TensorType], xp: Any, rng: Any,
+                 is_test: bool):
+        self.op, self.xp, self.rng, self.is_test = op, xp, rng, is_test
+        spec = get_spec(op.type)
+        self.inputs = flat_inputs(spec, op)
+        self.planned = {n: types[n] for n in self.inputs}
+        self.kernels: dict[tuple, Any] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple(getattr(a, "shape", None) for a in args)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = self._prepare(args)
+        return args[kernel.input_index] if isinstance(kernel, Forward) else kernel(*args)
+
+    def _prepare(self, args: tuple) -> Any:
+        known = dict(self.planned)
+        for name, a in zip(self.inputs, args):
+            if hasattr(a, "shape"):
+                known[name] = TensorType(tuple(a.shape), known[name].dtype)
+        types = dict(known)
+        for slot, ts in infer_op(self.op, known.__getitem__).items():
+            types.update(zip(self.op.outputs[slot], ts))
+        return prepare_kernel(self.op, types.__getitem__, self.xp, rng=self.rng,
+                              is_test=self.is_test)
+
+
 def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     """One line: the op's kernel called on its inputs, its outputs bound to new locals."""
     analysis = plan.analysis
-    kernel = prepare_kernel(step.op, analysis.types.__getitem__, plan.xp, step.buffers,
-                            plan.rng_for(step.index) if step.spec.random else None,
-                            plan.is_test, analysis.constants, plan.plan_state)
+    rng = plan.rng_for(step.index) if step.spec.random else None
+    if dynamic(analysis.types, step.inputs + step.outputs):
+        kernel: Any = DynamicKernel(step.op, analysis.types, plan.xp, rng, plan.is_test)
+    else:
+        kernel = prepare_kernel(step.op, analysis.types.__getitem__, plan.xp, step.buffers,
+                                rng, plan.is_test, analysis.constants, plan.plan_state)
     text = plan.describe(step)
     if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
         source = step.inputs[kernel.input_index]
