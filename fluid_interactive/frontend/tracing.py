@@ -105,6 +105,17 @@ class TraceContext:
         finally:
             self.block_idx = parent
 
+    @contextmanager
+    def in_block(self, block: BlockDesc) -> Iterator[None]:
+        """Record into ``block`` (one around the current block) for a while: a StaticRNN's
+        initial memory is computed before the loop that uses it."""
+        current = self.block_idx
+        self.block_idx = block.idx
+        try:
+            yield
+        finally:
+            self.block_idx = current
+
     def has_value(self, name: str) -> bool:
         """Whether var ``name`` holds a value at this point of the trace: it is state or
         data, or an op recorded so far in the current block or a block around writes it."""

@@ -20,6 +20,7 @@ from . import (  # noqa: F401
                optim_fused,
                pool,
                reader,
+               recurrent,
                reduce,
                shape,
                softmax,

@@ -124,7 +124,7 @@ def _while_interpret(r: RunContext) -> None:
         r.run_body()
 
 
-def _no_keep_in_test(g: GradContext, what: str) -> None:
+def check_keep(g: GradContext, what: str) -> None:
     if g.attrs.get("is_test"):
         raise OpArgumentError(f"{what} was made with is_test=True, so it keeps nothing for a "
                               f"gradient; make it with is_test=False to differentiate "
@@ -145,7 +145,7 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
         out_grads = dict(zip(outs, g.out_grad(writes)))
         if not any(out_grads.values()):
             return
-        _no_keep_in_test(g, what)
+        check_keep(g, what)
         in_grads = dict(zip(xs, g.in_grad(reads)))
         carried = {n: in_grads.get(n) or g.tmp(n) for n in outs if _is_float(g, n)}
         for n, name in carried.items():   # zero runs pass the gradient through

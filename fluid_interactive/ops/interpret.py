@@ -113,4 +113,4 @@ class _Run:
         return {n: nested[n] for n in names}
 
     def replayed(self, kept: Mapping[str, Any]) -> dict[str, Any]:
-        return {n: kept[n] for n in self.block.feeds}
+        return {n: kept[n] for n in self.block.feeds if n in kept}

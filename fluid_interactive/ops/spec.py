@@ -362,12 +362,15 @@ class GradContext:
         """The declared type of a var the op reads or writes."""
         return self._block_grads().var_type(name)
 
-    def differentiate(self, seeds: Mapping[str, str], wanted: Sequence[str]) -> SubGrad:
+    def differentiate(self, seeds: Seeds, wanted: Sequence[str],
+                      feeds: Sequence[str] = ()) -> SubGrad:
         """Differentiate the op's sub-block into a new gradient block (a child of the block
-        this gradient goes into): ``seeds`` maps each var the sub-block writes, whose
-        gradient flows in, to the name holding that gradient; ``wanted`` lists the vars
-        it receives whose gradients are asked for. See `SubGrad`."""
-        return self._block_grads().differentiate(self.op, seeds, wanted)
+        this gradient goes into): ``seeds`` maps each var the sub-block gives back, whose
+        gradient flows in, to the name holding that gradient (a mapping, or pairs when a
+        var gets several); ``wanted`` lists the vars it receives whose gradients are asked
+        for; ``feeds`` are seed names the gradient block takes per run (declared in it,
+        before the values it takes from the forward runs). See `SubGrad`."""
+        return self._block_grads().differentiate(self.op, seeds, wanted, feeds)
 
     def keep(self, names: Sequence[str]) -> None:
         """Make the forward op keep these values of each run of its sub-block."""
@@ -408,13 +411,16 @@ class GradContext:
         return self._tmp(hint)
 
 
+Seeds = Mapping[str, str] | Sequence[tuple[str, str]]
+
+
 class BlockGrads(Protocol):
     """What the backward pass lends the gradient makers of ops owning a sub-block."""
 
     def var_type(self, name: str) -> TensorType: ...
 
-    def differentiate(self, op: OpDesc, seeds: Mapping[str, str], wanted: Sequence[str]
-                      ) -> SubGrad: ...
+    def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],
+                      feeds: Sequence[str]) -> SubGrad: ...
 
     def keep(self, op: OpDesc, names: Sequence[str]) -> None: ...
 

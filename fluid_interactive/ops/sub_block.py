@@ -61,8 +61,9 @@ class EmitContext(Protocol):
         incremented after the call."""
 
     def replayed(self, kept: str) -> list[str]:
-        """The feed expressions of a gradient's sub-block taken from ``kept``, one tuple
-        of values the forward op kept."""
+        """The expressions of the feeds of a gradient's sub-block that come from ``kept``
+        (one tuple of the values the forward op kept), in the order of its feeds; they
+        follow its other feeds."""
 
     def output_array(self, slot: str, i: int, leading: str) -> str:
         """An expression giving the array for output ``slot``[i], stacked along a new
@@ -89,8 +90,8 @@ class RunContext(Protocol):
         around, and the values of its returns and kept names come back by name. The
         kept tuple is appended to the op's ``keeps`` output."""
 
-    def replayed(self, kept: tuple) -> dict[str, Any]:
-        """The feeds of a gradient's sub-block taken from one kept tuple."""
+    def replayed(self, kept: Any) -> dict[str, Any]:
+        """The feeds of a gradient's sub-block taken from one kept run."""
 
 
 class SubGrad(Protocol):
@@ -108,6 +109,9 @@ class SubGrad(Protocol):
 
     def tmp(self, hint: str) -> str:
         """A fresh name for a var of the gradient block."""
+
+    def zeros_like(self, var: str) -> str:
+        """A var of the gradient block holding zeros shaped like ``var``."""
 
     def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
         """Close the block: it takes the kept values it reads as its feeds and gives back

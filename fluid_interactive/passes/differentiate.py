@@ -35,7 +35,7 @@ from ..ir.records import (
 )
 from ..ops.apply import declared_typer, infer_op
 from ..ops.registry import get_spec
-from ..ops.spec import GradContext, TensorType, var_type
+from ..ops.spec import GradContext, Seeds, TensorType, var_type
 
 GRAD = "@GRAD"
 FORWARD_ROLES = (OpRole.FORWARD, OpRole.FORWARD | OpRole.LOSS)
@@ -325,14 +325,19 @@ class Differentiation:
         kept = list(op.attrs.get("keep") or [])
         op.attrs["keep"] = kept + [n for n in names if n not in kept]
 
-    def differentiate(self, op: OpDesc, seeds: Mapping[str, str], wanted: Sequence[str]
-                      ) -> SubGrad:
+    def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],
+                      feeds: Sequence[str] = ()) -> SubGrad:
         body = self.program.blocks[sub_block_index(op)]   # type: ignore[index]
         grads = BlockDesc(len(self.program.blocks), self.grad_block.idx)
         self.program.blocks.append(grads)
-        inner = Differentiation(self.program, body, grads, list(seeds), set(wanted),
-                                self.no_grad)
-        for var, grad in seeds.items():
+        pairs = list(seeds.items()) if isinstance(seeds, Mapping) else list(seeds)
+        for var, grad in pairs:   # the per-run seeds: vars of the gradient block
+            if grad in feeds and grad not in grads.vars:
+                grads.vars[grad] = _local_copy(self.program.find_var(body, var), grad)
+        grads.feeds = list(feeds)
+        inner = Differentiation(self.program, body, grads, [v for v, _ in pairs],
+                                set(wanted), self.no_grad)
+        for var, grad in pairs:
             inner.seed(var, grad)
         inner.run()
         return SubGrad(inner)
@@ -357,6 +362,11 @@ class SubGrad:
     def tmp(self, hint: str) -> str:
         return self.inner.acc.fresh(f"{hint}@GRAD_TMP")
 
+    def zeros_like(self, var: str) -> str:
+        name = self.tmp(var)
+        self.emit("fill_zeros_like", {"X": [var]}, {"Out": [name]})
+        return name
+
     def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
         """The forward values the gradient block reads become its feeds (declared in it,
         so they shadow a var of the same name around it); what else it reads and what it
@@ -370,13 +380,15 @@ class SubGrad:
         kept = [n for n in reads if n in values]
         for n in kept:
             grads.vars[n] = _local_copy(program.find_var(body, n))
-        grads.feeds = kept
+        grads.feeds = [*grads.feeds, *kept]
         grads.returns = tuple(returns) if returns else None
         return [n for n in reads if n not in values], writes, kept
 
 
-def _local_copy(var: VarDesc | None) -> VarDesc:
+def _local_copy(var: VarDesc | None, name: str | None = None) -> VarDesc:
+    """A var of a gradient block like ``var`` (a value it takes per run)."""
     assert var is not None
     copy = clone_var(var)
     copy.persistable = copy.is_parameter = copy.is_data = False
+    copy.name = name or copy.name
     return copy

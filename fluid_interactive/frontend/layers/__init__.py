@@ -14,6 +14,7 @@ from . import (
     metric,
     nn,
     norm,
+    rnn,
     tensor,
     tensor_array,
 )
@@ -28,9 +29,10 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .rnn import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, io, loss, lr,
-                                math, metric, nn, norm, tensor, tensor_array)
+                                math, metric, nn, norm, rnn, tensor, tensor_array)
                   for name in module.__all__})

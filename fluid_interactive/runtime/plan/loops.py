@@ -144,6 +144,14 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
         em.sources.setdefault(name, child.text)
     em.emit(f"# {plan.describe(step)}", step.index)
     writes = [_ensure_local(em, n, step.index) for n in rule.body_outputs(op)]
+    for slot in rule.stacked:   # arrays the op fills step by step
+        bufs = step.buffers.get(slot) or []
+        for i, name in enumerate(op.output(slot)):
+            em.fresh_local(name)
+            if i < len(bufs) and bufs[i] is not None:
+                em.safe.discard(name)
+            else:
+                em.safe.add(name)
     kept_local = None
     if keep is not None:   # one tuple per run, even an empty one: the runs are counted
         kept_local = em.fresh_local(op.output(rule.keeps)[0])
@@ -212,7 +220,7 @@ class _LoopEmit:
         forward = self.plan.analysis.typing.kept.get(
             self.op.input(self.step.spec.sub_block.replays)[0], {})  # type: ignore[union-attr]
         order = list(forward)
-        return [f"{kept}[{order.index(n)}]" for n in self.sub.feeds]
+        return [f"{kept}[{order.index(n)}]" for n in self.sub.feeds if n in forward]
 
     def output_array(self, slot: str, i: int, leading: str) -> str:
         """The planned buffer of a stacked output, or a new array of the right shape."""
