@@ -48,8 +48,8 @@ def _sum_kernel(ctx: KernelContext):
 
     def fn(*xs):
         acc = add(xs[0], xs[1], out=out)
-        for x in xs[2:]:
-            acc = add(acc, x, out=acc)
+        for x in xs[2:]:   # into the buffer, or anew: NumPy gives 0-d sums as scalars
+            acc = add(acc, x, out=out)
         return acc
 
     if len(ctx.in_types) == 1:

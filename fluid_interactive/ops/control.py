@@ -253,19 +253,21 @@ def _select_infer(ctx: InferContext) -> None:
     mask = ctx.input("Mask")
     if mask.dtype not in ("int32", "int64") or len(mask.shape) != 1 or mask.shape[0] not in (1, -1):
         ctx.fail_dtype(f"Mask must be an int32 var of shape [1], got {_describe(mask)}")
+    shape = list(xs[0].shape)
     for i, t in enumerate(xs[1:], 1):
-        if t.dtype != xs[0].dtype or t.shape != xs[0].shape:
+        if not compatible(t, xs[0]):
             ctx.fail(f"the branches give different types: {_describe(xs[0])} and "
                      f"{_describe(t)} (input {i}); both branches of cond must return values "
                      f"of one shape and dtype")
-    ctx.set_output("Out", xs[0].shape, xs[0].dtype)
+        shape = [d if d >= 0 else e for d, e in zip(shape, t.shape)]
+    ctx.set_output("Out", shape, xs[0].dtype)
 
 
 def _select_kernel(ctx: KernelContext):
     n = len(ctx.inputs("X"))
 
     def select(*args):
-        return args[int(args[n])]   # reads the mask: which branch ran
+        return args[int(args[n].item())]   # reads the mask: which branch ran
     return select
 
 
@@ -286,7 +288,7 @@ def _select_grad_kernel(ctx: KernelContext):
     zeros = [xp.zeros(t.shape, t.dtype) for t in ctx.out_slots["X@GRAD"]]
 
     def grad(*args):
-        chosen = int(args[-2])
+        chosen = int(args[-2].item())
         return tuple(args[-1] if k == chosen else z for k, z in enumerate(zeros))
     return (lambda *args: grad(*args)[0]) if len(zeros) == 1 else grad
 

@@ -14,30 +14,40 @@ import numpy as np
 
 from ..errors import OpArgumentError
 from ..ir.blocks import declared_within, sub_block_index
-from ..ir.records import OpDesc, ProgramDesc, returned_names
+from ..ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec
-from .spec import Forward, TensorType
+from .spec import Forward, TensorType, var_type
 
 
-def _type_of_array(a: Any) -> TensorType:
-    if isinstance(a, list):
-        return TensorType((), "float32", "tensor_array")
+def _type_of(env: Mapping[str, Any], name: str, program: ProgramDesc | None,
+             block: BlockDesc | None) -> TensorType:
+    """The type of a value; a var a branch that did not run left unset (None) has its
+    declared type."""
+    a = env[name]
+    declared = program.find_var(block, name) if program and block else None
+    if a is None and declared is not None:
+        return var_type(declared)
+    if isinstance(a, list):   # a tensor array: the type of its elements
+        first = next((e for e in a if e is not None), None)
+        if first is not None:
+            return TensorType(tuple(first.shape), np.dtype(first.dtype).name, "tensor_array")
+        return var_type(declared) if declared else TensorType((), "float32", "tensor_array")
     return TensorType(tuple(a.shape), np.dtype(a.dtype).name)
 
 
 def run_ops(ops: Iterable[OpDesc], env: MutableMapping[str, Any], xp: Any = np,
-            rng: Any = None, is_test: bool = False, program: ProgramDesc | None = None
-            ) -> MutableMapping[str, Any]:
+            rng: Any = None, is_test: bool = False, program: ProgramDesc | None = None,
+            block: BlockDesc | None = None) -> MutableMapping[str, Any]:
     """Execute ``ops`` in order, reading and writing ``env`` (name -> array). Ops owning
-    a sub-block need ``program``."""
+    a sub-block need ``program``; ``block`` (the ops' block) types vars left unset."""
     rng = rng or np.random.default_rng(0)
     for op in ops:
         spec = get_spec(op.type)
         if spec.sub_block is not None:
             _Run(op, env, xp, rng, is_test, program).start()
             continue
-        known = {n: _type_of_array(env[n]) for n in op.input_names()}
+        known = {n: _type_of(env, n, program, block) for n in op.input_names()}
         out_types = infer_op(op, known.__getitem__)
         types = dict(known)
         for slot, names in op.outputs.items():
@@ -95,6 +105,9 @@ class _Run:
     def start(self) -> None:
         if self.kept_var is not None:
             self.env[self.kept_var] = []
+        for name in self.rule.body_outputs(self.op):   # type: ignore[union-attr]
+            if name not in self.env:
+                self.env[name] = None   # a run that does not happen leaves it unset
         self.rule.interpret(self)   # type: ignore[union-attr]
 
     def value(self, var: str) -> Any:
@@ -106,9 +119,11 @@ class _Run:
     def run_body(self, feeds: Mapping[str, Any] | None = None) -> dict[str, Any]:
         nested = _Nested(self.env, declared_within(self.program, self.block))
         nested.local.update(feeds or {})
-        run_ops(self.block.ops, nested, self.xp, self.rng, self.is_test, self.program)
+        run_ops(self.block.ops, nested, self.xp, self.rng, self.is_test, self.program,
+                self.block)
         names = returned_names(self.block.returns)
-        if self.kept_var is not None and self.keep and not self.attrs.get("is_test"):
+        if self.kept_var is not None and not self.attrs.get("is_test"):
+            # one entry per run, even with nothing kept: a gradient replays each run
             self.env[self.kept_var].append({n: nested[n] for n in self.keep})
         return {n: nested[n] for n in names}
 

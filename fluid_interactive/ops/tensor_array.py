@@ -70,8 +70,8 @@ def _write_infer(ctx: InferContext) -> None:
     _index(ctx)
     if ctx.has_input("Array"):
         a = _element(ctx, "Array")
-        if a.dtype != x.dtype or (a.shape and (len(a.shape) != len(x.shape) or any(
-                d >= 0 and e >= 0 and d != e for d, e in zip(a.shape, x.shape)))):
+        if a.shape and (a.dtype != x.dtype or len(a.shape) != len(x.shape) or any(
+                d >= 0 and e >= 0 and d != e for d, e in zip(a.shape, x.shape))):
             ctx.fail(f"the array holds {a.dtype}{format_shape(a.shape)} elements; X is "
                      f"{x.dtype}{format_shape(x.shape)}: every element has one shape and "
                      f"dtype")

@@ -160,9 +160,12 @@ class _Versions:
             return name
         key = (name, later[0])
         if key not in self.snapshots:
-            snap = unique_name(self.block, self.program, f"{name}@SNAPSHOT")
-            while snap in self.snapshots.values():
-                snap += "_"
+            # unique in the whole program: blocks nested in this one may see it
+            taken = {n for b in self.program.blocks for n in b.vars}
+            snap, k = f"{name}@SNAPSHOT", 0
+            while snap in taken:
+                k += 1
+                snap = f"{name}@SNAPSHOT@{k}"
             self.snapshots[key] = snap
             var = self.program.find_var(self.block, name)
             copy = clone_var(var)

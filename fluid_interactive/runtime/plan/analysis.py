@@ -66,9 +66,12 @@ def _rewritten(ops: list[OpDesc]) -> set[str]:
 
 
 def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
-                    persistables: set[str], rng: Any) -> tuple[list[OpDesc], dict[str, Any]]:
+                    persistables: set[str], rng: Any, inputs: set[str] = frozenset()
+                    ) -> tuple[list[OpDesc], dict[str, Any]]:
+    """Ops computing values known at plan time run once, now; never one writing a
+    persistable var, a var written twice or a var the block receives (a carried var)."""
     constants: dict[str, Any] = {}
-    fixed = persistables | _rewritten(ops)
+    fixed = persistables | _rewritten(ops) | set(inputs)
     kept = []
     for op in ops:
         spec = get_spec(op.type)
@@ -129,7 +132,7 @@ def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType]
     start.update(inputs)
     types = concrete_types(typing, block, start)
     ops = _live_ops(block, set(), set(results))
-    ops, constants = _fold_constants(ops, types, xp, set(), rng_for(-1))
+    ops, constants = _fold_constants(ops, types, xp, set(), rng_for(-1), set(inputs))
     steps = _steps(block, ops)
     assign_buffers(steps, types, xp, set(results) | set(inputs))
     return BlockAnalysis(types, steps, constants, set(), set(results), typing)

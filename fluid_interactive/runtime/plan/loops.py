@@ -71,8 +71,8 @@ def emit_steps(em: Emitter, plan: StepPlan,
 
 
 def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, TensorType]],
-                  results: list[str], kept: int | None, name: str) -> GeneratedCode:
-    """The function ``name`` of sub-block ``sub``: parameters ``inputs``, returning the
+                  results: list[str], kept: int | None, fn_name: str) -> GeneratedCode:
+    """The function ``fn_name`` of sub-block ``sub``: parameters ``inputs``, returning the
     tuple of ``results``, the last ``kept`` of them as one tuple of their own (None: no
     such tuple)."""
     rng_for = plan.subplans.rng_for(sub.idx)
@@ -92,8 +92,8 @@ def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, Tensor
         cut = len(values) - kept
         values = values[:cut] + ["(" + "".join(v + ", " for v in values[cut:]) + ")"]
     em.emit("return (" + "".join(v + ", " for v in values) + ")")
-    text = f"def {name}({', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    return finish(em, text, name, f"{plan.tag}.block{sub.idx}", sub.idx)
+    text = f"def {fn_name}({', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
+    return finish(em, text, fn_name, f"{plan.tag}.block{sub.idx}", sub.idx)
 
 
 def finish(em: Emitter, text: str, fn_name: str, tag: str, block: int) -> GeneratedCode:
@@ -140,8 +140,8 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     em.children[body.filename] = body
     em.children.update(body.children)
     em.sources.setdefault(body.filename, body.text)
-    for name, child in body.children.items():
-        em.sources.setdefault(name, child.text)
+    for filename, child in body.children.items():
+        em.sources.setdefault(filename, child.text)
     em.emit(f"# {plan.describe(step)}", step.index)
     writes = [_ensure_local(em, n, step.index) for n in rule.body_outputs(op)]
     for slot in rule.stacked:   # arrays the op fills step by step
