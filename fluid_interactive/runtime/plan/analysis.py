@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...ir.blocks import declared_within, sub_block_index
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
@@ -41,6 +42,8 @@ class BlockAnalysis:
     persistables: set[str]
     returned: set[str]
     typing: Typing
+    # returned vars of sub-blocks: the plan gives back their values of every run, stacked
+    collected: set[str] = field(default_factory=set)
 
 
 def _live_ops(block: BlockDesc, persistables: set[str], needed: set[str]) -> list[OpDesc]:
@@ -113,12 +116,24 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
     persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
                     if program.find_var(block, n).persistable}
     returned = set(returned_names(block.returns))
-    ops = _live_ops(block, persistables, returned)
+    collected = {n for n in returned if program.find_var(block, n) is None}
+    ops = _live_ops(block, persistables, returned | _owners_of(program, block, collected))
     ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
     steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
     assign_buffers(steps, types, xp, no_buffer)
-    return BlockAnalysis(types, steps, constants, persistables, returned, typing)
+    return BlockAnalysis(types, steps, constants, persistables, returned, typing, collected)
+
+
+def _owners_of(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[str]:
+    """The outputs of the ops whose sub-blocks declare one of ``names``: a plan that
+    gathers those vars' values runs those ops."""
+    needed: set[str] = set()
+    for op in block.ops:
+        idx = sub_block_index(op)
+        if idx is not None and names & declared_within(program, program.blocks[idx]):
+            needed.update(op.output_names())
+    return needed
 
 
 def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType],

@@ -20,6 +20,9 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
+from ...backend import to_host
 from ...ir.records import BlockDesc, ProgramDesc
 from .analysis import BlockAnalysis, Step
 from .emitter import Emitter, GeneratedCode, StepPlan, py_name
@@ -29,20 +32,32 @@ __all__ = ["GeneratedCode", "generate"]
 
 
 def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: BlockDesc,
-                 em: Emitter, host: Callable[[str], str]) -> str:
+                 em: Emitter, host: Callable[[str], str], xp: Any = np) -> str:
     if returns is None:
         return "None"
     if isinstance(returns, tuple):
-        inner = ", ".join(_return_expr(r, analysis, program, block, em, host) for r in returns)
+        inner = ", ".join(_return_expr(r, analysis, program, block, em, host, xp)
+                          for r in returns)
         return f"({inner},)" if len(returns) == 1 else f"({inner})"
     if isinstance(returns, dict):
-        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host)}"
+        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host, xp)}"
                           for k, v in returns.items())
         return "{" + inner + "}"
+    if returns in analysis.collected:   # a var of a loop's body: its value of every run
+        stack = em.bind(_stacker(xp), "stack_runs")
+        return f"{stack}({em.collected.get(returns, '[]')})"
     var = program.find_var(block, returns)
     if not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
         return f"{em.local[returns]}.item()"
     return host(returns)
+
+
+def _stacker(xp: Any) -> Callable[[list], Any]:
+    """``stack(values)``: the values a var had in each run of its block, stacked along a
+    new first dim, as a host array (an empty array for no run)."""
+    def stack(values: list) -> Any:
+        return to_host(xp.stack(values)) if values else np.empty((0,))
+    return stack
 
 
 def _size(shape) -> int:
@@ -70,13 +85,13 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
         return local if fresh else f"{local}.copy()"
 
     plan = StepPlan(program, block, analysis, xp, rng_for, is_test, tag,
-                    subplans or SubPlans(None))
+                    subplans or SubPlans(None), collect=frozenset(analysis.collected))
     writes: dict[str, str] = {}
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
     emit_steps(em, plan, lambda step: _collect_writes(em, step, analysis, is_test, writes))
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
-    em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))
+    em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host, xp))
     fn_name = py_name(block.name or f"block{block.idx}", set())
     text = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
     return finish(em, text, fn_name, tag, block.idx)
@@ -98,7 +113,7 @@ def _collect_writes(em: Emitter, step: Step, analysis: BlockAnalysis, is_test: b
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     """The scope's values the plan reads: inputs no earlier step (nor a feed or a
     constant) provides, and returned vars nothing computes."""
-    have, reads = set(known), {}   # reads: an insertion-ordered set
+    have, reads = set(known) | analysis.collected, {}   # reads: an insertion-ordered set
     for step in analysis.steps:
         reads.update((n, None) for n in step.inputs if n not in have)
         have.update(step.outputs)

@@ -67,6 +67,8 @@ class Emitter:
         self.counters: dict[int, str] = {}
         self.children: dict[str, GeneratedCode] = {}
         self.sources: dict[str, str] = {}    # the text of each called function, by file
+        # a var of a sub-block whose value of each run is gathered -> the local list
+        self.collected: dict[str, str] = {}
         # vars whose arrays no later step of this function writes, so that they may leave
         # it (a sub-block's results): feeds, constants, new arrays and views of those
         self.safe: set[str] = set()
@@ -104,6 +106,8 @@ class StepPlan:
     tag: str
     subplans: Any                                   # loops.SubPlans
     plan_state: dict = field(default_factory=dict)  # what kernels of this plan share
+    # vars of the sub-blocks this function runs whose value of every run it gathers
+    collect: frozenset[str] = frozenset()
 
     def describe(self, step: Step) -> str:
         """The op's text line, with declared types: the same for every plan of the block."""

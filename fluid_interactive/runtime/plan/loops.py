@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.blocks import sub_block_index
+from ...ir.blocks import declared_within, sub_block_index
 from ...ir.records import BlockDesc, returned_names
 from ...ops.spec import BufferSlot, TensorType
 from .analysis import Step, analyse_body, op_rng
@@ -46,11 +46,13 @@ class SubPlans:
         self.cache: dict[tuple, GeneratedCode] = {}
 
     def body(self, plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, TensorType]],
-             results: list[str], kept: int | None, name: str) -> GeneratedCode:
-        key = (sub.idx, tuple(inputs), tuple(results), kept, plan.is_test)
+             results: list[str], kept: int | None, name: str,
+             collect: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> GeneratedCode:
+        key = (sub.idx, tuple(inputs), tuple(results), kept, plan.is_test, collect)
         code = self.cache.get(key)
         if code is None:
-            code = self.cache[key] = generate_body(plan, sub, inputs, results, kept, name)
+            code = self.cache[key] = generate_body(plan, sub, inputs, results, kept, name,
+                                                   collect)
         return code
 
     def rng_for(self, block: int) -> Callable[[int], Any]:
@@ -71,12 +73,17 @@ def emit_steps(em: Emitter, plan: StepPlan,
 
 
 def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, TensorType]],
-                  results: list[str], kept: int | None, fn_name: str) -> GeneratedCode:
+                  results: list[str], kept: int | None, fn_name: str,
+                  collect: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+                  ) -> GeneratedCode:
     """The function ``fn_name`` of sub-block ``sub``: parameters ``inputs``, returning the
     tuple of ``results``, the last ``kept`` of them as one tuple of their own (None: no
-    such tuple)."""
+    such tuple), then, when ``collect`` names any, a tuple of the values of its own vars
+    ``collect[0]`` and the lists gathered from its sub-blocks of ``collect[1]``."""
+    direct, deeper = collect
     rng_for = plan.subplans.rng_for(sub.idx)
-    analysis = analyse_body(plan.analysis.typing, sub, dict(inputs), results, plan.xp,
+    analysis = analyse_body(plan.analysis.typing, sub, dict(inputs),
+                            results + [n for n in direct if n not in results], plan.xp,
                             rng_for)
     em = Emitter(set())
     params = [em.fresh_local(n) for n, _ in inputs]
@@ -85,15 +92,25 @@ def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, Tensor
         em.local[name] = em.bind(value, "c_" + name)
         em.safe.add(name)
     body_plan = StepPlan(plan.program, sub, analysis, plan.xp, rng_for, plan.is_test,
-                         plan.tag, plan.subplans, plan.plan_state)
+                         plan.tag, plan.subplans, plan.plan_state, frozenset(deeper))
     emit_steps(em, body_plan)
-    values = [em.local[n] if n in em.safe else f"{em.local[n]}.copy()" for n in results]
+
+    def value(n: str) -> str:
+        return em.local[n] if n in em.safe else f"{em.local[n]}.copy()"
+    values = [value(n) for n in results]
     if kept is not None:
         cut = len(values) - kept
-        values = values[:cut] + ["(" + "".join(v + ", " for v in values[cut:]) + ")"]
+        values = values[:cut] + [_tuple(values[cut:])]
+    if direct or deeper:
+        values.append(_tuple([value(n) for n in direct] +
+                             [em.collected.get(n, "[]") for n in deeper]))
     em.emit("return (" + "".join(v + ", " for v in values) + ")")
     text = f"def {fn_name}({', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
     return finish(em, text, fn_name, f"{plan.tag}.block{sub.idx}", sub.idx)
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + "".join(v + ", " for v in items) + ")"
 
 
 def finish(em: Emitter, text: str, fn_name: str, tag: str, block: int) -> GeneratedCode:
@@ -134,9 +151,17 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     inputs = [(n, feeds[n]) for n in sub.feeds] + [(n, plan.analysis.types[n]) for n in reads]
     results = rule.body_outputs(op) + returned_names(sub.returns) + (keep or [])
     name = py_name(f"b{sub.idx}_{op.type}", set(em.used))
+    inner = declared_within(plan.program, sub)
+    mine = [n for n in sorted(plan.collect) if n in inner]
+    direct = tuple(n for n in mine if n in sub.vars)
+    deeper = tuple(n for n in mine if n not in sub.vars)
     body = plan.subplans.body(plan, sub, inputs, results, None if keep is None else len(keep),
-                              name)
+                              name, (direct, deeper))
     fn = em.bind(body.fn, name)
+    for n in mine:
+        if n not in em.collected:
+            em.collected[n] = em.fresh(f"seen_{n}")
+            em.emit(f"{em.collected[n]} = []", step.index)
     em.children[body.filename] = body
     em.children.update(body.children)
     em.sources.setdefault(body.filename, body.text)
@@ -156,7 +181,8 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     if keep is not None:   # one tuple per run, even an empty one: the runs are counted
         kept_local = em.fresh_local(op.output(rule.keeps)[0])
         em.emit(f"{kept_local} = []", step.index)
-    rule.emit(_LoopEmit(em, plan, step, fn, sub, writes, kept_local))
+    gathered = [(em.collected[n], n in direct) for n in mine]
+    rule.emit(_LoopEmit(em, plan, step, fn, sub, writes, kept_local, gathered))
 
 
 def _kept_names(plan: StepPlan, step: Step, needed: set[str]) -> list[str] | None:
@@ -177,11 +203,11 @@ class _LoopEmit:
     """The `EmitContext` of one op owning a sub-block."""
 
     def __init__(self, em: Emitter, plan: StepPlan, step: Step, fn: str, sub: BlockDesc,
-                 writes: list[str], kept: str | None):
+                 writes: list[str], kept: str | None, gathered: list[tuple[str, bool]]):
         self.em, self.plan, self.step, self.fn, self.sub = em, plan, step, fn, sub
         self.op = step.op
         self.attrs = step.spec.full_attrs(step.op.attrs)
-        self._writes, self._kept = writes, kept
+        self._writes, self._kept, self._gathered = writes, kept, gathered
 
     def local(self, var: str) -> str:
         return self.em.local[var]
@@ -210,9 +236,14 @@ class _LoopEmit:
         kept = self.em.fresh("kept") if self._kept else None
         if kept:
             targets.append(kept)
+        seen = self.em.fresh("seen") if self._gathered else None
+        if seen:
+            targets.append(seen)
         self.line(pad + ("".join(t + ", " for t in targets) + "= " if targets else "") + call)
         if kept:
             self.line(f"{pad}{self._kept}.append({kept})")
+        for k, (local, direct) in enumerate(self._gathered):   # values of each run
+            self.line(f"{pad}{local}.{'append' if direct else 'extend'}({seen}[{k}])")
         if count:
             self.line(f"{pad}{count} += 1")
 
