@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
+from ..ir.blocks import method_of, nested_blocks
 from ..ir.names import UniqueNameGenerator, name_problem
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.source import format_location, user_location
@@ -116,6 +117,12 @@ class TraceContext:
         finally:
             self.block_idx = current
 
+    def declared_in_sub_block(self, name: str) -> bool:
+        """Whether ``name`` is declared in a block nested in the current method's block."""
+        method = method_of(self.program, self.block)
+        return any(name in b.vars for b in nested_blocks(self.program, method)
+                   if b is not method)
+
     def has_value(self, name: str) -> bool:
         """Whether var ``name`` holds a value at this point of the trace: it is state or
         data, or an op recorded so far in the current block or a block around writes it."""
@@ -139,8 +146,16 @@ class TraceContext:
     def type_of(self, name: str) -> TensorType:
         v = self.find(name)
         if v is None:
-            raise OpArgumentError(f"variable {name!r} is not defined in {self.method}()")
+            raise OpArgumentError(self.not_visible(name))
         return var_type(v)
+
+    def not_visible(self, name: str) -> str:
+        """Why var ``name`` cannot be used here."""
+        if self.declared_in_sub_block(name):
+            return (f"variable {name!r} is declared inside a loop or branch body and cannot "
+                    f"be used outside it; to keep a value, write it into a var made before "
+                    f"the body: fluid.layers.assign(value, output=var)")
+        return f"variable {name!r} is not defined in {self.method}()"
 
     def unique_in_block(self, name: str) -> str:
         """``name`` if the block does not use it yet, else ``name_1``, ``name_2``, ..."""

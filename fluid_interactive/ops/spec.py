@@ -229,7 +229,8 @@ class InferContext:
             self.outputs[slot] = [TensorType(tuple(int(d) for d in shape), dtype, kind)]
 
     def set_outputs(self, slot: str, types: Sequence[TensorType]) -> None:
-        self.outputs[slot] = list(types)
+        if types or self.has_output(slot):   # an empty slot the op left out stays out
+            self.outputs[slot] = list(types)
 
     def fail(self, message: str) -> None:
         raise ShapeError(message)

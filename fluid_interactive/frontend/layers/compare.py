@@ -40,6 +40,12 @@ def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None,
         if out.dtype != "bool":
             raise error_at(DTypeError, f"{op_type}: cond must be a bool var, got "
                                        f"{out.name}:{short_type(out.desc)}")
+        trace = helper.trace
+        if trace.block.name and trace.has_value(out.name):
+            raise error_at(OpArgumentError,
+                           f"{op_type}: cond={out.name!r} already holds a value; cond= "
+                           f"updates a loop's condition inside its body (a While or cond "
+                           f"block). Here, compare into a new var: leave out cond=")
         made = helper.append(op_type, inputs, {"axis": axis}, outputs={"Out": [out.name]})
         got = made["Out"][0]
         if tuple(got.shape) != tuple(out.shape) and -1 not in out.shape:
