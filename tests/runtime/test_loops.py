@@ -64,7 +64,7 @@ def test_the_source_is_a_real_loop_calling_the_body(rng):
     compile(src, "<check>", "exec")
 
 
-def _adding_program(hidden=8):
+def _adding_class(hidden=8):
     class Adding(fluid.Program):
         @fluid.network("x", "y")
         def train_step(self, x, y):
@@ -80,7 +80,11 @@ def _adding_program(hidden=8):
             loss = L.mean(L.square_error_cost(L.fc(rnn()[-1], size=1), y))
             fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
             return loss
-    return Adding().Compile(seed=0)
+    return Adding
+
+
+def _adding_program():
+    return _adding_class()().Compile(seed=0)
 
 
 def test_planning_does_not_grow_with_the_sequence_length(rng):
@@ -258,3 +262,40 @@ def test_nested_loops_gather_every_inner_iteration(rng):
     total, seen = runner.run(prog.scope.values, [x])
     assert total.tolist() == [[6.0, 6.0]]
     assert seen[name][:, 0, 0].tolist() == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    """'gpu' is the CuPy stand-in of tests/device_standin.py for the test."""
+    from device_standin import module
+
+    from fluid_interactive import backend
+    monkeypatch.setattr(backend, "_cupy_with_gpu", lambda: module)
+    return module
+
+
+def test_loops_run_on_the_device_reading_back_only_their_condition(standin, rng):
+    from device_standin import counting
+    prog = Recurrence().Compile(seed=0, device="gpu")
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    expected = _reference(x, prog.get_var("w"), 5)
+    prog.run(x, np.array([5]))                  # plans
+    with counting() as moved:
+        h = prog.run(x, np.array([5]))
+    # x and n go in, h comes out; the condition is read before each of 5 iterations and
+    # once more to stop
+    assert dict(+moved) == {"to_device": 2, "to_host": 1, "sync": 6}
+    np.testing.assert_allclose(h, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_static_rnn_trains_on_the_device_without_crossing(standin, rng):
+    from device_standin import counting
+    prog = _adding_class()().Compile(seed=0, device="gpu")
+    host = _adding_class()().Compile(seed=0, device="cpu")
+    x = rng.standard_normal((6, 4, 2)).astype(np.float32)
+    y = rng.standard_normal((4, 1)).astype(np.float32)
+    assert prog.train_step(x, y) == pytest.approx(host.train_step(x, y), rel=1e-5)
+    with counting() as moved:
+        loss = prog.train_step(x, y)
+    assert dict(+moved) == {"to_device": 2, "sync": 1}   # x, y in; the loss out
+    assert loss == pytest.approx(host.train_step(x, y), rel=1e-5)
