@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from .blocks import SUB_BLOCK, sub_block_index
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from .text import format_op, format_returns, short_shape, short_type
 
@@ -216,12 +217,30 @@ def _op_details(sides: _Sides, old: OpDesc, new: OpDesc) -> list[str]:
         details.append(f"type {old.type} -> {new.type}")
     for key in list(old.attrs) + [k for k in new.attrs if k not in old.attrs]:
         a, b = old.attrs.get(key, "(unset)"), new.attrs.get(key, "(unset)")
-        if a != b or type(a) is not type(b):
+        if key != SUB_BLOCK and (a != b or type(a) is not type(b)):
             details.append(f"attr {key}: {a!r} -> {b!r}")
     for outputs in (False, True):
         details += _slot_details(sides, _slot_names(old, outputs), _slot_names(new, outputs),
                                  "output" if outputs else "input")
-    return details
+    return details + _sub_block_details(sides, old, new)
+
+
+def _sub_block_details(sides: _Sides, old: OpDesc, new: OpDesc) -> list[str]:
+    """The changes inside the blocks two aligned ops run (a loop's body), one line each;
+    the blocks' indices themselves are no change."""
+    a, b = sub_block_index(old), sub_block_index(new)
+    if a is None or b is None:
+        return []
+    inner = diff_block(sides.old_prog, sides.old_prog.blocks[a], sides.new_prog,
+                       sides.new_prog.blocks[b], "", dict(sides.renamed))
+    old_block, new_block = sides.old_prog.blocks[a], sides.new_prog.blocks[b]
+    lines = []
+    for change in inner.ops:
+        lines.append("in its block: " + change.describe(
+            lambda n: sides.old_prog.find_var(old_block, n),
+            lambda n: sides.new_prog.find_var(new_block, n)))
+        lines += [f"  {detail}" for detail in change.details]
+    return lines
 
 
 def _slot_details(sides: _Sides, old_slots: dict, new_slots: dict, what: str) -> list[str]:
@@ -274,8 +293,10 @@ def _returns_correspond(sides: _Sides, a, b) -> bool:
 
 
 def diff_block(old_prog: ProgramDesc, old_block: BlockDesc, new_prog: ProgramDesc,
-               new_block: BlockDesc, name: str) -> BlockDiff:
+               new_block: BlockDesc, name: str, renamed: dict[str, str] | None = None
+               ) -> BlockDiff:
     sides = _Sides(old_prog, old_block, new_prog, new_block)
+    sides.renamed.update(renamed or {})   # temporaries of the blocks around a sub-block
     result = BlockDiff(name, "same", old_idx=old_block.idx, new_idx=new_block.idx)
     result.aligned = _pairs(old_block.ops, new_block.ops)
     for i, j in result.aligned:

@@ -147,3 +147,29 @@ def test_the_condition_is_checked_as_a_bool_of_one_value(program):
     message = _error(bad)
     assert "condition of a While loop must be a bool var of shape [1]" in message
     assert "got float32[?, 3]" in message
+
+
+def _variant(activation, shift):
+    class P(fluid.Program):
+        @fluid.network("x")
+        def run(self, x):
+            x = L.data("x", shape=[3])
+            h = L.scale(L.scale(x, 2.0) if shift else x, 1.0)
+            i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 3)
+            cond = L.less_than(i, n)
+            loop = L.While(cond)
+            with loop.block():
+                L.assign(getattr(L, activation)(h), output=h)
+                L.increment(i, in_place=True)
+                L.less_than(i, n, cond=cond)
+            return h
+    return P
+
+
+def test_diff_reports_changes_inside_a_loop_body():
+    same = fluid.diff(_variant("tanh", False), _variant("tanh", False))
+    assert not same.changed
+    moved = fluid.diff(_variant("tanh", False), _variant("tanh", True)).text()
+    assert "in its block" not in moved   # the body is the same; its block index is no change
+    edited = fluid.diff(_variant("tanh", False), _variant("sigmoid", False)).text()
+    assert "in its block: ~ sigmoid_0.tmp_0" in edited and "type tanh -> sigmoid" in edited

@@ -299,3 +299,10 @@ def test_a_static_rnn_trains_on_the_device_without_crossing(standin, rng):
         loss = prog.train_step(x, y)
     assert dict(+moved) == {"to_device": 2, "sync": 1}   # x, y in; the loss out
     assert loss == pytest.approx(host.train_step(x, y), rel=1e-5)
+
+
+def test_summary_counts_the_parameters_of_loop_bodies():
+    summary = _adding_program().summary()
+    rows = {row.layer: row for row in summary.rows}
+    assert rows["fc_0"].trainable == (2 + 8) * 8 + 8   # the step's fc, inside the loop
+    assert summary.trainable == rows["fc_0"].trainable + rows["fc_1"].trainable
