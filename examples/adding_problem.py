@@ -58,7 +58,9 @@ class Adding(fluid.Program):
             c_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
             gates = fluid.layers.fc(input=[x_t, h_prev], size=4 * hidden)
             i, f, o, g = fluid.layers.split(gates, 4, dim=1)
-            c = fluid.layers.sigmoid(f) * c_prev + fluid.layers.sigmoid(i) * fluid.layers.tanh(g)
+            # a forget gate biased to remember (+1) carries the first marked value far
+            forget = fluid.layers.sigmoid(f + 1.0)
+            c = forget * c_prev + fluid.layers.sigmoid(i) * fluid.layers.tanh(g)
             h = fluid.layers.sigmoid(o) * fluid.layers.tanh(c)
             rnn.update_memory(h_prev, h)
             rnn.update_memory(c_prev, c)

@@ -231,6 +231,14 @@ def test_static_rnn_errors():
     with pytest.raises(fluid.ProgramDefinitionError, match="inside 'with rnn.step"):
         compile_method(lambda x: L.StaticRNN().step_input(x), shape=(4, 3))
 
+    def sliced_inside(x):
+        rnn = L.StaticRNN()
+        with rnn.step():
+            rnn.step_output(rnn.step_input(L.transpose(x, [1, 0, 2])))
+        return rnn()
+    with pytest.raises(fluid.ProgramDefinitionError, match="computed inside the step"):
+        compile_method(sliced_inside, shape=(4, 3))
+
 
 def test_static_rnn_runs_any_number_of_steps(rng):
     class P(fluid.Program):

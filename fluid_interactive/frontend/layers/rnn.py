@@ -77,6 +77,11 @@ class StaticRNN:
         """The slice ``x[t]`` of the time-major sequence ``x`` ([T, batch, ...])."""
         body = self._in_step("step_input")
         x = as_variable(x, "StaticRNN.step_input")
+        if x.name in body.vars:
+            raise error_at(ProgramDefinitionError,
+                           f"StaticRNN.step_input: {x.name!r} is computed inside the step; "
+                           f"the sequence a step slices is made before 'with rnn.step():' "
+                           f"(move the transpose or reshape above it)")
         if len(x.shape) < 2:
             raise error_at(ShapeError, f"StaticRNN.step_input: {x.name}:{short_type(x.desc)} "
                                        f"must be time-major [T, batch, ...]")
