@@ -30,7 +30,7 @@ from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 from .sub_block import STEP_SCOPES, EmitContext, RunContext, SubBlockRule
 
 
@@ -147,17 +147,18 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
             return
         check_keep(g, what)
         in_grads = dict(zip(xs, g.in_grad(reads)))
-        carried = {n: in_grads.get(n) or g.tmp(n) for n in outs if _is_float(g, n)}
+        carried: dict[str, str] = {n: in_grads.get(n) or g.tmp(n) for n in outs
+                                   if _is_float(g, n)}
         for n, name in carried.items():   # zero runs pass the gradient through
             src = out_grads.get(n)
             if src:
                 g.emit("assign", {"X": [src]}, {"Out": [name]})
             else:
                 g.emit("fill_zeros_like", {"X": [n]}, {"Out": [name]})
-        summed = {n: in_grads[n] for n in xs
-                  if n not in carried and in_grads.get(n) and _is_float(g, n)}
-        for n, name in summed.items():
-            g.emit("fill_zeros_like", {"X": [n]}, {"Out": [name]})
+        summed: dict[str, str] = {n: g_name for n in xs if n not in carried and _is_float(g, n)
+                                  and (g_name := in_grads.get(n)) is not None}
+        for n, acc in summed.items():
+            g.emit("fill_zeros_like", {"X": [n]}, {"Out": [acc]})
         sub = g.differentiate(carried, list(carried) + list(summed))
         for n, name in carried.items():   # the gradient flowing to the run before
             got = sub.grad(n)
@@ -165,10 +166,10 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
                 sub.emit("assign", {"X": [got]}, {"Out": [name]})
             else:
                 sub.emit("fill_zeros_like", {"X": [name]}, {"Out": [name]})
-        for n, name in summed.items():
+        for n, acc in summed.items():
             got = sub.grad(n)
             if got:
-                sub.emit("sum", {"X": [name, got]}, {"Out": [name]})
+                sub.emit("sum", {"X": [acc, got]}, {"Out": [acc]})
         body_reads, body_writes, kept = sub.finish()
         g.keep(kept)
         g.emit(grad_type, {"X": body_reads, "StepScopes": g.output(keeps)},
@@ -276,7 +277,7 @@ def _select_grad(g: GradContext) -> None:
     if dout and dout[0] is not None and g.wants("X"):
         names = [n or g.tmp("X_unused") for n in g.in_grad("X")]
         g.emit("select_input_grad", {"X": g.input("X"), "Mask": g.input("Mask"),
-                                     "Out@GRAD": dout}, {"X@GRAD": names})
+                                     "Out@GRAD": grad_names(dout)}, {"X@GRAD": names})
 
 
 def _select_grad_infer(ctx: InferContext) -> None:

@@ -67,7 +67,8 @@ class _Nested(MutableMapping):
     write to a var declared around goes there."""
 
     def __init__(self, outer: MutableMapping[str, Any], inner: set[str]):
-        self.outer, self.inner, self.local = outer, inner, {}
+        self.outer, self.inner = outer, inner
+        self.local: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self.local[name] if name in self.local else self.outer[name]
@@ -95,20 +96,22 @@ class _Run:
                                   f"program (run_ops(ops, env, program=...))")
         self.op, self.env, self.xp, self.rng, self.is_test = op, env, xp, rng, is_test
         self.program = program
-        self.rule = get_spec(op.type).sub_block
-        self.attrs = get_spec(op.type).full_attrs(op.attrs)
+        rule = get_spec(op.type).sub_block
+        assert rule is not None
+        self.rule = rule
+        self.attrs: Mapping[str, Any] = get_spec(op.type).full_attrs(op.attrs)
         self.block = program.blocks[sub_block_index(op)]   # type: ignore[index]
-        keeps = self.rule.keeps if self.rule else ""
-        self.kept_var = (op.output(keeps) or [None])[0] if keeps else None
+        kept = op.output(rule.keeps) if rule.keeps else []
+        self.kept_var: str | None = kept[0] if kept else None
         self.keep = list(self.attrs.get("keep") or ())
 
     def start(self) -> None:
         if self.kept_var is not None:
             self.env[self.kept_var] = []
-        for name in self.rule.body_outputs(self.op):   # type: ignore[union-attr]
+        for name in self.rule.body_outputs(self.op):
             if name not in self.env:
                 self.env[name] = None   # a run that does not happen leaves it unset
-        self.rule.interpret(self)   # type: ignore[union-attr]
+        self.rule.interpret(self)
 
     def value(self, var: str) -> Any:
         return self.env[var]

@@ -104,7 +104,7 @@ def _recurrent_grad(g: GradContext) -> None:
     if not any(dys):
         return
     check_keep(g, "the StaticRNN")
-    dys = [d or _zeros(g, y) for d, y in zip(dys, g.output("Outputs"))]
+    grads = [d or _zeros(g, y) for d, y in zip(dys, g.output("Outputs"))]
     # the memories' gradients, carried from a step to the one before (zero at the end)
     inits = g.input("InitialStates")
     mem_grads = {}
@@ -135,7 +135,7 @@ def _recurrent_grad(g: GradContext) -> None:
     g.keep(kept)
     wanted = [n or g.tmp(x) for n, x in zip(g.in_grad("Inputs"), g.input("Inputs"))]
     g.emit("recurrent_grad",
-           {"Outputs@GRAD": dys, "X": reads, "StepScopes": g.output("StepScopes")},
+           {"Outputs@GRAD": grads, "X": reads, "StepScopes": g.output("StepScopes")},
            {"Out": writes, "Inputs@GRAD": wanted},
            {"sub_block": sub.block, "step_grads": step_grads, "input_grads": input_grads})
 

@@ -432,6 +432,11 @@ def dims_compatible(a: int, b: int) -> bool:
     return a < 0 or b < 0 or a == b
 
 
+def grad_names(names: Sequence[str | None]) -> list[str]:
+    """The gradient names of a slot that are there, in order (None: no gradient)."""
+    return [n for n in names if n is not None]
+
+
 def grad_slot(slot: str) -> str:
     return slot + "@GRAD"
 

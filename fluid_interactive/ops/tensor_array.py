@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..ir.records import INT_DTYPES
 from ..ir.text import format_shape
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 
 ARRAY = "tensor_array"
 
@@ -98,9 +98,9 @@ def _write_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
     if not dout or dout[0] is None or not (g.wants("X") or g.wants("Array")):
         return
-    g.emit("write_to_array_grad", {"X": g.input("X"), "I": g.input("I"), "Out@GRAD": dout},
-           {"X@GRAD": [n for n in g.in_grad("X") if n],
-            "Array@GRAD": [n for n in g.in_grad("Array") if n]})
+    g.emit("write_to_array_grad",
+           {"X": g.input("X"), "I": g.input("I"), "Out@GRAD": grad_names(dout)},
+           {"X@GRAD": grad_names(g.in_grad("X")), "Array@GRAD": grad_names(g.in_grad("Array"))})
 
 
 def _write_grad_infer(ctx: InferContext) -> None:
@@ -153,8 +153,8 @@ def _read_kernel(ctx: KernelContext):
 def _read_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
     if dout and dout[0] is not None and g.wants("X"):
-        g.emit("read_from_array_grad", {"I": g.input("I"), "Out@GRAD": dout},
-               {"X@GRAD": g.in_grad("X")})
+        g.emit("read_from_array_grad", {"I": g.input("I"), "Out@GRAD": grad_names(dout)},
+               {"X@GRAD": grad_names(g.in_grad("X"))})
 
 
 def _read_grad_infer(ctx: InferContext) -> None:
@@ -233,8 +233,8 @@ def _to_tensor_kernel(ctx: KernelContext):
 def _to_tensor_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
     if dout and dout[0] is not None and g.wants("X"):
-        g.emit("tensor_array_to_tensor_grad", {"X": g.input("X"), "Out@GRAD": dout},
-               {"X@GRAD": g.in_grad("X")}, g.attrs)
+        g.emit("tensor_array_to_tensor_grad", {"X": g.input("X"), "Out@GRAD": grad_names(dout)},
+               {"X@GRAD": grad_names(g.in_grad("X"))}, g.attrs)
 
 
 def _to_tensor_grad_infer(ctx: InferContext) -> None:

@@ -30,6 +30,7 @@ from ..ir.records import (
     OpDesc,
     OpRole,
     ProgramDesc,
+    SourceLoc,
     VarDesc,
     clone_var,
 )
@@ -96,7 +97,7 @@ class _Accumulator:
         self.parts: dict[str, list[str]] = {}
         self.final: dict[str, str] = {}
         self.reserved: set[str] = set()
-        self.loc_of: dict[str, object] = {}   # gradient part -> the forward op's source line
+        self.loc_of: dict[str, SourceLoc | None] = {}   # gradient part -> the forward op's line
 
     def new_part(self, var: str) -> str:
         base = grad_var_name(var)
@@ -168,6 +169,7 @@ class _Versions:
                 snap = f"{name}@SNAPSHOT@{k}"
             self.snapshots[key] = snap
             var = self.program.find_var(self.block, name)
+            assert var is not None   # it has writers in this block
             copy = clone_var(var)
             copy.name, copy.persistable, copy.is_parameter = snap, False, False
             copy.is_data = False
@@ -251,6 +253,7 @@ class Differentiation:
 
         def type_of(name: str) -> TensorType:
             v = program.find_var(grad_block, name) or program.find_var(forward, name)
+            assert v is not None, name   # the verified forward declares what it reads
             return var_type(v)
         for slot, types in infer_op(op, type_of, declared_typer(program)).items():
             for name, t in zip(op.outputs[slot], types):
@@ -308,7 +311,7 @@ class Differentiation:
     def _fill_missing(self, op: OpDesc, out_grads):
         """Outputs of a multi-output op that no gradient reached get zeros, so gradient
         makers always see a complete set."""
-        filled = {}
+        filled: dict[str, list[str]] = {}
         for slot, names in out_grads.items():
             filled[slot] = []
             for fwd, g in zip(op.outputs[slot], names):
@@ -322,10 +325,12 @@ class Differentiation:
 
     def var_type(self, name: str) -> TensorType:
         v = self.program.find_var(self.forward, name)
+        assert v is not None, name
         return var_type(v)
 
     def keep(self, op: OpDesc, names: Sequence[str]) -> None:
-        kept = list(op.attrs.get("keep") or [])
+        before = op.attrs.get("keep")
+        kept = list(before) if isinstance(before, (list, tuple)) else []
         op.attrs["keep"] = kept + [n for n in names if n not in kept]
 
     def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],

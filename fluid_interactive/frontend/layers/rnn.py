@@ -175,7 +175,7 @@ class StaticRNN:
                            f"a StaticRNN step writes {writes} of the method around it; carry "
                            f"values from step to step with rnn.memory / update_memory")
         body.feeds = [inner for _, inner in self._inputs] + [m.pre for m in self._memories]
-        body.returns = tuple([m.new for m in self._memories] + self._outputs)  # type: ignore[misc]
+        body.returns = tuple(m.new or m.pre for m in self._memories) + tuple(self._outputs)
         self._record(body, reads)
 
     def _record(self, body: BlockDesc, reads: list[str]) -> None:

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,7 @@ def _rewritten(ops: list[OpDesc]) -> set[str]:
 
 
 def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
-                    persistables: set[str], rng: Any, inputs: set[str] = frozenset()
+                    persistables: set[str], rng: Any, inputs: Set[str] = frozenset()
                     ) -> tuple[list[OpDesc], dict[str, Any]]:
     """Ops computing values known at plan time run once, now; never one writing a
     persistable var, a var written twice or a var the block receives (a carried var)."""

@@ -21,7 +21,7 @@ them when the body's own shapes did not change.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -95,14 +95,14 @@ def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, Tensor
                          plan.tag, plan.subplans, plan.plan_state, frozenset(deeper))
     emit_steps(em, body_plan)
 
-    def value(n: str) -> str:
+    def leaving(n: str) -> str:
         return em.local[n] if n in em.safe else f"{em.local[n]}.copy()"
-    values = [value(n) for n in results]
+    values = [leaving(n) for n in results]
     if kept is not None:
         cut = len(values) - kept
         values = values[:cut] + [_tuple(values[cut:])]
     if direct or deeper:
-        values.append(_tuple([value(n) for n in direct] +
+        values.append(_tuple([leaving(n) for n in direct] +
                              [em.collected.get(n, "[]") for n in deeper]))
     em.emit("return (" + "".join(v + ", " for v in values) + ")")
     text = f"def {fn_name}({', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
@@ -206,7 +206,7 @@ class _LoopEmit:
                  writes: list[str], kept: str | None, gathered: list[tuple[str, bool]]):
         self.em, self.plan, self.step, self.fn, self.sub = em, plan, step, fn, sub
         self.op = step.op
-        self.attrs = step.spec.full_attrs(step.op.attrs)
+        self.attrs: Mapping[str, Any] = step.spec.full_attrs(step.op.attrs)
         self._writes, self._kept, self._gathered = writes, kept, gathered
 
     def local(self, var: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from ...errors import ShapeError
 from ...ir.blocks import declared_within, sub_block_index
-from ...ir.records import BlockDesc, OpDesc, ProgramDesc
+from ...ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ...ir.source import format_location
 from ...ir.text import format_loc, format_op
 from ...ops.apply import infer_op
@@ -62,7 +62,7 @@ def concrete_types(typing: Typing, block: BlockDesc, initial: Types,
     def type_of(name: str) -> TensorType:
         t = types.get(name)
         if t is None:
-            t = types[name] = var_type(program.find_var(block, name))
+            t = types[name] = var_type(_declared(program, block, name))
         return t
 
     typer = _sub_block_typer(typing, types)
@@ -98,9 +98,16 @@ def _sub_block_typer(typing: Typing, around: Types
 
         def type_of(name: str) -> TensorType:
             t = types.get(name)
-            return t if t is not None else var_type(program.find_var(sub, name))
+            return t if t is not None else var_type(_declared(program, sub, name))
         return type_of
     return typer
+
+
+def _declared(program: ProgramDesc, block: BlockDesc, name: str) -> VarDesc:
+    var = program.find_var(block, name)
+    if var is None:   # the verifier rules this out for every program that is planned
+        raise ShapeError(f"block {block.idx} uses {name!r}, which is declared nowhere")
+    return var
 
 
 def _record_kept(typing: Typing, op: OpDesc, types: Types) -> None:
