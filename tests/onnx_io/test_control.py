@@ -4,9 +4,9 @@ at several trip counts and sequence lengths."""
 import numpy as np
 import pytest
 
-from .helpers import ort_run  # noqa: I001  (skips without onnx)
-
 import fluid
+
+from .helpers import ort_run
 
 L = fluid.layers
 
