@@ -27,10 +27,12 @@ from .proto import onnx_dtype, onnx_module
 
 
 def _fresh(name: str, taken: set[str]) -> str:
-    k, new = 1, f"{name}@{1}"
+    """``name.v1``, ``name.v2``, ...: the next value of var ``name`` (no '@', which marks a
+    gradient, so that the file imports back)."""
+    k, new = 1, f"{name}.v1"
     while new in taken:
         k += 1
-        new = f"{name}@{k}"
+        new = f"{name}.v{k}"
     taken.add(new)
     return new
 

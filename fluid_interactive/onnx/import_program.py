@@ -33,7 +33,7 @@ from ..frontend.program import Program, network
 from ..frontend.tracing import current_trace
 from ..frontend.variable import Variable
 from ..runtime.live.compiled import CompiledProgram
-from . import import_math, import_nn, import_shape  # noqa: F401  (register the rules)
+from . import import_control, import_math, import_nn, import_shape  # noqa: F401  (rules)
 from .import_graph import OnnxGraph, read_onnx
 from .import_registry import Replay
 

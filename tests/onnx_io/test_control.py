@@ -1,6 +1,8 @@
 """Control flow in ONNX: a While exported as an ONNX Loop, a conditional block and cond's
 choice as If, a StaticRNN as a Loop with scan outputs; each checked against onnxruntime
 at several trip counts and sequence lengths."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,75 @@ def test_a_loop_body_op_without_a_mapping_names_the_loop():
     with pytest.raises(fluid.OnnxError, match=r"(?s)op 'while' runs an op 'assign_value' in "
                                               r"its block.*test_control.py:"):
         fluid.export_onnx(Unmapped().Compile(), None)
+
+
+def _scripted_loop_model(path: str):
+    """torch.onnx.export of a scripted module with a for loop (an ONNX Loop with a trip
+    count) and an if (an If): the form the importer reads."""
+    torch = pytest.importorskip("torch")
+
+    class Recurrence(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 4) * 0.5)
+
+        def forward(self, x, n: int):
+            h = torch.zeros_like(x)
+            for _ in range(n):
+                h = torch.tanh(h @ self.w + x)
+            if h.sum() > 0:
+                h = h * 2
+            else:
+                h = h - 1
+            return h
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():   # scripting: how loops reach ONNX without tracing
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = torch.jit.script(Recurrence())
+        torch.onnx.export(module, (torch.randn(3, 4), 3), path, dynamo=False,
+                          input_names=["x", "n"], output_names=["h"],
+                          dynamic_axes={"x": {0: "batch"}})
+    return module
+
+
+def test_a_scripted_torch_loop_imports_as_a_while(tmp_path, rng):
+    torch = pytest.importorskip("torch")
+    path = str(tmp_path / "scripted.onnx")
+    module = _scripted_loop_model(path)
+    prog = fluid.import_onnx(path)
+    types = {op.type for op in prog.program.block("infer").ops}
+    assert {"while", "conditional_block", "select_input"} <= types
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    for n in (0, 1, 4):
+        ours = prog.infer(x, np.array(n))
+        with torch.no_grad():
+            eager = module(torch.from_numpy(x), n).numpy()
+        np.testing.assert_allclose(ours, eager, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ort_run(path, {"x": x, "n": np.array(n)})[0], ours,
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_an_exported_while_loop_imports_back(tmp_path, rng):
+    class Counting(fluid.Program):
+        @fluid.network("x", "n")
+        def infer(self, x, n):   # n is 0-d: one value per call, as ONNX files take it
+            x = L.data("x", shape=[3])
+            n = L.data("n", shape=[], dtype="int64", append_batch_size=False)
+            h = L.scale(x, 1.0)
+            i = L.fill_constant([1], "int64", 0)
+            cond = L.less_than(i, n)
+            loop = L.While(cond)
+            with loop.block():
+                L.assign(L.sigmoid(h) * 2.0 - 0.5, output=h)
+                L.increment(i, in_place=True)
+                L.less_than(i, n, cond=cond)
+            return h
+    prog = Counting().Compile(seed=0)
+    path = str(tmp_path / "counting.onnx")
+    fluid.export_onnx(prog, path)
+    back = fluid.import_onnx(path)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    for n in (0, 3):
+        np.testing.assert_allclose(back.infer(x, np.array(n)), prog.infer(x, np.array(n)),
+                                   rtol=1e-6)
