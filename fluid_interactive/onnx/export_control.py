@@ -148,6 +148,7 @@ class _Subgraph:
             rule = EXPORT_RULES.get(op.type)
             if rule is None:
                 self.e.fail(f"runs an op {op.type!r} in its block, which has no ONNX mapping")
+                return
             rule(OpExport(self.e.program, copy, op, self.graph, True, self.e.method))
 
     def _rename(self, op: OpDesc, copy: BlockDesc) -> OpDesc:
