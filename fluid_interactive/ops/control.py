@@ -166,10 +166,12 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
                 sub.emit("assign", {"X": [got]}, {"Out": [name]})
             else:
                 sub.emit("fill_zeros_like", {"X": [name]}, {"Out": [name]})
-        for n, acc in summed.items():
+        for n, acc in summed.items():   # the sum over the runs
             got = sub.grad(n)
-            if got:
+            if got and g.var_type(n).kind == "tensor_array":
                 sub.emit("sum", {"X": [acc, got]}, {"Out": [acc]})
+            elif got:
+                sub.emit("elementwise_add", {"X": [acc], "Y": [got]}, {"Out": [acc]})
         body_reads, body_writes, kept = sub.finish()
         g.keep(kept)
         g.emit(grad_type, {"X": body_reads, "StepScopes": g.output(keeps)},
