@@ -1,6 +1,8 @@
 """The control-flow layers as users write them (While, while_loop, cond, Switch, tensor
 arrays, StaticRNN, increment, create_parameter, comparisons with cond=), and the errors
 they give while a method is traced: each names the problem, the user's line, and the fix."""
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -63,16 +65,22 @@ def test_python_if_and_while_on_a_traced_value_show_how_to_record_them():
     assert "fluid.layers.while_loop(" in str(err.value)
 
 
+@contextmanager
+def two_iterations(is_test=False):
+    """A While running twice; the ``with`` body is the loop's body."""
+    i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 2)
+    cond = L.less_than(i, n)
+    loop = L.While(cond, is_test=is_test)
+    with loop.block():
+        yield
+        L.increment(i, in_place=True)
+        L.less_than(i, n, cond=cond)
+
+
 def test_a_var_made_inside_a_loop_stays_inside():
     def body(x):
-        i = L.fill_constant([1], "int64", 0)
-        n = L.fill_constant([1], "int64", 2)
-        cond = L.less_than(i, n)
-        loop = L.While(cond)
-        with loop.block():
+        with two_iterations():
             inner = x * 2.0
-            L.increment(i, in_place=True)
-            L.less_than(i, n, cond=cond)
         return inner + 1.0
     with pytest.raises(fluid.OpArgumentError, match=r"(?s)declared inside a loop or branch "
                                                     r"body.*assign\(value, output=var\)"):
@@ -261,14 +269,8 @@ def test_static_rnn_runs_any_number_of_steps(rng):
 
 def test_gradients_are_taken_outside_of_loop_bodies():
     def body(x):
-        i = L.fill_constant([1], "int64", 0)
-        n = L.fill_constant([1], "int64", 2)
-        cond = L.less_than(i, n)
-        loop = L.While(cond)
-        with loop.block():
+        with two_iterations():
             fluid.gradients(L.mean(x), [x])
-            L.increment(i, in_place=True)
-            L.less_than(i, n, cond=cond)
         return x
     with pytest.raises(fluid.OpArgumentError, match="outside of a While, cond or Switch"):
         compile_method(body)
@@ -278,14 +280,8 @@ def test_a_test_mode_loop_keeps_nothing_for_a_gradient():
     def body(x):
         x.stop_gradient = False
         h = L.scale(x, 1.0)
-        i = L.fill_constant([1], "int64", 0)
-        n = L.fill_constant([1], "int64", 2)
-        cond = L.less_than(i, n)
-        loop = L.While(cond, is_test=True)
-        with loop.block():
+        with two_iterations(is_test=True):
             L.assign(h * 2.0, output=h)
-            L.increment(i, in_place=True)
-            L.less_than(i, n, cond=cond)
         return fluid.gradients(L.mean(h), [x])
     with pytest.raises(fluid.OpArgumentError, match="is_test=True, so it keeps nothing"):
         compile_method(body)
