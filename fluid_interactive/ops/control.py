@@ -172,14 +172,13 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
                 sub.emit("sum", {"X": [acc, got]}, {"Out": [acc]})
             elif got:
                 sub.emit("elementwise_add", {"X": [acc], "Y": [got]}, {"Out": [acc]})
-        body_reads, body_writes, kept = sub.finish()
-        g.keep(kept)
+        body_reads, body_writes = sub.finish()
         g.emit(grad_type, {"X": body_reads, "StepScopes": g.output(keeps)},
                {"Out": body_writes}, {"sub_block": sub.block})
     return grad
 
 
-_LOOP_ATTRS = {"sub_block": -1, "is_test": False, "keep": []}
+_LOOP_ATTRS = {"sub_block": -1, "is_test": False, "keep": [], "keep_shapes": []}
 
 register(OpSpec(
     "while", slots("X*?", "Condition"), slots("Out*?", "StepScopes?"), _while_infer,
@@ -241,7 +240,8 @@ def _cond_interpret(r: RunContext) -> None:
 
 register(OpSpec(
     "conditional_block", slots("Cond", "Input*?"), slots("Out*?", "Scope?"), _cond_infer,
-    attrs={"sub_block": -1, "is_scalar_condition": True, "is_test": False, "keep": []},
+    attrs={"sub_block": -1, "is_scalar_condition": True, "is_test": False, "keep": [],
+           "keep_shapes": []},
     aliases=True,
     grad=block_grad_maker("conditional_block_grad", "Input", "Out", "Scope",
                           "the conditional block"),

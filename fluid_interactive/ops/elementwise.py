@@ -77,6 +77,8 @@ def _infer(ctx) -> None:
 
 def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
             doc: str = "", identity_x: bool = False) -> None:
+    """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
+    shapes alone."""
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc,
@@ -85,7 +87,8 @@ def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
                     infer=infer_like({"X@GRAD": "X", "Y@GRAD": "Y"}),
-                    kernel=_grad_kernel(local_grads, identity_x), aliases=True))
+                    kernel=_grad_kernel(local_grads, identity_x), aliases=True,
+                    shape_only=("X", "Y") if identity_x else ()))
 
 
 # Local gradients, before summing over broadcast axes. ``g`` is dOut.

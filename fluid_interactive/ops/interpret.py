@@ -104,6 +104,7 @@ class _Run:
         kept = op.output(rule.keeps) if rule.keeps else []
         self.kept_var: str | None = kept[0] if kept else None
         self.keep = list(self.attrs.get("keep") or ())
+        self.shapes = list(self.attrs.get("keep_shapes") or ())   # read for shape: None
 
     def start(self) -> None:
         if self.kept_var is not None:
@@ -127,7 +128,8 @@ class _Run:
         names = returned_names(self.block.returns)
         if self.kept_var is not None and not self.attrs.get("is_test"):
             # one entry per run, even with nothing kept: a gradient replays each run
-            self.env[self.kept_var].append({n: nested[n] for n in self.keep})
+            self.env[self.kept_var].append({**dict.fromkeys(self.shapes),
+                                            **{n: nested[n] for n in self.keep}})
         return {n: nested[n] for n in names}
 
     def replayed(self, kept: Mapping[str, Any]) -> dict[str, Any]:

@@ -131,8 +131,7 @@ def _recurrent_grad(g: GradContext) -> None:
         if got:
             sub.emit("elementwise_add", {"X": [name], "Y": [got]}, {"Out": [name]})
     input_grads = [sub.grad(x) or sub.zeros_like(x) for x in a["step_inputs"]]
-    reads, writes, kept = sub.finish(returns=input_grads)
-    g.keep(kept)
+    reads, writes = sub.finish(returns=input_grads)
     wanted = [n or g.tmp(x) for n, x in zip(g.in_grad("Inputs"), g.input("Inputs"))]
     g.emit("recurrent_grad",
            {"Outputs@GRAD": grads, "X": reads, "StepScopes": g.output("StepScopes")},
@@ -181,7 +180,7 @@ def _grad_interpret(r: RunContext) -> None:
 
 
 _ATTRS = {"sub_block": -1, "step_inputs": [], "ex_states": [], "states": [],
-          "step_outputs": [], "is_test": False, "keep": []}
+          "step_outputs": [], "is_test": False, "keep": [], "keep_shapes": []}
 
 register(OpSpec(
     "recurrent", slots("Inputs*", "InitialStates*?", "Parameters*?"),

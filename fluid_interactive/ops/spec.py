@@ -373,10 +373,6 @@ class GradContext:
         before the values it takes from the forward runs). See `SubGrad`."""
         return self._block_grads().differentiate(self.op, seeds, wanted, feeds)
 
-    def keep(self, names: Sequence[str]) -> None:
-        """Make the forward op keep these values of each run of its sub-block."""
-        self._block_grads().keep(self.op, names)
-
     def _block_grads(self) -> BlockGrads:
         if self._blocks is None:
             raise OpArgumentError(f"the gradient of {self.op.type!r} needs its program (it "
@@ -423,7 +419,6 @@ class BlockGrads(Protocol):
     def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],
                       feeds: Sequence[str]) -> SubGrad: ...
 
-    def keep(self, op: OpDesc, names: Sequence[str]) -> None: ...
 
 
 # --- helpers shared by many specs -------------------------------------------------------------

@@ -21,7 +21,8 @@ step's slice of a sequence) and the vars of ``reads``, and gives back the vars o
 ``writes`` (carried to the next run), its ``returns`` and, when a gradient needs them, the
 values named by the op's ``keep`` attr, one tuple per run, collected in the ``keeps``
 output (a var of kind ``step_scopes``). A gradient op's sub-block takes those tuples back
-as its feeds, newest first (``replays``).
+as its feeds, newest first (``replays``); a value it reads only for its shape
+(``keep_shapes``) is not kept, and it takes None for it.
 """
 from __future__ import annotations
 
@@ -113,10 +114,12 @@ class SubGrad(Protocol):
     def zeros_like(self, var: str) -> str:
         """A var of the gradient block holding zeros shaped like ``var``."""
 
-    def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
-        """Close the block: it takes the kept values it reads as its feeds and gives back
-        ``returns``. Returns ``(reads, writes, kept)``: what it reads and writes of the
-        blocks around, and the names the forward op must keep per run."""
+    def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+        """Close the block: it takes the forward values it reads as its feeds (the forward
+        op's ``keep`` attr then names those it keeps per run, and ``keep_shapes`` those
+        read only for their shape, whose values it need not keep) and gives back
+        ``returns``. Returns ``(reads, writes)``: what it reads and writes of the blocks
+        around."""
 
 
 @dataclass(frozen=True)

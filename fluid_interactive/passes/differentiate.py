@@ -328,11 +328,6 @@ class Differentiation:
         assert v is not None, name
         return var_type(v)
 
-    def keep(self, op: OpDesc, names: Sequence[str]) -> None:
-        before = op.attrs.get("keep")
-        kept = list(before) if isinstance(before, (list, tuple)) else []
-        op.attrs["keep"] = kept + [n for n in names if n not in kept]
-
     def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],
                       feeds: Sequence[str] = ()) -> SubGrad:
         body = self.program.blocks[sub_block_index(op)]   # type: ignore[index]
@@ -348,14 +343,14 @@ class Differentiation:
         for var, grad in pairs:
             inner.seed(var, grad)
         inner.run()
-        return SubGrad(inner)
+        return SubGrad(inner, op)
 
 
 class SubGrad:
     """The gradient block of a sub-block (see `ops.sub_block.SubGrad`)."""
 
-    def __init__(self, inner: Differentiation):
-        self.inner = inner
+    def __init__(self, inner: Differentiation, forward: OpDesc):
+        self.inner, self.forward = inner, forward
         self.block = inner.grad_block.idx
 
     def grad(self, var: str) -> str | None:
@@ -375,22 +370,44 @@ class SubGrad:
         self.emit("fill_zeros_like", {"X": [var]}, {"Out": [name]})
         return name
 
-    def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    def finish(self, returns: Sequence[str] = ()) -> tuple[list[str], list[str]]:
         """The forward values the gradient block reads become its feeds (declared in it,
-        so they shadow a var of the same name around it); what else it reads and what it
-        writes of the blocks around go into its op's slots."""
+        so they shadow a var of the same name around it) and what the forward op keeps
+        per run; what else it reads and what it writes of the blocks around go into its
+        op's slots."""
         inner = self.inner
         inner.versions.apply()
         program, body, grads = inner.program, inner.forward, inner.grad_block
         reads, writes = outer_interface(program, grads)
         values = declared_within(program, body) | {n for op in body.ops
                                                     for n in op.output_names()}
-        kept = [n for n in reads if n in values]
-        for n in kept:
+        taken = [n for n in reads if n in values]
+        for n in taken:
             grads.vars[n] = _local_copy(program.find_var(body, n))
-        grads.feeds = [*grads.feeds, *kept]
+        grads.feeds = [*grads.feeds, *taken]
         grads.returns = tuple(returns) if returns else None
-        return [n for n in reads if n not in values], writes, kept
+        shapes = _read_for_shape_only(grads, taken)
+        _add_to_list_attr(self.forward, "keep", [n for n in taken if n not in shapes])
+        _add_to_list_attr(self.forward, "keep_shapes", [n for n in taken if n in shapes])
+        return [n for n in reads if n not in values], writes
+
+
+def _read_for_shape_only(block: BlockDesc, names: Sequence[str]) -> set[str]:
+    """Those of ``names`` that the ops of ``block`` read only through a slot their spec
+    reads for the type alone: their values need not be kept."""
+    valued: set[str] = set()
+    for op in block.ops:
+        spec = get_spec(op.type)
+        for slot, slot_names in op.inputs.items():
+            if slot not in spec.shape_only:
+                valued.update(slot_names)
+    return {n for n in names if n not in valued}
+
+
+def _add_to_list_attr(op: OpDesc, key: str, names: Sequence[str]) -> None:
+    before = op.attrs.get(key)
+    current = list(before) if isinstance(before, (list, tuple)) else []
+    op.attrs[key] = current + [n for n in names if n not in current]
 
 
 def _local_copy(var: VarDesc | None, name: str | None = None) -> VarDesc:

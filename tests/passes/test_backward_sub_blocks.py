@@ -57,13 +57,17 @@ def test_the_forward_keeps_only_what_the_gradient_block_reads():
     method = program.block("run")
     (forward,), (grad,) = _ops(program, method, "while"), _ops(program, method, "while_grad")
     grad_block = program.blocks[grad.attrs["sub_block"]]
-    kept = forward.attrs["keep"]
-    assert kept == grad_block.feeds
+    kept, shapes = forward.attrs["keep"], forward.attrs["keep_shapes"]
+    assert sorted(kept + shapes) == sorted(grad_block.feeds)
     read = {n for _, op in walk_ops(program, grad_block) for n in op.input_names()}
     assert set(kept) <= read
     body = program.blocks[forward.attrs["sub_block"]]
     assert "i" not in kept and not any(n.startswith("less_than") for n in kept)
     assert set(kept) <= set(body.vars) | set(outer_interface(program, body)[1])
+    # the add's gradient reads its inputs for their shapes: the matmul's value is not kept
+    matmul = next(n for n in body.vars if n.startswith("matmul"))
+    assert shapes == [matmul] and matmul not in kept
+    assert any(n.startswith("tanh") for n in kept)   # tanh's gradient reads its output
 
 
 def test_a_value_overwritten_before_its_gradient_reads_a_snapshot():

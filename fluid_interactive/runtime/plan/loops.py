@@ -248,10 +248,12 @@ class _LoopEmit:
             self.line(f"{pad}{count} += 1")
 
     def replayed(self, kept: str) -> list[str]:
-        forward = self.plan.analysis.typing.kept.get(
-            self.op.input(self.step.spec.sub_block.replays)[0], {})  # type: ignore[union-attr]
-        order = list(forward)
-        return [f"{kept}[{order.index(n)}]" for n in self.sub.feeds if n in forward]
+        """``kept[i]`` for each kept value; None for one read for its shape alone."""
+        runs = self.op.input(self.step.spec.sub_block.replays)[0]  # type: ignore[union-attr]
+        order = list(self.plan.analysis.typing.kept.get(runs, {}))
+        shapes = self.plan.analysis.typing.shapes.get(runs, {})
+        return [f"{kept}[{order.index(n)}]" if n in order else "None"
+                for n in self.sub.feeds if n in order or n in shapes]
 
     def output_array(self, slot: str, i: int, leading: str) -> str:
         """The planned buffer of a stacked output, or a new array of the right shape."""

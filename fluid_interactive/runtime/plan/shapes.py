@@ -27,8 +27,10 @@ class Typing:
 
     def __init__(self, program: ProgramDesc):
         self.program = program
-        # a keeps var (StepScopes) -> the type of each value its op keeps per run
+        # a keeps var (StepScopes) -> the type of each value its op keeps per run, and of
+        # each value a gradient reads for its shape alone (kept as None)
         self.kept: dict[str, Types] = {}
+        self.shapes: dict[str, Types] = {}
         # id of an op owning a sub-block -> the types of the sub-block's feeds
         self.feeds: dict[int, Types] = {}
 
@@ -37,8 +39,9 @@ class Typing:
         rule = get_spec(op.type).sub_block
         if rule is None or not rule.replays:
             return {}
-        kept = self.kept.get(op.input(rule.replays)[0], {})
-        return {n: kept[n] for n in block.feeds if n in kept}
+        name = op.input(rule.replays)[0]
+        known = {**self.shapes.get(name, {}), **self.kept.get(name, {})}
+        return {n: known[n] for n in block.feeds if n in known}
 
 
 def describe_op(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
@@ -113,6 +116,9 @@ def _declared(program: ProgramDesc, block: BlockDesc, name: str) -> VarDesc:
 def _record_kept(typing: Typing, op: OpDesc, types: Types) -> None:
     spec = get_spec(op.type)
     rule = spec.sub_block
-    keep = spec.full_attrs(op.attrs).get("keep") or []
+    attrs = spec.full_attrs(op.attrs)
     if rule is not None and rule.keeps and op.output(rule.keeps):
-        typing.kept[op.output(rule.keeps)[0]] = {n: types[n] for n in keep if n in types}
+        name = op.output(rule.keeps)[0]
+        typing.kept[name] = {n: types[n] for n in attrs.get("keep") or [] if n in types}
+        typing.shapes[name] = {n: types[n] for n in attrs.get("keep_shapes") or []
+                               if n in types}
