@@ -11,13 +11,14 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..errors import DTypeError, FluidError, NameConflictError, OpArgumentError, ShapeError
+from ..ir.blocks import method_of, nested_blocks
 from ..ir.names import UniqueNameGenerator, name_problem
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc
 from ..ir.source import format_location, user_location
 from ..ir.text import short_type
-from ..ops.apply import infer_op
+from ..ops.apply import declared_typer, infer_op
 from ..ops.registry import get_spec
-from ..ops.spec import TensorType
+from ..ops.spec import TensorType, var_type
 
 _CURRENT: ContextVar[TraceContext | None] = ContextVar("fluid_trace", default=None)
 
@@ -89,6 +90,54 @@ class TraceContext:
             self.block_idx, self.method, self.placeholders = 0, "", {}
             self.data_locs = {}
 
+    @contextmanager
+    def sub_block(self) -> Iterator[BlockDesc]:
+        """A new block nested in the current one (a loop's body, a branch), current while
+        the ``with`` body records its ops; the op that runs it is recorded after it."""
+        parent = self.block_idx
+        if parent == 0:
+            raise error_at(FluidError, "control flow can only be used inside a "
+                                       "@fluid.network method")
+        block = BlockDesc(len(self.program.blocks), parent)
+        self.program.blocks.append(block)
+        self.block_idx = block.idx
+        try:
+            yield block
+        finally:
+            self.block_idx = parent
+
+    @contextmanager
+    def in_block(self, block: BlockDesc) -> Iterator[None]:
+        """Record into ``block`` (one around the current block) for a while: a StaticRNN's
+        initial memory is computed before the loop that uses it."""
+        current = self.block_idx
+        self.block_idx = block.idx
+        try:
+            yield
+        finally:
+            self.block_idx = current
+
+    def declared_in_sub_block(self, name: str) -> bool:
+        """Whether ``name`` is declared in a block nested in the current method's block."""
+        method = method_of(self.program, self.block)
+        return any(name in b.vars for b in nested_blocks(self.program, method)
+                   if b is not method)
+
+    def has_value(self, name: str) -> bool:
+        """Whether var ``name`` holds a value at this point of the trace: it is state or
+        data, or an op recorded so far in the current block or a block around writes it."""
+        var = self.find(name)
+        if var is None:
+            return False
+        if var.persistable or var.is_data:
+            return True
+        b: BlockDesc | None = self.block
+        while b is not None:
+            if any(name in op.output_names() for op in b.ops):
+                return True
+            b = self.program.blocks[b.parent_idx] if b.parent_idx >= 0 else None
+        return False
+
     # --- vars ------------------------------------------------------------------------------
 
     def find(self, name: str) -> VarDesc | None:
@@ -97,8 +146,16 @@ class TraceContext:
     def type_of(self, name: str) -> TensorType:
         v = self.find(name)
         if v is None:
-            raise OpArgumentError(f"variable {name!r} is not defined in {self.method}()")
-        return TensorType(v.shape, v.dtype)
+            raise OpArgumentError(self.not_visible(name))
+        return var_type(v)
+
+    def not_visible(self, name: str) -> str:
+        """Why var ``name`` cannot be used here."""
+        if self.declared_in_sub_block(name):
+            return (f"variable {name!r} is declared inside a loop or branch body and cannot "
+                    f"be used outside it; to keep a value, write it into a var made before "
+                    f"the body: fluid.layers.assign(value, output=var)")
+        return f"variable {name!r} is not defined in {self.method}()"
 
     def unique_in_block(self, name: str) -> str:
         """``name`` if the block does not use it yet, else ``name_1``, ``name_2``, ..."""
@@ -109,11 +166,13 @@ class TraceContext:
             k += 1
         return f"{name}_{k}"
 
-    def declare(self, var: VarDesc, in_global: bool = False) -> VarDesc:
-        """Add ``var`` to the current block (or block 0); a name already taken there is a
-        `NameConflictError`, never a silent replacement."""
+    def declare(self, var: VarDesc, in_global: bool = False,
+                block: BlockDesc | None = None) -> VarDesc:
+        """Add ``var`` to the current block (or block 0, or ``block``); a name already taken
+        there is a `NameConflictError`, never a silent replacement."""
         check_name(var.name)
-        block = self.program.global_block() if in_global else self.block
+        if block is None:
+            block = self.program.global_block() if in_global else self.block
         existing = block.vars.get(var.name)
         if existing is not None:
             raise error_at(NameConflictError,
@@ -144,7 +203,7 @@ class TraceContext:
         self._check_slots(spec, op, loc)
         try:
             spec.full_attrs(op.attrs)
-            types = infer_op(op, self.type_of)
+            types = infer_op(op, self.type_of, declared_typer(self.program))
         except (ShapeError, DTypeError, OpArgumentError) as e:
             shapes = ", ".join(f"{slot}={n}:{short_type(self.find(n))}"
                                for slot, names in op.inputs.items() for n in names)
@@ -156,7 +215,7 @@ class TraceContext:
             for name, t in zip(op.outputs[slot], ts):
                 existing = self.find(name) or block.vars.get(name)
                 if existing is None:
-                    block.vars[name] = VarDesc(name, t.shape, t.dtype)
+                    block.vars[name] = VarDesc(name, t.shape, t.dtype, kind=t.kind)
         block.ops.append(op)
         return op
 

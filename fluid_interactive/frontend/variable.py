@@ -4,12 +4,14 @@ record ops, so it behaves like an array where users expect it: arithmetic (``a +
 bool Variables) and indexing (``h[:, 0]``, ``h[..., 1:3]``, ``h[None]``)."""
 from __future__ import annotations
 
+import linecache
 import math
 from numbers import Real
 from typing import Any
 
 from ..errors import OpArgumentError, ProgramDefinitionError
-from ..ir.records import VarDesc
+from ..ir.records import SourceLoc, VarDesc
+from ..ir.source import user_location
 from ..ir.text import short_type
 from .tracing import TraceContext, error_at
 
@@ -29,6 +31,8 @@ class Variable:
     def desc(self) -> VarDesc:
         v = self._trace.find(self.name)
         if v is None:
+            if self._trace.declared_in_sub_block(self.name):
+                raise error_at(OpArgumentError, self._trace.not_visible(self.name))
             raise error_at(OpArgumentError, f"variable {self.name!r} belongs to another method "
                                             f"and cannot be used in {self._trace.method}()")
         return v
@@ -60,7 +64,9 @@ class Variable:
     def __bool__(self) -> bool:
         raise error_at(ProgramDefinitionError,
                        f"the truth value of Variable {self.name!r} is not known while "
-                       f"tracing; Python control flow (if, while, and, or) cannot depend on it")
+                       f"tracing; Python control flow (if, while, and, or) cannot depend on "
+                       f"it. Record the control flow in the program instead:\n"
+                       f"{control_flow_hint(user_location())}")
 
     # --- arithmetic: recorded as ops ----------------------------------------------------------
 
@@ -150,6 +156,26 @@ class Variable:
                        f"(x[i], x[:, 0]) or split it with fluid.layers.split")
 
     __hash__ = object.__hash__
+
+
+def control_flow_hint(loc: SourceLoc | None) -> str:
+    """The two lines that record what the user's ``if`` or ``while`` at ``loc`` meant."""
+    text = linecache.getline(loc.file, loc.line).strip() if loc is not None else ""
+    words = text.split()
+    test = text.partition(" ")[2].rstrip(":").strip() if words else ""
+    test = test if test and words[0] in ("if", "elif", "while") else "<condition>"
+    if words and words[0] == "while":
+        return (f"    cond = {test}   # a bool var of shape [1]\n"
+                f"    loop = fluid.layers.While(cond=cond)\n"
+                f"    with loop.block(): ...   # the body; it updates cond, e.g. "
+                f"fluid.layers.less_than(x=i, y=n, cond=cond)\n"
+                f"  or, as functions of the loop vars:\n"
+                f"    vars = fluid.layers.while_loop(cond_fn, body_fn, [var, ...])")
+    return (f"    pred = {test}   # a bool var of shape [1]\n"
+            f"    out = fluid.layers.cond(pred, lambda: value_if_true, lambda: value_if_false)\n"
+            f"  or, to set vars case by case:\n"
+            f"    with fluid.layers.Switch() as switch:\n"
+            f"        with switch.case(pred): fluid.layers.assign(value, output=var)")
 
 
 def _is_scalar(value: Any) -> bool:

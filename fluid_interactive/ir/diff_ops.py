@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from .blocks import SUB_BLOCK, sub_block_index
 from .layers import layer_of
 from .records import BlockDesc, OpDesc, ProgramDesc, ReturnSpec, VarDesc
 from .text import format_op, format_returns, short_type
@@ -35,7 +36,8 @@ class Edit:
     """One thing that differs between two aligned ops, or in a method's signature.
 
     ``what`` is 'type', 'attr', 'input' or 'output' for an op; ``key`` the attr or the
-    slot. For a slot, ``var`` is empty when the slot names other vars (``old``/``new`` are
+    slot; 'body' for a change inside the block the op runs (``key`` describes it). For a
+    slot, ``var`` is empty when the slot names other vars (``old``/``new`` are
     the name lists) and is the var's new name when only its type differs (``old``/``new``
     are the types, such as ``f32[?,64]``). A signature's edits are 'arguments',
     'returns' or 'is_test', ``old``/``new`` their text."""
@@ -54,6 +56,8 @@ class Edit:
             if self.var:
                 return f"{self.what} {self.key} {self.var}: {self.old} {arrow} {self.new}"
             return f"{self.what} {self.key}: {_names(self.old)} {arrow} {_names(self.new)}"
+        if self.what == "body":    # a change inside the block the op runs (a loop's body)
+            return f"in its block: {self.key}"
         return f"{self.what} {self.old} {arrow} {self.new}"    # a block's signature
 
     @property
@@ -175,10 +179,31 @@ def _op_edits(sides: _Sides, old: OpDesc, new: OpDesc) -> list[Edit]:
         edits.append(Edit("type", "", old.type, new.type))
     for key in list(old.attrs) + [k for k in new.attrs if k not in old.attrs]:
         a, b = old.attrs.get(key, "(unset)"), new.attrs.get(key, "(unset)")
-        if a != b or type(a) is not type(b):
+        if key != SUB_BLOCK and (a != b or type(a) is not type(b)):   # an index: no change
             edits.append(Edit("attr", key, a, b))
     edits += _slot_edits(sides, old.inputs, new.inputs, "input")
     edits += _slot_edits(sides, old.outputs, new.outputs, "output")
+    return edits + _body_edits(sides, old, new)
+
+
+def _body_edits(sides: _Sides, old: OpDesc, new: OpDesc) -> list[Edit]:
+    """The changes inside the blocks two aligned ops run (a loop's body), one edit each."""
+    a, b = sub_block_index(old), sub_block_index(new)
+    if a is None or b is None:
+        return []
+    old_block, new_block = sides.old_prog.blocks[a], sides.new_prog.blocks[b]
+    inner = diff_block(sides.old_prog, old_block, sides.new_prog, new_block, "",
+                       dict(sides.renamed))
+    def old_var(name: str) -> VarDesc | None:
+        return sides.old_prog.find_var(old_block, name)
+
+    def new_var(name: str) -> VarDesc | None:
+        return sides.new_prog.find_var(new_block, name)
+
+    edits = []
+    for change in inner.ops:
+        edits.append(Edit("body", change.describe(old_var, new_var)))
+        edits += [Edit("body", f"  {e.text()}") for e in change.edits]
     return edits
 
 
@@ -235,10 +260,12 @@ def _returns_correspond(sides: _Sides, a: ReturnSpec, b: ReturnSpec) -> bool:
 
 
 def diff_block(old_prog: ProgramDesc, old_block: BlockDesc, new_prog: ProgramDesc,
-               new_block: BlockDesc, name: str) -> BlockDiff:
-    """The difference of two blocks that stand for the same thing (block 0, or one
-    method)."""
+               new_block: BlockDesc, name: str, renamed: dict[str, str] | None = None
+               ) -> BlockDiff:
+    """The difference of two blocks that stand for the same thing (block 0, one method,
+    or the body of a loop; ``renamed``: the correspondence of the blocks around it)."""
     sides = _Sides(old_prog, old_block, new_prog, new_block)
+    sides.renamed.update(renamed or {})
     result = BlockDiff(name, "same", old_idx=old_block.idx, new_idx=new_block.idx)
     result.aligned = _pairs(old_block.ops, new_block.ops)
     for i, j in result.aligned:

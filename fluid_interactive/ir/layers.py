@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .records import BlockDesc, OpDesc, OpRole
+from .blocks import sub_block_index, walk_ops
+from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 
 __all__ = ["layer_of", "scope_of", "layer_type", "in_scope", "model_ops", "NOT_MODEL"]
 
@@ -45,10 +46,16 @@ def in_scope(name: str, scope: str) -> bool:
     return name.startswith(scope + "/") or layer_of(name) == scope
 
 
-def model_ops(block: BlockDesc) -> Iterator[tuple[str, OpDesc]]:
+def model_ops(block: BlockDesc, program: ProgramDesc | None = None
+              ) -> Iterator[tuple[str, OpDesc]]:
     """``(layer, op)`` for each op of the model in ``block`` (a forward op that writes
-    something), in block order; the layer is that of the op's first output."""
-    for op in block.ops:
+    something), in block order; the layer is that of the op's first output. With
+    ``program``, the ops of the blocks nested in ``block`` (a loop's body) come in place
+    of the op that runs them."""
+    ops = [op for _, op in walk_ops(program, block)] if program is not None else block.ops
+    for op in ops:
         outputs = op.output_names()
+        if program is not None and sub_block_index(op) is not None:
+            continue
         if outputs and not op.role & NOT_MODEL:
             yield layer_of(outputs[0]), op

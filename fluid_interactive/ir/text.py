@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .blocks import sub_block_index
 from .names import escape_unprintable
 from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
 from .source import format_location
@@ -88,22 +89,58 @@ def format_returns(returns: ReturnSpec) -> str:
     return "{" + ", ".join(f"{k!r}: {format_returns(v)}" for k, v in returns.items()) + "}"
 
 
-def format_block(program: ProgramDesc, block: BlockDesc, indent: str = "  ") -> str:
+def _block_header(program: ProgramDesc, block: BlockDesc) -> str:
+    if block.idx == 0:
+        return "block 0 (global state and its initialisers):"
+    if block.name:
+        args = ", ".join(f"{n}:{short_type(block.vars.get(n))}" for n in block.feeds)
+        return f"block {block.idx} {block.name}({args}) -> {format_returns(block.returns)}:"
+    # a sub-block: what it takes per run (its feeds) and gives back (its returns)
+    parts = [f"block {block.idx} (in block {block.parent_idx})"]
+    if block.feeds:
+        parts.append("takes " + ", ".join(
+            f"{n}:{short_type(block.vars.get(n))}" for n in block.feeds))
+    if block.returns is not None:
+        parts.append("gives " + format_returns(block.returns))
+    return "; ".join(parts) + ":"
+
+
+def _block_lines(program: ProgramDesc, block: BlockDesc, indent: str, depth: int,
+                 seen: set[int]) -> list[str]:
+    """The ops of ``block`` one per line; a sub-block follows its op, one level deeper."""
     def lookup(name: str):
         return program.find_var(block, name)
 
+    pad = indent * depth
+    lines = []
+    for op in block.ops:
+        lines.append(pad + format_op(op, lookup))
+        idx = sub_block_index(op)
+        if idx is None or not 0 < idx < len(program.blocks) or idx in seen:
+            continue
+        seen.add(idx)
+        sub = program.blocks[idx]
+        lines.append(pad + indent + escape_unprintable(_block_header(program, sub)))
+        lines.extend(_block_lines(program, sub, indent, depth + 2, seen))
+    return lines
+
+
+def format_block(program: ProgramDesc, block: BlockDesc, indent: str = "  ") -> str:
+    """A block with its declarations (block 0) or signature (a method), one op per line;
+    the sub-block an op owns is printed under it, indented."""
+    lines = [escape_unprintable(_block_header(program, block))]
     if block.idx == 0:
-        lines = ["block 0 (global state and its initialisers):"]
         for var in block.vars.values():
             label = "param" if var.is_parameter else ("state" if var.persistable else "var")
-            lines.append(f"{indent}{label} {var.name}:{short_type(var)}")
-    else:
-        args = ", ".join(f"{n}:{short_type(block.vars.get(n))}" for n in block.feeds)
-        lines = [f"block {block.idx} {block.name}({args}) -> {format_returns(block.returns)}:"]
-    lines = [escape_unprintable(line) for line in lines]
-    lines.extend(indent + format_op(op, lookup) for op in block.ops)
+            lines.append(escape_unprintable(f"{indent}{label} {var.name}:{short_type(var)}"))
+    lines.extend(_block_lines(program, block, indent, 1, {block.idx}))
     return "\n".join(lines)
 
 
 def format_program(program: ProgramDesc) -> str:
-    return "\n\n".join(format_block(program, b) for b in program.blocks)
+    """Every block; a sub-block is printed under the op that owns it (a block no op owns,
+    which only a malformed program has, on its own)."""
+    nested = {i for b in program.blocks for op in b.ops
+              if (i := sub_block_index(op)) is not None}
+    return "\n\n".join(format_block(program, b) for b in program.blocks
+                        if b.idx == 0 or b.idx not in nested)

@@ -7,14 +7,18 @@ for those, and is the one check every loaded or compiled program goes through.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from ..errors import VerifyError
+from .blocks import SUB_BLOCK, nested_blocks, sub_block_index
 from .names import name_problem, printable, unprintable
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .text import format_op
 
 OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], str | None]
+# Whether an op may write a var it also reads (an in-place update such as ``increment``);
+# the op registry knows, so the caller says.
+UpdateRule = Callable[[OpDesc, str], bool]
 
 
 def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> NoReturn:
@@ -36,10 +40,57 @@ def _check_block_links(program: ProgramDesc) -> None:
             raise VerifyError("block 0 must have parent_idx -1")
         if i > 0 and not 0 <= block.parent_idx < i:
             raise VerifyError(f"block {i} has parent {block.parent_idx}; a parent must come first")
+    _check_sub_blocks(program)
+
+
+def _check_sub_blocks(program: ProgramDesc) -> None:
+    """Every ``sub_block`` attr names a later block whose parent holds the op, each
+    sub-block has exactly one owner, and a block nested in a method is owned."""
+    owner: dict[int, tuple[int, int]] = {}
+    for block in program.blocks:
+        for index, op in enumerate(block.ops):
+            if SUB_BLOCK not in op.attrs:
+                continue
+            idx = sub_block_index(op)
+            if idx is None or not 0 < idx < len(program.blocks):
+                _fail(program, block, index, f"attr {SUB_BLOCK}={op.attrs[SUB_BLOCK]!r} is not "
+                                             f"the index of a block of the program")
+            if program.blocks[idx].parent_idx != block.idx:
+                _fail(program, block, index,
+                      f"owns block {idx}, whose parent is block "
+                      f"{program.blocks[idx].parent_idx}, not this block {block.idx}")
+            if idx in owner:
+                b, i = owner[idx]
+                _fail(program, block, index, f"owns block {idx}, which op {i} of block {b} "
+                                             f"owns already")
+            owner[idx] = (block.idx, index)
+    for block in program.blocks[1:]:
+        if block.parent_idx > 0 and block.idx not in owner:
+            raise VerifyError(f"block {block.idx} lies in block {block.parent_idx} but no op "
+                              f"owns it (an op owns a block through its {SUB_BLOCK!r} attr)")
+
+
+def _may_write_again(block: BlockDesc, op: OpDesc, name: str,
+                     updates: UpdateRule | None) -> bool:
+    """A var is written once, except by an op that updates it in place (as its spec
+    allows, or by running a sub-block), or inside a sub-block that carries a var declared
+    around it from one run to the next."""
+    return (sub_block_index(op) is not None or name not in block.vars
+            or (updates is not None and name in op.input_names() and updates(op, name)))
+
+
+def _undeclared(program: ProgramDesc, block: BlockDesc, name: str, what: str) -> str:
+    inner = [b.idx for b in nested_blocks(program, block) if b is not block and name in b.vars]
+    if not inner:
+        return f"{what} {name!r}, which is " + (
+            "declared nowhere" if what == "reads" else "not declared")
+    return (f"{what} {name!r}, which is declared only inside block {inner[0]}: a value that "
+            f"leaves a sub-block must be declared outside it (write it into an outer var, "
+            f"e.g. with fluid.layers.assign(value, output=outer_var))")
 
 
 def _check_op(program: ProgramDesc, block: BlockDesc, index: int, op: OpDesc,
-              written: set[str], op_checker: OpChecker | None) -> None:
+              written: set[str], checks: _Checks) -> None:
     if op.role not in OpRole.ALLOWED:
         _fail(program, block, index, f"op_role {op.role:#x} is not an allowed role value")
     if len(op.role_var) % 2:
@@ -47,23 +98,42 @@ def _check_op(program: ProgramDesc, block: BlockDesc, index: int, op: OpDesc,
     for name in op.input_names():
         var = program.find_var(block, name)
         if var is None:
-            _fail(program, block, index, f"reads {name!r}, which is declared nowhere")
+            _fail(program, block, index, _undeclared(program, block, name, "reads"))
         if not (var.persistable or var.is_data or name in written):
             _fail(program, block, index, f"reads {name!r} before any op of the block writes it")
+    idx = sub_block_index(op)
+    if idx is not None:   # its ops run here, seeing what is written so far
+        _check_block_ops(program, program.blocks[idx], set(written), checks)
     for name in op.output_names():
         var = program.find_var(block, name)
         if var is None:
-            _fail(program, block, index, f"writes {name!r}, which is not declared")
-        if name in written and not var.persistable:
+            _fail(program, block, index, _undeclared(program, block, name, "writes"))
+        if name in written and not var.persistable and not _may_write_again(
+                block, op, name, checks.updates):
             _fail(program, block, index, f"writes temporary {name!r} a second time")
         written.add(name)
     for name in op.role_var:
         if program.find_var(block, name) is None:
             _fail(program, block, index, f"op_role_var names {name!r}, which is not declared")
-    if op_checker is not None:
-        problem = op_checker(program, block, op)
+    if checks.op_checker is not None:
+        problem = checks.op_checker(program, block, op)
         if problem:
             _fail(program, block, index, problem)
+
+
+class _Checks(NamedTuple):
+    op_checker: OpChecker | None
+    updates: UpdateRule | None
+
+
+def _check_block_ops(program: ProgramDesc, block: BlockDesc, written: set[str],
+                     checks: _Checks) -> None:
+    """The ops of ``block`` in order; ``written`` holds what the blocks around it wrote
+    before it runs. A sub-block's feeds are written when it starts."""
+    if block.parent_idx > 0:
+        written.update(block.feeds)
+    for index, op in enumerate(block.ops):
+        _check_op(program, block, index, op, written, checks)
 
 
 def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
@@ -73,8 +143,10 @@ def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
     if len(set(block.feeds)) != len(block.feeds):
         raise VerifyError(f"block {block.name!r} feeds a data var twice: {block.feeds}")
     for name in block.feeds:
-        fed = block.vars.get(name)
-        if fed is None or not fed.is_data:
+        var = block.vars.get(name)
+        if block.parent_idx > 0 and var is None:   # a sub-block's per-run values
+            raise VerifyError(f"block {block.idx} takes {name!r}, which it does not declare")
+        if block.parent_idx <= 0 and (var is None or not var.is_data):
             raise VerifyError(f"block {block.name!r} feeds {name!r}, which is not a data var of it")
 
     def walk(r) -> None:
@@ -154,12 +226,15 @@ def check_text(program: ProgramDesc) -> None:
             _check_op_text(op, f"{where}, op {index}")
 
 
-def check_structure(program: ProgramDesc, op_checker: OpChecker | None = None) -> None:
-    """Raise `VerifyError` naming the first violated invariant, with a window of ops."""
+def check_structure(program: ProgramDesc, op_checker: OpChecker | None = None,
+                    updates: UpdateRule | None = None) -> None:
+    """Raise `VerifyError` naming the first violated invariant, with a window of ops.
+    ``op_checker`` checks each op against its spec; ``updates(op, name)`` says whether op
+    may update var ``name`` in place (write a var it reads)."""
     check_text(program)
     _check_block_links(program)
+    checks = _Checks(op_checker, updates)
     for block in program.blocks:
-        written: set[str] = set()
-        for index, op in enumerate(block.ops):
-            _check_op(program, block, index, op, written, op_checker)
+        if block.parent_idx <= 0:   # sub-blocks are checked where their owner runs them
+            _check_block_ops(program, block, set(), checks)
         _check_interface(program, block)

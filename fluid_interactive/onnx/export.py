@@ -17,6 +17,7 @@ from ..errors import OnnxError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
 from . import export_math, export_nn, export_rnn, export_shape  # noqa: F401  (the rules)
+from .export_control import ssa_view
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
 from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_dtype, onnx_module
 
@@ -61,6 +62,7 @@ def build_model(compiled: CompiledProgram, block: BlockDesc, opset: int) -> Any:
     helper = onnx.helper
     program = compiled.program
     _check_exportable(program, block)
+    block = ssa_view(program, block)   # a var a loop updates: one ONNX name per value
     graph = GraphBuilder(opset)
     inputs = [_value_info(program, block, name) for name in block.feeds]
     for name in block.feeds:

@@ -188,8 +188,15 @@ def _for_checker(model: Any) -> Any:
 
 
 def _used_names(g: Any) -> set[str]:
-    """The values the nodes read and the graph returns: the initializers worth keeping."""
-    return {n for node in g.node for n in node.input} | {v.name for v in g.output}
+    """The values the nodes read (those of its subgraphs too: a loop body reads the
+    values around it) and the graph returns: the initializers worth keeping."""
+    onnx = onnx_module()
+    used = {n for node in g.node for n in node.input} | {v.name for v in g.output}
+    for node in g.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used |= _used_names(attr.g)
+    return used
 
 
 def _default_opset(model: Any, path: str) -> int:
@@ -205,14 +212,23 @@ def _default_opset(model: Any, path: str) -> int:
 
 def _reject_unsupported(path: str, g: Any, rules: dict) -> None:
     counts: Counter = Counter()
-    for node in g.node:
-        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
-        if node.domain not in ("", "ai.onnx") or node.op_type not in rules:
-            counts[key] += 1
+    _count_unsupported(g, rules, counts)
     if counts:
         listed = ", ".join(f"{t!r} x{n}" for t, n in sorted(counts.items()))
         raise OnnxError(f"{path} uses ONNX node types that fluid_interactive cannot import: "
                         f"{listed}. Supported: {', '.join(sorted(rules))}")
+
+
+def _count_unsupported(g: Any, rules: dict, counts: Counter) -> None:
+    """The node types of ``g`` and of its subgraphs that have no import rule."""
+    onnx = onnx_module()
+    for node in g.node:
+        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+        if node.domain not in ("", "ai.onnx") or node.op_type not in rules:
+            counts[key] += 1
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _count_unsupported(attr.g, rules, counts)
 
 
 def _initializers(path: str, g: Any, used: set[str], external: ExternalData
@@ -271,9 +287,34 @@ def _attr_value(path: str, attr: Any, label: str, external: ExternalData) -> Any
         return [_shortest(v) for v in value]
     if attr.type == onnx.AttributeProto.FLOAT:
         return _shortest(value)
-    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-        raise OnnxError(f"{path}: {label} holds a subgraph, which the importer does not read")
+    if attr.type == onnx.AttributeProto.GRAPH:   # the body of a Loop, a branch of an If
+        return _subgraph(path, value, label, external)
+    if attr.type == onnx.AttributeProto.GRAPHS:
+        raise OnnxError(f"{path}: {label} holds a list of subgraphs, which the importer does "
+                        f"not read")
     return value
+
+
+def _subgraph(path: str, g: Any, label: str, external: ExternalData) -> OnnxGraph:
+    """A subgraph, read and checked as the graph is; its inputs may have any shape (a loop
+    body's iteration number and condition are 0-d) and its nodes may read the values of
+    the graphs around it."""
+    initializers = _initializers(path, g, _used_names(g), external)
+    nodes = [_node(path, i, node, external) for i, node in enumerate(g.node)]
+    constants = {n.outputs[0]: _constant_value(path, n) for n in nodes if n.op_type == "Constant"}
+    inputs = [_any_input(path, v, label) for v in g.input if v.name not in initializers]
+    outputs = [checked_name(v.name, f"output of {label}", path) for v in g.output]
+    return OnnxGraph(path, 0, inputs, outputs, nodes, initializers, constants)
+
+
+def _any_input(path: str, v: Any, label: str) -> GraphInput:
+    name = checked_name(v.name, f"input of {label}", path)
+    t = v.type.tensor_type
+    if not v.type.HasField("tensor_type"):
+        raise OnnxError(f"{path}: input {name!r} of {label} is not a tensor")
+    dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else -1
+                 for d in t.shape.dim)
+    return GraphInput(name, dims, dtype_from_onnx(t.elem_type, f"input {name!r} of {label}"))
 
 
 def _shortest(value: float) -> float:
@@ -326,8 +367,8 @@ def _graph_input(path: str, v: Any) -> GraphInput:
         else:
             raise OnnxError(f"{path}: graph input {name!r} has an unknown dim at position {i}; "
                             f"only the first (batch) dim may vary")
-    if not dims:
-        raise OnnxError(f"{path}: graph input {name!r} is a scalar; inputs need a batch dim")
+    if not dims:   # a 0-d input is one value for the whole call (a loop's trip count)
+        return GraphInput(name, (), dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"))
     first = t.shape.dim[0]
     fixed = int(first.dim_value) if first.HasField("dim_value") and first.dim_value > 0 \
         else None
@@ -335,19 +376,21 @@ def _graph_input(path: str, v: Any) -> GraphInput:
                       dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"), fixed)
 
 
-def _check_defined(graph: OnnxGraph) -> None:
-    """Every value a node reads is a graph input, an initializer or an earlier output, and
-    each is defined once."""
+def _check_defined(graph: OnnxGraph, around: frozenset[str] = frozenset()) -> None:
+    """Every value a node reads is a graph input, an initializer or an earlier output (of
+    this graph, or of the graphs around a subgraph), and each is defined once."""
     names = [i.name for i in graph.inputs]
     for name in names:
         if names.count(name) > 1:
             raise OnnxError(f"{graph.path}: graph input {name!r} is defined twice")
-    known = set(names) | set(graph.initializers)
+    known = set(around) | set(names) | set(graph.initializers)
     for node in graph.nodes:
         for name in node.inputs:
             if name and name not in known:
                 raise OnnxError(f"{graph.path}: {node.label} reads {name!r}, which no earlier "
                                 f"node, input or initializer defines (is the graph sorted?)")
+        for sub in (v for v in node.attrs.values() if isinstance(v, OnnxGraph)):
+            _check_defined(sub, frozenset(known))
         for name in filter(None, node.outputs):
             if name in known:
                 raise OnnxError(f"{graph.path}: {node.label} writes {name!r} a second time")

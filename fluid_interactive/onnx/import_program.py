@@ -33,7 +33,13 @@ from ..frontend.program import Program, network
 from ..frontend.tracing import current_trace
 from ..frontend.variable import Variable
 from ..runtime.live.compiled import CompiledProgram
-from . import import_math, import_nn, import_rnn, import_shape  # noqa: F401  (the rules)
+from . import (  # noqa: F401  (the rules)
+    import_control,
+    import_math,
+    import_nn,
+    import_rnn,
+    import_shape,
+)
 from .import_graph import OnnxGraph, read_onnx
 from .import_registry import Replay
 

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
                accumulate,
                chain,
                compare,
+               control,
                conv,
                dist,
                elementwise,
@@ -21,11 +22,13 @@ from . import (  # noqa: F401
                optim_fused,
                pool,
                reader,
+               recurrent,
                reduce,
                rnn_unit,
                sequence,
                shape,
                softmax,
+               tensor_array,
                unary,
 )
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel

@@ -1,5 +1,10 @@
 """``sum`` (adds a list of tensors; backward uses it to accumulate gradients),
-``fill_zeros_like`` and ``assign``."""
+``fill_zeros_like`` and ``assign``.
+
+Each also takes tensor arrays (vars of kind ``tensor_array``: lists of tensors, where a
+gradient array may hold None for a zero element): ``sum`` adds them element by element,
+``fill_zeros_like`` gives the empty array (all zero) and ``assign`` a copy of the list.
+"""
 from __future__ import annotations
 
 from ..ir.text import format_shape
@@ -18,17 +23,33 @@ def _sum_infer(ctx: InferContext) -> None:
             ctx.fail(f"sum inputs must share shape and dtype: input 0 is "
                      f"{first.dtype}{format_shape(first.shape)}, input {i} is "
                      f"{t.dtype}{format_shape(t.shape)}")
-    ctx.set_output("Out", first.shape, first.dtype)
+    ctx.set_output("Out", first.shape, first.dtype, first.kind)
+
+
+def _add_arrays(a: list, b: list) -> list:
+    """Element-wise sum of two gradient arrays (None is zero; the shorter one is padded)."""
+    out = list(a) + [None] * (len(b) - len(a))
+    for i, v in enumerate(b):
+        if v is not None:
+            out[i] = v if out[i] is None else out[i] + v
+    return out
 
 
 def _sum_kernel(ctx: KernelContext):
     add = ctx.xp.add
+    if ctx.output("Out").kind == "tensor_array":
+        def add_arrays(*xs):
+            acc = xs[0]
+            for x in xs[1:]:
+                acc = _add_arrays(acc, x)
+            return acc
+        return add_arrays
     out = ctx.buffer("Out")
 
     def fn(*xs):
         acc = add(xs[0], xs[1], out=out)
-        for x in xs[2:]:
-            acc = add(acc, x, out=acc)
+        for x in xs[2:]:   # into the buffer, or anew: NumPy gives 0-d sums as scalars
+            acc = add(acc, x, out=out)
         return acc
 
     if len(ctx.in_types) == 1:
@@ -51,11 +72,13 @@ register(OpSpec("sum", slots("X*"), slots("Out"), _sum_infer, _sum_kernel, _sum_
 
 def _like_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    ctx.set_output("Out", x.shape, x.dtype)
+    ctx.set_output("Out", x.shape, x.dtype, x.kind)
 
 
 def _zeros_like_kernel(ctx: KernelContext):
     o = ctx.output("Out")
+    if o.kind == "tensor_array":
+        return lambda x: []   # every element zero
     zeros = ctx.xp.zeros(o.shape, o.dtype)
     return lambda x: zeros
 
@@ -66,6 +89,8 @@ register(OpSpec("fill_zeros_like", slots("X"), slots("Out"), _like_infer, _zeros
 
 def _assign_kernel(ctx: KernelContext):
     xp = ctx.xp
+    if ctx.output("Out").kind == "tensor_array":
+        return lambda x: list(x)
     out = ctx.buffer("Out")
     if out is None:
         return lambda x: xp.array(x, copy=True)

@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ShapeError
-from ..ir.records import OpDesc
+from ..ir.blocks import SUB_BLOCK, sub_block_index
+from ..ir.records import OpDesc, ProgramDesc
 from .registry import get_spec
-from .spec import Forward, InferContext, KernelContext, OpSpec, TensorType
+from .spec import Forward, InferContext, KernelContext, OpSpec, SubBlockTyper, TensorType, var_type
 
 TypeOf = Callable[[str], TensorType]
 
@@ -20,12 +21,14 @@ def input_types(spec: OpSpec, op: OpDesc, type_of: TypeOf) -> dict[str, list[Ten
     return {slot: [type_of(n) for n in names] for slot, names in op.inputs.items()}
 
 
-def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
-    """Output types of ``op`` by slot; raises `ShapeError` from the spec's rule."""
+def infer_op(op: OpDesc, type_of: TypeOf, sub_block: SubBlockTyper | None = None
+             ) -> dict[str, list[TensorType]]:
+    """Output types of ``op`` by slot; raises `ShapeError` from the spec's rule. An op
+    owning a sub-block needs ``sub_block``, which types one run of it."""
     spec = get_spec(op.type)
     attrs = spec.full_attrs(op.attrs)
     counts = {slot: len(names) for slot, names in op.outputs.items()}
-    ctx = InferContext(spec, input_types(spec, op, type_of), attrs, counts)
+    ctx = InferContext(spec, input_types(spec, op, type_of), attrs, counts, op, sub_block)
     spec.infer(ctx)
     for slot, n in counts.items():
         got = ctx.outputs.get(slot, [])
@@ -33,6 +36,27 @@ def infer_op(op: OpDesc, type_of: TypeOf) -> dict[str, list[TensorType]]:
             raise ShapeError(f"shape rule of {op.type!r} produced {len(got)} type(s) for output "
                              f"slot {slot!r}, which has {n} var(s)")
     return ctx.outputs
+
+
+def declared_typer(program: ProgramDesc) -> SubBlockTyper:
+    """Types of a sub-block's vars as declared (-1 for dims unknown while tracing): how
+    tracing, the verifier and the backward pass type an op owning a sub-block. A plan
+    types it with concrete shapes instead (`runtime.plan.analysis`)."""
+    def typer(op: OpDesc, feeds: dict[str, TensorType]) -> TypeOf:
+        idx = sub_block_index(op)
+        if idx is None:
+            raise ShapeError(f"op {op.type!r} has no {SUB_BLOCK!r} attr naming its block")
+        block = program.blocks[idx]
+
+        def type_of(name: str) -> TensorType:
+            if name in feeds:
+                return feeds[name]
+            v = program.find_var(block, name)
+            if v is None:
+                raise ShapeError(f"{op.type}: block {idx} has no var {name!r}")
+            return var_type(v)
+        return type_of
+    return typer
 
 
 def prepare_kernel(op: OpDesc, type_of: TypeOf, xp: Any,

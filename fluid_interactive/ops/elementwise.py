@@ -78,6 +78,8 @@ def _infer(ctx) -> None:
 
 def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
             doc: str = "", identity_x: bool = False) -> None:
+    """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
+    shapes alone."""
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc,
@@ -86,7 +88,8 @@ def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
                     infer=infer_like({"X@GRAD": "X", "Y@GRAD": "Y"}),
-                    kernel=_grad_kernel(local_grads, identity_x), aliases=True))
+                    kernel=_grad_kernel(local_grads, identity_x), aliases=True,
+                    shape_only=("X", "Y") if identity_x else ()))
 
 
 # Local gradients, before summing over broadcast axes. ``g`` is dOut.
@@ -132,4 +135,13 @@ _define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties sen
 _define("elementwise_min", "minimum", _min_grads, doc="Out = min(X, Y); ties send the "
         "gradient to Y")
 _define("elementwise_pow", "power", _pow_grads, uses_out=True, doc="Out = X ** Y")
+
+
+def _mod_grads(xp, x, y, out, g, wx, wy):
+    # X - floor(X / Y) * Y: the derivative is 1 for X and -floor(X / Y) for Y
+    return (g if wx else None), (xp.negative(g * xp.floor_divide(x, y)) if wy else None)
+
+
+_define("elementwise_mod", "remainder", _mod_grads,
+        doc="Out = X mod Y, with the sign of Y (as Python's % and NumPy's remainder)")
 

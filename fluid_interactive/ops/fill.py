@@ -86,3 +86,28 @@ def _assign_value_kernel(ctx: KernelContext):
 register(OpSpec("assign_value", (), slots("Out"), _shape_dtype_infer, _assign_value_kernel,
                 attrs={"shape": [1], "dtype": "float32", "values": [0.0]},
                 doc="Out = the listed values (row-major) in `shape`."))
+
+
+def _batch_size_like_infer(ctx: InferContext) -> None:
+    x = ctx.input("Input")
+    shape = [int(d) for d in ctx.attrs["shape"]]
+    i, o = ctx.attrs["input_dim_idx"], ctx.attrs["output_dim_idx"]
+    if not (0 <= i < len(x.shape) and 0 <= o < len(shape)):
+        ctx.fail(f"input_dim_idx={i} or output_dim_idx={o} is out of range for Input "
+                 f"{format_shape(x.shape)} and shape {format_shape(shape)}")
+    shape[o] = x.shape[i]
+    ctx.set_output("Out", shape, ctx.attrs["dtype"])
+
+
+def _batch_size_like_kernel(ctx: KernelContext):
+    o = ctx.output("Out")
+    value = ctx.xp.full(o.shape, ctx.attrs["value"], dtype=o.dtype)
+    return lambda x: value   # never written: kernels do not write their inputs
+
+
+register(OpSpec("fill_constant_batch_size_like", slots("Input"), slots("Out"),
+                _batch_size_like_infer, _batch_size_like_kernel, shape_only=("Input",),
+                attrs={"shape": [1], "dtype": "float32", "value": 0.0, "input_dim_idx": 0,
+                       "output_dim_idx": 0},
+                doc="Out = `value` in `shape`, whose dim output_dim_idx is Input's dim "
+                    "input_dim_idx (a batch size known only at run time)"))

@@ -101,7 +101,7 @@ def _increment_kernel(ctx: KernelContext):
 
 
 register(OpSpec("increment", slots("X"), slots("Out"), _increment_infer, _increment_kernel,
-                attrs={"step": 1.0},
+                attrs={"step": 1.0}, updates=(("Out", "X"),),
                 doc="Out = X + step, X holding one value (a step counter)"))
 
 

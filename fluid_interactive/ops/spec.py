@@ -26,21 +26,30 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn, Protocol, TypeGuard
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
-from ..ir.records import OpDesc
+from ..ir.records import OpDesc, VarDesc
+from .sub_block import SubBlockRule, SubGrad
 
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """Shape and dtype of a value; -1 marks a dimension unknown until run time."""
+    """Shape and dtype of a value; -1 marks a dimension unknown until run time. ``kind``
+    is the var's kind: 'tensor', or a container such as a 'tensor_array' (a list of
+    tensors, each of this shape and dtype) or 'step_scopes' (what a loop keeps)."""
     shape: tuple[int, ...]
     dtype: str
+    kind: str = "tensor"
 
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+
+def var_type(var: VarDesc) -> TensorType:
+    """The type a declared var has (-1 for dims unknown until run time)."""
+    return TensorType(var.shape, var.dtype, var.kind)
 
 
 class BufferSlot:
@@ -91,6 +100,8 @@ HOST_ACCESS = {
              "when a program compiles",
     "io": "exchanges data with files or other processes (readers, send/recv): its values "
           "pass through the host by nature",
+    "index": "indexes a tensor array (a list on the host): reads its index back as a "
+             "Python number, and hands a length or sizes to the device",
 }
 
 
@@ -130,6 +141,12 @@ class OpSpec:
     # data lives, not what the program computes, so two processes that agree on the program
     # may disagree on them (distributed roles compare programs without them).
     path_attrs: tuple[str, ...] = ()
+    # (output slot, input slot) pairs whose var may be one and the same: the op updates
+    # that var in place (``increment(x, in_place=True)``, an array write); the verifier
+    # lets such an op write a var a second time.
+    updates: tuple[tuple[str, str], ...] = ()
+    # The op owns a sub-block and runs it (while, conditional_block, recurrent, ...).
+    sub_block: SubBlockRule | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -137,6 +154,10 @@ class OpSpec:
         if self.host_access not in HOST_ACCESS:
             raise ValueError(f"op {self.type!r}: host_access must be one of "
                              f"{sorted(HOST_ACCESS)}, got {self.host_access!r}")
+
+    def may_update(self, op: OpDesc, name: str) -> bool:
+        """Whether ``op`` may write ``name`` while also reading it (see ``updates``)."""
+        return any(name in op.output(o) and name in op.input(i) for o, i in self.updates)
 
     def input_slot(self, name: str) -> Slot:
         for s in self.inputs:
@@ -167,15 +188,27 @@ class OpSpec:
 class InferContext:
     """What a shape rule sees: input types by slot, attrs, and where to put output types."""
 
-    __slots__ = ("spec", "attrs", "_inputs", "outputs", "_output_counts")
+    __slots__ = ("spec", "attrs", "_inputs", "outputs", "_output_counts", "op",
+                 "_sub_block")
 
     def __init__(self, spec: OpSpec, inputs: Mapping[str, Sequence[TensorType]],
-                 attrs: Mapping[str, Any], output_counts: Mapping[str, int]):
+                 attrs: Mapping[str, Any], output_counts: Mapping[str, int],
+                 op: OpDesc | None = None, sub_block: SubBlockTyper | None = None):
         self.spec = spec
         self.attrs = attrs
         self._inputs = inputs
         self.outputs: dict[str, list[TensorType]] = {}
         self._output_counts = output_counts
+        self.op = op   # the op itself: rules of ops owning a sub-block read var names
+        self._sub_block = sub_block
+
+    def sub_block_types(self, feeds: Mapping[str, TensorType] | None = None
+                        ) -> Callable[[str], TensorType]:
+        """For an op owning a sub-block: the types of the vars after one run of it, given
+        the types of its feeds (the vars of the blocks around have theirs)."""
+        if self._sub_block is None or self.op is None:
+            self.fail("this op runs a sub-block, whose types are not available here")
+        return self._sub_block(self.op, dict(feeds or {}))  # type: ignore[misc,union-attr]
 
     def has_input(self, slot: str) -> bool:
         return bool(self._inputs.get(slot))
@@ -195,18 +228,24 @@ class InferContext:
     def output_count(self, slot: str) -> int:
         return self._output_counts.get(slot, 0)
 
-    def set_output(self, slot: str, shape: Sequence[int], dtype: str) -> None:
+    def set_output(self, slot: str, shape: Sequence[int], dtype: str,
+                   kind: str = "tensor") -> None:
         if self.has_output(slot):
-            self.outputs[slot] = [TensorType(tuple(int(d) for d in shape), dtype)]
+            self.outputs[slot] = [TensorType(tuple(int(d) for d in shape), dtype, kind)]
 
     def set_outputs(self, slot: str, types: Sequence[TensorType]) -> None:
-        self.outputs[slot] = list(types)
+        if types or self.has_output(slot):   # an empty slot the op left out stays out
+            self.outputs[slot] = list(types)
 
     def fail(self, message: str) -> NoReturn:
         raise ShapeError(message)
 
     def fail_dtype(self, message: str) -> NoReturn:
         raise DTypeError(message)
+
+
+# (op, feed types) -> the type of each var after one run of the op's sub-block
+SubBlockTyper = Callable[[OpDesc, dict[str, TensorType]], Callable[[str], TensorType]]
 
 
 class KernelContext:
@@ -316,10 +355,34 @@ class GradContext:
     def __init__(self, op: OpDesc, attrs: Mapping[str, Any],
                  out_grads: Mapping[str, list[str | None]],
                  in_grads: Mapping[str, list[str | None]],
-                 emit: Callable[..., None], tmp: Callable[[str], str]):
+                 emit: Callable[..., None], tmp: Callable[[str], str],
+                 blocks: BlockGrads | None = None):
         self.op, self.attrs = op, attrs
         self._out_grads, self._in_grads = out_grads, in_grads
         self._emit, self._tmp = emit, tmp
+        self._blocks = blocks
+
+    # --- for ops owning a sub-block (supplied by passes.backward) ----------------------
+
+    def var_type(self, name: str) -> TensorType:
+        """The declared type of a var the op reads or writes."""
+        return self._block_grads().var_type(name)
+
+    def differentiate(self, seeds: Seeds, wanted: Sequence[str],
+                      feeds: Sequence[str] = ()) -> SubGrad:
+        """Differentiate the op's sub-block into a new gradient block (a child of the block
+        this gradient goes into): ``seeds`` maps each var the sub-block gives back, whose
+        gradient flows in, to the name holding that gradient (a mapping, or pairs when a
+        var gets several); ``wanted`` lists the vars it receives whose gradients are asked
+        for; ``feeds`` are seed names the gradient block takes per run (declared in it,
+        before the values it takes from the forward runs). See `SubGrad`."""
+        return self._block_grads().differentiate(self.op, seeds, wanted, feeds)
+
+    def _block_grads(self) -> BlockGrads:
+        if self._blocks is None:
+            raise OpArgumentError(f"the gradient of {self.op.type!r} needs its program (it "
+                                  f"runs a sub-block); use passes.backward")
+        return self._blocks
 
     def input(self, slot: str) -> list[str]:
         return self.op.inputs.get(slot, [])
@@ -350,10 +413,28 @@ class GradContext:
         return self._tmp(hint)
 
 
+Seeds = Mapping[str, str] | Sequence[tuple[str, str]]
+
+
+class BlockGrads(Protocol):
+    """What the backward pass lends the gradient makers of ops owning a sub-block."""
+
+    def var_type(self, name: str) -> TensorType: ...
+
+    def differentiate(self, op: OpDesc, seeds: Seeds, wanted: Sequence[str],
+                      feeds: Sequence[str]) -> SubGrad: ...
+
+
+
 # --- helpers shared by many specs -------------------------------------------------------------
 
 def dims_compatible(a: int, b: int) -> bool:
     return a < 0 or b < 0 or a == b
+
+
+def grad_names(names: Sequence[str | None]) -> list[str]:
+    """The gradient names of a slot that are there, in order (None: no gradient)."""
+    return [n for n in names if n is not None]
 
 
 def grad_slot(slot: str) -> str:

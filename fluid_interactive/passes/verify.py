@@ -3,12 +3,14 @@ known slots, known attrs, and declared types that agree with the op's shape rule
 from __future__ import annotations
 
 from ..errors import FluidError
+from ..ir.blocks import SUB_BLOCK, outer_interface, sub_block_index
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_shape
 from ..ir.verify import check_structure
-from ..ops.apply import infer_op
+from ..ops.apply import declared_typer, infer_op
 from ..ops.registry import get_spec
-from ..ops.spec import TensorType
+from ..ops.spec import TensorType, var_type
+from ..ops.sub_block import SubBlockRule
 
 
 def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | None:
@@ -26,9 +28,13 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | Non
 
     def type_of(name: str) -> TensorType:
         v = program.var(block, name)  # check_structure found every name declared
-        return TensorType(v.shape, v.dtype)
+        return var_type(v)
+    if spec.sub_block is not None:
+        problem = _sub_block_problem(program, op, spec.sub_block)
+        if problem:
+            return problem
     try:
-        inferred = infer_op(op, type_of)
+        inferred = infer_op(op, type_of, declared_typer(program))
     except FluidError as e:
         return f"shape rule fails: {e}"
     for slot, types in inferred.items():
@@ -43,9 +49,32 @@ def _op_problem(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str | Non
     return None
 
 
+def _sub_block_problem(program: ProgramDesc, op: OpDesc, rule: SubBlockRule) -> str | None:
+    """The op's slots list every var of the blocks around that its sub-block reads and
+    writes (they are what the op passes in and takes back)."""
+    idx = sub_block_index(op)
+    if idx is None:
+        return f"op {op.type!r} runs a sub-block but has no {SUB_BLOCK!r} attr"
+    reads, writes = outer_interface(program, program.blocks[idx])
+    missing_in = [n for n in reads if n not in op.input(rule.reads)]
+    missing_out = [n for n in writes if n not in op.output(rule.writes)]
+    if missing_in or missing_out:
+        return (f"its block {idx} reads {missing_in or 'nothing missing'} and writes "
+                f"{missing_out or 'nothing missing'} of the blocks around, which its slots "
+                f"{rule.reads}/{rule.writes} do not list")
+    return None
+
+
+def _may_update(op: OpDesc, name: str) -> bool:
+    try:
+        return get_spec(op.type).may_update(op, name)
+    except FluidError:
+        return False
+
+
 def check_program(program: ProgramDesc) -> None:
     """Raise `fluid.VerifyError` at the first broken invariant, showing the ops around it.
 
     The one meaning of checking a program: `Compile()`, `fluid.load` and the transpiler's
     tests all run this full check (text, structure, and every op against its spec)."""
-    check_structure(program, _op_problem)
+    check_structure(program, _op_problem, _may_update)

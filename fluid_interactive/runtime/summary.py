@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..ir.blocks import nested_blocks
 from ..ir.layers import layer_type, model_ops, scope_of
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, VarDesc
 from ..ir.text import format_shape
@@ -147,7 +148,7 @@ def summarize(program: ProgramDesc, methods: None | str | Sequence[str] = None
             inputs.setdefault(n, _shape(program.find_var(block, n)))
         calls: dict[str, int] = {}
         last: str | None = None
-        for layer, op in model_ops(block):
+        for layer, op in model_ops(block, program):   # loop bodies' layers too
             row = rows.get(layer)
             if row is None:
                 row = rows[layer] = LayerRow(layer, layer_type(layer), "")
@@ -156,7 +157,7 @@ def summarize(program: ProgramDesc, methods: None | str | Sequence[str] = None
                 row.calls = max(row.calls, calls[layer])
             last = layer
             if block is blocks[0] or not row.output:
-                row.output = _shape(program.find_var(block, op.output_names()[0]))
+                row.output = _shape(_declared(program, block, op.output_names()[0]))
             for n in op.input_names() + op.output_names():
                 var = g0.vars.get(n)
                 if var is None or not var.persistable or var.kind != "tensor" or n in counted:
@@ -180,6 +181,15 @@ def summarize(program: ProgramDesc, methods: None | str | Sequence[str] = None
     return Summary(program.name or "program", [b.name for b in blocks], list(rows.values()),
                    list(inputs.items()), trainable, non_trainable,
                    sum(_size(g0.vars[n]) for n in opt_vars), opt_vars, nbytes)
+
+
+def _declared(program: ProgramDesc, block: BlockDesc, name: str) -> VarDesc | None:
+    """A var of ``block`` or of a block nested in it."""
+    var = program.find_var(block, name)
+    if var is None:
+        var = next((b.vars[name] for b in nested_blocks(program, block) if name in b.vars),
+                   None)
+    return var
 
 
 def _itemsize(dtype: str) -> int:

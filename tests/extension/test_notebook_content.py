@@ -184,3 +184,26 @@ def test_onnx_story(tmp_path, kernel_env):
     assert "exported in" in stdout_of(nb, "path = os.path.join")
     if HAS_DOT:
         assert svgs_of(nb, "fluid.graph(net.infer)")
+
+
+def test_control_flow_story(tmp_path, kernel_env):
+    """The LSTM written in a StaticRNN learns the adding problem at T=20 and runs at T=40
+    with the same step function; Newton's While runs a data-dependent number of
+    iterations and its gradient is 1/(2 sqrt a); the sources show real loops."""
+    nb, facts = run("07_control_flow.ipynb", """{
+        'mse_20': mse_20, 'steps': history.steps,
+        'trips': [trips[a] for a in (2.0, 100.0, 1e6)],
+        'grads': [float(newton.sqrt(np.array([a]))[2]) for a in (2.0, 100.0, 1e6)],
+        'functions': re.findall(r"^def (\\w+)", lstm.test_mse.source, flags=re.M),
+        'plans': len(lstm.test_mse.runner.plans)}""", tmp_path)
+    assert facts["steps"] == 800 and facts["mse_20"] < (1 / 6) / 20
+    assert len(set(facts["trips"])) == 3 and facts["trips"] == sorted(facts["trips"])
+    for a, grad in zip((2.0, 100.0, 1e6), facts["grads"]):
+        assert abs(grad - 0.5 / a ** 0.5) < 1e-6
+    assert facts["functions"][0] == "test_mse" and len(facts["functions"]) == 2
+    assert facts["plans"] == 2   # T=20 and T=40, one step function
+    loop_lines = stdout_of(nb, 'print("\\n".join(line for line in re.sub')
+    assert "while " in loop_lines and "for " in loop_lines
+    assert "fluid.layers.cond(pred" in stdout_of(nb, "class Branchy")
+    if HAS_DOT:
+        assert svgs_of(nb, "fluid.graph(lstm.test_mse)")

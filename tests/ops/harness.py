@@ -199,3 +199,152 @@ def check_grad(op_type: str, inputs: Arrays, attrs: dict | None = None,
                 numeric[k] = (fp - fm) / (2 * eps)
             np.testing.assert_allclose(np.asarray(g).reshape(-1)[flat], numeric, rtol=rtol,
                                        atol=atol, err_msg=f"{op_type} gradient of {slot}")
+
+
+# --- ops owning sub-blocks: whole traced programs -------------------------------------------
+
+def _program_class(build: Callable[[], Any], feeds: Sequence[str], cotangents: Mapping):
+    """A `fluid.Program` whose method ``f`` runs ``build()`` and, with ``cotangents``
+    (output index -> array), also returns the gradients of sum(out * cotangent) with
+    respect to the data vars listed in ``cotangents['wrt']``."""
+    import fluid
+    from fluid_interactive.frontend.tracing import current_trace
+
+    cot_names = [f"cotangent_{k}" for k in cotangents.get("values", {})]
+
+    class Checked(fluid.Program):
+        @fluid.network(*feeds, *cot_names)
+        def f(self):
+            outs = _as_list(build())
+            if not cot_names:
+                return tuple(outs)
+            terms = []
+            for (k, value), name in zip(cotangents["values"].items(), cot_names):
+                c = fluid.layers.data(name, shape=list(value.shape), dtype="float64",
+                                      append_batch_size=False)
+                terms.append(fluid.layers.reduce_sum(outs[k] * c))
+            loss = terms[0] if len(terms) == 1 else fluid.layers.sums(terms)
+            trace = current_trace()
+            wrt = [fluid.Variable(trace, n) for n in cotangents["wrt"]]
+            grads = fluid.gradients(loss, wrt)
+            return tuple(outs) + (loss,) + tuple(grads)
+    return Checked, cot_names
+
+
+def _interpret(prog, args: dict, xp: Any = np) -> dict:
+    block = prog.program.block("f")
+    env = {n: xp.asarray(v) for n, v in args.items()}
+    env.update({n: xp.asarray(prog.get_var(n)) for n in prog.var_names()})
+    return run_ops(block.ops, env, xp=xp, program=prog.program, block=block)
+
+
+def _returned(prog, env: dict) -> list:
+    from fluid_interactive.ir.records import returned_names
+    return [env[n] for n in returned_names(prog.program.block("f").returns)]
+
+
+def check_block(build: Callable[[], Any], feeds: Mapping[str, Any],
+                wrt: Sequence[str] = (), rtol: float = 1e-6, atol: float = 1e-8,
+                eps: float = 1e-6, max_elements: int = 24, seed: int = 0,
+                syncs: int | None = None) -> list[np.ndarray]:
+    """A program with control flow, checked as `check_op` / `check_grad` check one op.
+
+    ``build()`` runs inside a traced method: it declares the data vars named in ``feeds``
+    (float ones in float64) and returns an output var or a list of them. The compiled plan
+    must agree with the reference interpreter, on the host and on the device module (where
+    the only host crossings are reads of single values: ``syncs`` of them when given). With
+    ``wrt`` (names of float data vars, declared with ``stop_gradient=False``), the
+    gradients of sum(output * random cotangent) must agree between plan, interpreter and
+    central finite differences. Returns the outputs."""
+    feeds = {n: _promote(np.asarray(v)) for n, v in feeds.items()}
+    forward_cls, _ = _program_class(build, list(feeds), {})
+    forward = forward_cls().Compile(seed=seed)
+    outs = [np.asarray(o) for o in _as_list(forward.f(**feeds))]
+    reference = _returned(forward, _interpret(forward, feeds))
+    for got, want in zip(outs, reference):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
+    _check_on_device(forward_cls, feeds, reference, syncs, seed)
+    if wrt:
+        rng = np.random.default_rng(seed)
+        cot = {k: rng.standard_normal(o.shape) for k, o in enumerate(outs)
+               if o.dtype.kind == "f"}
+        _check_block_grads(build, feeds, wrt, cot, seed, (rtol, atol, eps, max_elements))
+    return outs
+
+
+def _promote(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) if a.dtype.kind == "f" else a
+
+
+def _check_block_grads(build, feeds, wrt, cot, seed, tolerances) -> None:
+    rtol, atol, eps, max_elements = tolerances
+    cls, cot_names = _program_class(build, list(feeds), {"values": cot, "wrt": list(wrt)})
+    prog = cls().Compile(seed=seed)
+    args = dict(feeds, **dict(zip(cot_names, cot.values())))
+    results = _as_list(prog.f(**args))
+    n_out = len(results) - 1 - len(wrt)
+    compiled = results[n_out + 1:]
+    env = _interpret(prog, args)
+    _check_on_device(cls, args, _returned(prog, env), None, seed)   # the gradient, too
+    interpreted = _returned(prog, env)[n_out + 1:]
+    loss_name = _returned_names(prog)[n_out]
+    rng = np.random.default_rng(seed)
+    for name, got, ref in zip(wrt, compiled, interpreted):
+        assert got is not None, f"no gradient reaches {name}"
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of {name}: plan vs interpreter")
+        x = feeds[name]
+        flat = np.arange(x.size) if x.size <= max_elements else \
+            rng.choice(x.size, max_elements, replace=False)
+        numeric = np.empty(len(flat))
+        for k, i in enumerate(flat):
+            values = []
+            for sign in (1, -1):
+                moved = x.copy()
+                moved.flat[i] += sign * eps
+                values.append(float(_interpret(prog, dict(args, **{name: moved}))[loss_name]))
+            numeric[k] = (values[0] - values[1]) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(got).reshape(-1)[flat], numeric, rtol=1e-5,
+                                   atol=1e-7, err_msg=f"gradient of {name}: finite differences")
+
+
+def _returned_names(prog) -> list[str]:
+    from fluid_interactive.ir.records import returned_names
+    return returned_names(prog.program.block("f").returns)
+
+
+def _check_on_device(cls, feeds: dict, reference: list, syncs: int | None, seed: int
+                     ) -> None:
+    """The compiled plan on the device module (the stand-in, or CuPy): the same values, and
+    no crossing between host and device but the feeds going in, the results coming out and
+    single values read back (a loop's condition, an array's index): ``syncs`` of those
+    when given."""
+    from fluid_interactive import backend
+    from fluid_interactive.ir.blocks import walk_ops
+
+    from .device import COVERED, REAL_CUPY, _transfers, device_module
+    xp = device_module()
+    saved = backend._cupy_with_gpu
+    if not REAL_CUPY:
+        backend._cupy_with_gpu = lambda: xp
+    try:
+        prog = cls().Compile(seed=seed, device="gpu")
+        prog.f(**feeds)   # the first call plans: kernels are prepared, constants moved
+        with _transfers() as moved:
+            outs = _as_list(prog.f(**feeds))
+    finally:
+        backend._cupy_with_gpu = saved
+    block = prog.program.block("f")
+    index = any(get_spec(op.type).host_access == "index"
+                for _, op in walk_ops(prog.program, block))
+    scalars = sum(isinstance(o, (float, int, bool)) for o in outs)
+    if moved:   # CuPy itself counts nothing
+        extra = {k: v for k, v in moved.items() if v and k not in ("to_device", "to_host", "sync")}
+        assert not extra, f"the program crossed between host and device: {dict(moved)}"
+        assert moved["to_host"] == len(outs) - scalars, dict(moved)
+        assert index or moved["to_device"] == len(feeds), dict(moved)
+        if syncs is not None:
+            assert moved["sync"] - scalars == syncs, (dict(moved), syncs)
+    for got, want in zip(outs, reference):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-8)
+    COVERED.update(op.type for _, op in walk_ops(prog.program, block))

@@ -7,6 +7,7 @@ import difflib as _difflib
 from . import (
     activations,
     compare,
+    control_flow,
     conv,
     io,
     loss,
@@ -16,11 +17,14 @@ from . import (
     nn,
     norm,
     recurrent,
+    rnn,
     sequence,
     tensor,
+    tensor_array,
 )
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
+from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -30,11 +34,14 @@ from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .recurrent import *  # noqa: F403
+from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
+from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, conv, io, loss, lr, math, metric,
-                                nn, norm, recurrent, sequence, tensor)
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, io, loss, lr,
+                                math, metric, nn, norm, recurrent, rnn, sequence, tensor,
+                                tensor_array)
                   for name in module.__all__})
 
 

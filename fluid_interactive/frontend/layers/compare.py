@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from numbers import Real
 
-from ...errors import OpArgumentError
+from ...errors import DTypeError, OpArgumentError, ShapeError
+from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
-from .helpers import append_simple, as_variable
+from .helpers import LayerHelper, append_simple, as_variable
 from .tensor import fill_constant
 
-__all__ = ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal"]
+__all__ = ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
+           "logical_and", "logical_or", "logical_xor", "logical_not"]
 
 Operand = Variable | float | int
 
@@ -26,43 +28,95 @@ def _operand(x: Variable, y: Operand, op_type: str) -> Variable:
                                     f"{type(y).__name__} {y!r:.40}; use a Variable or a number")
 
 
-def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None) -> Variable:
+def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None,
+             cond: Variable | None) -> Variable:
     x = as_variable(x, f"{op_type}: x")
-    out = append_simple(op_type, {"X": x, "Y": _operand(x, y, op_type)}, {"axis": axis},
-                        name=name)
+    inputs = {"X": x, "Y": _operand(x, y, op_type)}
+    if cond is None:
+        out = append_simple(op_type, inputs, {"axis": axis}, name=name)
+    else:   # write into an existing bool var: a loop's condition
+        out = as_variable(cond, f"{op_type}: cond")
+        helper = LayerHelper(op_type, name)
+        if out.dtype != "bool":
+            raise error_at(DTypeError, f"{op_type}: cond must be a bool var, got "
+                                       f"{out.name}:{short_type(out.desc)}")
+        trace = helper.trace
+        if trace.block.name and trace.has_value(out.name):
+            raise error_at(OpArgumentError,
+                           f"{op_type}: cond={out.name!r} already holds a value; cond= "
+                           f"updates a loop's condition inside its body (a While or cond "
+                           f"block). Here, compare into a new var: leave out cond=")
+        made = helper.append(op_type, inputs, {"axis": axis}, outputs={"Out": [out.name]})
+        got = made["Out"][0]
+        if tuple(got.shape) != tuple(out.shape) and -1 not in out.shape:
+            raise error_at(ShapeError, f"{op_type}: cond {out.name!r} has shape "
+                                       f"{list(out.shape)}, the comparison gives "
+                                       f"{list(got.shape)}")
     out.stop_gradient = True
     return out
 
 
-def less_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None) -> Variable:
-    """``x < y`` elementwise (bool)."""
-    return _compare("less_than", x, y, axis, name)
+def less_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+              cond: Variable | None = None) -> Variable:
+    """``x < y`` elementwise (bool); with ``cond`` the result is written into that bool
+    var (a loop's condition) and returned."""
+    return _compare("less_than", x, y, axis, name, cond)
 
 
-def less_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
-               ) -> Variable:
-    """``x <= y`` elementwise (bool)."""
-    return _compare("less_equal", x, y, axis, name)
+def less_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+               cond: Variable | None = None) -> Variable:
+    """``x <= y`` elementwise (bool); ``cond`` as in `less_than`."""
+    return _compare("less_equal", x, y, axis, name, cond)
 
 
-def greater_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None
-                 ) -> Variable:
-    """``x > y`` elementwise (bool)."""
-    return _compare("greater_than", x, y, axis, name)
+def greater_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+                 cond: Variable | None = None) -> Variable:
+    """``x > y`` elementwise (bool); ``cond`` as in `less_than`."""
+    return _compare("greater_than", x, y, axis, name, cond)
 
 
-def greater_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
-                  ) -> Variable:
-    """``x >= y`` elementwise (bool)."""
-    return _compare("greater_equal", x, y, axis, name)
+def greater_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+                  cond: Variable | None = None) -> Variable:
+    """``x >= y`` elementwise (bool); ``cond`` as in `less_than`."""
+    return _compare("greater_equal", x, y, axis, name, cond)
 
 
-def equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None) -> Variable:
-    """``x == y`` elementwise (bool)."""
-    return _compare("equal", x, y, axis, name)
+def equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+          cond: Variable | None = None) -> Variable:
+    """``x == y`` elementwise (bool); ``cond`` as in `less_than`."""
+    return _compare("equal", x, y, axis, name, cond)
 
 
-def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None
-              ) -> Variable:
-    """``x != y`` elementwise (bool)."""
-    return _compare("not_equal", x, y, axis, name)
+def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
+              cond: Variable | None = None) -> Variable:
+    """``x != y`` elementwise (bool); ``cond`` as in `less_than`."""
+    return _compare("not_equal", x, y, axis, name, cond)
+
+
+def _logical(op_type: str, x: Variable, y: Variable | None, name: str | None) -> Variable:
+    inputs = {"X": as_variable(x, f"{op_type}: x")}
+    if y is not None:
+        inputs["Y"] = as_variable(y, f"{op_type}: y")
+    out = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
+    out.stop_gradient = True
+    return out
+
+
+def logical_and(x: Variable, y: Variable, name: str | None = None) -> Variable:
+    """``x and y`` elementwise, for bool vars."""
+    return _logical("logical_and", x, y, name)
+
+
+def logical_or(x: Variable, y: Variable, name: str | None = None) -> Variable:
+    """``x or y`` elementwise, for bool vars."""
+    return _logical("logical_or", x, y, name)
+
+
+def logical_xor(x: Variable, y: Variable, name: str | None = None) -> Variable:
+    """``x xor y`` elementwise, for bool vars."""
+    return _logical("logical_xor", x, y, name)
+
+
+def logical_not(x: Variable, name: str | None = None) -> Variable:
+    """``not x`` elementwise, for a bool var."""
+    return _logical("logical_not", x, None, name)

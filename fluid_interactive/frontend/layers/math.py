@@ -57,6 +57,13 @@ def elementwise_pow(x: Variable, y: Variable, axis: int = -1, act: str | None = 
     return _elementwise("elementwise_pow", x, y, axis, act, name)
 
 
+def elementwise_mod(x: Variable, y: Variable, axis: int = -1, act: str | None = None,
+                    name: str | None = None) -> Variable:
+    """``x mod y`` elementwise, with the sign of ``y`` (Python's ``%``), broadcast as in
+    `elementwise_add`; e.g. the step of a schedule that repeats every n steps."""
+    return _elementwise("elementwise_mod", x, y, axis, act, name)
+
+
 def scale(x: Variable, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = True,
           act: str | None = None, name: str | None = None) -> Variable:
     """``scale * x + bias`` (``scale * (x + bias)`` when ``bias_after_scale=False``)."""
@@ -106,5 +113,5 @@ def pow(x: Variable, factor: float = 1.0, name: str | None = None) -> Variable:
 
 
 __all__ = ['elementwise_add', 'elementwise_sub', 'elementwise_mul', 'elementwise_div',
-           'elementwise_max', 'elementwise_min', 'elementwise_pow', 'scale', 'mul', 'matmul',
-           'sums', 'mean', 'clip', 'pow']
+           'elementwise_max', 'elementwise_min', 'elementwise_pow', 'elementwise_mod',
+           'scale', 'mul', 'matmul', 'sums', 'mean', 'clip', 'pow']

@@ -5,6 +5,7 @@ while the method is traced, naming the shapes and the line that called the layer
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from ...errors import OpArgumentError, ShapeError
 from ...ir.records import FLOAT_DTYPES, canonical_dtype
 from ...ir.text import format_shape
 from ...ops.spec import dims_compatible
+from ..param_attr import ParamAttr
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
@@ -177,6 +179,23 @@ def fill_constant(shape: IntList, dtype: Any, value: float, name: str | None = N
     return out
 
 
+def fill_constant_batch_size_like(input: Variable, shape: IntList, dtype: Any, value: float,
+                                  input_dim_idx: int = 0, output_dim_idx: int = 0
+                                  ) -> Variable:
+    """A var of ``shape`` filled with ``value`` whose dim ``output_dim_idx`` is the size
+    of ``input``'s dim ``input_dim_idx`` (a batch size known only when the method runs):
+    e.g. a loop's initial state ``[?, hidden]`` from the input ``[?, features]``."""
+    dims = _ints(shape, "shape", "fill_constant_batch_size_like")
+    dt = _dtype(dtype, "fill_constant_batch_size_like")
+    val = float(value) if dt in FLOAT_DTYPES else (bool(value) if dt == "bool" else int(value))
+    out = append_simple("fill_constant_batch_size_like", {"Input": input},
+                        {"shape": dims, "dtype": dt, "value": val,
+                         "input_dim_idx": int(input_dim_idx),
+                         "output_dim_idx": int(output_dim_idx)})
+    out.stop_gradient = True
+    return out
+
+
 def assign(input: Variable | np.ndarray, output: Variable | None = None) -> Variable:
     """A copy of ``input`` (a Variable, or a NumPy array recorded as a constant). With
     ``output`` the copy is written into that existing var (e.g. a parameter), whose shape
@@ -203,5 +222,23 @@ def assign(input: Variable | np.ndarray, output: Variable | None = None) -> Vari
     return out
 
 
-__all__ = ["reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "cast",
-           "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "fill_constant", "assign"]
+def create_parameter(shape: IntList, dtype: Any, name: str | None = None,
+                     attr: Any = None, is_bias: bool = False,
+                     default_initializer: Any = None) -> Variable:
+    """A trainable parameter of the given ``shape`` and ``dtype`` in the program's state
+    (block 0), initialised by ``default_initializer`` (default: Xavier, or zeros for a
+    bias), unless ``attr`` (a `ParamAttr` or a name) says otherwise. Calling it again
+    with the same name (in the same var_scope) gives the same parameter, so methods and
+    loops share it."""
+    helper = LayerHelper("create_parameter", name)
+    pattr = helper.param_attr(attr, "attr") or ParamAttr()
+    if pattr.name is None and name is not None:
+        pattr = dataclasses.replace(pattr, name=helper.user_name)
+    dims = _ints(shape, "shape", "create_parameter")
+    return helper.create_parameter(pattr, dims, _dtype(dtype, "create_parameter"),
+                                   default_initializer, is_bias)
+
+
+__all__ = ["create_parameter", "reshape", "transpose", "concat", "split", "slice", "squeeze",
+           "unsqueeze", "cast", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+           "fill_constant", "fill_constant_batch_size_like", "assign"]

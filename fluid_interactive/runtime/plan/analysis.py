@@ -9,18 +9,19 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ShapeError
+from ...ir.blocks import declared_within, sub_block_index
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
-from ...ir.source import format_location
-from ...ir.text import format_loc, format_op
-from ...ops.apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
+from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
 from ...ops.spec import Forward, OpSpec, TensorType
 from .buffers import assign_buffers
+from .shapes import Typing, concrete_types, describe_op, inherited
+
+__all__ = ["Step", "BlockAnalysis", "analyse_block", "analyse_body", "describe_op", "op_rng"]
 
 
 @dataclass
@@ -40,39 +41,9 @@ class BlockAnalysis:
     constants: dict[str, Any]
     persistables: set[str]
     returned: set[str]
-
-
-def describe_op(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
-    line = format_op(op, lambda n: program.find_var(block, n))
-    where = format_loc(op.loc)
-    return f"{line}" + (f"\n  recorded at {format_location(op.loc)}" if where else "")
-
-
-def _concrete_types(program: ProgramDesc, block: BlockDesc,
-                    feed_types: dict[str, TensorType]) -> dict[str, TensorType]:
-    types = dict(feed_types)
-
-    def type_of(name: str) -> TensorType:
-        t = types.get(name)
-        if t is None:
-            v = program.find_var(block, name)
-            t = TensorType(v.shape, v.dtype)
-            types[name] = t
-        return t
-
-    for op in block.ops:
-        try:
-            out = infer_op(op, type_of)
-        except ShapeError as e:
-            raise ShapeError(f"{e}\n  in op: {describe_op(program, block, op)}\n"
-                             f"  (with the fed shapes {_fmt_types(feed_types)})") from None
-        for slot, ts in out.items():
-            types.update(zip(op.outputs[slot], ts))
-    return types
-
-
-def _fmt_types(types: dict[str, TensorType]) -> str:
-    return ", ".join(f"{n}: {t.dtype}{list(t.shape)}" for n, t in types.items()) or "none"
+    typing: Typing
+    # returned vars of sub-blocks: the plan gives back their values of every run, stacked
+    collected: set[str] = field(default_factory=set)
 
 
 def _live_ops(block: BlockDesc, persistables: set[str], needed: set[str]) -> list[OpDesc]:
@@ -87,9 +58,23 @@ def _live_ops(block: BlockDesc, persistables: set[str], needed: set[str]) -> lis
     return live
 
 
+def _rewritten(ops: list[OpDesc]) -> set[str]:
+    """Vars written by more than one op (a loop's carried vars): never constants."""
+    seen: set[str] = set()
+    again: set[str] = set()
+    for op in ops:
+        for n in op.output_names():
+            (again if n in seen else seen).add(n)
+    return again
+
+
 def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
-                    persistables: set[str], rng: Any) -> tuple[list[OpDesc], dict[str, Any]]:
+                    persistables: set[str], rng: Any, inputs: Set[str] = frozenset()
+                    ) -> tuple[list[OpDesc], dict[str, Any]]:
+    """Ops computing values known at plan time run once, now; never one writing a
+    persistable var, a var written twice or a var the block receives (a carried var)."""
     constants: dict[str, Any] = {}
+    fixed = persistables | _rewritten(ops) | set(inputs)
     kept = []
     for op in ops:
         spec = get_spec(op.type)
@@ -97,7 +82,9 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
                         for n in op.inputs.get(s.name, ())]
         foldable = (not spec.random and spec.kernel is not None
                     and all(n in constants for n in value_inputs)
-                    and not any(n in persistables for n in op.output_names()))
+                    and not any(n in fixed for n in op.output_names())
+                    and not any(d < 0 for n in op.input_names() + op.output_names()
+                                for d in types[n].shape))
         if not foldable:
             kept.append(op)
             continue
@@ -109,24 +96,61 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
     return kept, constants
 
 
-def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
-                  xp: Any, rng_for: Callable[[int], Any]) -> BlockAnalysis:
-    """Everything code generation needs to know about ``block`` for these feed types."""
-    types = _concrete_types(program, block, feed_types)
-    persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
-                    if program.find_var(block, n).persistable}
-    returned = set(returned_names(block.returns))
-    ops = _live_ops(block, persistables, returned)
-    ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
+def _steps(block: BlockDesc, ops: list[OpDesc]) -> list[Step]:
     index_of = {id(op): i for i, op in enumerate(block.ops)}
     steps = []
     for op in ops:
         spec = get_spec(op.type)
         steps.append(Step(index_of[id(op)], op, spec, flat_inputs(spec, op),
                           flat_outputs(spec, op)))
+    return steps
+
+
+def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
+                  xp: Any, rng_for: Callable[[int], Any], typing: Typing | None = None
+                  ) -> BlockAnalysis:
+    """Everything code generation needs to know about a method's ``block`` for these feed
+    types."""
+    typing = typing or Typing(program)
+    types = concrete_types(typing, block, feed_types)
+    persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
+                    if program.find_var(block, n).persistable}
+    returned = set(returned_names(block.returns))
+    collected = {n for n in returned if program.find_var(block, n) is None}
+    ops = _live_ops(block, persistables, returned | _owners_of(program, block, collected))
+    ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
+    steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
     assign_buffers(steps, types, xp, no_buffer)
-    return BlockAnalysis(types, steps, constants, persistables, returned)
+    return BlockAnalysis(types, steps, constants, persistables, returned, typing, collected)
+
+
+def _owners_of(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[str]:
+    """The outputs of the ops whose sub-blocks declare one of ``names``: a plan that
+    gathers those vars' values runs those ops."""
+    needed: set[str] = set()
+    for op in block.ops:
+        idx = sub_block_index(op)
+        if idx is not None and names & declared_within(program, program.blocks[idx]):
+            needed.update(op.output_names())
+    return needed
+
+
+def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType],
+                 results: list[str], xp: Any, rng_for: Callable[[int], Any]
+                 ) -> BlockAnalysis:
+    """The same for a sub-block run as a function: ``inputs`` are its parameters (feeds and
+    the vars it reads of the blocks around), ``results`` what it gives back (its writes,
+    returns and kept values), all without a buffer of the body's own: each run's results
+    are new arrays, so nothing that outlives a run is overwritten by the next."""
+    start = inherited(typing, block, inputs)
+    start.update(inputs)
+    types = concrete_types(typing, block, start)
+    ops = _live_ops(block, set(), set(results))
+    ops, constants = _fold_constants(ops, types, xp, set(), rng_for(-1), set(inputs))
+    steps = _steps(block, ops)
+    assign_buffers(steps, types, xp, set(results) | set(inputs))
+    return BlockAnalysis(types, steps, constants, set(), set(results), typing)
 
 
 def op_rng(seed: int | None, block_idx: int, op_index: int, np_module) -> Any:

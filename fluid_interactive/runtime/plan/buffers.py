@@ -14,7 +14,9 @@ its previous owner has run. Two refinements:
   reads them as one array without gathering them.
 
 An op that may return a view of an input (``spec.aliases``) keeps that input alive as
-long as its own output. Feeds, constants, persistable and returned vars get no buffer.
+long as its own output. Feeds, constants, persistable and returned vars get no buffer, nor
+do the results of an op that runs a sub-block (new arrays of each run) except the arrays it
+stacks the runs' results into (``SubBlockRule.stacked``).
 """
 from __future__ import annotations
 
@@ -119,10 +121,15 @@ class _Planner:
 
     def assign(self, step, i: int) -> None:
         taken: set[str] = set()
+        rule = step.spec.sub_block
         for slot in step.spec.outputs:
             bufs = []
+            # what a sub-block gives back is a new array per run; only the arrays an op
+            # stacks the runs' results into are planned
+            unplanned = rule is not None and slot.name not in rule.stacked
             for name in step.op.outputs.get(slot.name, ()):
-                if name in self.no_buffer:
+                if name in self.no_buffer or unplanned or any(
+                        d < 0 for d in self.types[name].shape):   # sized when it runs
                     bufs.append(None)
                     continue
                 if name in self.fixed:

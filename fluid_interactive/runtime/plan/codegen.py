@@ -1,99 +1,63 @@
-"""Generating straight-line Python for an analysed block.
+"""Generating straight-line Python for an analysed method block.
 
 One line per kernel call, values bound to locals, persistable updates committed in one
 ``S.update`` at the end so a step that fails part way leaves the scope untouched::
 
     def train_step(S, x, y):
         v0, v1 = load_scope(S)  # every scope value the step reads, in one step
-        v2 = k0(x, v0)       # prediction/fc_0.tmp_0:f32[256,1] = mul(X=x, Y=...)  # fit.py:21
+        v2 = k0(x, v0)       # prediction/fc_0.tmp_0:f32[?,1] = mul(X=x, Y=...)  # fit.py:21
         ...
         S.update({'prediction/fc_0.w_0': v9, ...})
         return v7.item()
+
+Comments show each op's text line with its declared types, so the source reads the same
+for every feed signature. An op owning a sub-block is a real Python loop or branch
+calling the sub-block's own function (`loops`), whose text follows the method's.
 """
 from __future__ import annotations
 
-import keyword
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from ...ir.names import escape_unprintable
-from ...ir.records import BlockDesc, ProgramDesc, VarDesc
-from ...ir.text import format_op
-from ...ops.apply import prepare_kernel
-from ...ops.spec import Forward
-from .analysis import BlockAnalysis
-from .sources import compile_source, release_with, source_filename
+import numpy as np
 
+from ...backend import to_host
+from ...ir.records import BlockDesc, ProgramDesc
+from .analysis import BlockAnalysis, Step
+from .emitter import Emitter, GeneratedCode, StepPlan, py_name
+from .loops import SubPlans, emit_steps, finish
 
-@dataclass
-class GeneratedCode:
-    fn: Callable
-    source: str
-    filename: str
-    line_to_op: dict[int, int]   # generated line -> op index in the block
-    pool: list | None = None  # where a concurrently used instance goes back to
-    nbytes: int = 0           # its preallocated buffers (what keeping the plan costs)
-    used: bool = False        # called since the plan cache last looked (see PlanCache)
-
-
-def _py_name(name: str, used: set[str]) -> str:
-    """A fresh ASCII identifier that recalls ``name`` (any text a program holds)."""
-    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
-        base = "v_" + base
-    candidate, k = base, 1
-    while candidate in used:
-        candidate = f"{base}_{k}"
-        k += 1
-    used.add(candidate)
-    return candidate
-
-
-class _Emitter:
-    """Keeps the mapping from var names to Python locals while lines are emitted."""
-
-    def __init__(self, reserved: set[str]):
-        self.used = set(reserved)
-        self.local: dict[str, str] = {}
-        self.namespace: dict[str, Any] = {}
-        self.lines: list[str] = []
-        self.line_to_op: dict[int, int] = {}
-
-    def bind(self, value: Any, prefix: str) -> str:
-        name = _py_name(prefix, self.used)
-        self.namespace[name] = value
-        return name
-
-    def fresh_local(self, var: str) -> str:
-        name = _py_name(var, self.used)
-        self.local[var] = name
-        return name
-
-    def emit(self, text: str, op_index: int | None = None) -> None:
-        self.lines.append("    " + text)
-        if op_index is not None:
-            self.line_to_op[len(self.lines) + 1] = op_index  # +1 for the def line
+__all__ = ["GeneratedCode", "generate"]
 
 
 def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: BlockDesc,
-                 em: _Emitter, host: Callable[[str], str]) -> str:
+                 em: Emitter, host: Callable[[str], str], xp: Any = np) -> str:
     if returns is None:
         return "None"
     if isinstance(returns, tuple):
-        inner = ", ".join(_return_expr(r, analysis, program, block, em, host) for r in returns)
+        inner = ", ".join(_return_expr(r, analysis, program, block, em, host, xp)
+                          for r in returns)
         return f"({inner},)" if len(returns) == 1 else f"({inner})"
     if isinstance(returns, dict):
-        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host)}"
+        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host, xp)}"
                           for k, v in returns.items())
         return "{" + inner + "}"
+    if returns in analysis.collected:   # a var of a loop's body: its value of every run
+        stack = em.bind(_stacker(xp), "stack_runs")
+        return f"{stack}({em.collected.get(returns, '[]')})"
     var = program.find_var(block, returns)
-    local = em.local[returns]
     if not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
-        return f"{local}.item()"
-    return host(local)
+        return f"{em.local[returns]}.item()"
+    return host(returns)
+
+
+def _stacker(xp: Any) -> Callable[[list], Any]:
+    """``stack(values)``: the values a var had in each run of its block, stacked along a
+    new first dim, as a host array (an empty array for no run)."""
+    def stack(values: list) -> Any:
+        return to_host(xp.stack(values)) if values else np.empty((0,))
+    return stack
 
 
 def _size(shape) -> int:
@@ -105,62 +69,51 @@ def _size(shape) -> int:
 
 def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
-             is_test: bool, tag: str) -> GeneratedCode:
-    em = _Emitter({"S"})
+             is_test: bool, tag: str, subplans: SubPlans | None = None) -> GeneratedCode:
+    em = Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
         em.local[name] = em.bind(value, "c_" + name)
-    # Copy results that share memory with a buffer, a feed, a constant or the scope.
-    owned = {n for s in analysis.steps if not s.spec.aliases for n in s.outputs}
     on_host = xp.__name__ == "numpy"
 
-    def host(local: str) -> str:
-        var = next(v for v, loc in em.local.items() if loc == local)
+    def host(var: str) -> str:
+        local = em.local[var]
         if not on_host:
             return f"{local}.get()"
-        return local if var in owned and var not in analysis.persistables else f"{local}.copy()"
+        # a result shares no memory with a buffer, a feed, a constant or the scope
+        fresh = var in em.safe and var not in analysis.persistables
+        return local if fresh else f"{local}.copy()"
 
+    plan = StepPlan(program, block, analysis, xp, rng_for, is_test, tag,
+                    subplans or SubPlans(None), collect=frozenset(analysis.collected))
     writes: dict[str, str] = {}
-    plan_state: dict = {}   # what kernels of this plan share (see KernelContext.shared)
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
-    for step in analysis.steps:
-        kernel = prepare_kernel(step.op, analysis.types.__getitem__, xp, step.buffers,
-                                rng_for(step.index) if step.spec.random else None, is_test,
-                                analysis.constants, plan_state)
-        comment = _comment(format_op(step.op, lambda n: _typed(analysis, n)))
-        if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
-            source_local = em.local[step.inputs[kernel.input_index]]
-            em.emit(f"{em.fresh_local(step.outputs[0])} = {source_local}  # {comment}",
-                    step.index)
-        else:
-            k = em.bind(kernel, f"k{step.index}_{step.op.type}")
-            args = ", ".join(em.local[n] for n in step.inputs)
-            outs = [em.fresh_local(n) for n in step.outputs]
-            target = outs[0] if len(outs) == 1 else ", ".join(outs)
-            em.emit(f"{target} = {k}({args})  # {comment}", step.index)
-        if step.spec.inert(step.spec.full_attrs(step.op.attrs), is_test):
-            continue  # its persistable outputs are its inputs: nothing to commit
-        for name in step.outputs:
-            if name in analysis.persistables:
-                if step.spec.aliases:  # the scope must not keep a view into a temporary
-                    em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
-                writes[name] = em.local[name]
+    emit_steps(em, plan, lambda step: _collect_writes(em, step, analysis, is_test, writes))
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
-    em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))
-    fn_name = _py_name(block.name or f"block{block.idx}", set())
-    source = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    filename = source_filename(tag)
-    namespace = compile_source(source, filename, dict(em.namespace))
-    code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op)
-    release_with(code, filename)  # the text lives as long as the plan
-    return code
+    em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host, xp))
+    fn_name = py_name(block.name or f"block{block.idx}", set())
+    text = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
+    return finish(em, text, fn_name, tag, block.idx)
+
+
+def _collect_writes(em: Emitter, step: Step, analysis: BlockAnalysis, is_test: bool,
+                    writes: dict[str, str]) -> None:
+    """Persistable outputs of ``step`` go into the final ``S.update``."""
+    if step.spec.inert(step.spec.full_attrs(step.op.attrs), is_test):
+        return   # its persistable outputs are its inputs: nothing to commit
+    for name in step.outputs:
+        if name in analysis.persistables:
+            if step.spec.aliases and step.spec.sub_block is None:
+                # the scope must not keep a view into a temporary
+                em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
+            writes[name] = em.local[name]
 
 
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     """The scope's values the plan reads: inputs no earlier step (nor a feed or a
     constant) provides, and returned vars nothing computes."""
-    have, reads = set(known), {}   # reads: an insertion-ordered set
+    have, reads = set(known) | analysis.collected, {}   # reads: an insertion-ordered set
     for step in analysis.steps:
         reads.update((n, None) for n in step.inputs if n not in have)
         have.update(step.outputs)
@@ -168,7 +121,7 @@ def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     return list(reads)
 
 
-def _emit_scope_reads(em: _Emitter, names: list[str]) -> None:
+def _emit_scope_reads(em: Emitter, names: list[str]) -> None:
     """Read every value the plan needs from the scope in one step, at the top: a commit of
     another thread's step (one ``S.update``) then lands wholly before or wholly after it,
     so a call never mixes parameters of two steps."""
@@ -180,17 +133,3 @@ def _emit_scope_reads(em: _Emitter, names: list[str]) -> None:
         return
     load = em.bind(itemgetter(*names), "load_scope")
     em.emit(f"{', '.join(locals_)} = {load}(S)")
-
-
-def _comment(text: str) -> str:
-    """Text for a ``# ...`` comment of generated code. Names and locations in it may come
-    from a file: a line break in them would end the comment and run the rest, so every
-    non-printable character is escaped (`format_op` does so already; this is the one gate
-    all generated comments pass)."""
-    return escape_unprintable(text)
-
-
-def _typed(analysis: BlockAnalysis, name: str):
-    t = analysis.types.get(name)
-    return None if t is None else VarDesc(name, t.shape, t.dtype)
-

@@ -148,11 +148,13 @@ def _shape_fix(given: tuple[int, ...], declared: tuple[int, ...]) -> str:
 def check_batch_sizes(block: Any, feed_names: list[str], arrays: list[Any]) -> None:
     """Every fed var with a batch dimension must get the same, non-zero number of rows;
     a `FeedError` naming each argument and its rows otherwise (checked once per new set of
-    shapes, before any op runs)."""
+    shapes, before any op runs). A var declared with several unknown dims (a time-major
+    sequence ``[-1, -1, ...]``, whose first dim is its length) is not counted."""
     rows = {}
     for name, array in zip(feed_names, arrays):
         var = block.vars.get(name)
-        if var is not None and var.shape and var.shape[0] < 0 and array.ndim:
+        if var is not None and var.shape and var.shape[0] < 0 and array.ndim and \
+                sum(d < 0 for d in var.shape) == 1:
             rows[name] = int(array.shape[0])
     method = block.name or "block"
     empty = [n for n, r in rows.items() if r == 0]

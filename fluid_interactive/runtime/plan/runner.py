@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import FluidError, KernelError
 from ...ir.records import BlockDesc, OpRole, ProgramDesc
+from ...ir.source import format_location
 from ...ops.apply import prepare_kernel
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
@@ -18,6 +19,7 @@ from ...util.gc_pause import gc_paused
 from .analysis import analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
+from .loops import SubPlans
 
 SignatureKey = tuple
 
@@ -44,6 +46,8 @@ class BlockRunner:
         # Idle plan instances per signature, for callers that run concurrently.
         self.pools: dict[SignatureKey, list[GeneratedCode]] = {}
         self.cache = PlanCache(self.plans, self.pools)
+        # The functions of sub-blocks (loop bodies), shared by the plans taking turns.
+        self.subplans = SubPlans(seed)
 
     def plan(self, arrays: list[Any]) -> GeneratedCode:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -59,15 +63,15 @@ class BlockRunner:
         """A new plan instance for these shapes, for a call that runs beside others; the
         caller hands it back with ``code.pool.append(code)``."""
         key = tuple(a.shape for a in arrays)
-        code = self._build(arrays)
+        code = self._build(arrays, SubPlans(self.seed))
         code.pool = self.pools.setdefault(key, [])
         self.cache.add(key, code)
         return code
 
-    def _build(self, arrays: list[Any]) -> GeneratedCode:
+    def _build(self, arrays: list[Any], subplans: SubPlans | None = None) -> GeneratedCode:
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
-                return self._build_plan(arrays)
+                return self._build_plan(arrays, subplans or self.subplans)
         except MemoryError:
             shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
             raise KernelError(
@@ -76,7 +80,7 @@ class BlockRunner:
                 f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
                 f"hold). No state was changed.") from None
 
-    def _build_plan(self, arrays: list[Any]) -> GeneratedCode:
+    def _build_plan(self, arrays: list[Any], subplans: SubPlans) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
@@ -84,7 +88,8 @@ class BlockRunner:
                                  self._rng_for)
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
-                        tag=f"{self.program.name}.{self.block.name or self.block.idx}")
+                        tag=f"{self.program.name}.{self.block.name or self.block.idx}",
+                        subplans=subplans)
         code.nbytes = buffer_bytes(analysis.steps)
         return code
 
@@ -121,8 +126,10 @@ class BlockRunner:
         scope_values.update({n: v for n, v in env.items() if n in analysis.persistables})
 
     def kernel_error(self, error: Exception, code: GeneratedCode | None) -> KernelError:
-        index = None if code is None else _failing_op(error.__traceback__, code)
-        return self.op_error(error, index)
+        chain = [] if code is None else _failing_chain(error.__traceback__, code)
+        if len(chain) <= 1:
+            return self.op_error(error, chain[0][1] if chain else None)
+        return self._nested_error(error, chain)
 
     def op_error(self, error: Exception, index: int | None) -> KernelError:
         """The error of op ``index`` of the block (None: no op known) failing."""
@@ -136,6 +143,25 @@ class BlockRunner:
             f"{describe_op(self.program, self.plan_block, op)}\n"
             f"  No state was changed: the step's updates were not committed.")
 
+    def _nested_error(self, error: Exception, chain: list[_Frame]) -> KernelError:
+        """A kernel failed inside sub-blocks: name the op, and each op around it with the
+        run (iteration) of its sub-block that failed."""
+        code, index, _ = chain[-1]
+        block = self.program.blocks[code.block]
+        lines = [f"op {index} of block {block.idx} failed: {type(error).__name__}: {error}",
+                 f"  in op: {describe_op(self.program, block, block.ops[index])}"]
+        for code, index, frame in reversed(chain[:-1]):
+            outer = self.plan_block if code.block == self.block.idx else \
+                self.program.blocks[code.block]
+            op = outer.ops[index]
+            counter = code.counters.get(index)
+            run = frame.f_locals.get(counter) if counter else None
+            where = format_location(op.loc) or "an unknown line"
+            at = f" in its iteration {run} (counting from 0)" if isinstance(run, int) else ""
+            lines.append(f"  inside {op.type} (op {index} of block {outer.idx}, recorded at "
+                         f"{where}){at}")
+        lines.append("  No state was changed: the step's updates were not committed.")
+        return KernelError("\n".join(lines))
 
 def buffer_bytes(steps: list) -> int:
     """The bytes of the distinct buffers a plan's steps write into (an arena once)."""
@@ -205,13 +231,22 @@ class PlanCache:
         self._evict_one(keep)   # everything had been used: all flags are clear now
 
 
-def _failing_op(tb: types.TracebackType | None, code: GeneratedCode) -> int | None:
-    found = None
+_Frame = tuple  # (GeneratedCode, op index, frame)
+
+
+def _failing_chain(tb: types.TracebackType | None, code: GeneratedCode) -> list[_Frame]:
+    """The generated frames a traceback passed through, outermost first, each with the op
+    its line runs: the method's plan, then the sub-block functions it called."""
+    codes = {code.filename: code, **code.children}
+    chain: list[_Frame] = []
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == code.filename:
-            found = code.line_to_op.get(tb.tb_lineno, found)
+        found = codes.get(tb.tb_frame.f_code.co_filename)
+        if found is not None:
+            index = found.line_to_op.get(tb.tb_lineno)
+            if index is not None:
+                chain.append((found, index, tb.tb_frame))
         tb = tb.tb_next
-    return found
+    return chain
 
 
 def _optimizes(block: BlockDesc) -> bool:
