@@ -1,7 +1,8 @@
 """The adding problem's LSTM (examples/adding_problem_static_rnn.py) written by hand in
 NumPy: forward over the steps keeping what the backward needs, backpropagation through
-time, Adam. The reference bench_control_flow.py times the compiled StaticRNN against; it computes the
-same loss and gradients as the compiled program (tests/test_bench_control_flow.py)."""
+time, Adam. The reference bench_control_flow.py times the compiled StaticRNN against; it
+computes the same loss and gradients as the compiled program
+(tests/test_bench_control_flow.py)."""
 from __future__ import annotations
 
 import numpy as np

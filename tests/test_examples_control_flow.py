@@ -1,6 +1,6 @@
 """examples/adding_problem_static_rnn.py: an LSTM cell written by hand in a StaticRNN
-learns the adding problem. The CI run is short (T=10, 300 steps); the example's own T=100 run is the figure
-in docs/control_flow.md."""
+learns the adding problem. The CI run is short (T=10, 300 steps); the example's own T=100
+run is the figure in docs/control_flow.md."""
 import os
 import sys
 
