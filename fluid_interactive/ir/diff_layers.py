@@ -403,14 +403,28 @@ def _edit_notes(changes: Iterable[OpChange], added_removed: bool = True) -> list
     notes: list[str] = []
     changes = list(changes)
     for c in changes:
-        retyped = [e for e in c.edits if e.what == "type"]
-        said = retyped or [e for e in c.edits if e.what == "attr"]   # a new type's attrs
-        notes += [f"{e.old} {ARROW} {e.new}" if e.what == "type" else   # are its own
-                  f"{e.key} {e.old!r} {ARROW} {e.new!r}" for e in said]
+        notes += _plain_notes(c.edits)
+        body = [e for e in c.edits if e.what == "body"]   # inside the block it runs
+        notes += [f"{c.type} body: {n}" for n in _plain_notes(
+            [e.new for e in body if isinstance(e.new, Edit)])]
+        inner = unique(e.old.kind + " " + e.old.type for e in body
+                       if isinstance(e.old, OpChange) and e.old.kind != "changed")
+        notes += [f"{c.type} body {'adds' if k.startswith('added') else 'drops'} "
+                  f"{k.split(' ', 1)[1]}" for k in inner]
     if added_removed:
         notes += [f"adds {t}" for t in unique(c.type for c in changes if c.kind == "added")]
         notes += [f"drops {t}" for t in unique(c.type for c in changes if c.kind == "removed")]
     return unique(notes)
+
+
+def _plain_notes(edits: Iterable[Edit]) -> list[str]:
+    """``relu → tanh`` for a type edit, ``beta1 0.9 → 0.8`` for attr edits (only when the
+    type stays: a new type's attrs are its own)."""
+    edits = list(edits)
+    retyped = [e for e in edits if e.what == "type"]
+    said = retyped or [e for e in edits if e.what == "attr"]
+    return [f"{e.old} {ARROW} {e.new}" if e.what == "type" else
+            f"{e.key} {e.old!r} {ARROW} {e.new!r}" for e in said]
 
 
 def _state_counts(state: list[StateChange]) -> list[str]:

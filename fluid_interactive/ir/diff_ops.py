@@ -36,7 +36,8 @@ class Edit:
     """One thing that differs between two aligned ops, or in a method's signature.
 
     ``what`` is 'type', 'attr', 'input' or 'output' for an op; ``key`` the attr or the
-    slot; 'body' for a change inside the block the op runs (``key`` describes it). For a
+    slot; 'body' for a change inside the block the op runs (``key`` describes it, ``old``
+    is the inner `OpChange`, ``new`` the inner edit it details, if any). For a
     slot, ``var`` is empty when the slot names other vars (``old``/``new`` are
     the name lists) and is the var's new name when only its type differs (``old``/``new``
     are the types, such as ``f32[?,64]``). A signature's edits are 'arguments',
@@ -201,9 +202,9 @@ def _body_edits(sides: _Sides, old: OpDesc, new: OpDesc) -> list[Edit]:
         return sides.new_prog.find_var(new_block, name)
 
     edits = []
-    for change in inner.ops:
-        edits.append(Edit("body", change.describe(old_var, new_var)))
-        edits += [Edit("body", f"  {e.text()}") for e in change.edits]
+    for change in inner.ops:   # ``old``: the inner change, ``new``: one of its edits
+        edits.append(Edit("body", change.describe(old_var, new_var), change))
+        edits += [Edit("body", f"  {e.text()}", change, e) for e in change.edits]
     return edits
 
 

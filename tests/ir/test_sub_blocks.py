@@ -16,7 +16,7 @@ L = fluid.layers
 
 class Loop(fluid.Program):
     @fluid.network("x", "n")
-    def run(self, x, n):
+    def step(self, x, n):
         x = L.data(name="x", shape=[3], dtype="float32")
         n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
         w = L.create_parameter([3, 3], "float32", name="w")
@@ -70,14 +70,14 @@ def test_json_round_trip_keeps_sub_blocks(program):
 def test_a_checkpoint_of_a_program_with_loops_loads_and_runs(tmp_path, rng):
     prog = Loop().Compile(seed=0)
     x = rng.standard_normal((2, 3)).astype(np.float32)
-    prog.run(x, np.array([3]))
+    prog.step(x, np.array([3]))
     prog.save(str(tmp_path / "ckpt"))
     loaded = fluid.load(str(tmp_path / "ckpt"))
-    assert loaded.run(x, np.array([3])) == pytest.approx(prog.run(x, np.array([3])))
+    assert loaded.step(x, np.array([3])) == pytest.approx(prog.step(x, np.array([3])))
 
 
 def test_block_structure_helpers(program):
-    method = program.block("run")
+    method = program.block("step")
     (owner_block, index) = owners(program)[2]
     assert owner_block is method and sub_block_index(method.ops[index]) == 2
     reads, writes = outer_interface(program, program.blocks[2])
@@ -94,7 +94,7 @@ def _error(program) -> str:
 
 
 def _while_op(program):
-    return next(op for op in program.block("run").ops if op.type == "while")
+    return next(op for op in program.block("step").ops if op.type == "while")
 
 
 def test_verifier_checks_sub_block_references(program):
@@ -123,7 +123,7 @@ def test_a_value_leaving_a_sub_block_is_declared_outside(program):
     bad = copy.deepcopy(program)
     body = bad.blocks[2]
     inner = next(n for n in body.vars if n.startswith("tanh"))
-    method = bad.block("run")
+    method = bad.block("step")
     method.ops.insert(len(method.ops) - 1, OpDesc("assign", {"X": [inner]}, {"Out": ["leak"]}))
     method.vars["leak"] = VarDesc("leak", (-1, 3))
     assert f"reads {inner!r}, which is declared only inside block 2" in _error(bad)
@@ -133,7 +133,7 @@ def test_only_updating_ops_and_sub_blocks_write_a_var_twice(program):
     ok = copy.deepcopy(program)
     fluid.check_program(ok)   # the while op rewrites h, i and cond; increment updates i
     bad = copy.deepcopy(program)
-    method = bad.block("run")
+    method = bad.block("step")
     scale = next(op for op in method.ops if op.type == "scale")
     method.ops.insert(method.ops.index(scale) + 1,
                       OpDesc("tanh", {"X": scale.output("Out")}, {"Out": scale.output("Out")}))
@@ -152,7 +152,7 @@ def test_the_condition_is_checked_as_a_bool_of_one_value(program):
 def _variant(activation, shift):
     class P(fluid.Program):
         @fluid.network("x")
-        def run(self, x):
+        def step(self, x):
             x = L.data("x", shape=[3])
             h = L.scale(L.scale(x, 2.0) if shift else x, 1.0)
             i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 3)
@@ -171,5 +171,7 @@ def test_diff_reports_changes_inside_a_loop_body():
     assert not same.changed
     moved = fluid.diff(_variant("tanh", False), _variant("tanh", True)).text()
     assert "in its block" not in moved   # the body is the same; its block index is no change
-    edited = fluid.diff(_variant("tanh", False), _variant("sigmoid", False)).text()
-    assert "in its block: ~ sigmoid_0.tmp_0" in edited and "type tanh -> sigmoid" in edited
+    edited = fluid.diff(_variant("tanh", False), _variant("sigmoid", False))
+    assert "while body: tanh → sigmoid" in edited.text()          # by layer
+    ops = edited.text(detail="ops")                                # and op by op
+    assert "in its block: ~ sigmoid_0.tmp_0" in ops and "type tanh -> sigmoid" in ops

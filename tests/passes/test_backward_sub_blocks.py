@@ -14,7 +14,7 @@ L = fluid.layers
 
 class Loop(fluid.Program):
     @fluid.network("x", "n")
-    def run(self, x, n):
+    def step(self, x, n):
         x = L.data(name="x", shape=[3], dtype="float32")
         n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
         w = L.create_parameter([3, 3], "float32", name="w")
@@ -41,7 +41,7 @@ def _ops(program, block, type_):
 
 def test_a_loop_gradient_is_one_op_with_a_gradient_block():
     program = trace_program(Loop())
-    method = program.block("run")
+    method = program.block("step")
     (forward,), (grad,) = _ops(program, method, "while"), _ops(program, method, "while_grad")
     grad_block = program.blocks[grad.attrs["sub_block"]]
     assert grad_block.parent_idx == method.idx
@@ -54,7 +54,7 @@ def test_a_loop_gradient_is_one_op_with_a_gradient_block():
 
 def test_the_forward_keeps_only_what_the_gradient_block_reads():
     program = trace_program(Loop())
-    method = program.block("run")
+    method = program.block("step")
     (forward,), (grad,) = _ops(program, method, "while"), _ops(program, method, "while_grad")
     grad_block = program.blocks[grad.attrs["sub_block"]]
     kept, shapes = forward.attrs["keep"], forward.attrs["keep_shapes"]
@@ -72,7 +72,7 @@ def test_the_forward_keeps_only_what_the_gradient_block_reads():
 
 def test_a_value_overwritten_before_its_gradient_reads_a_snapshot():
     program = trace_program(Loop())
-    method = program.block("run")
+    method = program.block("step")
     (forward,) = _ops(program, method, "while")
     h = next(n for n in forward.input("X") if n.startswith("scale"))
     snapshots = [op for op in method.ops if op.type == "assign" and op.input("X") == [h]
@@ -91,12 +91,12 @@ def test_programs_with_loop_gradients_verify_and_run(rng):
     prog = Loop().Compile(seed=0)
     fluid.check_program(prog.program)
     x = rng.standard_normal((4, 3)).astype(np.float32)
-    losses = [prog.run(x, np.array([3])) for _ in range(5)]
+    losses = [prog.step(x, np.array([3])) for _ in range(5)]
     assert losses[-1] < losses[0]
 
 
 def test_every_grad_op_has_a_spec_and_every_owner_a_rule():
     program = trace_program(Loop())
-    for _, op in walk_ops(program, program.block("run")):
+    for _, op in walk_ops(program, program.block("step")):
         spec = get_spec(op.type)
         assert ("sub_block" in op.attrs) == (spec.sub_block is not None)

@@ -20,7 +20,7 @@ class Recurrence(fluid.Program):
     """DESIGN §1, as written there."""
 
     @fluid.network("x", "n")
-    def run(self, x, n):
+    def step(self, x, n):
         x = fluid.layers.data(name='x', shape=[4], dtype='float32')
         n = fluid.layers.data(name='n', shape=[1], dtype='int64', append_batch_size=False)
         w = fluid.layers.create_parameter(shape=[4, 4], dtype='float32', name='w')
@@ -47,14 +47,14 @@ def test_the_design_example_runs_as_written(rng):
     prog = Recurrence().Compile(seed=0)
     x = rng.standard_normal((5, 4)).astype(np.float32)
     for n in (0, 1, 7):
-        np.testing.assert_allclose(prog.run(x, np.array([n])), _reference(x, prog.get_var("w"), n),
+        np.testing.assert_allclose(prog.step(x, np.array([n])), _reference(x, prog.get_var("w"), n),
                                    rtol=1e-5, atol=1e-6)
 
 
 def test_the_source_is_a_real_loop_calling_the_body(rng):
     prog = Recurrence().Compile(seed=0)
-    prog.run(rng.standard_normal((2, 4)).astype(np.float32), np.array([3]))
-    src = prog.run.source
+    prog.step(rng.standard_normal((2, 4)).astype(np.float32), np.array([3]))
+    src = prog.step.source
     head, _, body = src.partition("\ndef b2_while(")
     loop = [line for line in head.splitlines() if line.strip().startswith("while ")]
     assert len(loop) == 1
@@ -114,7 +114,7 @@ class Reads(fluid.Program):
     """Reads element i of an array of 3 in each iteration: the fourth fails."""
 
     @fluid.network("x", "n")
-    def run(self, x, n):
+    def step(self, x, n):
         x = L.data(name="x", shape=[3], dtype="float32")
         n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
         arr = L.create_array("float32")
@@ -134,9 +134,9 @@ class Reads(fluid.Program):
 def test_a_failure_inside_a_loop_names_the_op_the_line_and_the_iteration(rng):
     prog = Reads().Compile(seed=0)
     x = rng.standard_normal((2, 3)).astype(np.float32)
-    np.testing.assert_allclose(prog.run(x, np.array([3])), x * 3, rtol=1e-6)
+    np.testing.assert_allclose(prog.step(x, np.array([3])), x * 3, rtol=1e-6)
     with pytest.raises(fluid.KernelError) as err:
-        prog.run(x, np.array([5]))
+        prog.step(x, np.array([5]))
     message = str(err.value)
     assert "read_from_array" in message and "index 3 is out of range" in message
     assert "test_loops.py:" in message and "iteration 3" in message
@@ -145,7 +145,7 @@ def test_a_failure_inside_a_loop_names_the_op_the_line_and_the_iteration(rng):
 
 class Carried(fluid.Program):
     @fluid.network("h", "n")
-    def run(self, h, n):
+    def step(self, h, n):
         h = L.data(name="h", shape=[-1, -1], dtype="float32", append_batch_size=False)
         n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
         i = L.fill_constant([1], "int64", 0)
@@ -162,7 +162,7 @@ def test_a_carried_var_that_changes_shape_is_a_clear_error():
     prog = Carried().Compile()
     with pytest.raises(fluid.ShapeError, match=r"changes 'h' from float32\[2, 3\] to "
                                                r"float32\[2, 6\].*keeps its shape"):
-        prog.run(np.ones((2, 3), np.float32), np.array([2]))
+        prog.step(np.ones((2, 3), np.float32), np.array([2]))
 
 
 class LongLoop(fluid.Program):
@@ -216,7 +216,7 @@ def test_a_plan_gathers_a_loop_var_of_every_iteration(rng):
     """The hook of watching: a plan whose block also returns a var of the loop's body
     gives its value of each iteration, stacked."""
     prog = Recurrence().Compile(seed=0)
-    block = prog.run.block
+    block = prog.step.block
     body = prog.program.blocks[2]
     name = next(n for n in body.vars if n.startswith("tanh"))
     runner = BlockRunner(prog.program, dataclasses.replace(
@@ -234,7 +234,7 @@ def test_a_plan_gathers_a_loop_var_of_every_iteration(rng):
 def test_nested_loops_gather_every_inner_iteration(rng):
     class Nested(fluid.Program):
         @fluid.network("x")
-        def run(self, x):
+        def step(self, x):
             x = L.data(name="x", shape=[2], dtype="float32")
             total = L.scale(x, 0.0)
             i = L.fill_constant([1], "int64", 0)
@@ -255,7 +255,7 @@ def test_nested_loops_gather_every_inner_iteration(rng):
     prog = Nested().Compile()
     inner = prog.program.blocks[3]
     name = next(n for n in inner.vars if n.startswith("elementwise_add"))
-    block = prog.run.block
+    block = prog.step.block
     runner = BlockRunner(prog.program, dataclasses.replace(
         block, returns=(block.returns, {name: name})), np, 0)
     x = np.ones((1, 2), np.float32)
@@ -279,9 +279,9 @@ def test_loops_run_on_the_device_reading_back_only_their_condition(standin, rng)
     prog = Recurrence().Compile(seed=0, device="gpu")
     x = rng.standard_normal((3, 4)).astype(np.float32)
     expected = _reference(x, prog.get_var("w"), 5)
-    prog.run(x, np.array([5]))                  # plans
+    prog.step(x, np.array([5]))                  # plans
     with counting() as moved:
-        h = prog.run(x, np.array([5]))
+        h = prog.step(x, np.array([5]))
     # x and n go in, h comes out; the condition is read before each of 5 iterations and
     # once more to stop
     assert dict(+moved) == {"to_device": 2, "to_host": 1, "sync": 6}
