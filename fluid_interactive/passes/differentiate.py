@@ -76,11 +76,31 @@ def ops_on_path(ops: Sequence[OpDesc], targets: Iterable[str], leaves: set[str]
     return path, carries
 
 
-def float_only(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[str]:
+def float_only(program: ProgramDesc, block: BlockDesc, names: set[str],
+               rewritten: set[str] = frozenset()) -> set[str]:
+    """The names of ``names`` that can carry a gradient: float tensors (or arrays of them)
+    not marked ``stop_gradient``, unless ``rewritten``: a var's ``stop_gradient`` marks the
+    value its first writer makes (a constant's), so a later write that a gradient flows
+    through (a loop carrying the var, ``assign(..., output=h)``) carries it."""
     return {n for n in names
             if (v := program.find_var(block, n)) is not None and v.dtype in FLOAT_DTYPES
             and v.kind in ("tensor", "tensor_array")
-            and not (v.stop_gradient and not v.is_parameter)}
+            and (not v.stop_gradient or v.is_parameter or n in rewritten)}
+
+
+def rewritten_on_path(ops: Sequence[OpDesc], path: set[int]) -> set[str]:
+    """Vars written by an op of the path (``path``: op ids) after an earlier op off the path
+    wrote them first."""
+    first: dict[str, bool] = {}   # var -> whether its first writer is on the path
+    out: set[str] = set()
+    for op in ops:
+        on_path = id(op) in path
+        for n in op.output_names():
+            if n not in first:
+                first[n] = on_path
+            elif on_path and not first[n]:
+                out.add(n)
+    return out
 
 
 class _Accumulator:
@@ -207,7 +227,8 @@ class Differentiation:
         self.ops = list(forward.ops)
         path, carries = ops_on_path(self.ops, targets, leaves)
         self.path = {id(op) for op in path}
-        self.carries = float_only(program, forward, carries - no_grad) | (leaves & carries)
+        self.carries = float_only(program, forward, carries - no_grad,
+                                  rewritten_on_path(self.ops, self.path)) | (leaves & carries)
         self.acc = _Accumulator(program, grad_block, path, self.carries)
         self.versions = _Versions(program, forward, self.ops)
         self.written: set[str] = set()

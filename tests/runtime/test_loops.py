@@ -306,3 +306,115 @@ def test_summary_counts_the_parameters_of_loop_bodies():
     rows = {row.layer: row for row in summary.rows}
     assert rows["fc_0"].trainable == (2 + 8) * 8 + 8   # the step's fc, inside the loop
     assert summary.trainable == rows["fc_0"].trainable + rows["fc_1"].trainable
+
+
+class TrainedRecurrence(Recurrence):
+    @fluid.network("x", "n", "y")
+    def train_step(self, x, n, y):
+        x = L.data(name='x', shape=[4], dtype='float32')
+        n = L.data(name='n', shape=[1], dtype='int64', append_batch_size=False)
+        y = L.data(name='y', shape=[4], dtype='float32')
+        w = L.create_parameter(shape=[4, 4], dtype='float32', name='w')
+        h = L.fill_constant_batch_size_like(x, shape=[-1, 4], dtype='float32', value=0.0)
+        i = L.fill_constant(shape=[1], dtype='int64', value=0)
+        cond = L.less_than(x=i, y=n)
+        loop = L.While(cond=cond)
+        with loop.block():
+            with fluid.var_scope("cell"):
+                L.assign(L.tanh(L.matmul(h, w) + x), output=h)
+            L.increment(x=i, value=1, in_place=True)
+            L.less_than(x=i, y=n, cond=cond)
+        loss = L.mean(L.square_error_cost(h, y))
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        return loss
+
+
+def test_watching_a_var_inside_a_loop_keeps_one_value_per_iteration(rng):
+    prog = TrainedRecurrence().Compile(seed=0)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    y = np.zeros((5, 4), np.float32)
+    kept = prog.watch("cell")
+    assert list(kept) == ["train_step"]
+    w = prog.get_var("w")
+    prog.train_step(x, np.array([3]), y)
+    watched = prog.train_step.watched
+    inner = [n for n in watched if n.startswith("cell/") and "@GRAD" not in n
+             and watched[n].shape[-2:] == (5, 4)]
+    assert inner, list(watched)
+    states = watched[inner[-1]]                  # the new h of each iteration
+    assert states.shape == (3, 5, 4)
+    h = np.zeros_like(x)
+    for t in range(3):
+        h = np.tanh(h @ w + x)
+        np.testing.assert_allclose(states[t], h, rtol=1e-5, atol=1e-6)
+    prog.train_step(x, np.array([0]), y)        # zero iterations: an empty stack
+    assert prog.train_step.watched[inner[-1]].shape[0] == 0
+
+
+def test_a_random_op_inside_a_loop_makes_the_method_change_state():
+    class Noisy(fluid.Program):
+        @fluid.network("x", "n", is_test=False)      # dropout draws (training mode)
+        def step(self, x, n):
+            x = L.data(name='x', shape=[4], dtype='float32')
+            n = L.data(name='n', shape=[1], dtype='int64', append_batch_size=False)
+            i = L.fill_constant(shape=[1], dtype='int64', value=0)
+            cond = L.less_than(x=i, y=n)
+            loop = L.While(cond=cond)
+            with loop.block():
+                L.assign(L.dropout(x, dropout_prob=0.5), output=x)
+                L.increment(x=i, value=1, in_place=True)
+                L.less_than(x=i, y=n, cond=cond)
+            return x
+    assert Noisy().Compile(seed=0).step.changes_state
+    assert not Recurrence().Compile(seed=0).step.changes_state
+
+
+def test_history_rewinds_calls_of_a_method_with_a_loop(rng):
+    prog = TrainedRecurrence().Compile(seed=0)
+    prog.keep_history()
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    y = np.ones((5, 4), np.float32)
+    before = prog.get_var("w")
+    first = prog.train_step(x, np.array([4]), y)
+    for _ in range(3):
+        prog.train_step(x, np.array([4]), y)
+    prog.rewind(4)
+    np.testing.assert_array_equal(prog.get_var("w"), before)
+    assert prog.train_step(x, np.array([4]), y) == first
+
+
+def test_watched_gradients_inside_a_loop_come_in_iteration_order(rng):
+    prog = TrainedRecurrence().Compile(seed=0)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    y = rng.standard_normal((2, 4)).astype(np.float32)
+    prog.watch("cell/tanh_0.tmp_0", "cell/tanh_0.tmp_0@GRAD")
+    prog.train_step(x, np.array([3]), y)
+    watched = prog.train_step.watched
+    states, grads = watched["cell/tanh_0.tmp_0"], watched["cell/tanh_0.tmp_0@GRAD"]
+    assert states.shape == grads.shape == (3, 2, 4)
+    # the last iteration's output is h itself: its gradient is d(mean square error)/dh
+    np.testing.assert_allclose(grads[2], 2 * (states[2] - y) / y.size, rtol=1e-5)
+
+
+def test_a_loop_carried_state_that_starts_as_a_constant_carries_its_gradient(rng):
+    """h starts as fill_constant (stop_gradient, as Paddle's constants are) and the loop
+    overwrites it with values depending on w: the gradient reaches w through every
+    iteration."""
+    prog = TrainedRecurrence().Compile(seed=0)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = rng.standard_normal((3, 4)).astype(np.float32)
+    w = prog.get_var("w").astype(np.float64)
+
+    def loss(w64):
+        h = np.zeros((3, 4))
+        for _ in range(4):
+            h = np.tanh(h @ w64 + x)
+        return np.mean((h - y) ** 2)
+    numeric = np.zeros_like(w)
+    for idx in np.ndindex(*w.shape):
+        e = np.zeros_like(w)
+        e[idx] = 1e-6
+        numeric[idx] = (loss(w + e) - loss(w - e)) / 2e-6
+    prog.train_step(x, np.array([4]), y)
+    grad = (w - prog.get_var("w")) / 0.1              # one SGD step at rate 0.1
+    np.testing.assert_allclose(grad, numeric, rtol=2e-3, atol=1e-5)

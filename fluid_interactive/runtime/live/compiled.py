@@ -251,7 +251,7 @@ class CompiledProgram:
         or a var_scope (``'mlp'``: all its activations and gradients), or a pattern with
         ``*``; ``methods`` limits watching to some methods. Calls add to what is watched;
         returns what each method now keeps. Unwatched methods run exactly as before."""
-        blocks = {name: m.block for name, m in self.methods.items()}
+        blocks = {name: m.blocks for name, m in self.methods.items()}
         persistable = {n: v for n, v in self.scope.descs.items() if v.kind == "tensor"}
         self.watcher.add(names, methods, blocks, persistable)
         return self._refresh_watching()
@@ -266,7 +266,7 @@ class CompiledProgram:
         with self.scope.lock:
             for method in self.methods.values():
                 method.refresh()
-        kept = {name: self.watcher.names_for(m.block, self.scope.descs)
+        kept = {name: self.watcher.names_for(m.blocks, self.scope.descs)
                 for name, m in self.methods.items()}
         return {name: names for name, names in kept.items() if names}
 

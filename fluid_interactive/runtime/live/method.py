@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import to_device
+from ...ir.blocks import nested_blocks, walk_ops
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ...ir.text import format_block
 from ...ops.registry import get_spec
@@ -45,13 +46,13 @@ def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool
     """Whether a call of ``block`` changes anything that outlives it: it writes a
     persistable var, takes a reader's batch, or draws random numbers. Such calls run one
     at a time; the others may run concurrently."""
-    for op in block.ops:
+    for inner, op in walk_ops(program, block):   # a loop's body counts
         spec = get_spec(op.type)
         if spec.entry:
             return True
         if spec.inert(spec.full_attrs(op.attrs), is_test):
             continue
-        if spec.random or any(_persistable(program, block, n) for n in op.output_names()):
+        if spec.random or any(_persistable(program, inner, n) for n in op.output_names()):
             return True
     return False
 
@@ -60,12 +61,12 @@ def written_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> list
     """The persistable vars a call of ``block`` may write, in the order its ops do (an op
     that is inert in this mode commits nothing)."""
     out: list[str] = []
-    for op in block.ops:
+    for inner, op in walk_ops(program, block):
         spec = get_spec(op.type)
         if spec.inert(spec.full_attrs(op.attrs), is_test):
             continue
         out += [n for n in op.output_names()
-                if _persistable(program, block, n) and n not in out]
+                if _persistable(program, inner, n) and n not in out]
     return out
 
 
@@ -100,6 +101,8 @@ class CompiledMethod:
                                    owner.array_module, owner.seed, is_test=block.is_test)
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
         self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
+        #: its block and the blocks nested in it (the bodies of its loops and branches)
+        self.blocks = list(nested_blocks(owner.program, block))
         #: the persistable vars a call writes: what the history keeps of each call
         self.writes = written_state(owner.program, block, self._runner.is_test)
         self._watch_runners: dict[tuple[str, ...], BlockRunner] = {}
@@ -116,7 +119,7 @@ class CompiledMethod:
         if self._retired is not None:
             self._install(_retired_entry(self._retired))
             return
-        names = tuple(self._owner.watcher.names_for(self.block, self._owner.scope.descs))
+        names = tuple(self._owner.watcher.names_for(self.blocks, self._owner.scope.descs))
         key = (names, self.changes_state and self._owner.scope.history.enabled)
         entry = self._entries.get(key)
         if entry is None:   # each variant is generated once; switching back reuses it

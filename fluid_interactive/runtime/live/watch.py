@@ -36,11 +36,13 @@ def _matches(name: str, pattern: str) -> bool:
     return name == pattern or in_scope(name, pattern)
 
 
-def select(block: BlockDesc, patterns: Sequence[str], persistable: Mapping[str, Any]
-           ) -> list[str]:
-    """The tensor vars of ``block`` that ``patterns`` name, in declaration order; a
-    persistable var of the program (a parameter) only when named exactly."""
-    names = [n for n, v in block.vars.items()
+def select(blocks: Sequence[BlockDesc], patterns: Sequence[str],
+           persistable: Mapping[str, Any]) -> list[str]:
+    """The tensor vars of a method's ``blocks`` (its block and the blocks nested in it: a
+    loop's body) that ``patterns`` name, in declaration order; a persistable var of the
+    program (a parameter) only when named exactly. A var of a loop's body is kept once per
+    iteration, stacked along a new first dim."""
+    names = [n for block in blocks for n, v in block.vars.items()
              if v.kind == "tensor" and any(_matches(n, p) for p in patterns)]
     names += [p for p in patterns if p in persistable and p not in names]
     return names
@@ -84,7 +86,8 @@ class Watcher:
         self._lock = threading.Lock()
 
     def add(self, names: Sequence[str], methods: None | str | Sequence[str],
-            blocks: Mapping[str, BlockDesc], persistable: Mapping[str, Any]) -> None:
+            blocks: Mapping[str, Sequence[BlockDesc]], persistable: Mapping[str, Any]
+            ) -> None:
         """Watch ``names`` too (in ``methods`` only, when given); a name that selects no
         var of those methods is an error and changes nothing."""
         wanted = None if methods is None else {methods} if isinstance(methods, str) \
@@ -107,14 +110,15 @@ class Watcher:
         """Stop watching ``names`` (none: everything)."""
         self.patterns = [p for p in self.patterns if names and p not in names]
 
-    def names_for(self, block: BlockDesc, descs: Mapping[str, Any]) -> list[str]:
-        """The vars a call of ``block`` must hand back (none: it runs its plain entry);
-        ``descs`` are the program's persistable vars (a parameter is watched only when
-        named exactly)."""
-        if not self.patterns or (self.methods is not None and block.name not in self.methods):
+    def names_for(self, blocks: Sequence[BlockDesc], descs: Mapping[str, Any]) -> list[str]:
+        """The vars a call of a method must hand back (none: it runs its plain entry);
+        ``blocks`` are its block and those nested in it, ``descs`` the program's persistable
+        vars (a parameter is watched only when named exactly)."""
+        if not self.patterns or (self.methods is not None
+                                 and blocks[0].name not in self.methods):
             return []
         tensors = {n: v for n, v in descs.items() if v.kind == "tensor"}
-        return select(block, self.patterns, tensors)
+        return select(blocks, self.patterns, tensors)
 
     def record(self, method: str, values: dict) -> None:
         kept = Watched(method, next(self._calls), values)

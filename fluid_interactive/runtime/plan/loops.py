@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.blocks import declared_within, sub_block_index
-from ...ir.records import BlockDesc, returned_names
+from ...ir.records import BlockDesc, OpRole, returned_names
 from ...ops.spec import BufferSlot, TensorType
 from .analysis import Step, analyse_body, op_rng
 from .emitter import Emitter, GeneratedCode, StepPlan, emit_kernel_step, py_name
@@ -153,6 +153,8 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     name = py_name(f"b{sub.idx}_{op.type}", set(em.used))
     inner = declared_within(plan.program, sub)
     mine = [n for n in sorted(plan.collect) if n in inner]
+    if op.role & OpRole.BACKWARD:   # a gradient block replays forward values: the forward
+        mine = [n for n in mine if n not in em.collected]   # loop's runs are the values
     direct = tuple(n for n in mine if n in sub.vars)
     deeper = tuple(n for n in mine if n not in sub.vars)
     body = plan.subplans.body(plan, sub, inputs, results, None if keep is None else len(keep),
@@ -183,6 +185,9 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
         em.emit(f"{kept_local} = []", step.index)
     gathered = [(em.collected[n], n in direct) for n in mine]
     rule.emit(_LoopEmit(em, plan, step, fn, sub, writes, kept_local, gathered))
+    if op.role & OpRole.BACKWARD:   # replayed newest first: put them in iteration order
+        for local, _ in gathered:
+            em.emit(f"{local}.reverse()", step.index)
 
 
 def _kept_names(plan: StepPlan, step: Step, needed: set[str]) -> list[str] | None:
