@@ -10,6 +10,8 @@ user's line.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def unprintable(text: str) -> str | None:
     """A description of the first character of ``text`` that a program may not hold
@@ -61,3 +63,15 @@ class UniqueNameGenerator:
         n = self.counters.get(key, 0)
         self.counters[key] = n + 1
         return f"{self.prefix}{key}_{n}"
+
+
+def fresh_name(base: str, taken: Callable[[str], bool], sep: str = "@", start: int = 1) -> str:
+    """``base`` if ``taken(base)`` is false, else ``base<sep><k>`` for the first ``k`` from
+    ``start`` that is not taken: the one way a pass, the planner or the exporter makes a
+    name nothing else has (``x@GRAD@1``, ``fc_0_tmp_2``, ``w_0#2``)."""
+    if not taken(base):
+        return base
+    k = start
+    while taken(f"{base}{sep}{k}"):
+        k += 1
+    return f"{base}{sep}{k}"

@@ -8,6 +8,7 @@ These names are deliberately distinct from the user's `fluid.Program` base class
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,31 @@ class OpDesc:
 
 # A method's return structure: None, a var name, or a tuple/dict of them (nested allowed).
 ReturnSpec = None | str | tuple | dict
+
+
+def map_returns(returns: ReturnSpec, leaf: Callable[[str], Any]) -> Any:
+    """The return structure with each var name replaced by ``leaf(name)``: tuples stay
+    tuples, dicts keep their keys and order, None stays None."""
+    if returns is None:
+        return None
+    if isinstance(returns, str):
+        return leaf(returns)
+    if isinstance(returns, tuple):
+        return tuple(map_returns(r, leaf) for r in returns)
+    return {k: map_returns(v, leaf) for k, v in returns.items()}
+
+
+def returns_source(structure: Any) -> str:
+    """A structure of source texts (what `map_returns` makes with a leaf returning text)
+    written as a Python expression: ``(a, b)``, ``(a,)``, ``{'loss': a}``, ``None``."""
+    if structure is None:
+        return "None"
+    if isinstance(structure, str):
+        return structure
+    if isinstance(structure, tuple):
+        inner = ", ".join(returns_source(s) for s in structure)
+        return f"({inner},)" if len(structure) == 1 else f"({inner})"
+    return "{" + ", ".join(f"{k!r}: {returns_source(v)}" for k, v in structure.items()) + "}"
 
 
 def returned_names(returns: ReturnSpec) -> list[str]:

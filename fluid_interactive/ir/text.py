@@ -12,7 +12,17 @@ from collections.abc import Sequence
 
 from .blocks import sub_block_index
 from .names import escape_unprintable
-from .records import DTYPES, BlockDesc, OpDesc, OpRole, ProgramDesc, ReturnSpec, VarDesc
+from .records import (
+    DTYPES,
+    BlockDesc,
+    OpDesc,
+    OpRole,
+    ProgramDesc,
+    ReturnSpec,
+    VarDesc,
+    map_returns,
+    returns_source,
+)
 from .source import format_location
 
 
@@ -80,13 +90,8 @@ def format_op(op: OpDesc, lookup=None) -> str:
 
 
 def format_returns(returns: ReturnSpec) -> str:
-    if returns is None:
-        return "None"
-    if isinstance(returns, str):
-        return returns
-    if isinstance(returns, tuple):
-        return "(" + ", ".join(format_returns(r) for r in returns) + ")"
-    return "{" + ", ".join(f"{k!r}: {format_returns(v)}" for k, v in returns.items()) + "}"
+    """What a method returns, as its text form's header shows it: ``(loss, acc)``."""
+    return returns_source(map_returns(returns, str))
 
 
 def _block_header(program: ProgramDesc, block: BlockDesc) -> str:

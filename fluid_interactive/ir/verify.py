@@ -12,7 +12,7 @@ from typing import NamedTuple, NoReturn
 from ..errors import VerifyError
 from .blocks import SUB_BLOCK, nested_blocks, sub_block_index
 from .names import name_problem, printable, unprintable
-from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
+from .records import BlockDesc, OpDesc, OpRole, ProgramDesc, returned_names
 from .text import format_op
 
 OpChecker = Callable[[ProgramDesc, BlockDesc, OpDesc], str | None]
@@ -143,25 +143,15 @@ def _check_interface(program: ProgramDesc, block: BlockDesc) -> None:
     if len(set(block.feeds)) != len(block.feeds):
         raise VerifyError(f"block {block.name!r} feeds a data var twice: {block.feeds}")
     for name in block.feeds:
-        var = block.vars.get(name)
-        if block.parent_idx > 0 and var is None:   # a sub-block's per-run values
+        fed = block.vars.get(name)
+        if block.parent_idx > 0 and fed is None:   # a sub-block's per-run values
             raise VerifyError(f"block {block.idx} takes {name!r}, which it does not declare")
-        if block.parent_idx <= 0 and (var is None or not var.is_data):
+        if block.parent_idx <= 0 and (fed is None or not fed.is_data):
             raise VerifyError(f"block {block.name!r} feeds {name!r}, which is not a data var of it")
 
-    def walk(r) -> None:
-        if r is None:
-            return
-        if isinstance(r, str):
-            if program.find_var(block, r) is None:
-                raise VerifyError(f"block {block.name!r} returns undeclared var {r!r}")
-        elif isinstance(r, tuple):
-            for x in r:
-                walk(x)
-        else:
-            for x in r.values():
-                walk(x)
-    walk(block.returns)
+    for r in returned_names(block.returns):
+        if program.find_var(block, r) is None:
+            raise VerifyError(f"block {block.name!r} returns undeclared var {r!r}")
 
 
 def _check_name(name: object, what: str) -> None:

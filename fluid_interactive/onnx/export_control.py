@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.blocks import sub_block_index
+from ..ir.names import fresh_name
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, clone_var
 from .export_math import aligned_operand
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_rule
@@ -29,10 +30,8 @@ from .proto import onnx_dtype, onnx_module
 def _fresh(name: str, taken: set[str]) -> str:
     """``name.v1``, ``name.v2``, ...: the next value of var ``name`` (no '@', which marks a
     gradient, so that the file imports back)."""
-    k, new = 1, f"{name}.v1"
-    while new in taken:
-        k += 1
-        new = f"{name}.v{k}"
+    stem = f"{name}.v"   # never the bare stem: every value has its number
+    new = fresh_name(stem, lambda n: n == stem or n in taken, sep="")
     taken.add(new)
     return new
 

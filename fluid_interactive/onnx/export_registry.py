@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OnnxError
+from ..ir.names import fresh_name
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_op
@@ -57,11 +58,7 @@ class GraphBuilder:
 
     def fresh(self, hint: str) -> str:
         """A value name not used yet: ``hint``, else ``hint_1``, ``hint_2``, ..."""
-        name, k = hint, 0
-        while name in self.used:
-            k += 1
-            name = f"{hint}_{k}"
-        return self.reserve(name)
+        return self.reserve(fresh_name(hint, self.used.__contains__, sep="_"))
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str],
              name: str, doc: str = "", **attrs: Any) -> None:

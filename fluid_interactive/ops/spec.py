@@ -208,7 +208,7 @@ class InferContext:
         the types of its feeds (the vars of the blocks around have theirs)."""
         if self._sub_block is None or self.op is None:
             self.fail("this op runs a sub-block, whose types are not available here")
-        return self._sub_block(self.op, dict(feeds or {}))  # type: ignore[misc,union-attr]
+        return self._sub_block(self.op, dict(feeds or {}))
 
     def has_input(self, slot: str) -> bool:
         return bool(self._inputs.get(slot))

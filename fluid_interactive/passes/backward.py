@@ -105,8 +105,8 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
                   producer.loc if producer is not None else None)
         diff.seed(target, seed)
     diff.run()
-    grads = {v: diff.resolve(v) for v in sorted(diff.carries | set(targets))}
-    grads = {v: g for v, g in grads.items() if g is not None}
+    resolved = {v: diff.resolve(v) for v in sorted(diff.carries | set(targets))}
+    grads = {v: g for v, g in resolved.items() if g is not None}
     diff.versions.apply()
     pairs = sorted((p, grads[p]) for p in leaves if p in grads
                    and (prog.find_var(block, p) or VarDesc(p, ())).is_parameter)

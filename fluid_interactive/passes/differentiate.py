@@ -22,8 +22,10 @@ forward values its ops read are taken from the values the forward op keeps per r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from ..ir.blocks import declared_within, nested_blocks, outer_interface, sub_block_index
+from ..ir.names import fresh_name
 from ..ir.records import (
     FLOAT_DTYPES,
     BlockDesc,
@@ -48,12 +50,7 @@ def grad_var_name(name: str) -> str:
 
 def unique_name(block: BlockDesc, program: ProgramDesc, name: str) -> str:
     """``name``, or ``name@k`` when a previous backward pass in the block already used it."""
-    if program.find_var(block, name) is None:
-        return name
-    k = 1
-    while program.find_var(block, f"{name}@{k}") is not None:
-        k += 1
-    return f"{name}@{k}"
+    return fresh_name(name, lambda n: program.find_var(block, n) is not None)
 
 
 def ops_on_path(ops: Sequence[OpDesc], targets: Iterable[str], leaves: set[str]
@@ -77,7 +74,7 @@ def ops_on_path(ops: Sequence[OpDesc], targets: Iterable[str], leaves: set[str]
 
 
 def float_only(program: ProgramDesc, block: BlockDesc, names: set[str],
-               rewritten: set[str] = frozenset()) -> set[str]:
+               rewritten: AbstractSet[str] = frozenset()) -> set[str]:
     """The names of ``names`` that can carry a gradient: float tensors (or arrays of them)
     not marked ``stop_gradient``, unless ``rewritten``: a var's ``stop_gradient`` marks the
     value its first writer makes (a constant's), so a later write that a gradient flows
@@ -128,11 +125,8 @@ class _Accumulator:
         return name
 
     def fresh(self, base: str) -> str:
-        name = unique_name(self.block, self.program, base)
-        k = 1
-        while name in self.reserved:
-            name = f"{base}@{k}"
-            k += 1
+        name = fresh_name(base, lambda n: n in self.reserved or
+                          self.program.find_var(self.block, n) is not None)
         self.reserved.add(name)
         return name
 
@@ -183,10 +177,7 @@ class _Versions:
         if key not in self.snapshots:
             # unique in the whole program: blocks nested in this one may see it
             taken = {n for b in self.program.blocks for n in b.vars}
-            snap, k = f"{name}@SNAPSHOT", 0
-            while snap in taken:
-                k += 1
-                snap = f"{name}@SNAPSHOT@{k}"
+            snap = fresh_name(f"{name}@SNAPSHOT", taken.__contains__)
             self.snapshots[key] = snap
             var = self.program.find_var(self.block, name)
             assert var is not None   # it has writers in this block

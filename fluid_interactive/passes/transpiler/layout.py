@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from ...errors import ProgramDefinitionError
+from ...ir.names import fresh_name
 from ...ir.records import ProgramDesc, VarDesc
 from .placement import dispatch
 from .roles import MethodRoles, UpdateGroup
@@ -111,13 +112,8 @@ class Layout:
 
 
 def _unique(name: str, method: str, taken: set[str]) -> str:
-    candidate = name
-    if candidate in taken:
-        candidate = f"{name}@{method}"
-    k = 1
-    while candidate in taken:
-        candidate = f"{name}@{method}.{k}"
-        k += 1
+    candidate = name if name not in taken else \
+        fresh_name(f"{name}@{method}", taken.__contains__, sep=".")
     taken.add(candidate)
     return candidate
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import ProgramDefinitionError
+from ...ir.names import fresh_name
 from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, clone_op, clone_var
 from ...ops.apply import infer_op
 from ...ops.spec import TensorType
@@ -123,10 +124,7 @@ def build_pserver_program(layout: Layout, endpoint: str) -> tuple[ProgramDesc, P
 
 
 def _unique_block(name: str, taken: set[str]) -> str:
-    candidate, k = name, 2
-    while candidate in taken:
-        candidate = f"{name}#{k}"
-        k += 1
+    candidate = fresh_name(name, taken.__contains__, sep="#", start=2)
     taken.add(candidate)
     return candidate
 

@@ -114,7 +114,7 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
     typing = typing or Typing(program)
     types = concrete_types(typing, block, feed_types)
     persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
-                    if program.find_var(block, n).persistable}
+                    if program.var(block, n).persistable}
     returned = set(returned_names(block.returns))
     collected = {n for n in returned if program.find_var(block, n) is None}
     ops = _live_ops(block, persistables, returned | _owners_of(program, block, collected))

@@ -123,7 +123,7 @@ class _Planner:
         taken: set[str] = set()
         rule = step.spec.sub_block
         for slot in step.spec.outputs:
-            bufs = []
+            bufs: list[BufferSlot | None] = []
             # what a sub-block gives back is a new array per run; only the arrays an op
             # stacks the runs' results into are planned
             unplanned = rule is not None and slot.name not in rule.stacked

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import to_host
-from ...ir.records import BlockDesc, ProgramDesc
+from ...ir.records import BlockDesc, ProgramDesc, map_returns, returns_source
 from .analysis import BlockAnalysis, Step
 from .emitter import Emitter, GeneratedCode, StepPlan, py_name
 from .loops import SubPlans, emit_steps, finish
@@ -33,20 +33,17 @@ __all__ = ["GeneratedCode", "generate"]
 
 def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: BlockDesc,
                  em: Emitter, host: Callable[[str], str], xp: Any = np) -> str:
-    if returns is None:
-        return "None"
-    if isinstance(returns, tuple):
-        inner = ", ".join(_return_expr(r, analysis, program, block, em, host, xp)
-                          for r in returns)
-        return f"({inner},)" if len(returns) == 1 else f"({inner})"
-    if isinstance(returns, dict):
-        inner = ", ".join(f"{k!r}: {_return_expr(v, analysis, program, block, em, host, xp)}"
-                          for k, v in returns.items())
-        return "{" + inner + "}"
+    return returns_source(map_returns(
+        returns, lambda name: _returned_value(name, analysis, program, block, em, host, xp)))
+
+
+def _returned_value(returns: str, analysis: BlockAnalysis, program: ProgramDesc,
+                    block: BlockDesc, em: Emitter, host: Callable[[str], str], xp: Any) -> str:
+    """The expression a plan returns for one returned var."""
     if returns in analysis.collected:   # a var of a loop's body: its value of every run
         stack = em.bind(_stacker(xp), "stack_runs")
         return f"{stack}({em.collected.get(returns, '[]')})"
-    var = program.find_var(block, returns)
+    var = program.var(block, returns)
     if not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
         return f"{em.local[returns]}.item()"
     return host(returns)
@@ -113,7 +110,8 @@ def _collect_writes(em: Emitter, step: Step, analysis: BlockAnalysis, is_test: b
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     """The scope's values the plan reads: inputs no earlier step (nor a feed or a
     constant) provides, and returned vars nothing computes."""
-    have, reads = set(known) | analysis.collected, {}   # reads: an insertion-ordered set
+    have = set(known) | analysis.collected
+    reads: dict[str, None] = {}   # an insertion-ordered set
     for step in analysis.steps:
         reads.update((n, None) for n in step.inputs if n not in have)
         have.update(step.outputs)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ir.names import escape_unprintable
+from ...ir.names import escape_unprintable, fresh_name
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc
 from ...ir.text import format_op
 from ...ops.apply import flat_inputs, infer_op, prepare_kernel
@@ -40,10 +40,7 @@ def py_name(name: str, used: set[str]) -> str:
     base = re.sub(r"[^A-Za-z0-9_]", "_", name)
     if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
         base = "v_" + base
-    candidate, k = base, 1
-    while candidate in used:
-        candidate = f"{base}_{k}"
-        k += 1
+    candidate = fresh_name(base, used.__contains__, sep="_")
     used.add(candidate)
     return candidate
 

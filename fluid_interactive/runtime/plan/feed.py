@@ -76,7 +76,8 @@ def make_converter(method: str, var: VarDesc) -> Callable[[Any], np.ndarray]:
             raise fail(f"has dtype {arr.dtype} ({_KIND_NAMES.get(kind, 'not numeric')})",
                        f"Values are cast within a kind only; convert explicitly, e.g. "
                        f"np.asarray(value).astype('{var.dtype}'), if that is what you mean.")
-        if batched and arr.size == 0 and prod(d for d in declared[1:] if d >= 0):
+        known: list[int] = [d for d in declared[1:] if d >= 0]
+        if batched and arr.size == 0 and prod(known, start=1):
             raise fail(f"is an empty batch (shape {list(given.shape)}, 0 samples)",
                        "Pass at least one sample.")
         arr = _add_batch_dim(arr, declared) if batched else arr
