@@ -41,7 +41,7 @@ from .rnn import (
     scale_vector,
     zero,
 )
-from .spec import GradContext, InferContext, KernelContext, OpSpec, flowing_grad, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
 
 _ATTRS = {"is_reverse": False, "gate_activation": "sigmoid", "activation": "tanh",
           "origin_mode": False, "linear_before_reset": False}
@@ -179,7 +179,7 @@ def _kernel(ctx: KernelContext):
 
 
 def _grad(g: GradContext) -> None:
-    dh = flowing_grad(g.out_grad("Hidden"))
+    dh = g.flowing("Hidden")
     wanted = [s for s in ("Input", "H0", "Weight", "Bias") if g.wants(s)]
     if dh is None or not wanted:
         return

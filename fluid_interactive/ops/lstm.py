@@ -44,7 +44,7 @@ from .rnn import (
     scale_vector,
     zero,
 )
-from .spec import GradContext, InferContext, KernelContext, OpSpec, flowing_grad, slots
+from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
 
 _ATTRS = {"use_peepholes": True, "is_reverse": False, "gate_activation": "sigmoid",
           "cell_activation": "tanh", "candidate_activation": "tanh"}
@@ -179,7 +179,7 @@ def _kernel(ctx: KernelContext):
 
 
 def _grad(g: GradContext) -> None:
-    dh, dc = flowing_grad(g.out_grad("Hidden")), flowing_grad(g.out_grad("Cell"))
+    dh, dc = g.flowing("Hidden"), g.flowing("Cell")
     wanted = [s for s in ("Input", "H0", "C0", "Weight", "Bias") if g.wants(s)]
     if (dh is None and dc is None) or not wanted:
         return

@@ -24,7 +24,6 @@ from .spec import (
     OpSpec,
     TensorType,
     emit_default_grad,
-    flowing_grad,
     slots,
 )
 
@@ -64,7 +63,7 @@ def _lstm_unit_kernel(ctx: KernelContext):
 
 
 def _lstm_unit_grad(g: GradContext) -> None:
-    dc, dh = flowing_grad(g.out_grad("C")), flowing_grad(g.out_grad("H"))
+    dc, dh = g.flowing("C"), g.flowing("H")
     if (dc is None and dh is None) or not (g.wants("X") or g.wants("C_prev")):
         return
     inputs = {"X": g.input("X"), "C_prev": g.input("C_prev"), "C": g.output("C")}
@@ -172,7 +171,7 @@ def _gru_unit_kernel(ctx: KernelContext):
 
 
 def _gru_unit_grad(g: GradContext) -> None:
-    if flowing_grad(g.out_grad("Hidden")) is None:
+    if g.flowing("Hidden") is None:
         return
     emit_default_grad(g, uses=("HiddenPrev", "Weight", "Gate", "ResetHiddenPrev", "Hidden"),
                       grad_type="gru_unit_grad",

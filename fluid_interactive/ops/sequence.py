@@ -24,7 +24,6 @@ from .spec import (
     InferContext,
     KernelContext,
     OpSpec,
-    flowing_grad,
     infer_like,
     slots,
 )
@@ -166,7 +165,7 @@ def _pool_kernel(ctx: KernelContext):
 
 def _grad_of(g: GradContext, out_slot: str) -> tuple[list[str], list[str]] | None:
     """([dOut], [dX]) when a gradient flows from ``out_slot`` to X, else None."""
-    dout = flowing_grad(g.out_grad(out_slot))
+    dout = g.flowing(out_slot)
     dx = [n for n in g.in_grad("X") if n]
     return ([dout], dx) if dout is not None and dx else None
 

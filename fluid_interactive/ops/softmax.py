@@ -30,7 +30,6 @@ from .spec import (
     TensorType,
     dims_compatible,
     emit_default_grad,
-    flowing_grad,
     infer_like,
     slots,
 )
@@ -358,7 +357,7 @@ def _swce_grad(g: GradContext) -> None:
     from the Softmax output too."""
     if not g.wants("Logits"):
         return
-    dloss, dsm = flowing_grad(g.out_grad("Loss")), flowing_grad(g.out_grad("Softmax"))
+    dloss, dsm = g.flowing("Loss"), g.flowing("Softmax")
     if dloss is None and dsm is None:
         return
     inputs = {"Label": g.input("Label"), "Softmax": g.output("Softmax")}

@@ -22,8 +22,8 @@ The three rule functions of a spec each get a small context object:
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol, TypeGuard
@@ -356,11 +356,13 @@ class GradContext:
                  out_grads: Mapping[str, list[str | None]],
                  in_grads: Mapping[str, list[str | None]],
                  emit: Callable[..., None], tmp: Callable[[str], str],
-                 blocks: BlockGrads | None = None):
+                 blocks: BlockGrads | None = None, zeros: AbstractSet[str] = frozenset()):
         self.op, self.attrs = op, attrs
         self._out_grads, self._in_grads = out_grads, in_grads
         self._emit, self._tmp = emit, tmp
         self._blocks = blocks
+        # gradients the backward pass filled with zeros: an output no gradient reached
+        self._zeros = zeros
 
     # --- for ops owning a sub-block (supplied by passes.backward) ----------------------
 
@@ -383,6 +385,13 @@ class GradContext:
             raise OpArgumentError(f"the gradient of {self.op.type!r} needs its program (it "
                                   f"runs a sub-block); use passes.backward")
         return self._blocks
+
+    def flowing(self, slot: str) -> str | None:
+        """The gradient of a single-var output slot, or None when nothing flows into it
+        (none reached it, or the backward pass gave it zeros): a maker may then leave that
+        output's contribution out."""
+        names = self._out_grads.get(slot) or [None]
+        return None if names[0] is None or names[0] in self._zeros else names[0]
 
     def input(self, slot: str) -> list[str]:
         return self.op.inputs.get(slot, [])
@@ -444,18 +453,6 @@ def grad_slot(slot: str) -> str:
 def present(names: Sequence[str | None]) -> TypeGuard[Sequence[str]]:
     """Whether every gradient name is there (no None), as `GradContext.emit` needs."""
     return all(n is not None for n in names)
-
-
-# The backward pass feeds multi-output ops a zero tensor named ``<var>@GRAD@ZERO[@k]`` for
-# an output no gradient reached; a gradient maker may drop it (it only adds zeros).
-_ZERO_GRAD = re.compile(r"@GRAD@ZERO(@\d+)?$")
-
-
-def flowing_grad(names: Sequence[str | None]) -> str | None:
-    """The gradient var of a single-var output slot, or None when nothing real flows."""
-    if not names or names[0] is None or _ZERO_GRAD.search(names[0]):
-        return None
-    return names[0]
 
 
 def infer_like(mapping: Mapping[str, str]) -> Callable[[InferContext], None]:

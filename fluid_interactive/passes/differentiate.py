@@ -301,8 +301,9 @@ class Differentiation:
             self.acc.reset(n)
         if not any(n for names in out_grads.values() for n in names):
             return
+        zeros: set[str] = set()
         if spec.sub_block is None and sum(len(v) for v in out_grads.values()) > 1:
-            out_grads = self._fill_missing(op, out_grads)
+            out_grads = self._fill_missing(op, out_grads, zeros)
         in_grads = {slot: [self.acc.new_part(n) if n in self.carries else None
                            for n in names]
                     for slot, names in op.inputs.items()}
@@ -313,16 +314,17 @@ class Differentiation:
             self.emit(OpDesc(type_, inputs, outputs, attrs), op.loc)
 
         ctx = GradContext(op, spec.full_attrs(op.attrs), out_grads, in_grads, emit_op,
-                          lambda hint: self.acc.fresh(f"{hint}@GRAD_TMP"), self)
+                          lambda hint: self.acc.fresh(f"{hint}@GRAD_TMP"), self, zeros)
         self._at = j
         try:
             spec.grad(ctx)   # type: ignore[misc]
         finally:
             self._at = None
 
-    def _fill_missing(self, op: OpDesc, out_grads):
+    def _fill_missing(self, op: OpDesc, out_grads, zeros: set[str]):
         """Outputs of a multi-output op that no gradient reached get zeros, so gradient
-        makers always see a complete set."""
+        makers always see a complete set (``zeros`` collects their names: a maker may
+        leave them out, `GradContext.flowing`)."""
         filled: dict[str, list[str]] = {}
         for slot, names in out_grads.items():
             filled[slot] = []
@@ -330,6 +332,7 @@ class Differentiation:
                 if g is None:
                     g = self.acc.fresh(grad_var_name(fwd) + "@ZERO")
                     self.emit(OpDesc("fill_zeros_like", {"X": [fwd]}, {"Out": [g]}), op.loc)
+                    zeros.add(g)
                 filled[slot].append(g)
         return filled
 
