@@ -1,9 +1,10 @@
 """Selecting by a mask, and the mask of a padded batch's time steps.
 
-``where``               Out = X where Condition is true, else Y. Condition is bool and has
-                        X's rank, each dim X's or 1 (NumPy broadcasting at equal rank); Y
-                        has X's shape. Exact: no arithmetic mixes the two sides, so a NaN
-                        or an inf on the side not taken never reaches Out, nor its gradient
+``where``               Out = X where Condition is true, else Y. Condition (bool) and Y
+                        have X's rank, each dim X's or 1 (NumPy broadcasting at equal rank:
+                        a [1, 1, 1] Y of zeros fills with zeros). Exact: no arithmetic mixes
+                        the two sides, so a NaN or an inf on the side not taken never
+                        reaches Out, nor its gradient
 ``sequence_step_mask``  Out [T, B, 1, ...] (``rank`` dims) = t < Lengths[b] for the T steps
                         of a padded batch X [B, T, ...], read for its shape alone: the
                         time-major mask a loop over the steps slices once per step
@@ -38,13 +39,12 @@ def _where_infer(ctx: InferContext) -> None:
                        f"(fluid.layers.less_than, ...) or cast to bool")
     if x.dtype != y.dtype:
         ctx.fail_dtype(f"where: X and Y must have one dtype, got X {x.dtype} and Y {y.dtype}")
-    if x.rank != y.rank or not all(dims_compatible(a, b) for a, b in zip(x.shape, y.shape)):
-        ctx.fail(f"where: X {_fmt(x.shape)} and Y {_fmt(y.shape)} must have one shape")
-    if cond.rank != x.rank or not all(c == 1 or dims_compatible(c, d)
-                                      for c, d in zip(cond.shape, x.shape)):
-        ctx.fail(f"where: Condition {_fmt(cond.shape)} must have X's rank with each dim "
-                 f"X's or 1, to select from X {_fmt(x.shape)}")
-    ctx.set_output("Out", [a if a >= 0 else b for a, b in zip(x.shape, y.shape)], x.dtype)
+    for slot, t in (("Condition", cond), ("Y", y)):
+        if t.rank != x.rank or not all(c == 1 or dims_compatible(c, d)
+                                       for c, d in zip(t.shape, x.shape)):
+            ctx.fail(f"where: {slot} {_fmt(t.shape)} must have X's rank with each dim X's "
+                     f"or 1, to select from X {_fmt(x.shape)}")
+    ctx.set_output("Out", x.shape, x.dtype)
 
 
 def _where_kernel(ctx: KernelContext):
@@ -59,22 +59,26 @@ def _where_kernel(ctx: KernelContext):
 
 
 def _where_grad(g: GradContext) -> None:
-    emit_default_grad(g, ("Condition",), "where_grad", ("X", "Y"))
+    emit_default_grad(g, ("Condition", "Y"), "where_grad", ("X", "Y"))
 
 
 def _where_grad_infer(ctx: InferContext) -> None:
-    dout = ctx.input("Out@GRAD")
-    for slot in ("X@GRAD", "Y@GRAD"):
-        ctx.set_output(slot, dout.shape, dout.dtype)
+    dout, y = ctx.input("Out@GRAD"), ctx.input("Y")
+    ctx.set_output("X@GRAD", dout.shape, dout.dtype)
+    ctx.set_output("Y@GRAD", y.shape, dout.dtype)
 
 
 def _where_grad_kernel(ctx: KernelContext):
-    """X@GRAD = dOut where Condition, else 0; Y@GRAD the other way round."""
-    xp, t = ctx.xp, ctx.input("Out@GRAD")
+    """X@GRAD = dOut where Condition, else 0; Y@GRAD the other way round, summed over the
+    dims Y was broadcast along."""
+    xp, t, y = ctx.xp, ctx.input("Out@GRAD"), ctx.input("Y")
     wants_x, wants_y = ctx.has_output("X@GRAD"), ctx.has_output("Y@GRAD")
     dx_buf, dy_buf = ctx.buffer("X@GRAD"), ctx.buffer("Y@GRAD")
+    spread = tuple(i for i, (a, b) in enumerate(zip(y.shape, t.shape)) if a != b)
+    if spread:
+        dy_buf = None   # the buffer has Y's shape; the selection needs dOut's
 
-    def grad(cond: Any, dout: Any) -> Any:
+    def grad(cond: Any, y_value: Any, dout: Any) -> Any:
         got = []
         if wants_x:
             dx = new_or(dx_buf, xp, t.shape, t.dtype)
@@ -85,19 +89,19 @@ def _where_grad_kernel(ctx: KernelContext):
             dy = new_or(dy_buf, xp, t.shape, t.dtype)
             xp.copyto(dy, dout)
             xp.copyto(dy, 0, where=cond)
-            got.append(dy)
+            got.append(dy.sum(axis=spread, keepdims=True) if spread else dy)
         return got[0] if len(got) == 1 else tuple(got)
     return grad
 
 
 register(OpSpec("where", slots("Condition", "X", "Y"), slots("Out"), _where_infer,
                 _where_kernel, _where_grad,
-                doc="Out = X where Condition else Y; Condition has X's rank, each dim X's "
-                    "or 1; Y has X's shape"))
-register(OpSpec("where_grad", slots("Condition", "Out@GRAD"), slots("X@GRAD?", "Y@GRAD?"),
-                _where_grad_infer, _where_grad_kernel,
+                doc="Out = X where Condition else Y; Condition and Y have X's rank, each "
+                    "dim X's or 1"))
+register(OpSpec("where_grad", slots("Condition", "Y", "Out@GRAD"), slots("X@GRAD?", "Y@GRAD?"),
+                _where_grad_infer, _where_grad_kernel, shape_only=("Y",),
                 doc="X@GRAD = Out@GRAD where Condition else 0; Y@GRAD = 0 where Condition "
-                    "else Out@GRAD"))
+                    "else Out@GRAD, summed over the dims Y was broadcast along"))
 
 
 # --- sequence_step_mask --------------------------------------------------------------------------

@@ -22,6 +22,15 @@ def test_where_selects_with_a_broadcast_condition(rng, cond_shape):
     check_grad("where", {"Condition": cond, "X": x, "Y": y}, wrt=["X", "Y"])
 
 
+@pytest.mark.parametrize("y_shape", [(1, 1), (4, 1), (1, 3)])
+def test_where_fills_from_a_broadcast_y(rng, y_shape):
+    cond = rng.uniform(size=(4, 1)) > 0.5
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal(y_shape)
+    check_op("where", {"Condition": cond, "X": x, "Y": y}, reference=_np_where,
+             rtol=0, atol=0, batch_unknown=y_shape[0] != 1)
+    check_grad("where", {"Condition": cond, "X": x, "Y": y}, wrt=["X", "Y"])
+
+
 def test_where_of_three_dims_and_of_ints(rng):
     cond = rng.uniform(size=(5, 2, 1)) > 0.3
     x, y = rng.standard_normal((5, 2, 4)), rng.standard_normal((5, 2, 4))
@@ -57,8 +66,8 @@ def test_where_errors_name_the_shapes(rng):
         check_op("where", {"Condition": np.ones(4, bool), "X": x, "Y": x})
     with pytest.raises(ShapeError, match=r"Condition \[2, 3\].*X \[4, 3\]"):
         check_op("where", {"Condition": np.ones((2, 3), bool), "X": x, "Y": x})
-    with pytest.raises(ShapeError, match=r"X \[4, 3\] and Y \[4, 1\] must have one shape"):
-        check_op("where", {"Condition": np.ones((4, 3), bool), "X": x, "Y": x[:, :1]})
+    with pytest.raises(ShapeError, match=r"Y \[4, 2\] must have X's rank.*X \[4, 3\]"):
+        check_op("where", {"Condition": np.ones((4, 3), bool), "X": x, "Y": x[:, :2]})
     with pytest.raises(DTypeError, match="X float64 and Y float32"):
         check_op("where", {"Condition": np.ones((4, 3), bool), "X": x,
                            "Y": x.astype(np.float32)})

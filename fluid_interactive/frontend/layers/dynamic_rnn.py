@@ -64,7 +64,10 @@ def _time_major(rank: int) -> list[int]:
 
 
 class DynamicRNN(StepNetwork):
-    """A recurrent network over a padded batch with lengths; see the module docstring."""
+    """A step written once under ``with drnn.block():`` (``step_input``, ``memory``,
+    ``update_memory``, ``output``) and run over the steps of a padded batch [B, T, ...] with
+    int64 ``lengths`` [B]; ``drnn()`` gives the outputs [B, T, ...], zero past each row's
+    length. See the module docstring and docs/sequences.md."""
 
     _kind, _enter = "DynamicRNN", ("drnn", "block")
 
@@ -324,9 +327,13 @@ class DynamicRNN(StepNetwork):
             return self._select(self._mask(rank), seq, step.loc, "step_in")
 
     def _select(self, mask: str, seq: str, loc: SourceLoc | None, hint: str) -> str:
-        """``seq`` where ``mask``, else zeros."""
-        zeros = self._append("fill_zeros_like", {"X": [seq]}, None, loc, "zeros")
-        return self._append("where", {"Condition": [mask], "X": [seq], "Y": [zeros]}, None,
+        """``seq`` where ``mask``, else zeros (one zero, broadcast: no array of T steps)."""
+        var = self._helper.trace.find(seq)
+        assert var is not None
+        zero = self._append("fill_constant", {}, {"shape": [1] * len(var.shape),
+                                                  "dtype": var.dtype, "value": 0.0},
+                            loc, "zero")
+        return self._append("where", {"Condition": [mask], "X": [seq], "Y": [zero]}, None,
                             loc, hint)
 
     def _batch_major_output(self, stacked: str, loc: SourceLoc | None) -> Variable:
