@@ -325,6 +325,21 @@ def test_output_and_memory_mistakes():
     with pytest.raises(fluid.OpArgumentError, match=r"shape=\[32\] gives \[B, 32\]"):
         _compile(_rnn(batch_in_shape))
 
+    def updated_twice(drnn, x_t, h):
+        drnn.update_memory(h, L.tanh(h))
+        drnn.update_memory(h, L.tanh(h))
+    with pytest.raises(fluid.ProgramDefinitionError, match=rf"(?s)already updated.*{HERE}"):
+        _compile(_rnn(updated_twice))
+
+    def init_inside(x, lengths):
+        drnn = L.DynamicRNN()
+        with drnn.block():
+            x_t = drnn.step_input(x, lengths=lengths)
+            drnn.memory(init=L.scale(x_t, 2.0))
+    with pytest.raises(fluid.ProgramDefinitionError,
+                       match=rf"(?s)memory: 'scale_0.tmp_0' is computed inside the block.*{HERE}"):
+        _compile(init_inside)
+
     def other_lengths(x, lengths):
         drnn = L.DynamicRNN()
         with drnn.block():
@@ -368,3 +383,31 @@ def test_a_batch_mismatch_known_only_when_the_method_runs_names_the_users_line(r
     with pytest.raises(fluid.ShapeError, match=rf"(?s)where.*\[4, 3, 1\].*\[4, 2, 4\]"
                                                rf".*test_dynamic_rnn.py:{line}"):
         prog.f(rng.standard_normal((3, 4, 3)), np.array([4, 1, 2]))
+
+
+def test_a_gru_cell_by_hand_learns(rng):
+    """The class is which of three features has the largest sum over a row's valid steps."""
+    class Classifier(fluid.Program):
+        @fluid.network("x", "lengths", "label")
+        def train_step(self, x, lengths, label):
+            x = L.data(name="x", shape=[-1, -1, 6], dtype="float32", append_batch_size=False)
+            lengths = _data("lengths", [-1], "int64")
+            label = L.data(name="label", shape=[1], dtype="int64")
+            proj = L.fc(x, size=3 * 16, num_flatten_dims=2)
+            drnn = L.DynamicRNN()
+            with drnn.block():
+                x_t = drnn.step_input(proj, lengths=lengths)
+                h = drnn.memory(shape=[16])
+                new_h, _, _ = L.gru_unit(x_t, h, size=3 * 16)
+                drnn.update_memory(h, new_h)
+                drnn.output(new_h)
+            last = L.sequence_last_step(drnn(), lengths=lengths)
+            loss = L.mean(L.softmax_with_cross_entropy(L.fc(last, size=3), label))
+            fluid.optimizer.Adam(learning_rate=0.02).minimize(loss)
+            return loss
+    x = rng.standard_normal((32, 7, 6)).astype(np.float32)
+    n = rng.integers(1, 8, 32).astype(np.int64)
+    y = (x[..., :3] * (np.arange(7)[None, :, None] < n[:, None, None])).sum(1).argmax(1)
+    prog = Classifier().Compile(seed=0)
+    losses = [prog.train_step(x, n, y.reshape(-1, 1)) for _ in range(60)]
+    assert losses[-1] < 0.5 * losses[0]
