@@ -86,6 +86,15 @@ class _Nested(MutableMapping):
         return len(set(self.outer) | set(self.local))
 
 
+def _shape_only(xp: Any, value: Any) -> Any:
+    """What a gradient that reads a value for its shape alone replays: an array of the
+    value's shape and dtype holding one broadcast zero (no copy), so its kernel is prepared
+    for the shape the run had, not the declared one (-1 for a batch unknown when traced)."""
+    if value is None or isinstance(value, list):
+        return None
+    return xp.broadcast_to(xp.zeros((), value.dtype), value.shape)
+
+
 class _Run:
     """The `RunContext` of one op owning a sub-block."""
 
@@ -128,8 +137,9 @@ class _Run:
         names = returned_names(self.block.returns)
         if self.kept_var is not None and not self.attrs.get("is_test"):
             # one entry per run, even with nothing kept: a gradient replays each run
-            self.env[self.kept_var].append({**dict.fromkeys(self.shapes),
-                                            **{n: nested[n] for n in self.keep}})
+            shapes = {n: _shape_only(self.xp, nested.get(n))
+                      for n in self.shapes}
+            self.env[self.kept_var].append({**shapes, **{n: nested[n] for n in self.keep}})
         return {n: nested[n] for n in names}
 
     def replayed(self, kept: Mapping[str, Any]) -> dict[str, Any]:

@@ -91,3 +91,20 @@ def test_results_equal_the_reference_interpreter(monkeypatch, rng, fused):
                                      rel=1e-6)
     for k, v in ref.parameters().items():
         np.testing.assert_allclose(prog.parameters()[k], v, rtol=1e-5, atol=1e-7)
+
+
+def test_a_returned_view_keeps_its_buffer_to_the_end(rng):
+    """A method returning a view of a temporary (a transpose) hands the temporary's array
+    out when it returns: no later op may take that buffer meanwhile."""
+    class P(fluid.Program):
+        @fluid.network("x")
+        def f(self, x):
+            x = fluid.layers.data(name="x", shape=[-1, 4], dtype="float64",
+                                  append_batch_size=False)
+            seen = fluid.layers.transpose(fluid.layers.tanh(x), [1, 0])
+            later = fluid.layers.tanh(fluid.layers.matmul(x, x))   # a temporary of one shape
+            return seen, later
+    x = rng.standard_normal((4, 4))
+    seen, later = P().Compile().f(x)
+    np.testing.assert_allclose(seen, np.tanh(x).T, rtol=1e-12)
+    np.testing.assert_allclose(later, np.tanh(x @ x), rtol=1e-12)

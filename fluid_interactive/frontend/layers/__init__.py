@@ -9,6 +9,7 @@ from . import (
     compare,
     control_flow,
     conv,
+    dynamic_rnn,
     io,
     loss,
     lr,
@@ -26,6 +27,7 @@ from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .lr import *  # noqa: F403
@@ -39,9 +41,9 @@ from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, io, loss, lr,
-                                math, metric, nn, norm, recurrent, rnn, sequence, tensor,
-                                tensor_array)
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
+                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
+                                tensor, tensor_array)
                   for name in module.__all__})
 
 

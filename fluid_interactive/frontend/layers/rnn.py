@@ -17,19 +17,18 @@ dimension as -1). Parameters created in the step are shared by all steps.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 from ...errors import OpArgumentError, ProgramDefinitionError, ShapeError
 from ...ir.blocks import outer_interface
 from ...ir.records import BlockDesc, VarDesc
-from ...ir.source import user_location
 from ...ir.text import short_type
 from ...ops.sub_block import STEP_SCOPES
 from ..tracing import error_at
 from ..variable import Variable
-from .helpers import LayerHelper, as_variable
+from .helpers import as_variable
+from .step_network import StepNetwork
 
 __all__ = ["StaticRNN"]
 
@@ -40,42 +39,24 @@ class _Memory:
         self.new: str | None = None   # what the step gives it for the next step
 
 
-class StaticRNN:
+class StaticRNN(StepNetwork):
     """A recurrent network over time-major sequences; see the module docstring."""
 
+    _kind, _enter = "StaticRNN", ("rnn", "step")
+
     def __init__(self, name: str | None = None):
-        self._helper = LayerHelper("static_rnn", name)
+        super().__init__("static_rnn", name)
         self._inputs: list[tuple[str, str]] = []      # (sequence around, its step slice)
         self._memories: list[_Memory] = []
         self._outputs: list[str] = []
-        self._block: BlockDesc | None = None
-        self._parent: BlockDesc | None = None
-        self._result: list[Variable] | None = None
-        self._loc = user_location()
 
-    @contextmanager
-    def step(self) -> Iterator[None]:
+    def step(self) -> AbstractContextManager[None]:
         """Trace the body of one time step."""
-        if self._block is not None:
-            raise error_at(ProgramDefinitionError, "a StaticRNN has one step(); make another "
-                                                   "StaticRNN for another network")
-        trace = self._helper.trace
-        self._parent = trace.block
-        with trace.sub_block() as body:
-            self._block = body
-            yield
-        self._finish(body)
-
-    def _in_step(self, what: str) -> BlockDesc:
-        if self._block is None or self._result is not None or \
-                self._helper.trace.block_idx != self._block.idx:
-            raise error_at(ProgramDefinitionError, f"StaticRNN.{what} is used inside "
-                                                   f"'with rnn.step():'")
-        return self._block
+        return self._tracing()
 
     def step_input(self, x: Variable) -> Variable:
         """The slice ``x[t]`` of the time-major sequence ``x`` ([T, batch, ...])."""
-        body = self._in_step("step_input")
+        body = self._inside("step_input")
         x = as_variable(x, "StaticRNN.step_input")
         if x.name in body.vars:
             raise error_at(ProgramDefinitionError,
@@ -99,7 +80,7 @@ class StaticRNN:
         ``shape`` with its dim ``init_batch_dim_idx`` the batch size of ``batch_ref`` (a
         step input, or a sequence [T, batch, ...]: its dim ``ref_batch_dim_idx``); then
         what `update_memory` gave at the step before."""
-        body = self._in_step("memory")
+        body = self._inside("memory")
         trace = self._helper.trace
         if init is None:
             init = self._boot(shape, batch_ref, init_value, init_batch_dim_idx,
@@ -128,7 +109,7 @@ class StaticRNN:
 
     def update_memory(self, mem: Variable, var: Variable) -> None:
         """``var`` is what memory ``mem`` holds at the next step."""
-        self._in_step("update_memory")
+        self._inside("update_memory")
         mem, var = as_variable(mem, "update_memory: mem"), as_variable(var, "update_memory")
         memory = next((m for m in self._memories if m.pre == mem.name), None)
         if memory is None:
@@ -142,20 +123,13 @@ class StaticRNN:
 
     def step_output(self, o: Variable) -> None:
         """``o`` at every step, stacked into an output [T, ...] of the RNN."""
-        self._in_step("step_output")
+        self._inside("step_output")
         self._outputs.append(as_variable(o, "StaticRNN.step_output").name)
 
     def output(self, *outputs: Variable) -> None:
         """`step_output` of each of ``outputs``."""
         for o in outputs:
             self.step_output(o)
-
-    def __call__(self) -> Any:
-        """The stacked step outputs: one var [T, ...], or a list of them."""
-        if self._result is None:
-            raise error_at(ProgramDefinitionError, "call the StaticRNN after its "
-                                                   "'with rnn.step():' block")
-        return self._result[0] if len(self._result) == 1 else list(self._result)
 
     def _finish(self, body: BlockDesc) -> None:
         trace = self._helper.trace

@@ -14,13 +14,15 @@ its previous owner has run. Two refinements:
   reads them as one array without gathering them.
 
 An op that may return a view of an input (``spec.aliases``) keeps that input alive as
-long as its own output. Feeds, constants, persistable and returned vars get no buffer, nor
-do the results of an op that runs a sub-block (new arrays of each run) except the arrays it
-stacks the runs' results into (``SubBlockRule.stacked``).
+long as its own output, to the end of the block when the output is returned. Feeds,
+constants, persistable and returned vars get no buffer, nor do the results of an op that
+runs a sub-block (new arrays of each run) except the arrays it stacks the runs' results
+into (``SubBlockRule.stacked``).
 """
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from itertools import count
 from math import prod
 from typing import Any
@@ -44,14 +46,17 @@ class ArenaSlot(BufferSlot):
         return self.array
 
 
-def last_uses(steps: list) -> dict[str, int]:
-    """var -> index of the last step that reads it (or writes it, if nothing reads it)."""
+def last_uses(steps: list, live_out: Iterable[str] = ()) -> dict[str, int]:
+    """var -> index of the last step that reads it (or writes it, if nothing reads it);
+    vars in ``live_out`` (returned or committed when the block ends) live past the last
+    step, and so does what they are views of."""
     last: dict[str, int] = {}
     for i, step in enumerate(steps):
         for n in step.outputs:
             last.setdefault(n, i)
         for n in step.inputs:
             last[n] = i
+    last.update((n, len(steps)) for n in live_out if n in last)
     for i in range(len(steps) - 1, -1, -1):
         step = steps[i]
         if step.spec.aliases:
@@ -85,7 +90,7 @@ class _Planner:
     def __init__(self, steps: list, types: dict[str, TensorType], xp: Any,
                  no_buffer: set[str]):
         self.types, self.xp, self.no_buffer = types, xp, no_buffer
-        self.last = last_uses(steps)
+        self.last = last_uses(steps, no_buffer)
         self.fixed = _arenas(steps, types, xp, no_buffer)
         self.free: dict[tuple, list[BufferSlot]] = {}
         # (last step reading the owner, order of assignment, key, buffer, owner): a heap,
