@@ -13,6 +13,16 @@ Groups named in ``expand`` (a layer such as ``mlp/fc_1``, a scope such as ``mlp`
 Only layers that connect are joined by edges: an edge stands for one or more vars a group
 writes and another reads. Parameters and other state are listed inside the boxes, not drawn
 as nodes, so no edge crosses the drawing to reach them.
+
+An op that runs a block (a loop, a branch, a StaticRNN step, and the gradient op replaying
+it) is one box, a folder, named after what it runs (``while_1  while``, ``body: 7 ops``),
+with the edges of what it reads and writes around it; its node id is ``sb<block index>``,
+the same in every drawing of the program. The gradient op's box sits under the folded
+backward pass, joined to it and to the optimizer by the gradients it takes and gives. A
+block drawn on its own (the body such a box opens into, `expansions`) starts at what it
+takes (its per-run feeds and the vars around it that it reads) and ends at what it gives;
+a var it both reads and writes is carried to the next run, drawn once, with a dashed edge
+back to it.
 """
 from __future__ import annotations
 
@@ -21,11 +31,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ir.blocks import sub_block_index
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
 from ..ir.text import short_type
 from . import style as S
 from .builder import Body, Raw, html
 from .groups import Group, group_ops, layer_type
+from .nesting import body_ops, body_word, describe, interface, outermost, owner_of
 from .parts import (
     Legend,
     Scopes,
@@ -50,6 +62,9 @@ class GroupOptions:
     forward_only: bool = False
     expand: frozenset = frozenset()   # layer names, scopes, 'backward', 'optimize'
     stack: bool = False               # method blocks one under the other
+    # each backward op a node of its own, joined op to op with no var nodes between them
+    # (a gradient block drawn on its own: it holds nothing else)
+    loose_backward: bool = False
 
 
 @dataclass
@@ -59,6 +74,7 @@ class _Drawn:
     node: str | None                        # the group's node; None when expanded
     op_nodes: dict[int, str] = field(default_factory=dict)
     loss: bool = False
+    loose: bool = False     # its ops drawn one by one, without a cluster or var nodes
 
 
 def _strip_prefix(name: str, owner: str) -> str:
@@ -92,7 +108,7 @@ class GroupedGraph:
     def __init__(self, program: ProgramDesc, blocks: list[BlockDesc], opts: GroupOptions,
                  legend: Legend, *, id_prefix: str = "", cluster_prefix: str = "") -> None:
         self.program = program
-        self.blocks = blocks
+        self.blocks = blocks = outermost(program, blocks)
         self.opts = opts
         self.legend = legend
         self.prefix = id_prefix
@@ -201,6 +217,33 @@ class GroupedGraph:
                         f"{html(short_type(self._var(block, outputs[0])))}</font>")
         return rows, title
 
+    def _body_rows(self, block: BlockDesc, g: Group, outputs: list[str]) -> list[str]:
+        """The lines of a box running a block: what it runs and its type, how many ops
+        its body holds, the parameters the body reads, what it gives on."""
+        op = block.ops[g.ops[0]]
+        ops = body_ops(self.program, op)
+        inner = sum(1 for o in ops if sub_block_index(o) is not None)
+        size = plural(len(ops), "op") + (f", {plural(inner, 'nested block')}" if inner else "")
+        rows = [f"<b>{html(g.short)}</b>  <font color=\"{_MUTED}\">{html(op.type)}</font>",
+                f'<font color="{_MUTED}">&#9656; {html(body_word(op))}: {html(size)}</font>']
+        if g.kind == "forward":
+            params = self._state_of(block, g)[0]
+            rows += [f'<font color="{S.VAR_STYLES["param"].border}">'
+                     f"{html(_strip_prefix(p, g.layer))} "
+                     f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+            if outputs:
+                rows.append(f'<font color="{_MUTED}">&#8594; '
+                            f"{html(short_type(self._var(block, outputs[0])))}</font>")
+        return rows
+
+    def _body_tooltip(self, block: BlockDesc, g: Group) -> str:
+        op = block.ops[g.ops[0]]
+        lines = [describe(self.program, block, op),
+                 "ops: " + op_counts(body_ops(self.program, op))]
+        if op.loc is not None:
+            lines.append("at " + loc_text(op))
+        return "\n".join(lines)
+
     @staticmethod
     def _tooltip(block: BlockDesc, g: Group, title: str, head: str) -> str:
         """The layer's full name, its ops with counts, where the user's code made them."""
@@ -218,16 +261,21 @@ class GroupedGraph:
         assert node is not None, "an expanded group has no node of its own"
         st = S.OP_STYLES[g.kind]
         self.legend.op_kinds.add(g.kind)
-        self.legend.summary = True
-        rows, title = self._rows(block, g, outputs)
+        if g.runs_block:
+            self.legend.bodies = True
+            rows = self._body_rows(block, g, outputs)
+            shape, style, tooltip = S.BODY_SHAPE, "filled", self._body_tooltip(block, g)
+        else:
+            self.legend.summary = True
+            rows, title = self._rows(block, g, outputs)
+            folded = g.kind == "backward"
+            shape, style = (S.SUMMARY_SHAPE, "filled") if folded else ("box", "rounded,filled")
+            tooltip = self._tooltip(block, g, title, tooltip_head)
         label = ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
                  + "".join(f'<tr><td align="left">{r}</td></tr>' for r in rows) + "</table>>")
-        folded = g.kind == "backward"
         pairs: list[tuple[str, Any]] = [
-            ("shape", S.SUMMARY_SHAPE if folded else "box"),
-            ("style", "filled" if folded else "rounded,filled"), ("fillcolor", st.fill),
-            ("label", Raw(label)), ("tooltip", self._tooltip(block, g, title, tooltip_head)),
-            ("margin", "0.08,0.04")]
+            ("shape", shape), ("style", style), ("fillcolor", st.fill),
+            ("label", Raw(label)), ("tooltip", tooltip), ("margin", "0.08,0.04")]
         if drawn.loss:
             self.legend.loss = True
             pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
@@ -265,6 +313,15 @@ class GroupedGraph:
         plan = []
         for gi, g in enumerate(groups):
             loss = g.kind == "forward" and any(block.ops[i].role & OpRole.LOSS for i in g.ops)
+            if g.runs_block:       # one box, the same id wherever the program is drawn
+                node = self._id(f"sb{g.sub_block}")
+                plan.append(_Drawn(g, node, {g.ops[0]: node}, loss))
+                self.folded.append((node, block, g))
+                continue
+            if g.kind == "backward" and self.opts.loose_backward:
+                plan.append(_Drawn(g, None, {i: self._id(f"op{block.idx}.{i}")
+                                             for i in g.ops}, loss, loose=True))
+                continue
             single_op = len(g.ops) == 1 and g.kind not in ("optimize", "backward")
             if single_op and g.kind == "forward":
                 single_op = not self._state_of(block, g)[0]   # a one-op layer with weights
@@ -302,7 +359,7 @@ class GroupedGraph:
             self._group_node(body, block, d, unique(walk.outputs_of.get(d.node, [])))
             return body, d.node
         target = body
-        if len(g.ops) > 1:
+        if len(g.ops) > 1 and not d.loose:
             target = body.cluster(f"{self.cprefix}{block.idx}_g{k}", [
                 ("label", g.layer or _GROUP_TITLES.get(g.kind, g.kind)),
                 ("style", "rounded,dashed"), ("color", S.OP_STYLES[g.kind].border)])
@@ -395,13 +452,25 @@ class _Walk:
         self.opt_members = {n for d in opt for n in d.op_nodes.values()}
         self.opt_cluster = f"{graph.cprefix}{block.idx}_opt"
         self.writer: dict[str, str] = {}
+        self.kind_of: dict[str, str] = {}       # a writer node -> the kind of its group
         self.inner_vars: dict[int, Body] = {}   # expanded group -> its var nodes
         self.var_nodes = Body()
         self.drawn_vars: set[str] = set()
         self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
-        # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
-        self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
-                                             for d in plan) else set()
+        self.owned = owner_of(graph.program, block) is not None
+        if self.owned:     # a body on its own: what it takes and gives, state aside
+            takes, gives = interface(graph.program, block)
+            self.feeds = {n for n in takes if not self._is_state(n)}
+            self.gives = [n for n in gives if not self._is_state(n)]
+        else:
+            # feeds are drawn for methods (blocks with forward ops), not a server's blocks
+            self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
+                                                 for d in plan) else set()
+            self.gives = unique(returned_names(block.returns))
+
+    def _is_state(self, name: str) -> bool:
+        var = self.graph._var(self.block, name)
+        return var is not None and var.persistable
 
     def var_node(self, name: str, holder: Body | None = None) -> str:
         node = self.graph.var_id(self.block, name)
@@ -424,18 +493,33 @@ class _Walk:
         for n in unique(op.output_names()):
             self._touch(n, node)
             self.graph.first_write.setdefault(n, node)
-            if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
-                # an expanded group draws its vars: op -> var -> readers
-                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), Body()))
-                self.graph._edge(node, vnode)
-                self.writer[n] = vnode
-            else:
-                self.writer[n] = node
+            writer = node
+            if d.node is None and not d.loose and d.group.kind != "optimize" \
+                    and len(d.group.ops) > 1 and n not in self.feeds:
+                # an expanded group draws its vars: op -> var -> readers (a var the block
+                # takes is drawn where it comes in, and gets its edge back in `finish`)
+                writer = self.var_node(n, self.inner_vars.setdefault(id(d), Body()))
+                self.graph._edge(node, writer)
+            self.writer[n] = writer
+            self.kind_of[writer] = d.group.kind
+
+    def _skips(self, src: str | None, d: _Drawn) -> bool:
+        """Reads a backward box draws no edge for: the folded backward pass is drawn from
+        the loss only (`finish`); the box of a gradient op running a block takes the
+        gradients flowing into it, not the forward values it reads as well."""
+        g = d.group
+        if g.kind != "backward" or d.node is None:
+            return False
+        if not g.runs_block:
+            return True
+        if src is None:
+            return not self.owned
+        return self.kind_of.get(src) != "backward"
 
     def _read(self, name: str, node: str, d: _Drawn) -> None:
         src = self.writer.get(name)
-        if d.group.kind == "backward" and d.node is not None:
-            return      # the folded backward pass is drawn from the loss only (`finish`)
+        if self._skips(src, d):
+            return
         if src is None:
             var = self.graph._var(self.block, name)
             if name in self.feeds or (self.feeds and var is not None and var.is_data):
@@ -451,17 +535,26 @@ class _Walk:
         self.outputs_of.setdefault(src, []).append(name)
 
     def finish(self) -> None:
-        """The loss into the folded backward pass, and the returned vars."""
+        """The loss into the folded backward pass, and what the block gives: the returned
+        vars, and for a body the vars around it that it writes (a var it took as well is
+        carried: a dashed edge back to where it came in)."""
         for d in self.plan:
-            if d.group.kind == "backward" and d.node is not None:
+            if d.group.kind == "backward" and d.node is not None and not d.group.runs_block:
                 for src in self.loss_nodes:
                     self.graph._edge(src, d.node)
-        for n in unique(returned_names(self.block.returns)):
+        for n in self.gives:
             writer = self.writer.get(n)
+            carried = n in self.drawn_vars and n in self.feeds
             vnode = self.var_node(n)
-            if writer is not None:
+            if writer is None:
+                continue
+            if carried:
+                self.graph._edge(writer, vnode, [
+                    ("style", "dashed"), ("tooltip", f"{n}: carried to the next run")],
+                    ranks=False)
+            else:
                 self.graph._edge(writer, vnode)
-                self.outputs_of.setdefault(writer, []).append(n)
+            self.outputs_of.setdefault(writer, []).append(n)
 
 
 _GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",
