@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..ir.blocks import sub_block_index
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from ..ir.text import short_type
 from . import style as S
 from .builder import Body, Raw, html
 from .groups import Group, group_ops, layer_type
-from .nesting import body_ops, body_word, describe, interface, outermost, owner_of
+from .nesting import body_ops, body_word, describe, outermost
 from .parts import (
     Legend,
     Scopes,
@@ -51,6 +51,7 @@ from .parts import (
     unique,
     var_node_attrs,
 )
+from .walk import Drawn, Walk
 
 __all__ = ["GroupedGraph", "GroupOptions"]
 
@@ -65,16 +66,6 @@ class GroupOptions:
     # each backward op a node of its own, joined op to op with no var nodes between them
     # (a gradient block drawn on its own: it holds nothing else)
     loose_backward: bool = False
-
-
-@dataclass
-class _Drawn:
-    """How one group is drawn: one node, or (expanded) one node per op in a cluster."""
-    group: Group
-    node: str | None                        # the group's node; None when expanded
-    op_nodes: dict[int, str] = field(default_factory=dict)
-    loss: bool = False
-    loose: bool = False     # its ops drawn one by one, without a cluster or var nodes
 
 
 def _strip_prefix(name: str, owner: str) -> str:
@@ -140,7 +131,7 @@ class GroupedGraph:
         return self._id(f"v{block.idx}:{name}")
 
     # --- edges --------------------------------------------------------------------------------
-    def _edge(self, src: str, dst: str, extra: Iterable[tuple[str, Any]] = (),
+    def edge(self, src: str, dst: str, extra: Iterable[tuple[str, Any]] = (),
               ranks: bool = True) -> None:
         if src == dst or (src, dst) in self._seen:
             return
@@ -156,18 +147,18 @@ class GroupedGraph:
         return self._edges
 
     # --- labels -------------------------------------------------------------------------------
-    def _var(self, block: BlockDesc, name: str) -> VarDesc | None:
+    def var(self, block: BlockDesc, name: str) -> VarDesc | None:
         return self.program.find_var(block, name)
 
-    def _var_node(self, body: Body, block: BlockDesc, name: str) -> None:
+    def draw_var(self, body: Body, block: BlockDesc, name: str) -> None:
         node = self.var_id(block, name)
         self.nodes.append(node)
-        body.node(node, var_node_attrs(name, self._var(block, name), self.legend,
+        body.node(node, var_node_attrs(name, self.var(block, name), self.legend,
                                        gradient=name in self.gradients))
 
     def _op_node(self, body: Body, block: BlockDesc, node: str, op: OpDesc) -> None:
         self.nodes.append(node)
-        body.node(node, op_node_attrs(op, functools.partial(self._var, block), self.legend))
+        body.node(node, op_node_attrs(op, functools.partial(self.var, block), self.legend))
 
     def _state_of(self, block: BlockDesc, group: Group) -> tuple[list[str], list[str]]:
         """(parameters, other persistable vars) the group's ops read or write."""
@@ -176,7 +167,7 @@ class GroupedGraph:
         for i in group.ops:
             op = block.ops[i]
             for n in op.input_names() + op.output_names():
-                var = self._var(block, n)
+                var = self.var(block, n)
                 if var is None or not var.persistable or var.kind != "tensor":
                     continue
                 (params if var.is_parameter else state).append(n)
@@ -189,7 +180,7 @@ class GroupedGraph:
             return (g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer),
                     g.layer)
         if g.kind == "optimize":
-            var = self._var(block, g.layer)
+            var = self.var(block, g.layer)
             updates = unique(block.ops[i].type for i in g.ops
                              if g.layer in block.ops[i].output_names())
             note = " · ".join(x for x in (short_type(var) if var is not None else "",
@@ -208,13 +199,13 @@ class GroupedGraph:
         if g.kind in ("backward", "rpc", "lrsched") or (g.kind == "forward" and not params):
             rows.append(f'<font color="{_MUTED}">{html(plural(len(g.ops), "op"))}</font>')
         rows += [f'<font color="{S.VAR_STYLES["param"].border}">{html(_strip_prefix(p, owner))} '
-                 f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+                 f"{html(short_type(self.var(block, p)))}</font>" for p in params]
         names = [_strip_prefix(n, owner) for n in state]
         rows += [f'<font color="{_MUTED}">{html(", ".join(names[k:k + 2]))}</font>'
                  for k in range(0, len(names), 2)]     # two per line keeps the box narrow
         if g.kind == "forward" and outputs:
             rows.append(f'<font color="{_MUTED}">&#8594; '
-                        f"{html(short_type(self._var(block, outputs[0])))}</font>")
+                        f"{html(short_type(self.var(block, outputs[0])))}</font>")
         return rows, title
 
     def _body_rows(self, block: BlockDesc, g: Group, outputs: list[str]) -> list[str]:
@@ -230,10 +221,10 @@ class GroupedGraph:
             params = self._state_of(block, g)[0]
             rows += [f'<font color="{S.VAR_STYLES["param"].border}">'
                      f"{html(_strip_prefix(p, g.layer))} "
-                     f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+                     f"{html(short_type(self.var(block, p)))}</font>" for p in params]
             if outputs:
                 rows.append(f'<font color="{_MUTED}">&#8594; '
-                            f"{html(short_type(self._var(block, outputs[0])))}</font>")
+                            f"{html(short_type(self.var(block, outputs[0])))}</font>")
         return rows
 
     def _body_tooltip(self, block: BlockDesc, g: Group) -> str:
@@ -254,7 +245,7 @@ class GroupedGraph:
             lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
         return "\n".join(lines)
 
-    def _group_node(self, body: Body, block: BlockDesc, drawn: _Drawn, outputs: list[str],
+    def _group_node(self, body: Body, block: BlockDesc, drawn: Drawn, outputs: list[str],
                     tooltip_head: str = "") -> str:
         """One box standing for a group of ops; returns its node id."""
         g, node = drawn.group, drawn.node
@@ -309,27 +300,27 @@ class GroupedGraph:
                         seen[n] = seen.get(n, 0) + 1
         return [n for n, k in seen.items() if k > 1]
 
-    def _plan(self, block: BlockDesc, groups: list[Group]) -> list[_Drawn]:
+    def _plan(self, block: BlockDesc, groups: list[Group]) -> list[Drawn]:
         plan = []
         for gi, g in enumerate(groups):
             loss = g.kind == "forward" and any(block.ops[i].role & OpRole.LOSS for i in g.ops)
             if g.runs_block:       # one box, the same id wherever the program is drawn
                 node = self._id(f"sb{g.sub_block}")
-                plan.append(_Drawn(g, node, {g.ops[0]: node}, loss))
+                plan.append(Drawn(g, node, {g.ops[0]: node}, loss))
                 self.folded.append((node, block, g))
                 continue
             if g.kind == "backward" and self.opts.loose_backward:
-                plan.append(_Drawn(g, None, {i: self._id(f"op{block.idx}.{i}")
+                plan.append(Drawn(g, None, {i: self._id(f"op{block.idx}.{i}")
                                              for i in g.ops}, loss, loose=True))
                 continue
             single_op = len(g.ops) == 1 and g.kind not in ("optimize", "backward")
             if single_op and g.kind == "forward":
                 single_op = not self._state_of(block, g)[0]   # a one-op layer with weights
             if self._expanded(g) or single_op:
-                d = _Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
+                d = Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
             else:
                 node = self._id(f"g{block.idx}.{gi}")
-                d = _Drawn(g, node, dict.fromkeys(g.ops, node), loss)
+                d = Drawn(g, node, dict.fromkeys(g.ops, node), loss)
                 self.folded.append((node, block, g))
             plan.append(d)
         return plan
@@ -337,7 +328,7 @@ class GroupedGraph:
     def _block(self, block: BlockDesc) -> Body:
         groups = _params_in_declared_order(
             self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
-        walk = _Walk(self, block, self._plan(block, groups))
+        walk = Walk(self, block, self._plan(block, groups))
         for i, op in enumerate(block.ops):
             if i in walk.node_of:
                 walk.op(i, op)
@@ -350,7 +341,7 @@ class GroupedGraph:
             return body
         return self._layout_block(block, walk)
 
-    def _drawn_group(self, block: BlockDesc, k: int, d: _Drawn, walk: _Walk
+    def _drawn_group(self, block: BlockDesc, k: int, d: Drawn, walk: Walk
                      ) -> tuple[Body, str]:
         """One group's statements (its box, or its ops and vars in a cluster when it is
         expanded) and its first node."""
@@ -368,7 +359,7 @@ class GroupedGraph:
         target.add(walk.inner_vars.get(id(d), Body()))
         return body, d.op_nodes[g.ops[0]]
 
-    def _layout_block(self, block: BlockDesc, walk: _Walk) -> Body:
+    def _layout_block(self, block: BlockDesc, walk: Walk) -> Body:
         """The block's statements: scopes and expanded groups as nested clusters, the
         optimizer as one column."""
         tree = Scopes()
@@ -395,7 +386,7 @@ class GroupedGraph:
             chain(cluster, opt_chain)
         return out
 
-    def _optimizer_label(self, block: BlockDesc, plan: list[_Drawn], params: int) -> str:
+    def _optimizer_label(self, block: BlockDesc, plan: list[Drawn], params: int) -> str:
         """``optimizer: adam (6 parameters; learning_rate_0)``: the update ops, how many
         parameters, the state they share."""
         updates = [d.group for d in plan if d.group.kind == "optimize"]
@@ -436,125 +427,6 @@ class GroupedGraph:
         body = self.node_body()
         body.add(self.edge_body())
         return body
-
-
-class _Walk:
-    """The edges of one block's grouped drawing, found by walking its ops in order: each
-    var joins the node that last wrote it to each node that reads it."""
-
-    def __init__(self, graph: GroupedGraph, block: BlockDesc, plan: list[_Drawn]):
-        self.graph, self.block, self.plan = graph, block, plan
-        self.node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
-        self.drawn_of = {i: d for d in plan for i in d.group.ops}
-        self.loss_nodes = {n for d in plan if d.loss for n in d.op_nodes.values()}
-        opt = [d for d in plan if d.group.kind == "optimize"]
-        self.opt_first = (opt[0].node or next(iter(opt[0].op_nodes.values()))) if opt else None
-        self.opt_members = {n for d in opt for n in d.op_nodes.values()}
-        self.opt_cluster = f"{graph.cprefix}{block.idx}_opt"
-        self.writer: dict[str, str] = {}
-        self.kind_of: dict[str, str] = {}       # a writer node -> the kind of its group
-        self.inner_vars: dict[int, Body] = {}   # expanded group -> its var nodes
-        self.var_nodes = Body()
-        self.drawn_vars: set[str] = set()
-        self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
-        self.owned = owner_of(graph.program, block) is not None
-        if self.owned:     # a body on its own: what it takes and gives, state aside
-            takes, gives = interface(graph.program, block)
-            self.feeds = {n for n in takes if not self._is_state(n)}
-            self.gives = [n for n in gives if not self._is_state(n)]
-        else:
-            # feeds are drawn for methods (blocks with forward ops), not a server's blocks
-            self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
-                                                 for d in plan) else set()
-            self.gives = unique(returned_names(block.returns))
-
-    def _is_state(self, name: str) -> bool:
-        var = self.graph._var(self.block, name)
-        return var is not None and var.persistable
-
-    def var_node(self, name: str, holder: Body | None = None) -> str:
-        node = self.graph.var_id(self.block, name)
-        if name not in self.drawn_vars:
-            self.drawn_vars.add(name)
-            self.graph._var_node(holder if holder is not None else self.var_nodes,
-                                 self.block, name)
-        return node
-
-    def _touch(self, name: str, node: str) -> None:
-        g = self.graph
-        g.first_touch.setdefault(name, node)
-        g.last_touch[name] = node
-
-    def op(self, i: int, op: OpDesc) -> None:
-        node, d = self.node_of[i], self.drawn_of[i]
-        for n in unique(op.input_names()):
-            self._touch(n, node)
-            self._read(n, node, d)
-        for n in unique(op.output_names()):
-            self._touch(n, node)
-            self.graph.first_write.setdefault(n, node)
-            writer = node
-            if d.node is None and not d.loose and d.group.kind != "optimize" \
-                    and len(d.group.ops) > 1 and n not in self.feeds:
-                # an expanded group draws its vars: op -> var -> readers (a var the block
-                # takes is drawn where it comes in, and gets its edge back in `finish`)
-                writer = self.var_node(n, self.inner_vars.setdefault(id(d), Body()))
-                self.graph._edge(node, writer)
-            self.writer[n] = writer
-            self.kind_of[writer] = d.group.kind
-
-    def _skips(self, src: str | None, d: _Drawn) -> bool:
-        """Reads a backward box draws no edge for: the folded backward pass is drawn from
-        the loss only (`finish`); the box of a gradient op running a block takes the
-        gradients flowing into it, not the forward values it reads as well."""
-        g = d.group
-        if g.kind != "backward" or d.node is None:
-            return False
-        if not g.runs_block:
-            return True
-        if src is None:
-            return not self.owned
-        return self.kind_of.get(src) != "backward"
-
-    def _read(self, name: str, node: str, d: _Drawn) -> None:
-        src = self.writer.get(name)
-        if self._skips(src, d):
-            return
-        if src is None:
-            var = self.graph._var(self.block, name)
-            if name in self.feeds or (self.feeds and var is not None and var.is_data):
-                self.graph._edge(self.var_node(name), node)
-            return
-        if src == node:
-            return
-        if self.opt_first is not None and node in self.opt_members \
-                and src not in self.opt_members:
-            self.graph._edge(src, self.opt_first, [("lhead", "cluster_" + self.opt_cluster)])
-            return
-        self.graph._edge(src, node)
-        self.outputs_of.setdefault(src, []).append(name)
-
-    def finish(self) -> None:
-        """The loss into the folded backward pass, and what the block gives: the returned
-        vars, and for a body the vars around it that it writes (a var it took as well is
-        carried: a dashed edge back to where it came in)."""
-        for d in self.plan:
-            if d.group.kind == "backward" and d.node is not None and not d.group.runs_block:
-                for src in self.loss_nodes:
-                    self.graph._edge(src, d.node)
-        for n in self.gives:
-            writer = self.writer.get(n)
-            carried = n in self.drawn_vars and n in self.feeds
-            vnode = self.var_node(n)
-            if writer is None:
-                continue
-            if carried:
-                self.graph._edge(writer, vnode, [
-                    ("style", "dashed"), ("tooltip", f"{n}: carried to the next run")],
-                    ranks=False)
-            else:
-                self.graph._edge(writer, vnode)
-            self.outputs_of.setdefault(writer, []).append(n)
 
 
 _GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",
