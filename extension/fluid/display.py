@@ -3,7 +3,9 @@
 `graph(obj)` returns a `Graph`: DOT text from `fluid_interactive.render`, drawn as SVG when
 graphviz's ``dot`` is on the PATH. Jupyter shows it through ``_repr_mimebundle_`` as HTML
 (see `graph_html`): the title, the drawing fitted to the width of the cell, zoom buttons
-and the layers drawn op by op underneath; a plain script can call ``.svg`` or
+and, underneath, what its boxes open into: the layers drawn op by op, and the body of each
+loop or branch (drawn by layer, its own loops opening in turn); a plain script can call
+``.svg`` or
 ``.save('net.svg')``. When ``dot`` fails, the cell says why and how to fix it. `Table` is a
 small display object with a text and an HTML form, used by ``%fluid programs``, ``%fluid
 vars`` and ``prog.summary()``.
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fluid_interactive.ir import ProgramDesc, format_program
+from fluid_interactive.ir.blocks import sub_block_index
 from fluid_interactive.passes.transpiler import TranspilePlan
 from fluid_interactive.render import (
     DETAILS,
@@ -93,19 +96,21 @@ class Graph:
     shown when there is no graphviz. ``narrow`` is a second DOT text with the methods
     stacked, drawn instead when ``dot`` comes out wider than `WIDTH_BUDGET_PX` and it is
     narrower (``dot`` then becomes it). ``layers`` are ``(node id, label, DOT)`` drawings
-    of single layers, shown under the drawing to expand them. ``timeout`` limits each run
-    of ``dot`` (None: `render.svg.DEFAULT_TIMEOUT`).
+    of what the boxes open into (single layers, the bodies of loops), shown under the
+    drawing, headed ``layers_title``. ``timeout`` limits each run of ``dot`` (None:
+    `render.svg.DEFAULT_TIMEOUT`).
     """
 
     def __init__(self, dot: str, title: str = "", text: str = "", *,
                  narrow: str | None = None,
                  layers: Sequence[tuple[str, str, str]] = (),
-                 timeout: float | None = None):
+                 timeout: float | None = None, layers_title: str = "the layers op by op"):
         self.dot = dot
         self.title = title
         self.text = text    # the canonical text form of what is drawn, shown without graphviz
         self.narrow = narrow
         self.layers = list(layers)
+        self.layers_title = layers_title
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._layers_svg: list[str] | None = None
 
@@ -162,7 +167,7 @@ class Graph:
                                   f"{exc.fix}\n\n{plain}"}
         if svg is None:
             return {"text/plain": plain + "\n" + NO_DOT_HINT}
-        return {"text/html": graph_html(svg, self.title, layers),
+        return {"text/html": graph_html(svg, self.title, layers, self.layers_title),
                 "image/svg+xml": svg,
                 "text/plain": f"<graph {self.title}>"}
 
@@ -261,7 +266,15 @@ def graph(obj: Any, methods: Any = None, *, detail: str = "layers",
     wide, narrow = _variants(lambda s: draw(**options, collapse_grads=bool(collapse_grads),
                                             stack_methods=s), layered, stack)
     layers = layer_drawings(program, blocks, forward_only=forward_only) if layered else []
-    return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout)
+    heading = ("the layers op by op and the bodies of loops and branches"
+               if _has_bodies(program) else "the layers op by op")
+    return Graph(wide, title, text, narrow=narrow, layers=layers, timeout=timeout,
+                 layers_title=heading)
+
+
+def _has_bodies(program: ProgramDesc) -> bool:
+    """Whether an op of ``program`` runs a block (a loop, a branch)."""
+    return any(sub_block_index(op) is not None for b in program.blocks for op in b.ops)
 
 
 def plan_to_dot(plan: TranspilePlan, trainer_id: int = 0, **options: Any) -> str:

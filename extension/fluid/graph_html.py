@@ -5,11 +5,12 @@
 * A header holds the title and the natural size. Where JavaScript runs (JupyterLab,
   Notebook 7, VS Code) it also gets zoom buttons (fit, smaller, larger, 1:1; a zoomed
   drawing scrolls inside its own box) and "open" (the SVG in a new browser tab); clicking a
-  layer's box opens that layer's op-level drawing. Where no JavaScript runs (a notebook
-  rendered to HTML on a website) the buttons stay hidden and the drawing is a static,
-  fitted SVG.
-* Under it, the layers drawn op by op, each in a ``<details>`` element: expandable with or
-  without JavaScript.
+  layer's box opens that layer's op-level drawing, and clicking a loop's box (in the
+  drawing or in a body already opened) opens its body, level by level. Where no
+  JavaScript runs (a notebook rendered to HTML on a website) the buttons stay hidden and
+  the drawing is a static, fitted SVG.
+* Under it, what the boxes open into (the layers drawn op by op, the bodies of loops and
+  branches), each in a ``<details>`` element: expandable with or without JavaScript.
 
 Every piece of text from a program (names, titles, error messages) is HTML-escaped here;
 the SVG comes from graphviz, which escapes its own text.
@@ -94,11 +95,12 @@ _SCRIPT = """<script>
   root.querySelectorAll(".fluid-graph-layer").forEach(function (d) {
     layers[d.getAttribute("data-node")] = d;
   });
-  svg.querySelectorAll("g.node").forEach(function (g) {
+  // every drawing: the cell's, and those opened under it (a loop's body holds boxes too)
+  root.querySelectorAll("svg g.node").forEach(function (g) {
     var t = g.querySelector("title");
     if (t && layers[t.textContent]) g.style.cursor = "pointer";
   });
-  svg.addEventListener("click", function (ev) {
+  root.addEventListener("click", function (ev) {
     var g = ev.target.closest && ev.target.closest("g.node");
     var t = g && g.querySelector("title");
     var layer = t && layers[t.textContent];
@@ -134,7 +136,7 @@ def _head(title: str, width: float, height: float, interactive: bool) -> str:
             + "".join(parts) + "</div>")
 
 
-def _layers(layers: Sequence[tuple[str, str, str]]) -> str:
+def _layers(layers: Sequence[tuple[str, str, str]], title: str) -> str:
     if not layers:
         return ""
     items = "".join(
@@ -144,19 +146,20 @@ def _layers(layers: Sequence[tuple[str, str, str]]) -> str:
         f"</div></details>"
         for node, label, svg in layers if svg)
     return (f'<details class="fluid-graph-layers" style="font:13px/1.5 sans-serif;'
-            f'margin-top:4px"><summary>the layers op by op ({len(layers)})</summary>'
+            f'margin-top:4px"><summary>{html.escape(title)} ({len(layers)})</summary>'
             f"{items}</details>")
 
 
-def graph_html(svg: str, title: str = "", layers: Sequence[tuple[str, str, str]] = ()
-               ) -> str:
-    """A drawing for a notebook cell: header, fitted SVG, expandable layers."""
+def graph_html(svg: str, title: str = "", layers: Sequence[tuple[str, str, str]] = (),
+               layers_title: str = "the layers op by op") -> str:
+    """A drawing for a notebook cell: header, fitted SVG, what its boxes open into
+    (``layers``, under ``layers_title``)."""
     dom_id = f"fluid-graph-{next(_ids)}"
     width, height = svg_size(svg)
     return (f'<div class="fluid-graph" id="{dom_id}" style="max-width:100%">'
             + _head(title, width, height, interactive=True)
             + '<div class="fluid-graph-view" style="max-width:100%;overflow:auto">'
-            + fit_svg(svg) + "</div>" + _layers(layers)
+            + fit_svg(svg) + "</div>" + _layers(layers, layers_title)
             + _SCRIPT % {"id": dom_id} + "</div>")
 
 

@@ -109,17 +109,21 @@ def programs_table(programs: Iterable[tuple[str, CompiledProgram, str]]) -> Tabl
 
 
 def histogram_svg(values: np.ndarray, bins: int = 30, width: int = 360,
-                  height: int = 120) -> str:
-    """A bar chart of ``values`` as an inline SVG (an empty frame when there are none)."""
-    pad_l, pad_b, pad_t = 6, 18, 4
+                  height: int = 120, value_range: tuple[float, float] | None = None,
+                  labels: bool = True) -> str:
+    """A bar chart of ``values`` as an inline SVG (an empty frame when there are none);
+    ``value_range`` fixes the range of the bins (small multiples share one), ``labels``
+    writes the range under the bars."""
+    pad_l, pad_b, pad_t = 6, (18 if labels else 2), 4
     w, h = width - 2 * pad_l, height - pad_b - pad_t
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'class="fluid-histogram" style="font:10px sans-serif">',
              f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="#fafafa" '
              f'stroke="#ddd"/>']
     values = np.asarray(values, dtype=np.float64).ravel()
+    values = values[np.isfinite(values)] if value_range is not None else values
     if values.size:
-        lo, hi = float(values.min()), float(values.max())
+        lo, hi = value_range or (float(values.min()), float(values.max()))
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         counts, edges = np.histogram(values, bins=bins, range=(lo, hi))
@@ -133,9 +137,11 @@ def histogram_svg(values: np.ndarray, bins: int = 30, width: int = 360,
                          f'y="{pad_t + h - bh:.1f}" width="{max(bw - 1, 1):.1f}" '
                          f'height="{bh:.1f}" fill="#4a7fb5"><title>'
                          f"[{edges[i]:.4g}, {edges[i + 1]:.4g}): {int(c)}</title></rect>")
-        parts.append(f'<text x="{pad_l}" y="{height - 4}">{html.escape(f"{lo:.4g}")}</text>')
-        parts.append(f'<text x="{width - pad_l}" y="{height - 4}" text-anchor="end">'
-                     f'{html.escape(f"{hi:.4g}")}</text>')
+        if labels:
+            parts.append(f'<text x="{pad_l}" y="{height - 4}">{html.escape(f"{lo:.4g}")}'
+                         f"</text>")
+            parts.append(f'<text x="{width - pad_l}" y="{height - 4}" text-anchor="end">'
+                         f'{html.escape(f"{hi:.4g}")}</text>')
     else:
         parts.append(f'<text x="{width / 2}" y="{pad_t + h / 2}" text-anchor="middle" '
                      f'fill="#888">no values</text>')

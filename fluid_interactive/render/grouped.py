@@ -13,19 +13,31 @@ Groups named in ``expand`` (a layer such as ``mlp/fc_1``, a scope such as ``mlp`
 Only layers that connect are joined by edges: an edge stands for one or more vars a group
 writes and another reads. Parameters and other state are listed inside the boxes, not drawn
 as nodes, so no edge crosses the drawing to reach them.
+
+An op that runs a block (a loop, a branch, a StaticRNN step, and the gradient op replaying
+it) is one box, a folder, named after what it runs (``while_1  while``, ``body: 7 ops``),
+with the edges of what it reads and writes around it; its node id is ``sb<block index>``,
+the same in every drawing of the program. The gradient op's box sits under the folded
+backward pass, joined to it and to the optimizer by the gradients it takes and gives. A
+block drawn on its own (the body such a box opens into, `expansions`) starts at what it
+takes (its per-run feeds and the vars around it that it reads) and ends at what it gives;
+a var it both reads and writes is carried to the next run, drawn once, with a dashed edge
+back to it.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, returned_names
+from ..ir.blocks import sub_block_index
+from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from ..ir.text import short_type
 from . import style as S
 from .builder import Body, Raw, html
 from .groups import Group, group_ops, layer_type
+from .nesting import body_ops, body_word, describe, outermost
 from .parts import (
     Legend,
     Scopes,
@@ -39,6 +51,7 @@ from .parts import (
     unique,
     var_node_attrs,
 )
+from .walk import Drawn, Walk
 
 __all__ = ["GroupedGraph", "GroupOptions"]
 
@@ -50,15 +63,9 @@ class GroupOptions:
     forward_only: bool = False
     expand: frozenset = frozenset()   # layer names, scopes, 'backward', 'optimize'
     stack: bool = False               # method blocks one under the other
-
-
-@dataclass
-class _Drawn:
-    """How one group is drawn: one node, or (expanded) one node per op in a cluster."""
-    group: Group
-    node: str | None                        # the group's node; None when expanded
-    op_nodes: dict[int, str] = field(default_factory=dict)
-    loss: bool = False
+    # each backward op a node of its own, joined op to op with no var nodes between them
+    # (a gradient block drawn on its own: it holds nothing else)
+    loose_backward: bool = False
 
 
 def _strip_prefix(name: str, owner: str) -> str:
@@ -92,7 +99,7 @@ class GroupedGraph:
     def __init__(self, program: ProgramDesc, blocks: list[BlockDesc], opts: GroupOptions,
                  legend: Legend, *, id_prefix: str = "", cluster_prefix: str = "") -> None:
         self.program = program
-        self.blocks = blocks
+        self.blocks = blocks = outermost(program, blocks)
         self.opts = opts
         self.legend = legend
         self.prefix = id_prefix
@@ -124,7 +131,7 @@ class GroupedGraph:
         return self._id(f"v{block.idx}:{name}")
 
     # --- edges --------------------------------------------------------------------------------
-    def _edge(self, src: str, dst: str, extra: Iterable[tuple[str, Any]] = (),
+    def edge(self, src: str, dst: str, extra: Iterable[tuple[str, Any]] = (),
               ranks: bool = True) -> None:
         if src == dst or (src, dst) in self._seen:
             return
@@ -140,18 +147,18 @@ class GroupedGraph:
         return self._edges
 
     # --- labels -------------------------------------------------------------------------------
-    def _var(self, block: BlockDesc, name: str) -> VarDesc | None:
+    def var(self, block: BlockDesc, name: str) -> VarDesc | None:
         return self.program.find_var(block, name)
 
-    def _var_node(self, body: Body, block: BlockDesc, name: str) -> None:
+    def draw_var(self, body: Body, block: BlockDesc, name: str) -> None:
         node = self.var_id(block, name)
         self.nodes.append(node)
-        body.node(node, var_node_attrs(name, self._var(block, name), self.legend,
+        body.node(node, var_node_attrs(name, self.var(block, name), self.legend,
                                        gradient=name in self.gradients))
 
     def _op_node(self, body: Body, block: BlockDesc, node: str, op: OpDesc) -> None:
         self.nodes.append(node)
-        body.node(node, op_node_attrs(op, functools.partial(self._var, block), self.legend))
+        body.node(node, op_node_attrs(op, functools.partial(self.var, block), self.legend))
 
     def _state_of(self, block: BlockDesc, group: Group) -> tuple[list[str], list[str]]:
         """(parameters, other persistable vars) the group's ops read or write."""
@@ -160,7 +167,7 @@ class GroupedGraph:
         for i in group.ops:
             op = block.ops[i]
             for n in op.input_names() + op.output_names():
-                var = self._var(block, n)
+                var = self.var(block, n)
                 if var is None or not var.persistable or var.kind != "tensor":
                     continue
                 (params if var.is_parameter else state).append(n)
@@ -173,7 +180,7 @@ class GroupedGraph:
             return (g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer),
                     g.layer)
         if g.kind == "optimize":
-            var = self._var(block, g.layer)
+            var = self.var(block, g.layer)
             updates = unique(block.ops[i].type for i in g.ops
                              if g.layer in block.ops[i].output_names())
             note = " · ".join(x for x in (short_type(var) if var is not None else "",
@@ -192,14 +199,41 @@ class GroupedGraph:
         if g.kind in ("backward", "rpc", "lrsched") or (g.kind == "forward" and not params):
             rows.append(f'<font color="{_MUTED}">{html(plural(len(g.ops), "op"))}</font>')
         rows += [f'<font color="{S.VAR_STYLES["param"].border}">{html(_strip_prefix(p, owner))} '
-                 f"{html(short_type(self._var(block, p)))}</font>" for p in params]
+                 f"{html(short_type(self.var(block, p)))}</font>" for p in params]
         names = [_strip_prefix(n, owner) for n in state]
         rows += [f'<font color="{_MUTED}">{html(", ".join(names[k:k + 2]))}</font>'
                  for k in range(0, len(names), 2)]     # two per line keeps the box narrow
         if g.kind == "forward" and outputs:
             rows.append(f'<font color="{_MUTED}">&#8594; '
-                        f"{html(short_type(self._var(block, outputs[0])))}</font>")
+                        f"{html(short_type(self.var(block, outputs[0])))}</font>")
         return rows, title
+
+    def _body_rows(self, block: BlockDesc, g: Group, outputs: list[str]) -> list[str]:
+        """The lines of a box running a block: what it runs and its type, how many ops
+        its body holds, the parameters the body reads, what it gives on."""
+        op = block.ops[g.ops[0]]
+        ops = body_ops(self.program, op)
+        inner = sum(1 for o in ops if sub_block_index(o) is not None)
+        size = plural(len(ops), "op") + (f", {plural(inner, 'nested block')}" if inner else "")
+        rows = [f"<b>{html(g.short)}</b>  <font color=\"{_MUTED}\">{html(op.type)}</font>",
+                f'<font color="{_MUTED}">&#9656; {html(body_word(op))}: {html(size)}</font>']
+        if g.kind == "forward":
+            params = self._state_of(block, g)[0]
+            rows += [f'<font color="{S.VAR_STYLES["param"].border}">'
+                     f"{html(_strip_prefix(p, g.layer))} "
+                     f"{html(short_type(self.var(block, p)))}</font>" for p in params]
+            if outputs:
+                rows.append(f'<font color="{_MUTED}">&#8594; '
+                            f"{html(short_type(self.var(block, outputs[0])))}</font>")
+        return rows
+
+    def _body_tooltip(self, block: BlockDesc, g: Group) -> str:
+        op = block.ops[g.ops[0]]
+        lines = [describe(self.program, block, op),
+                 "ops: " + op_counts(body_ops(self.program, op))]
+        if op.loc is not None:
+            lines.append("at " + loc_text(op))
+        return "\n".join(lines)
 
     @staticmethod
     def _tooltip(block: BlockDesc, g: Group, title: str, head: str) -> str:
@@ -211,23 +245,28 @@ class GroupedGraph:
             lines.append("at " + "; ".join(locs[:4]) + (" ..." if len(locs) > 4 else ""))
         return "\n".join(lines)
 
-    def _group_node(self, body: Body, block: BlockDesc, drawn: _Drawn, outputs: list[str],
+    def _group_node(self, body: Body, block: BlockDesc, drawn: Drawn, outputs: list[str],
                     tooltip_head: str = "") -> str:
         """One box standing for a group of ops; returns its node id."""
         g, node = drawn.group, drawn.node
         assert node is not None, "an expanded group has no node of its own"
         st = S.OP_STYLES[g.kind]
         self.legend.op_kinds.add(g.kind)
-        self.legend.summary = True
-        rows, title = self._rows(block, g, outputs)
+        if g.runs_block:
+            self.legend.bodies = True
+            rows = self._body_rows(block, g, outputs)
+            shape, style, tooltip = S.BODY_SHAPE, "filled", self._body_tooltip(block, g)
+        else:
+            self.legend.summary = True
+            rows, title = self._rows(block, g, outputs)
+            folded = g.kind == "backward"
+            shape, style = (S.SUMMARY_SHAPE, "filled") if folded else ("box", "rounded,filled")
+            tooltip = self._tooltip(block, g, title, tooltip_head)
         label = ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
                  + "".join(f'<tr><td align="left">{r}</td></tr>' for r in rows) + "</table>>")
-        folded = g.kind == "backward"
         pairs: list[tuple[str, Any]] = [
-            ("shape", S.SUMMARY_SHAPE if folded else "box"),
-            ("style", "filled" if folded else "rounded,filled"), ("fillcolor", st.fill),
-            ("label", Raw(label)), ("tooltip", self._tooltip(block, g, title, tooltip_head)),
-            ("margin", "0.08,0.04")]
+            ("shape", shape), ("style", style), ("fillcolor", st.fill),
+            ("label", Raw(label)), ("tooltip", tooltip), ("margin", "0.08,0.04")]
         if drawn.loss:
             self.legend.loss = True
             pairs += [("color", S.LOSS_BORDER), ("penwidth", 2), ("peripheries", 2)]
@@ -261,18 +300,27 @@ class GroupedGraph:
                         seen[n] = seen.get(n, 0) + 1
         return [n for n, k in seen.items() if k > 1]
 
-    def _plan(self, block: BlockDesc, groups: list[Group]) -> list[_Drawn]:
+    def _plan(self, block: BlockDesc, groups: list[Group]) -> list[Drawn]:
         plan = []
         for gi, g in enumerate(groups):
             loss = g.kind == "forward" and any(block.ops[i].role & OpRole.LOSS for i in g.ops)
+            if g.runs_block:       # one box, the same id wherever the program is drawn
+                node = self._id(f"sb{g.sub_block}")
+                plan.append(Drawn(g, node, {g.ops[0]: node}, loss))
+                self.folded.append((node, block, g))
+                continue
+            if g.kind == "backward" and self.opts.loose_backward:
+                plan.append(Drawn(g, None, {i: self._id(f"op{block.idx}.{i}")
+                                             for i in g.ops}, loss, loose=True))
+                continue
             single_op = len(g.ops) == 1 and g.kind not in ("optimize", "backward")
             if single_op and g.kind == "forward":
                 single_op = not self._state_of(block, g)[0]   # a one-op layer with weights
             if self._expanded(g) or single_op:
-                d = _Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
+                d = Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
             else:
                 node = self._id(f"g{block.idx}.{gi}")
-                d = _Drawn(g, node, dict.fromkeys(g.ops, node), loss)
+                d = Drawn(g, node, dict.fromkeys(g.ops, node), loss)
                 self.folded.append((node, block, g))
             plan.append(d)
         return plan
@@ -280,7 +328,7 @@ class GroupedGraph:
     def _block(self, block: BlockDesc) -> Body:
         groups = _params_in_declared_order(
             self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
-        walk = _Walk(self, block, self._plan(block, groups))
+        walk = Walk(self, block, self._plan(block, groups))
         for i, op in enumerate(block.ops):
             if i in walk.node_of:
                 walk.op(i, op)
@@ -293,7 +341,7 @@ class GroupedGraph:
             return body
         return self._layout_block(block, walk)
 
-    def _drawn_group(self, block: BlockDesc, k: int, d: _Drawn, walk: _Walk
+    def _drawn_group(self, block: BlockDesc, k: int, d: Drawn, walk: Walk
                      ) -> tuple[Body, str]:
         """One group's statements (its box, or its ops and vars in a cluster when it is
         expanded) and its first node."""
@@ -302,7 +350,7 @@ class GroupedGraph:
             self._group_node(body, block, d, unique(walk.outputs_of.get(d.node, [])))
             return body, d.node
         target = body
-        if len(g.ops) > 1:
+        if len(g.ops) > 1 and not d.loose:
             target = body.cluster(f"{self.cprefix}{block.idx}_g{k}", [
                 ("label", g.layer or _GROUP_TITLES.get(g.kind, g.kind)),
                 ("style", "rounded,dashed"), ("color", S.OP_STYLES[g.kind].border)])
@@ -311,7 +359,7 @@ class GroupedGraph:
         target.add(walk.inner_vars.get(id(d), Body()))
         return body, d.op_nodes[g.ops[0]]
 
-    def _layout_block(self, block: BlockDesc, walk: _Walk) -> Body:
+    def _layout_block(self, block: BlockDesc, walk: Walk) -> Body:
         """The block's statements: scopes and expanded groups as nested clusters, the
         optimizer as one column."""
         tree = Scopes()
@@ -338,7 +386,7 @@ class GroupedGraph:
             chain(cluster, opt_chain)
         return out
 
-    def _optimizer_label(self, block: BlockDesc, plan: list[_Drawn], params: int) -> str:
+    def _optimizer_label(self, block: BlockDesc, plan: list[Drawn], params: int) -> str:
         """``optimizer: adam (6 parameters; learning_rate_0)``: the update ops, how many
         parameters, the state they share."""
         updates = [d.group for d in plan if d.group.kind == "optimize"]
@@ -379,89 +427,6 @@ class GroupedGraph:
         body = self.node_body()
         body.add(self.edge_body())
         return body
-
-
-class _Walk:
-    """The edges of one block's grouped drawing, found by walking its ops in order: each
-    var joins the node that last wrote it to each node that reads it."""
-
-    def __init__(self, graph: GroupedGraph, block: BlockDesc, plan: list[_Drawn]):
-        self.graph, self.block, self.plan = graph, block, plan
-        self.node_of = {i: n for d in plan for i, n in d.op_nodes.items()}
-        self.drawn_of = {i: d for d in plan for i in d.group.ops}
-        self.loss_nodes = {n for d in plan if d.loss for n in d.op_nodes.values()}
-        opt = [d for d in plan if d.group.kind == "optimize"]
-        self.opt_first = (opt[0].node or next(iter(opt[0].op_nodes.values()))) if opt else None
-        self.opt_members = {n for d in opt for n in d.op_nodes.values()}
-        self.opt_cluster = f"{graph.cprefix}{block.idx}_opt"
-        self.writer: dict[str, str] = {}
-        self.inner_vars: dict[int, Body] = {}   # expanded group -> its var nodes
-        self.var_nodes = Body()
-        self.drawn_vars: set[str] = set()
-        self.outputs_of: dict[str, list[str]] = {}   # node -> the vars other nodes read
-        # feeds are drawn for methods (blocks with forward ops), not for a server's blocks
-        self.feeds = set(block.feeds) if any(d.group.kind in ("forward", "reader")
-                                             for d in plan) else set()
-
-    def var_node(self, name: str, holder: Body | None = None) -> str:
-        node = self.graph.var_id(self.block, name)
-        if name not in self.drawn_vars:
-            self.drawn_vars.add(name)
-            self.graph._var_node(holder if holder is not None else self.var_nodes,
-                                 self.block, name)
-        return node
-
-    def _touch(self, name: str, node: str) -> None:
-        g = self.graph
-        g.first_touch.setdefault(name, node)
-        g.last_touch[name] = node
-
-    def op(self, i: int, op: OpDesc) -> None:
-        node, d = self.node_of[i], self.drawn_of[i]
-        for n in unique(op.input_names()):
-            self._touch(n, node)
-            self._read(n, node, d)
-        for n in unique(op.output_names()):
-            self._touch(n, node)
-            self.graph.first_write.setdefault(n, node)
-            if d.node is None and d.group.kind != "optimize" and len(d.group.ops) > 1:
-                # an expanded group draws its vars: op -> var -> readers
-                vnode = self.var_node(n, self.inner_vars.setdefault(id(d), Body()))
-                self.graph._edge(node, vnode)
-                self.writer[n] = vnode
-            else:
-                self.writer[n] = node
-
-    def _read(self, name: str, node: str, d: _Drawn) -> None:
-        src = self.writer.get(name)
-        if d.group.kind == "backward" and d.node is not None:
-            return      # the folded backward pass is drawn from the loss only (`finish`)
-        if src is None:
-            var = self.graph._var(self.block, name)
-            if name in self.feeds or (self.feeds and var is not None and var.is_data):
-                self.graph._edge(self.var_node(name), node)
-            return
-        if src == node:
-            return
-        if self.opt_first is not None and node in self.opt_members \
-                and src not in self.opt_members:
-            self.graph._edge(src, self.opt_first, [("lhead", "cluster_" + self.opt_cluster)])
-            return
-        self.graph._edge(src, node)
-        self.outputs_of.setdefault(src, []).append(name)
-
-    def finish(self) -> None:
-        """The loss into the folded backward pass, and the returned vars."""
-        for d in self.plan:
-            if d.group.kind == "backward" and d.node is not None:
-                for src in self.loss_nodes:
-                    self.graph._edge(src, d.node)
-        for n in unique(returned_names(self.block.returns)):
-            writer = self.writer.get(n)
-            vnode = self.var_node(n)
-            if writer is not None:
-                self.graph._edge(writer, vnode)
-                self.outputs_of.setdefault(writer, []).append(n)
 
 
 _GROUP_TITLES = {"backward": "backward", "rpc": "send / recv", "lrsched": "learning rate",

@@ -11,16 +11,21 @@ in scope ``mlp``). Everything else is decided by op roles:
 * optimize ops group by the parameter in their ``op_role_var``: one group per parameter,
   holding its update and its optimizer state;
 * learning-rate schedule ops form one group, RPC and distributed ops another, reader ops (ops
-  that touch a var of reader kind) a third.
+  that touch a var of reader kind) a third;
+* an op that owns a sub-block (a loop, a branch, a StaticRNN step, or the gradient of one)
+  is a group of its own whatever its role, named after what it runs (`nesting`): it is
+  drawn as one box that opens into its body.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
 
+from ..ir.blocks import sub_block_index
 from ..ir.layers import layer_of, layer_type, scope_of
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
-from .style import VarLookup, is_reader_op
+from .nesting import construct_name
+from .style import VarLookup, is_reader_op, op_kind
 
 __all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD"]
 
@@ -37,10 +42,15 @@ class Group:
     layer: str = ""          # forward: the layer; optimize: the parameter; else ''
     ops: list[int] = field(default_factory=list)
     call: int = 1            # forward: which use of the layer in this block
+    sub_block: int | None = None   # the block its one op runs (a loop, a branch), or None
 
     @property
     def scope(self) -> str:
         return scope_of(self.layer) if self.kind == "forward" else ""
+
+    @property
+    def runs_block(self) -> bool:
+        return self.sub_block is not None
 
     @property
     def short(self) -> str:
@@ -84,6 +94,11 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
     for i, op in enumerate(block.ops):
         if forward_only and op.role & NOT_FORWARD:
             continue
+        sub = sub_block_index(op)
+        if sub is not None:
+            groups.append(Group(f"@block{sub}", op_kind(op, var_of),
+                                construct_name(program, block, op), [i], sub_block=sub))
+            continue
         kind, key, layer = _classify(op, var_of)
         if kind == "forward":
             state = {n for n in op.input_names()
@@ -92,7 +107,7 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
             # the same layer again right away is a second call once it reads its weights
             # a second time
             if last is not None and last.kind == "forward" and last.layer == layer \
-                    and not state & run_state:
+                    and not last.runs_block and not state & run_state:
                 last.ops.append(i)
                 run_state |= state
                 continue

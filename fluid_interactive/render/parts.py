@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ir.blocks import method_of
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_returns, short_type
 from . import style as S
 from .builder import Body, Digraph, Pairs, Raw, html, quote
+from .nesting import describe, owner_of
 
 MethodRef = str | int
 
@@ -98,6 +100,7 @@ class Legend:
     var_kinds: set = field(default_factory=set)
     loss: bool = False
     summary: bool = False
+    bodies: bool = False     # a box standing for an op that runs a block
     cross: bool = False
     diff_kinds: set = field(default_factory=set)   # looks of a difference (`diff_dot`)
 
@@ -121,6 +124,8 @@ class Legend:
             cell("loss op (double border)", "#ffffff", S.LOSS_BORDER, rounded=True, width=2)
         if self.summary:
             cell("several ops drawn as one (box)", "#ffffff", S.EDGE_COLOR)
+        if self.bodies:
+            cell("loop or branch (folder)", "#ffffff", S.EDGE_COLOR)
         for kind, vs in S.VAR_STYLES.items():
             if kind in self.var_kinds:
                 text = vs.legend + (f" [{vs.tag}]" if vs.tag else "")
@@ -166,8 +171,16 @@ def unique(names: Iterable[str]) -> list[str]:
 
 
 def signature(program: ProgramDesc, block: BlockDesc) -> str:
+    """A block's title: ``block 1: train_step(x: f32[?,13]) -> avg_cost``; for the body
+    of a loop or branch, what runs it (``while_1 (while): body, block 4, 7 ops, in
+    train_step``)."""
     if block.idx == 0:
         return "global (block 0): parameters and state"
+    owner = owner_of(program, block)
+    if owner is not None:
+        method = method_of(program, block)
+        return describe(program, owner.block, owner.op) + (
+            f", in {method.name}" if method.name else "")
     if not block.name:
         return f"block {block.idx} (parent {block.parent_idx})"
     args = ", ".join(f"{n}: {short_type(program.find_var(block, n))}" for n in block.feeds)

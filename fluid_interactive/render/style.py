@@ -51,6 +51,7 @@ OP_STYLES: dict[str, OpStyle] = {s.kind: s for s in (
 
 LOSS_BORDER = "#d62728"       # red double border on ops with the Loss bit
 SUMMARY_SHAPE = "box3d"       # collapsed backward / optimize ops
+BODY_SHAPE = "folder"         # an op running a block (a loop, a branch): opens into it
 
 
 def is_reader_op(op: OpDesc, var_of: VarLookup) -> bool:

@@ -1,15 +1,18 @@
 """A real browser: every notebook runs in JupyterLab, driven by Playwright in Debian's
 headless chromium at a 1280 px window, and so does a notebook of drawings of real models (a
 three-layer MLP with Adam, the digits MLP split over 2 trainers and 2 parameter servers,
-and the differences two edits of the MLP make: a hidden layer 64 -> 48 wide, relu -> tanh).
+the differences two edits of the MLP make: a hidden layer 64 -> 48 wide, relu -> tanh, and
+a loop in a loop).
 
 For every drawing a notebook shows, the test measures what a reader sees: the drawing is no
 wider than the cell's output area (no horizontal scrolling) and every node label is at least
 9 px tall on screen. A cell that raised fails the test: JupyterLab 4 renders an error as a
 ``application/vnd.jupyter.stderr`` output like any stderr text, so errors are counted in
 the notebook's model (outputs of type ``error``); a notebook whose last cell raises checks
-that this count sees it. Screenshots of every drawing, and ``graphs.json`` with the
-measurements, are kept in tests/extension/artifacts/ (git-ignored).
+that this count sees it. A loop's box opens on click into its body, and a loop inside that
+body into its own, each drawing measured by the same rules. Screenshots of every drawing,
+and ``graphs.json`` with the measurements, are kept in tests/extension/artifacts/
+(git-ignored).
 
 Needs: jupyterlab and playwright (pip), chromium (apt; /usr/bin/chromium). Playwright's own
 browser downloads are never used.
@@ -55,6 +58,8 @@ pytestmark = [
 
 with open(os.path.join(ROOT, "tests", "render", "models.py"), encoding="utf-8") as _fh:
     MODELS = "%load_ext fluid\n" + _fh.read()
+with open(os.path.join(ROOT, "tests", "render", "loops.py"), encoding="utf-8") as _fh:
+    MODELS += "\n\n" + _fh.read()
 
 GRAPH_CELLS = [
     MODELS,
@@ -64,9 +69,10 @@ GRAPH_CELLS = [
     "                       pservers=2, min_block_size=1024)\nfluid.graph(plan)",
     "fluid.diff(MLP3, MLP3(hidden=48))",
     "fluid.diff(mlp3, MLP3(act='tanh'))",
+    "nested = NestedLoops().Compile(seed=0)\nfluid.graph(nested.train_step)",
 ]
 GRAPH_TITLES = ["MLP3", "MLP3.train_step", "distributed plan", "MLP3 (a) → MLP3 (b)",
-                "MLP3 (a) → MLP3 (b)"]
+                "MLP3 (a) → MLP3 (b)", "NestedLoops.train_step"]
 
 FAILING_CELLS = ["x = 1", "print('fine so far')", "raise ValueError('a deliberately failing cell')"]
 
@@ -306,6 +312,11 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
         extra = _notebook_checks(page, name)
     finally:
         close(page)
+    stem = name.replace(".ipynb", "")
+    for opened in extra.get("loops", []):
+        measurements[f"{stem}:{opened['node']} opened"] = opened
+    if "inspect" in extra:
+        measurements[f"{stem}:inspect"] = extra["inspect"]
     assert errors == [], errors
     assert graphs, f"{name} shows no drawing"
     assert_readable(graphs)
@@ -318,7 +329,7 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
         assert extra["zoom"]["fit"] <= split["area"] + 0.5, extra
         # the diffs by layer: drawn at full size (the 64 -> 48 one was 8,629 px wide by op,
         # shown at 10 % with 1.2 px labels), a few lines of text, every op one click away
-        for diff in graphs[3:]:
+        for diff in graphs[3:5]:
             assert diff["natural"] <= diff["area"] + 0.5, diff
             assert diff["min_label_px"] >= 12, diff
         assert [len(t.splitlines()) for t in extra["diff_text"]] == [5, 6], extra
@@ -326,6 +337,19 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
             "  mlp/fc_1 (fc): size 64 → 48; re-initialised w_0, b_0 with their adam state")
         assert extra["ops_lines"][0] > 90, extra      # the op-level text, on demand
         assert extra["opened"]["layer_svg"] and extra["opened"]["ops_shown"], extra
+        # the outer loop's box opens its body; the inner loop's box, in that body, its own
+        outer, inner = extra["loops"]
+        assert outer["node"] == "sb2" and inner["node"] == "sb3", extra["loops"]
+        assert_opened_readable(extra["loops"])
+    if name == "07_control_flow.ipynb":
+        step, gradient = extra["loops"]
+        assert step["label"] == "static_rnn_0 (recurrent): body", step
+        assert gradient["label"] == "static_rnn_0 (recurrent_grad): gradient block", gradient
+        assert_opened_readable(extra["loops"])
+        inspect = extra["inspect"]
+        assert inspect["strip"] == 8 and inspect["charts"] == 2, inspect
+        assert "the first dim (20) is the iteration" in inspect["text"], inspect
+        assert inspect["width"] <= inspect["area"] + 0.5 and not inspect["scrolls"], inspect
     if name == "01_fit_a_line.ipynb":
         assert extra["progress"] == 2 and extra["curves"] == 2, extra
         assert extra["lines"] == 4, extra          # raw and smoothed loss in each curve
@@ -338,7 +362,13 @@ def test_notebook_runs_and_its_drawings_read_at_cell_size(lab, browser, measurem
 
 def _notebook_checks(page, name):
     """What else a notebook must show: widgets for fit_a_line, working zoom buttons on the
-    split drawing."""
+    split drawing, loops that open on click, values per iteration."""
+    if name == "07_control_flow.ipynb":
+        drawing = page.locator(".jp-OutputArea-output .fluid-graph",
+                               has=page.locator("svg g.node title", has_text="sb2")).first
+        loops = [open_box(drawing, drawing, "sb2", "07-step-opened"),
+                 open_box(drawing, drawing, "sb3", "07-step-gradient-opened")]
+        return {"loops": loops, "inspect": _inspect_checks(page)}
     if name == "graphs.ipynb":
         split = page.locator(".jp-OutputArea-output .fluid-graph").nth(2)
         split.locator("button[data-act=full]").click()
@@ -346,7 +376,12 @@ def _notebook_checks(page, name):
         split.screenshot(path=os.path.join(ARTIFACTS, "graphs-split-zoomed.png"))
         split.locator("button[data-act=fit]").click()
         fit = split.locator(".fluid-graph-view svg").bounding_box()["width"]
-        return {"zoom": {"full": full, "fit": fit}, **_diff_checks(page)}
+        nested = page.locator(".jp-OutputArea-output .fluid-graph").nth(5)
+        outer = open_box(nested, nested, "sb2", "graphs-loop-opened")
+        body = nested.locator('.fluid-graph-layer[data-node="sb2"]')
+        inner = open_box(nested, body, "sb3", "graphs-inner-loop-opened")
+        return {"zoom": {"full": full, "fit": fit}, **_diff_checks(page),
+                "loops": [outer, inner]}
     if name == "01_fit_a_line.ipynb":
         page.wait_for_selector(".fluid-train .widget-hprogress", timeout=60_000)
         page.wait_for_selector(".fluid-train .widget-html-content svg polyline",
@@ -370,6 +405,55 @@ def _notebook_checks(page, name):
         page.screenshot(path=os.path.join(ARTIFACTS, "fit_a_line_lab.png"))
         return found
     return {}
+
+
+OPENED = """d => {
+    const svg = d.querySelector('svg'), area = d.closest('.jp-OutputArea-output');
+    if (!d.open || !svg) return {open: d.open, svg: !!svg};
+    const sizes = [...svg.querySelectorAll('g.node text')]
+        .map(t => parseFloat(t.getAttribute('font-size')) * t.getScreenCTM().a);
+    return {open: true, svg: true, label: d.querySelector('summary').textContent,
+            natural: parseFloat(svg.getAttribute('width')),
+            width: svg.getBoundingClientRect().width,
+            area: area.getBoundingClientRect().width,
+            area_scrolls: area.scrollWidth > area.clientWidth + 1,
+            min_label_px: Math.min(...sizes), labels: sizes.length};
+}"""
+
+
+def open_box(drawing, where, node, shot):
+    """Click the box ``node`` inside ``where`` (the cell's drawing, or a body opened under
+    it); return what opened under ``drawing``, measured, with a screenshot."""
+    where.locator(f"xpath=.//*[local-name()='g'][contains(@class, 'node')]"
+                  f"[*[local-name()='title'][normalize-space(.)='{node}']]").first.click()
+    opened = drawing.locator(f'.fluid-graph-layer[data-node="{node}"]')
+    opened.locator("svg").wait_for(state="visible", timeout=10_000)
+    found = {"node": node, **opened.evaluate(OPENED)}
+    opened.screenshot(path=os.path.join(ARTIFACTS, f"{shot}.png"))
+    return found
+
+
+def assert_opened_readable(opened):
+    for o in opened:
+        assert o["open"] and o["svg"], o
+        assert o["width"] <= o["area"] + 0.5 and not o["area_scrolls"], o
+        assert o["labels"] > 0 and o["min_label_px"] >= MIN_LABEL_PX, o
+
+
+def _inspect_checks(page):
+    """The per-iteration view of %fluid inspect: its strip, its charts, its width."""
+    view = page.locator(".jp-OutputArea-output .fluid-inspect").first
+    view.scroll_into_view_if_needed()
+    view.screenshot(path=os.path.join(ARTIFACTS, "07-inspect-per-iteration.png"))
+    return view.evaluate("""v => ({
+        strip: v.querySelectorAll('.fluid-iteration').length,
+        charts: v.querySelectorAll('svg.fluid-iteration-chart').length,
+        text: v.querySelector('.fluid-per-iteration').textContent,
+        width: v.getBoundingClientRect().width,
+        area: v.closest('.jp-OutputArea-output').getBoundingClientRect().width,
+        scrolls: v.closest('.jp-OutputArea-output').scrollWidth
+            > v.closest('.jp-OutputArea-output').clientWidth + 1,
+    })""")
 
 
 def _diff_checks(page):

@@ -57,6 +57,26 @@ def test_graph_shows_its_title_and_the_layers_op_by_op(net):
 
 
 @needs_dot
+def test_a_loop_opens_into_its_body_and_its_inner_loop_into_its_own():
+    """Every box the cell's drawing or an opened body holds has its drawing under it, and
+    the script opens one whichever drawing was clicked."""
+    from tests.render.loops import NestedLoops
+    page = fluid.graph(NestedLoops().Compile(seed=0).train_step)._repr_html_()
+    assert "<summary>the layers op by op and the bodies of loops and branches (" in page
+    opened = re.findall(r'<details class="fluid-graph-layer" data-node="([^"]+)" '
+                        r'style="[^"]*"><summary>([^<]*)</summary>', page)
+    labels = dict(opened)
+    assert labels["sb2"] == "while_0 (while): body"
+    assert labels["sb3"] == "while_0 (while): body › while_1 (while): body"
+    svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    main, bodies = svgs[0], dict(zip([n for n, _ in opened], svgs[1:]))
+    assert "<title>sb2</title>" in main and "<title>sb3</title>" not in main
+    assert "<title>sb3</title>" in bodies["sb2"]          # the inner loop's box, one level in
+    assert 'root.querySelectorAll("svg g.node")' in page   # every drawing's boxes open
+    assert 'root.addEventListener("click"' in page
+
+
+@needs_dot
 def test_a_drawing_too_wide_side_by_side_stacks_its_methods(net, monkeypatch):
     g = fluid.graph(net)
     side = g.dot

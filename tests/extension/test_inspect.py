@@ -1,5 +1,7 @@
 """``%fluid summary`` and ``%fluid inspect``: the model's layers, and what a watched call
 kept, layer by layer (activations, dead units, gradient norms)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,74 @@ def test_dead_fraction_counts_units_silent_for_the_whole_batch():
 def test_inspect_takes_a_compiled_program():
     with pytest.raises(TypeError, match="compiled program"):
         fluid.inspect("net")
+
+
+# --- a var inside a loop: one value per iteration --------------------------------------------
+
+@pytest.fixture
+def loop(ip):
+    """DESIGN §1's While, trained, its body under var_scope 'cell', watched."""
+    run(ip, "from tests.runtime.test_loops import TrainedRecurrence\n"
+            "loop = TrainedRecurrence().Compile(seed=0)\nloop.watch('cell')")
+    return ip.user_ns["loop"]
+
+
+def test_inspect_shows_a_var_inside_a_loop_per_iteration(ip, loop, rng):
+    x, y = rng.standard_normal((5, 4)).astype(np.float32), np.zeros((5, 4), np.float32)
+    loop.train_step(x, np.array([3]), y)
+    result = run(ip, "%fluid inspect loop")
+    kept = loop.watched
+    tanh = {lv.layer: lv for lv in result.layers}["cell/tanh_0"]
+    assert tanh.loop == "while_1" and tanh.per_iteration
+    values = kept["cell/tanh_0.tmp_0"]
+    assert values.shape == (3, 5, 4)                          # iterations, batch, units
+    np.testing.assert_array_equal(tanh.values, values)
+    np.testing.assert_array_equal(tanh.grad_values, kept["cell/tanh_0.tmp_0@GRAD"])
+    assert tanh.shape() == "3 × [5, 4]"
+    assert tanh.dead == dead_fraction(values.reshape(15, 4))   # silent in every iteration
+    text = repr(result)
+    assert "cell/tanh_0, in while_1" in text and "3 × [5, 4]" in text
+    assert "one value per iteration, stacked along the first dim" in text
+    per = result.iteration_table()
+    rows = [r for r in per.rows if r[0] == "cell/tanh_0.tmp_0"]
+    assert [r[1] for r in rows] == ["0", "1", "2"]
+    for t, row in enumerate(rows):
+        assert float(row[2]) == pytest.approx(float(values[t].mean()), rel=1e-3, abs=1e-6)
+        assert float(row[4]) == pytest.approx(float(np.linalg.norm(values[t])), rel=1e-3)
+        grad = kept["cell/tanh_0.tmp_0@GRAD"][t]
+        assert float(row[5]) == pytest.approx(float(np.linalg.norm(grad)), rel=1e-3)
+    page = result._repr_html_()
+    assert "one value per iteration of <b>while_1</b>: the first dim (3) is the iteration" \
+        in page
+    assert page.count('class="fluid-iteration"') == 3 * 3        # 3 layers x 3 iterations
+    assert page.count('class="fluid-iteration-chart"') == 3 + 3  # mean; gradient norm
+    assert page.count("every iteration (3)") == 3
+    assert "cell/tanh_0.tmp_0@GRAD: norm per iteration" in page
+
+
+def test_a_loop_that_ran_no_iteration_inspects_as_empty(ip, loop, rng):
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    loop.train_step(x, np.array([0]), x)
+    result = run(ip, "%fluid inspect loop.train_step")
+    tanh = {lv.layer: lv for lv in result.layers}["cell/tanh_0"]
+    assert tanh.values.shape[0] == 0
+    assert tanh.shape() == "0 iterations" and tanh.stats() == "-"
+    page = result._repr_html_()
+    assert "no iterations" in page and "every iteration (0)" in page
+    assert "0 iterations" in repr(result)
+
+
+def test_iteration_statistics_and_samples():
+    from fluid.iterations import chart_svg, iteration_stats, sample
+    values = np.arange(24.0).reshape(3, 2, 4)
+    st = iteration_stats(values)
+    np.testing.assert_allclose(st.mean, [3.5, 11.5, 19.5])
+    np.testing.assert_allclose(st.norm, [np.linalg.norm(values[t]) for t in range(3)])
+    assert st.count == 3
+    assert sample(3) == [0, 1, 2] and sample(100, 5) == [0, 25, 50, 74, 99]
+    svg = chart_svg([("mean", st.mean, "#000")], band=(st.min, st.max))
+    assert svg.count("<polyline") == 1 and svg.count("<polygon") == 1
+    # the scale runs from the band's lowest to its highest value, over iterations 0..2
+    labels = re.findall(r">([^<>]+)</text>", svg)
+    assert labels == ["23", "0", "0", "2", "iteration"]
+    assert "no iterations" in chart_svg([("mean", np.array([]), "#000")])

@@ -1,4 +1,4 @@
-"""What notebooks 02-05 claim, checked on a real run (nbclient), from the kernel's own
+"""What notebooks 02-07 claim, checked on a real run (nbclient), from the kernel's own
 variables: a cell appended to each notebook prints them as JSON. test_notebooks.py already
 checks that every notebook runs without errors and shows graphs and widgets; these tests
 check the story each one tells."""
@@ -188,14 +188,19 @@ def test_onnx_story(tmp_path, kernel_env):
 
 def test_control_flow_story(tmp_path, kernel_env):
     """The LSTM written in a StaticRNN learns the adding problem at T=20 and runs at T=40
-    with the same step function; Newton's While runs a data-dependent number of
-    iterations and its gradient is 1/(2 sqrt a); the sources show real loops."""
+    with the same step function; the drawing shows the loop as a box that opens into its
+    step; watching the step's gates keeps their value of every step, which inspect shows
+    per step, the gradient reaching every step once trained and fading in a fresh LSTM;
+    Newton's While runs a data-dependent number of iterations and its gradient is
+    1/(2 sqrt a); the sources show real loops."""
     nb, facts = run("07_control_flow.ipynb", """{
         'mse_20': mse_20, 'steps': history.steps,
         'trips': [trips[a] for a in (2.0, 100.0, 1e6)],
         'grads': [float(newton.sqrt(np.array([a]))[2]) for a in (2.0, 100.0, 1e6)],
         'functions': re.findall(r"^def (\\w+)", lstm.test_mse.source, flags=re.M),
-        'plans': len(lstm.test_mse.runner.plans)}""", tmp_path)
+        'plans': len(lstm.test_mse.runner.plans),
+        'watched': {n: list(v.shape) for n, v in lstm.train_step.watched.items()},
+        'norms': {k: [float(x) for x in v] for k, v in norms.items()}}""", tmp_path)
     assert facts["steps"] == 800 and facts["mse_20"] < (1 / 6) / 20
     assert len(set(facts["trips"])) == 3 and facts["trips"] == sorted(facts["trips"])
     for a, grad in zip((2.0, 100.0, 1e6), facts["grads"]):
@@ -205,5 +210,21 @@ def test_control_flow_story(tmp_path, kernel_env):
     loop_lines = stdout_of(nb, 'print("\\n".join(line for line in re.sub')
     assert "while " in loop_lines and "for " in loop_lines
     assert "fluid.layers.cond(pred" in stdout_of(nb, "class Branchy")
+    per_step = [shape for shape in facts["watched"].values() if len(shape) == 3]
+    assert per_step and all(shape[0] == 20 for shape in per_step)     # [T, batch, ...]
+    # the gradient at the gates, per step: even across the steps once trained; fading
+    # going back from the loss in a fresh LSTM
+    trained, fresh = facts["norms"]["trained"], facts["norms"]["fresh"]
+    assert len(trained) == len(fresh) == 20
+    assert min(trained) > 0.4 and fresh[-1] == 1.0 and fresh[0] < 0.1
+    page = "".join(o.data["text/html"] for o in outputs_of(nb, "%fluid inspect lstm")
+                   if "text/html" in o.get("data", {}))
+    assert "one value per iteration of <b>lstm/static_rnn_0</b>: the first dim (20) is the " \
+        "iteration" in page
+    assert page.count('class="fluid-iteration"') == 8 and "every iteration (20)" in page
     if HAS_DOT:
-        assert svgs_of(nb, "fluid.graph(lstm.test_mse)")
+        drawn = outputs_of(nb, "fluid.graph(lstm.train_step)")
+        svg = next(o.data["image/svg+xml"] for o in drawn if "image/svg+xml" in o.data)
+        page = next(o.data["text/html"] for o in drawn if "text/html" in o.data)
+        assert "<title>sb2</title>" in svg and "<title>sb3</title>" in svg  # step, gradient
+        assert 'data-node="sb2"' in page and 'data-node="sb3"' in page      # what they open
