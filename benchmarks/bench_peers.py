@@ -12,6 +12,7 @@ a peer's time in the same round; the table gives its median [min-max] over the r
     python benchmarks/bench_peers.py --rounds 3 --workloads W1,W2-adam
     python benchmarks/bench_peers.py --frameworks fluid,numpy
     python benchmarks/bench_peers.py --device gpu --frameworks fluid,torch   # CuPy vs CUDA
+    python benchmarks/bench_peers.py --busy     # beside a process burning one core
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
 
+from _busy import busy_core  # noqa: E402
 from peers.workloads import (  # noqa: E402 (after the path set-up above)
     CHECK_AT,
     CHECK_STEPS,
@@ -299,6 +301,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0,
                     help="limit every framework to this many threads and CPUs (default: "
                          "their own defaults)")
+    ap.add_argument("--busy", action="store_true",
+                    help="time beside a process burning one core (a busy machine)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -316,6 +320,7 @@ def main() -> None:
     if "numpy" not in frameworks:
         frameworks.append("numpy")   # the reference every check compares with
     threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
+    threads += "; one core kept busy by another process" if args.busy else ""
     print(f"# Peer suite ({args.device})\n\nMachine: {machine()}; {POOL} batches cycled; "
           f"{threads}.")
     if missing:
@@ -323,7 +328,8 @@ def main() -> None:
               f"(`pip install -e .[bench]`).")
     print()
     check_agreement(frameworks, names, args.device)
-    report(frameworks, names, args.rounds, args.blocks, args.device)
+    with busy_core(args.busy):
+        report(frameworks, names, args.rounds, args.blocks, args.device)
     if args.device == "cpu":
         memory_report(frameworks, names)
 

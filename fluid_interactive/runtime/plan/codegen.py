@@ -35,6 +35,7 @@ class GeneratedCode:
     filename: str
     line_to_op: dict[int, int]   # generated line -> op index in the block
     pool: list | None = None  # where a concurrently used instance goes back to
+    work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
 
 
 def _py_name(name: str, used: set[str]) -> str:
@@ -103,7 +104,12 @@ def _size(shape) -> int:
 
 def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
-             is_test: bool, tag: str) -> GeneratedCode:
+             is_test: bool, tag: str,
+             prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None
+             ) -> GeneratedCode:
+    """``prologue(bind, plan_state)``, called once the kernels are prepared, gives lines
+    that run first in every call (the thread count, the kernel tier), using `bind` to
+    name the values they need."""
     em = _Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
@@ -143,6 +149,10 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
                 if step.spec.aliases:  # the scope must not keep a view into a temporary
                     em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
                 writes[name] = em.local[name]
+    if prologue is not None:   # first in the function: shift the op lines below it
+        first = ["    " + line for line in prologue(em.bind, plan_state)]
+        em.lines[:0] = first
+        em.line_to_op = {k + len(first): v for k, v in em.line_to_op.items()}
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))

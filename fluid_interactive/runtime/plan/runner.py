@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import numpy as np
 
+from ...backend import threads
 from ...errors import FluidError, KernelError
 from ...ir.records import BlockDesc, OpRole, ProgramDesc
 from ...ops.apply import prepare_kernel
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
-from .analysis import analyse_block, describe_op, op_rng
+from .analysis import BlockAnalysis, analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
 
@@ -72,9 +74,23 @@ class BlockRunner:
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
                                  self._rng_for)
-        return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
+        work = plan_work(analysis)
+        small = threads.is_small(work) or self.xp is not np
+
+        def prologue(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
+            if not small:
+                return []
+            t = bind(threads.STATE, "threads")   # one thread, set on the first call
+            return [f"if {t}.current != {t}.small: {t}.use({t}.small)"]
+
+        code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
-                        tag=f"{self.program.name}.{self.block.name or self.block.idx}")
+                        tag=f"{self.program.name}.{self.block.name or self.block.idx}",
+                        prologue=prologue)
+        code.work = work
+        if not small:   # the faster of one thread and all cores, measured as it runs
+            code.fn = threads.AdaptiveThreads(code.fn)
+        return code
 
     def run(self, scope_values: dict, arrays: list[Any]) -> Any:
         code = self.plans.get(tuple(a.shape for a in arrays)) or self.plan(arrays)
@@ -123,6 +139,13 @@ class BlockRunner:
             f"{type(error).__name__}: {error}\n  in op: "
             f"{describe_op(self.program, self.plan_block, op)}\n"
             f"  No state was changed: the step's updates were not committed.")
+
+
+def plan_work(analysis: BlockAnalysis) -> int:
+    """Elements a step of the plan touches: every var it reads or writes, counted once
+    (the size the thread policy classes plans by)."""
+    names = {n for step in analysis.steps for n in step.inputs + step.outputs}
+    return sum(prod(analysis.types[n].shape) for n in names if n in analysis.types)
 
 
 def _failing_op(tb: types.TracebackType | None, code: GeneratedCode) -> int | None:

@@ -1,0 +1,144 @@
+"""How many threads BLAS uses, chosen per plan by the size of its work.
+
+On a machine with few cores, BLAS threads that wait for a core (another process is busy
+there, or the work is too small to split) cost far more than they give: a small MLP step
+ran 3-12x slower with OpenBLAS's default of one thread per core than with one thread
+(docs/benchmarks.md, "Threads"). So each plan is classed once, when it is built, by the
+number of elements its step touches:
+
+* below `SMALL_WORK` it runs with one thread, always;
+* above, `AdaptiveThreads` runs it with one thread and with every core in turn for a
+  few calls, keeps the faster, and measures again every `RECHECK_CALLS` calls, so a
+  machine that becomes busy (or idle) is noticed within seconds.
+
+The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
+with), and only when a plan wants another count than the one in force: a program whose
+plans are all small switches once, on its first call. `set_threads(n)` fixes the count for
+every plan; ``set_threads(None)`` returns to the policy. The ``OMP_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` variables, when set, cap the count.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+try:   # a dependency; without it (a trimmed install) the BLAS default is left alone
+    from threadpoolctl import ThreadpoolController
+except ImportError:  # pragma: no cover
+    ThreadpoolController = None
+
+#: Elements a plan's step touches (every var of the plan, counted once) below which it
+#: always runs on one thread. Measured with benchmarks/bench_threads.py: an MLP step of
+#: this size ran as fast or faster with one thread than with two on the idle 2-core machine.
+SMALL_WORK = 1 << 20
+#: Calls between two measurements of an adaptive plan, and calls timed per measurement.
+RECHECK_CALLS = 400
+PROBE_CALLS = 3
+
+_ENV_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _cores() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover (not Linux)
+        n = os.cpu_count() or 1
+    for var in _ENV_CAPS:
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            n = min(n, int(value))
+    return max(n, 1)
+
+
+class ThreadState:
+    """The count in force and the counts plans ask for. Generated code reads ``current``
+    and ``small`` (two attribute loads) and calls `use` only when they differ."""
+
+    def __init__(self) -> None:
+        self.cores = _cores()
+        self.override: int | None = None
+        self.small = 1           # the count of a small plan (the override, when set)
+        self.current: int | None = None   # unknown until the first switch
+        self._libs: list[Any] | None = None
+        self.switches = 0
+
+    def _controllers(self) -> list[Any]:
+        if self._libs is None:
+            self._libs = [] if ThreadpoolController is None else \
+                ThreadpoolController().select(user_api="blas").lib_controllers
+        return self._libs
+
+    def use(self, n: int) -> None:
+        """Run BLAS with ``n`` threads from now on."""
+        if n == self.current:
+            return
+        for lib in self._controllers():
+            lib.set_num_threads(n)
+        self.current = n
+        self.switches += 1
+
+
+STATE = ThreadState()
+
+
+def set_threads(n: int | None) -> None:
+    """Use ``n`` threads for every plan from its next call on (BLAS, and the compiled
+    kernels where they split work), or, with None, let each plan's size choose (the
+    default: one thread for small steps, the faster of one and all cores for large ones).
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_threads: n must be a positive int or None, got {n!r}")
+    STATE.override = n
+    STATE.small = 1 if n is None else n
+
+
+def get_threads() -> int | None:
+    """The count `set_threads` fixed, or None when the policy chooses per plan."""
+    return STATE.override
+
+
+def is_small(work: int) -> bool:
+    """Whether a plan whose step touches ``work`` elements always runs on one thread."""
+    return work < SMALL_WORK or STATE.cores == 1
+
+
+class AdaptiveThreads:
+    """A large plan's entry: it runs the plan with the count that measured faster lately.
+
+    Every `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many
+    with every core, interleaved, and keeps the faster (by the median call). The
+    plan itself is called unchanged; only the count in force before it changes.
+    """
+
+    __slots__ = ("fn", "choice", "countdown", "probe", "totals")
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+        self.choice = STATE.cores
+        self.countdown = 1          # skip the first call (it fills buffers), then measure
+        self.probe: list[int] = []  # the counts still to time in this measurement
+        self.totals: dict[int, list[float]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        if STATE.override is not None:
+            STATE.use(STATE.override)
+            return self.fn(*args)
+        if self.probe:
+            n = self.probe.pop()
+            STATE.use(n)
+            t0 = time.perf_counter()
+            result = self.fn(*args)
+            self.totals.setdefault(n, []).append(time.perf_counter() - t0)
+            if not self.probe:   # the median of each count's calls: one slow call is noise
+                self.choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
+                    len(self.totals[k]) // 2])
+                self.countdown = RECHECK_CALLS
+            return result
+        self.countdown -= 1
+        if self.countdown <= 0:
+            self.probe = [1, STATE.cores] * PROBE_CALLS
+            self.totals = {}
+        STATE.use(self.choice)
+        return self.fn(*args)

@@ -1,0 +1,110 @@
+"""The thread policy (backend/threads.py): small plans run BLAS on one thread, switched
+once; `fluid.set_threads` overrides; large plans keep whichever count measured faster;
+the environment's thread variables cap the count."""
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+import fluid
+from fluid_interactive.backend import threads
+
+
+def blas_threads() -> set[int]:
+    return {d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"}
+
+
+@pytest.fixture(autouse=True)
+def policy_restored():
+    yield
+    fluid.set_threads(None)
+
+
+class Small(fluid.Program):
+    @fluid.network("x", "y")
+    def train(self, x, y):
+        x = fluid.layers.data(name="x", shape=[8], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(x, 1), y))
+        fluid.optimizer.SGD(0.01).minimize(loss)
+        return loss
+
+
+def batch(n=16):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 8), dtype=np.float32), rng.random((n, 1), dtype=np.float32)
+
+
+def test_a_small_plan_runs_blas_on_one_thread_and_switches_once():
+    prog = Small().Compile(seed=0)
+    threads.STATE.use(2)   # as BLAS starts: one thread per core
+    before = threads.STATE.switches
+    for _ in range(5):
+        prog.train(*batch())
+    assert blas_threads() == {1}
+    assert threads.STATE.switches == before + 1   # the first call only
+    assert "threads.use(" in prog.train.source.splitlines()[1]
+
+
+def test_set_threads_overrides_the_policy_from_the_next_call():
+    prog = Small().Compile(seed=0)
+    prog.train(*batch())
+    fluid.set_threads(2)
+    assert fluid.get_threads() == 2
+    prog.train(*batch())
+    assert blas_threads() == {2}
+    fluid.set_threads(None)
+    prog.train(*batch())
+    assert blas_threads() == {1}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_set_threads_refuses_what_is_not_a_count(bad):
+    with pytest.raises(ValueError, match="positive int or None"):
+        fluid.set_threads(bad)
+
+
+def test_a_large_plan_keeps_the_count_that_measured_faster(monkeypatch):
+    monkeypatch.setattr(threads.STATE, "cores", 2)
+    calls = []
+
+    def plan(*args):   # twice as slow on two threads, as on a busy machine
+        calls.append(threads.STATE.current)
+        x = 0
+        for _ in range(20000 * threads.STATE.current):
+            x += 1
+        return x
+
+    entry = threads.AdaptiveThreads(plan)
+    for _ in range(1 + 2 * threads.PROBE_CALLS):   # the first call, then the probe
+        entry()
+    assert sorted(calls[1:]) == [1] * threads.PROBE_CALLS + [2] * threads.PROBE_CALLS
+    assert entry.choice == 1
+    for _ in range(10):
+        entry()
+    assert calls[-10:] == [1] * 10
+
+
+def test_a_large_plan_is_measured_again_after_a_while(monkeypatch):
+    monkeypatch.setattr(threads, "RECHECK_CALLS", 5)
+    entry = threads.AdaptiveThreads(lambda: None)
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 5):
+        entry()
+    assert entry.probe   # a new measurement has begun
+
+
+def test_the_environment_caps_the_count(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert threads._cores() == 1
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "junk")
+    assert threads._cores() >= 1
+
+
+def test_plans_are_classed_by_the_elements_they_touch():
+    prog = Small().Compile(seed=0)
+    prog.train(*batch(16))
+    (code,) = prog.train.runner.plans.values()
+    # x 16x8, the fc weight 8x1 and a few [16, 1] temporaries: far below the threshold
+    assert 16 * 8 < code.work < 1000
+    assert threads.is_small(code.work)
+    assert not threads.is_small(threads.SMALL_WORK) or threads.STATE.cores == 1
