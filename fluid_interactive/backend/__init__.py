@@ -20,7 +20,7 @@ _state: dict[str, Any] = {"device": None, "xp": None, "notified": False}
 
 def _cupy_with_gpu() -> ModuleType | None:
     try:
-        import cupy  # type: ignore[import-not-found]
+        import cupy
         if cupy.cuda.runtime.getDeviceCount() > 0:
             return cupy
     except Exception:  # ImportError, or a CUDA runtime without a device
@@ -71,7 +71,9 @@ def array_module_for(device: str) -> ModuleType:
     """The array module of a device ('cpu', 'gpu' or 'auto')."""
     if resolve_device(device) == "cpu":
         return np
-    return _cupy_with_gpu()
+    cupy = _cupy_with_gpu()
+    assert cupy is not None   # resolve_device said 'gpu' only where CuPy sees one
+    return cupy
 
 
 def to_host(array: Any) -> np.ndarray:

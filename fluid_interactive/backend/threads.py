@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 try:   # a dependency; without it (a trimmed install) the BLAS default is left alone
     from threadpoolctl import ThreadpoolController
 except ImportError:  # pragma: no cover
@@ -65,10 +67,21 @@ class ThreadState:
         self.switches = 0
 
     def _controllers(self) -> list[Any]:
+        """NumPy's BLAS: the libraries loaded from NumPy's own folders when there are
+        any (a wheel's bundled OpenBLAS), else every BLAS loaded (a system NumPy); so a
+        BLAS that another framework brought along is left alone."""
         if self._libs is None:
-            self._libs = [] if ThreadpoolController is None else \
+            libs = [] if ThreadpoolController is None else \
                 ThreadpoolController().select(user_api="blas").lib_controllers
+            home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+            own = [lib for lib in libs if os.path.abspath(lib.filepath).startswith(
+                os.path.join(home, "numpy"))]
+            self._libs = own or libs
         return self._libs
+
+    def blas_threads(self) -> list[int]:
+        """The thread count of each BLAS library the policy sets (NumPy's)."""
+        return [lib.get_num_threads() for lib in self._controllers()]
 
     def use(self, n: int) -> None:
         """Run BLAS with ``n`` threads from now on."""

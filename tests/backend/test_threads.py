@@ -10,7 +10,15 @@ from fluid_interactive.backend import threads
 
 
 def blas_threads() -> set[int]:
-    return {d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"}
+    return set(threads.STATE.blas_threads())
+
+
+def test_the_policy_sets_numpys_own_blas():
+    numpy_blas = [d for d in threadpool_info() if d["user_api"] == "blas"
+                  and "numpy" in d["filepath"]]
+    assert numpy_blas, "NumPy's wheel bundles its OpenBLAS"
+    assert [lib.filepath for lib in threads.STATE._controllers()] == \
+        [d["filepath"] for d in numpy_blas]
 
 
 @pytest.fixture(autouse=True)

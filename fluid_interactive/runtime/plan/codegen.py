@@ -15,7 +15,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -36,6 +36,7 @@ class GeneratedCode:
     line_to_op: dict[int, int]   # generated line -> op index in the block
     pool: list | None = None  # where a concurrently used instance goes back to
     work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
+    plan_state: dict = field(default_factory=dict)   # what its kernels share
 
 
 def _py_name(name: str, used: set[str]) -> str:
@@ -90,7 +91,7 @@ def _return_expr(returns, analysis: BlockAnalysis, program: ProgramDesc, block: 
         return "{" + inner + "}"
     var = program.find_var(block, returns)
     local = em.local[returns]
-    if not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
+    if var is not None and not var.has_batch_dim and _size(analysis.types[returns].shape) == 1:
         return f"{local}.item()"
     return host(local)
 
@@ -141,7 +142,9 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
             args = ", ".join(em.local[n] for n in step.inputs)
             outs = [em.fresh_local(n) for n in step.outputs]
             target = outs[0] if len(outs) == 1 else ", ".join(outs)
-            em.emit(f"{target} = {k}({args})  # {comment}", step.index)
+            tier = getattr(kernel, "tier_label", None)   # its compiled form (kernels/)
+            em.emit(f"{target} = {k}({args})  # {comment}"
+                    + (f"  | compiled: {_comment(tier)}" if tier else ""), step.index)
         if step.spec.inert(step.spec.full_attrs(step.op.attrs), is_test):
             continue  # its persistable outputs are its inputs: nothing to commit
         for name in step.outputs:
@@ -160,7 +163,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
     source = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
     filename = source_filename(tag)
     namespace = compile_source(source, filename, dict(em.namespace))
-    code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op)
+    code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op,
+                         plan_state=plan_state)
     release_with(code, filename)  # the text lives as long as the plan
     return code
 
@@ -168,7 +172,7 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
     """The scope's values the plan reads: inputs no earlier step (nor a feed or a
     constant) provides, and returned vars nothing computes."""
-    have, reads = set(known), {}   # reads: an insertion-ordered set
+    have, reads = set(known), dict[str, None]()   # reads: an insertion-ordered set
     for step in analysis.steps:
         reads.update((n, None) for n in step.inputs if n not in have)
         have.update(step.outputs)

@@ -12,6 +12,7 @@ import numpy as np
 from ...backend import threads
 from ...errors import FluidError, KernelError
 from ...ir.records import BlockDesc, OpRole, ProgramDesc
+from ...kernels import TIER_KEY, PlanTier
 from ...ops.apply import prepare_kernel
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
@@ -78,10 +79,17 @@ class BlockRunner:
         small = threads.is_small(work) or self.xp is not np
 
         def prologue(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
-            if not small:
-                return []
-            t = bind(threads.STATE, "threads")   # one thread, set on the first call
-            return [f"if {t}.current != {t}.small: {t}.use({t}.small)"]
+            lines = []
+            if small:
+                t = bind(threads.STATE, "threads")   # one thread, set on the first call
+                lines.append(f"if {t}.current != {t}.small: {t}.use({t}.small)")
+            tier = plan_state.get(TIER_KEY)
+            if tier is not None:   # compiled kernels: loaded now, or built meanwhile
+                tier.start()
+                if tier.pending:
+                    k = bind(tier, "tier")
+                    lines.append(f"if {k}.pending: {k}.poll()   # switch to compiled kernels")
+            return lines
 
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
@@ -91,6 +99,21 @@ class BlockRunner:
         if not small:   # the faster of one thread and all cores, measured as it runs
             code.fn = threads.AdaptiveThreads(code.fn)
         return code
+
+    @property
+    def tier(self) -> str:
+        """Which kernels the latest plan runs: 'numpy', 'compiling' or 'loading' (NumPy
+        meanwhile), or 'compiled' (docs/architecture.md, "The compiled tier")."""
+        tier = self.plan_tier()
+        return "numpy" if tier is None else tier.describe()
+
+    def plan_tier(self, code: GeneratedCode | None = None) -> PlanTier | None:
+        """The compiled-kernel state of ``code`` (default: the latest plan), if it has any."""
+        if code is None:
+            if not self.plans:
+                return None
+            code = list(self.plans.values())[-1]
+        return code.plan_state.get(TIER_KEY)
 
     def run(self, scope_values: dict, arrays: list[Any]) -> Any:
         code = self.plans.get(tuple(a.shape for a in arrays)) or self.plan(arrays)
