@@ -182,17 +182,24 @@ def _softmax_kernel(ctx: KernelContext):
     return fn
 
 
-def _softmax_grad(g: GradContext) -> None:
-    emit_default_grad(g, uses=("Out",), grad_type="softmax_grad", in_slots=("X",))
+def _grad_from_out(grad_type: str) -> Callable[[GradContext], None]:
+    """The gradient maker of softmax and log_softmax: one op reading Out and dOut."""
+    def grad(g: GradContext) -> None:
+        emit_default_grad(g, uses=("Out",), grad_type=grad_type, in_slots=("X",))
+    return grad
+
+
+def _out_grad_setup(ctx: KernelContext) -> tuple[Any, TensorType, int, Any, Any]:
+    """(xp, Out's type, the axis, dX's buffer, a reduced scratch) for a gradient kernel
+    that reads Out."""
+    y = ctx.input("Out")
+    ax = _axis(ctx, y.rank)
+    return ctx.xp, y, ax, ctx.buffer("X@GRAD"), ctx.xp.empty(_reduced(y.shape, ax), y.dtype)
 
 
 def _softmax_grad_kernel(ctx: KernelContext):
     """dX = Y * (dY - sum(dY * Y, axis))."""
-    xp = ctx.xp
-    y = ctx.input("Out")
-    ax = _axis(ctx, y.rank)
-    out = ctx.buffer("X@GRAD")
-    s = xp.empty(_reduced(y.shape, ax), y.dtype)
+    xp, y, ax, out, s = _out_grad_setup(ctx)
 
     def fn(y, g):
         t = xp.multiply(y, g, out=out)
@@ -203,7 +210,7 @@ def _softmax_grad_kernel(ctx: KernelContext):
 
 
 register(OpSpec("softmax", slots("X"), slots("Out"), _softmax_infer, _softmax_kernel,
-                _softmax_grad, attrs={"axis": -1},
+                _grad_from_out("softmax_grad"), attrs={"axis": -1},
                 doc="Out = exp(X - max) / sum(exp(X - max)) along axis (default the last)"))
 register(OpSpec("softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "Out"}), _softmax_grad_kernel, attrs={"axis": -1}))
@@ -239,17 +246,9 @@ def _log_softmax_kernel(ctx: KernelContext):
     return fn
 
 
-def _log_softmax_grad(g: GradContext) -> None:
-    emit_default_grad(g, uses=("Out",), grad_type="log_softmax_grad", in_slots=("X",))
-
-
 def _log_softmax_grad_kernel(ctx: KernelContext):
     """dX = dY - exp(Y) * sum(dY, axis) (exp(Y) is the softmax)."""
-    xp = ctx.xp
-    y = ctx.input("Out")
-    ax = _axis(ctx, y.rank)
-    out = ctx.buffer("X@GRAD")
-    s = xp.empty(_reduced(y.shape, ax), y.dtype)
+    xp, y, ax, out, s = _out_grad_setup(ctx)
     p = xp.empty(y.shape, y.dtype)
 
     def fn(y, g):
@@ -261,7 +260,7 @@ def _log_softmax_grad_kernel(ctx: KernelContext):
 
 
 register(OpSpec("log_softmax", slots("X"), slots("Out"), _log_softmax_infer,
-                _log_softmax_kernel, _log_softmax_grad, attrs={"axis": -1},
+                _log_softmax_kernel, _grad_from_out("log_softmax_grad"), attrs={"axis": -1},
                 doc="Out = X - max - log(sum(exp(X - max))) along axis (default the last)"))
 register(OpSpec("log_softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "Out"}), _log_softmax_grad_kernel, attrs={"axis": -1}))
