@@ -188,8 +188,8 @@ def compile_elsewhere(source: KernelSource, timeout: float = 600) -> None:
 
 class Builder:
     """One background thread that builds kernels in the order asked (each compiled in a
-    child process, then loaded here); the thread starts with the first request and ends
-    when the process does."""
+    child process, then loaded here); the thread starts with a request and ends when no
+    request is left."""
 
     def __init__(self) -> None:
         self._jobs: queue.Queue[tuple[KernelSource, Future]] = queue.Queue()
@@ -205,16 +205,20 @@ class Builder:
                 return fut
             fut = Future()
             self._pending[ident] = fut
+            self._jobs.put((source, fut))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fluid-kernels",
                                                 daemon=True)
                 self._thread.start()
-        self._jobs.put((source, fut))
         return fut
 
     def _run(self) -> None:
         while True:
-            source, fut = self._jobs.get()
+            with self._lock:   # the same lock as submit's: no request is left unserved
+                if self._jobs.empty():
+                    self._thread = None
+                    return
+                source, fut = self._jobs.get()
             try:
                 if not source.is_cached():
                     compile_elsewhere(source)

@@ -17,6 +17,11 @@ numba = pytest.importorskip("numba")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.fixture(autouse=True)
+def tier_on(monkeypatch):
+    monkeypatch.setenv("FLUID_KERNELS", "auto")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def kernel_cache(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("kernels"))
