@@ -143,7 +143,17 @@ def preload() -> None:
     except OSError:
         return
     if warm:
-        threading.Thread(target=_import_numba, name="fluid-numba-import", daemon=True).start()
+        _PRELOAD.append(threading.Thread(target=_import_numba, name="fluid-numba-import",
+                                         daemon=True))
+        _PRELOAD[-1].start()
+
+
+_PRELOAD: list[threading.Thread] = []
+
+
+def preload_running() -> bool:
+    """Whether `preload`'s import of Numba is still going on."""
+    return any(t.is_alive() for t in _PRELOAD)
 
 
 def _compiled(path: str, name: str, function: str, args: Sequence[ArgType]) -> Any:
