@@ -6,17 +6,19 @@ every kernel runs NumPy as before.
 Compiling never delays a call: a plan starts on its NumPy kernels while its compiled ones
 are built in a background thread (`build.py`) and cached on disk; the plan switches
 between two calls (`tier.py`). A process that finds them in the cache loads them when the
-plan is built, and runs them from its first call, once Numba is imported: a package that
-finds kernels in the cache starts that import in a background thread when it is imported
-(`build.preload`), and a plan built before it is over loads them in the background too.
+plan is built, and runs them from its first call, once Numba is ready: imported in an
+interactive session, the package starts loading a cached kernel in a background thread
+(`build.preload`), which is over before a notebook's first call; a plan built before
+that (a script) loads its kernels in the background too.
 Each compiled kernel gives the values of its NumPy kernel: bit-identical where the
 operations are the same, in the same order (the updates, and the arithmetic and `relu`
 members of a chain), and within float32 rounding where NumPy and LLVM evaluate a function
 differently (`exp`, `tanh`).
 """
-from .build import enabled, preload
+from .build import enabled, interactive, preload
 from .tier import TIER_KEY, Kernel, PlanTier, plan_tier
 
-preload()
+if interactive():
+    preload()
 
 __all__ = ["enabled", "TIER_KEY", "Kernel", "PlanTier", "plan_tier"]

@@ -32,7 +32,7 @@ from typing import Any
 #: by zero gives inf or nan, as NumPy's does; and the loop vectorises), nothing contracted
 #: into a multiply-add (fastmath off), the GIL released while it runs.
 NJIT_OPTIONS = "cache=True, error_model='numpy', nogil=True, fastmath=False"
-TIER_VERSION = "1"
+TIER_VERSION = "2"
 
 
 def enabled() -> bool:
@@ -118,41 +118,62 @@ def module_text(body: str, functions: Sequence[str]) -> str:
 
 _MODULES: dict[str, Any] = {}
 _LOAD_LOCK = threading.RLock()     # one load at a time
-_NUMBA_IMPORTED = threading.Event()
+_NUMBA_READY = threading.Event()
 
 
-def numba_imported() -> bool:
-    """Whether Numba is imported in this process (loading a cached kernel then takes
-    milliseconds; importing Numba takes a few hundred)."""
-    return _NUMBA_IMPORTED.is_set()
+def numba_ready() -> bool:
+    """Whether this process has loaded a compiled kernel: then Numba and the parts of it
+    that loading from the cache needs are imported, and loading another kernel takes
+    milliseconds (the first takes a few hundred)."""
+    return _NUMBA_READY.is_set()
 
 
-def _import_numba() -> None:
-    import numba  # noqa: F401
-    _NUMBA_IMPORTED.set()
+def _load_latest(markers: list[str]) -> None:
+    """Load the kernel of the newest marker (any would do): it imports what every
+    later load needs."""
+    newest = max(markers, key=os.path.getmtime)
+    with open(newest) as f:
+        job = json.load(f)
+    _compiled(job["path"], job["name"], job["function"], [tuple(a) for a in job["args"]])
+
+
+def interactive() -> bool:
+    """Whether this process is an interactive session (IPython, Jupyter, the Python
+    prompt), read without importing anything."""
+    return "IPython" in sys.modules or hasattr(sys, "ps1") or bool(sys.flags.interactive)
 
 
 def preload() -> None:
-    """Import Numba in a background thread when the disk cache holds kernels built
-    earlier: in a notebook the import is over before the first cell calls a program, so
-    its plans load their compiled kernels at once and run them from the first call."""
-    if not enabled() or numba_imported():
+    """Load a kernel of the disk cache in a background thread when the cache holds any:
+    in a notebook that is over before the first cell calls a program, so its plans load
+    their compiled kernels at once and run them from the first call. (The package calls
+    it when imported in an interactive session only: in a script it would share the
+    interpreter with the compile that follows the import, and slow it 2-4x.)"""
+    if not enabled() or numba_ready() or preload_running():
         return
     try:
-        warm = any(name.endswith(".ok") for name in os.listdir(cache_dir()))
+        folder = cache_dir()
+        markers = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".ok")]
     except OSError:
         return
-    if warm:
-        _PRELOAD.append(threading.Thread(target=_import_numba, name="fluid-numba-import",
-                                         daemon=True))
+    if markers:
+        _PRELOAD.append(threading.Thread(target=_quietly, args=(_load_latest, markers),
+                                         name="fluid-kernel-preload", daemon=True))
         _PRELOAD[-1].start()
+
+
+def _quietly(fn: Callable, *args: Any) -> None:
+    try:   # a damaged or outdated cache entry: plans build their kernels as usual
+        fn(*args)
+    except Exception:
+        pass
 
 
 _PRELOAD: list[threading.Thread] = []
 
 
 def preload_running() -> bool:
-    """Whether `preload`'s import of Numba is still going on."""
+    """Whether `preload` is still at work."""
     return any(t.is_alive() for t in _PRELOAD)
 
 
@@ -168,9 +189,9 @@ def _compiled(path: str, name: str, function: str, args: Sequence[ArgType]) -> A
             sys.modules[name] = module   # Numba's cache finds its functions' module here
             spec.loader.exec_module(module)
             _MODULES[path] = module
-            _NUMBA_IMPORTED.set()
         fn = getattr(module, function)
         fn(*example_args(args))
+        _NUMBA_READY.set()
     return fn
 
 
@@ -182,13 +203,16 @@ def load(source: KernelSource) -> Callable:
     return fn
 
 
+def _job(source: KernelSource) -> dict:
+    return {"path": source.write(), "name": f"fluid_kernel_{source.key}",
+            "function": source.function, "args": source.args, "marker": source.marker()}
+
+
 def compile_elsewhere(source: KernelSource, timeout: float = 600) -> None:
     """Compile ``source`` into the disk cache in a child process (this file run as a
     script, without the package): compiling holds the interpreter lock for seconds, which
     would stall the calls that run meanwhile; loading the result takes milliseconds."""
-    job = json.dumps({"path": source.write(), "name": f"fluid_kernel_{source.key}",
-                      "function": source.function, "args": source.args,
-                      "marker": source.marker()})
+    job = json.dumps(_job(source))
     proc = subprocess.run([sys.executable, os.path.abspath(__file__)], input=job, text=True,
                           capture_output=True, timeout=timeout)
     if proc.returncode != 0 or not source.is_cached():
@@ -244,8 +268,13 @@ def _main() -> None:
     """The child of `compile_elsewhere`: compile one kernel, then write its marker."""
     job = json.load(sys.stdin)
     _compiled(job["path"], job["name"], job["function"], [tuple(a) for a in job["args"]])
+    write_marker(job)
+
+
+def write_marker(job: dict) -> None:
+    """The marker of a built kernel: what `preload` needs to load it again."""
     with open(job["marker"], "w") as f:
-        f.write(repr(job["args"]) + "\n")
+        json.dump({k: job[k] for k in ("path", "name", "function", "args")}, f)
 
 
 if __name__ == "__main__":

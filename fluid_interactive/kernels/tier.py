@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, wait
 from typing import Any
 
-from .build import BUILDER, KernelSource, enabled, load, numba_imported
+from .build import BUILDER, KernelSource, enabled, load, numba_ready
 
 #: The key of a plan's tier in its shared kernel state (`KernelContext.shared`).
 TIER_KEY: Hashable = ("kernels", "tier")
@@ -60,12 +60,12 @@ class PlanTier:
 
     def start(self) -> None:
         """Called once every kernel of the plan is prepared: load the compiled kernels now
-        when the disk cache holds them all and Numba is imported (milliseconds: the first
+        when the disk cache holds them all and Numba is ready (milliseconds: the first
         call runs them), otherwise build or load them in the background while the plan
         runs NumPy."""
         if not self.kernels or not enabled():
             return
-        if numba_imported() and all(k.source.is_cached() for k in self.kernels):
+        if numba_ready() and all(k.source.is_cached() for k in self.kernels):
             try:
                 self._switch([load(k.source) for k in self.kernels])
             except Exception as e:   # a damaged cache: build again, in the background
