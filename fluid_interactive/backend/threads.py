@@ -8,8 +8,9 @@ number of elements its step touches:
 
 * below `SMALL_WORK` it runs with one thread, always;
 * above, `AdaptiveThreads` runs it with one thread and with every core in turn for a
-  few calls, keeps the faster, and measures again every `RECHECK_CALLS` calls, so a
-  machine that becomes busy (or idle) is noticed within seconds.
+  few calls, keeps the faster, and measures again after `RECHECK_CALLS` calls (twice as
+  long each time the answer stays the same), so a machine that becomes busy (or idle) is
+  noticed within seconds to minutes.
 
 The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
 with), and only when a plan wants another count than the one in force: a program whose
@@ -35,8 +36,10 @@ except ImportError:  # pragma: no cover
 #: always runs on one thread. Measured with benchmarks/bench_threads.py: an MLP step of
 #: this size ran as fast or faster with one thread than with two on the idle 2-core machine.
 SMALL_WORK = 1 << 20
-#: Calls between two measurements of an adaptive plan, and calls timed per measurement.
+#: Calls between two measurements of an adaptive plan (doubled each time a measurement
+#: confirms the count in force, up to `RECHECK_MAX`), and calls timed per measurement.
 RECHECK_CALLS = 400
+RECHECK_MAX = 12800
 PROBE_CALLS = 3
 
 _ENV_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -121,15 +124,17 @@ class AdaptiveThreads:
     """A large plan's entry: it runs the plan with the count that measured faster lately.
 
     Every `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many
-    with every core, interleaved, and keeps the faster (by the median call). The
-    plan itself is called unchanged; only the count in force before it changes.
+    with every core, interleaved, and keeps the faster (by the median call); while the
+    measurements agree, they come less and less often (up to every `RECHECK_MAX` calls).
+    The plan itself is called unchanged; only the count in force before it changes.
     """
 
-    __slots__ = ("fn", "choice", "countdown", "probe", "totals")
+    __slots__ = ("fn", "choice", "countdown", "probe", "totals", "interval")
 
     def __init__(self, fn: Callable[..., Any]):
         self.fn = fn
         self.choice = STATE.cores
+        self.interval = RECHECK_CALLS
         self.countdown = 1          # skip the first call (it fills buffers), then measure
         self.probe: list[int] = []  # the counts still to time in this measurement
         self.totals: dict[int, list[float]] = {}
@@ -145,9 +150,13 @@ class AdaptiveThreads:
             result = self.fn(*args)
             self.totals.setdefault(n, []).append(time.perf_counter() - t0)
             if not self.probe:   # the median of each count's calls: one slow call is noise
-                self.choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
+                choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
                     len(self.totals[k]) // 2])
-                self.countdown = RECHECK_CALLS
+                # a confirmed count is measured less often; a change, soon again
+                self.interval = min(2 * self.interval, RECHECK_MAX) \
+                    if choice == self.choice else RECHECK_CALLS
+                self.choice = choice
+                self.countdown = self.interval
             return result
         self.countdown -= 1
         if self.countdown <= 0:

@@ -92,12 +92,21 @@ def test_a_large_plan_keeps_the_count_that_measured_faster(monkeypatch):
     assert calls[-10:] == [1] * 10
 
 
-def test_a_large_plan_is_measured_again_after_a_while(monkeypatch):
+def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeypatch):
     monkeypatch.setattr(threads, "RECHECK_CALLS", 5)
-    entry = threads.AdaptiveThreads(lambda: None)
-    for _ in range(1 + 2 * threads.PROBE_CALLS + 5):
+    monkeypatch.setattr(threads.STATE, "cores", 2)
+
+    def plan():   # far slower on two threads, every time
+        sum(float(i) for i in range(5000 * threads.STATE.current ** 3))
+
+    entry = threads.AdaptiveThreads(plan)
+    intervals = []
+    for _ in range(150):
         entry()
-    assert entry.probe   # a new measurement has begun
+        if not entry.probe and entry.countdown == entry.interval:   # a measurement ended
+            intervals.append(entry.interval)
+    assert entry.choice == 1
+    assert intervals[:4] == [5, 10, 20, 40]   # the first answer changed the count
 
 
 def test_the_environment_caps_the_count(monkeypatch):
