@@ -41,6 +41,7 @@ SMALL_WORK = 1 << 20
 RECHECK_CALLS = 400
 RECHECK_MAX = 12800
 PROBE_CALLS = 3
+GIVE_UP = 1.5
 
 _ENV_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -123,17 +124,20 @@ def is_small(work: int) -> bool:
 class AdaptiveThreads:
     """A large plan's entry: it runs the plan with the count that measured faster lately.
 
-    Every `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many
-    with every core, interleaved, and keeps the faster (by the median call); while the
-    measurements agree, they come less and less often (up to every `RECHECK_MAX` calls).
-    The plan itself is called unchanged; only the count in force before it changes.
+    It starts on one thread (never slower than one thread before it has measured). Every
+    `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many with
+    every core, interleaved, and keeps the faster (by the median call); a call on every
+    core that takes `GIVE_UP` times the one-thread call before it ends the measurement at
+    once (a busy core: no need to lose more calls to it). While the measurements agree
+    they come less and less often (up to every `RECHECK_MAX` calls). The plan itself is
+    called unchanged; only the count in force before it changes.
     """
 
     __slots__ = ("fn", "choice", "countdown", "probe", "totals", "interval")
 
     def __init__(self, fn: Callable[..., Any]):
         self.fn = fn
-        self.choice = STATE.cores
+        self.choice = 1
         self.interval = RECHECK_CALLS
         self.countdown = 1          # skip the first call (it fills buffers), then measure
         self.probe: list[int] = []  # the counts still to time in this measurement
@@ -148,7 +152,11 @@ class AdaptiveThreads:
             STATE.use(n)
             t0 = time.perf_counter()
             result = self.fn(*args)
-            self.totals.setdefault(n, []).append(time.perf_counter() - t0)
+            took = self.totals.setdefault(n, [])
+            took.append(time.perf_counter() - t0)
+            if n != 1 and took[-1] > GIVE_UP * self.totals[1][-1]:
+                self.probe = []
+                self.totals = {1: [0.0]}   # one thread, by far
             if not self.probe:   # the median of each count's calls: one slow call is noise
                 choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
                     len(self.totals[k]) // 2])
@@ -160,7 +168,7 @@ class AdaptiveThreads:
             return result
         self.countdown -= 1
         if self.countdown <= 0:
-            self.probe = [1, STATE.cores] * PROBE_CALLS
+            self.probe = [STATE.cores, 1] * PROBE_CALLS   # popped from the end: 1 first
             self.totals = {}
         STATE.use(self.choice)
         return self.fn(*args)

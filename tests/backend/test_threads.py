@@ -71,25 +71,39 @@ def test_set_threads_refuses_what_is_not_a_count(bad):
         fluid.set_threads(bad)
 
 
-def test_a_large_plan_keeps_the_count_that_measured_faster(monkeypatch):
+def spin(n):
+    sum(float(i) for i in range(n))
+
+
+def test_a_large_plan_gives_up_all_cores_at_once_when_they_are_far_slower(monkeypatch):
     monkeypatch.setattr(threads.STATE, "cores", 2)
     calls = []
 
-    def plan(*args):   # twice as slow on two threads, as on a busy machine
+    def plan():   # twice as slow on two threads, as on a busy machine
         calls.append(threads.STATE.current)
-        x = 0
-        for _ in range(20000 * threads.STATE.current):
-            x += 1
-        return x
+        spin(20000 * threads.STATE.current)
 
     entry = threads.AdaptiveThreads(plan)
-    for _ in range(1 + 2 * threads.PROBE_CALLS):   # the first call, then the probe
+    for _ in range(12):
         entry()
-    assert sorted(calls[1:]) == [1] * threads.PROBE_CALLS + [2] * threads.PROBE_CALLS
-    assert entry.choice == 1
-    for _ in range(10):
+    assert calls[:3] == [1, 1, 2]   # one thread first, then the measurement's pair
+    assert entry.choice == 1 and calls[3:] == [1] * 9
+
+
+def test_a_large_plan_takes_all_cores_when_they_measure_faster(monkeypatch):
+    monkeypatch.setattr(threads.STATE, "cores", 2)
+    calls = []
+
+    def plan():   # twice as fast on two threads, as on an idle machine
+        calls.append(threads.STATE.current)
+        spin(40000 // threads.STATE.current)
+
+    entry = threads.AdaptiveThreads(plan)
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 5):
         entry()
-    assert calls[-10:] == [1] * 10
+    assert sorted(calls[1:1 + 2 * threads.PROBE_CALLS]) == [1] * threads.PROBE_CALLS + \
+        [2] * threads.PROBE_CALLS
+    assert entry.choice == 2 and calls[-5:] == [2] * 5
 
 
 def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeypatch):
@@ -97,7 +111,7 @@ def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeyp
     monkeypatch.setattr(threads.STATE, "cores", 2)
 
     def plan():   # far slower on two threads, every time
-        sum(float(i) for i in range(5000 * threads.STATE.current ** 3))
+        spin(5000 * threads.STATE.current ** 3)
 
     entry = threads.AdaptiveThreads(plan)
     intervals = []
@@ -106,7 +120,7 @@ def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeyp
         if not entry.probe and entry.countdown == entry.interval:   # a measurement ended
             intervals.append(entry.interval)
     assert entry.choice == 1
-    assert intervals[:4] == [5, 10, 20, 40]   # the first answer changed the count
+    assert intervals[:4] == [10, 20, 40, 80]   # each measurement confirms one thread
 
 
 def test_the_environment_caps_the_count(monkeypatch):
