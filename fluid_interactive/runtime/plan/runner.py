@@ -76,11 +76,12 @@ class BlockRunner:
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
                                  self._rng_for)
         work = plan_work(analysis)
-        small = threads.is_small(work) or self.xp is not np
+        on_host = self.xp is np   # on a device the host's BLAS is not the step's
+        small = threads.is_small(work)
 
         def prologue(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
             lines = []
-            if small:
+            if small and on_host:
                 t = bind(threads.STATE, "threads")   # one thread, set on the first call
                 lines.append(f"if {t}.current != {t}.small: {t}.use({t}.small)")
             tier = plan_state.get(TIER_KEY)
@@ -96,7 +97,7 @@ class BlockRunner:
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
                         prologue=prologue)
         code.work = work
-        if not small:   # the faster of one thread and all cores, measured as it runs
+        if on_host and not small:   # the faster of one thread and all cores, measured as it runs
             code.fn = threads.AdaptiveThreads(code.fn)
         return code
 
