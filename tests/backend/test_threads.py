@@ -71,49 +71,44 @@ def test_set_threads_refuses_what_is_not_a_count(bad):
         fluid.set_threads(bad)
 
 
-def spin(n):
-    sum(float(i) for i in range(n))
-
-
-def test_a_large_plan_gives_up_all_cores_at_once_when_they_are_far_slower(monkeypatch):
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake perf_counter that only the plans below advance: exact, on any machine."""
+    now = [0.0]
+    monkeypatch.setattr(threads.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(threads.STATE, "cores", 2)
-    calls = []
+    return now
 
-    def plan():   # twice as slow on two threads, as on a busy machine
+
+def plan_costing(clock, seconds_per_thread_count, calls):
+    def plan():
         calls.append(threads.STATE.current)
-        spin(20000 * threads.STATE.current)
+        clock[0] += seconds_per_thread_count[threads.STATE.current]
+    return plan
 
-    entry = threads.AdaptiveThreads(plan)
+
+def test_a_large_plan_gives_up_all_cores_at_once_when_they_are_far_slower(clock):
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 2.0}, calls))  # busy
     for _ in range(12):
         entry()
     assert calls[:3] == [1, 1, 2]   # one thread first, then the measurement's pair
     assert entry.choice == 1 and calls[3:] == [1] * 9
 
 
-def test_a_large_plan_takes_all_cores_when_they_measure_faster(monkeypatch):
-    monkeypatch.setattr(threads.STATE, "cores", 2)
+def test_a_large_plan_takes_all_cores_when_they_measure_faster(clock):
     calls = []
-
-    def plan():   # twice as fast on two threads, as on an idle machine
-        calls.append(threads.STATE.current)
-        spin(40000 // threads.STATE.current)
-
-    entry = threads.AdaptiveThreads(plan)
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.6}, calls))  # idle
     for _ in range(1 + 2 * threads.PROBE_CALLS + 5):
         entry()
-    assert sorted(calls[1:1 + 2 * threads.PROBE_CALLS]) == [1] * threads.PROBE_CALLS + \
-        [2] * threads.PROBE_CALLS
+    assert calls[1:1 + 2 * threads.PROBE_CALLS] == [1, 2] * threads.PROBE_CALLS
     assert entry.choice == 2 and calls[-5:] == [2] * 5
 
 
-def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeypatch):
+def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(clock, monkeypatch):
     monkeypatch.setattr(threads, "RECHECK_CALLS", 5)
-    monkeypatch.setattr(threads.STATE, "cores", 2)
-
-    def plan():   # far slower on two threads, every time
-        spin(5000 * threads.STATE.current ** 3)
-
-    entry = threads.AdaptiveThreads(plan)
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 1.2}, calls))
     intervals = []
     for _ in range(150):
         entry()
@@ -121,6 +116,7 @@ def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(monkeyp
             intervals.append(entry.interval)
     assert entry.choice == 1
     assert intervals[:4] == [10, 20, 40, 80]   # each measurement confirms one thread
+    assert calls.count(2) == 3 * len(intervals)   # none given up: 1.2x is below 1.5x
 
 
 def test_the_environment_caps_the_count(monkeypatch):
