@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -18,7 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
 from _busy import busy_core  # noqa: E402
-from _timing import interleaved_us  # noqa: E402
 
 import fluid  # noqa: E402
 from fluid_interactive.backend import threads  # noqa: E402
@@ -43,6 +44,22 @@ def mlp(inputs: int, hidden: int) -> type:
     return MLP
 
 
+def settled_us(contenders: dict, calls: int, rounds: int) -> dict[str, float]:
+    """Median µs per call of each contender over interleaved blocks, each block after a
+    0.3 s pause and one untimed call: BLAS threads that spin on after a block on every
+    core would otherwise steal the next block's core."""
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            time.sleep(0.3)
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
 def row(inputs: int, hidden: int, batch: int, rounds: int) -> str:
     prog = mlp(inputs, hidden)().Compile(seed=0)
     rng = np.random.default_rng(0)
@@ -57,10 +74,10 @@ def row(inputs: int, hidden: int, batch: int, rounds: int) -> str:
             prog.train_step(x, y)
         return step
 
-    step_s = 2e-6 * work   # about 2 ns per element: blocks of ~0.1 s
-    calls = max(5, min(2000, int(0.1 / step_s)))
-    us = interleaved_us({"1": with_threads(1), "all": with_threads(threads.STATE.cores),
-                         "policy": with_threads(None)}, calls, rounds)
+    step_s = 2e-6 * work   # about 2 ns per element: blocks of ~0.2 s
+    calls = max(10, min(2000, int(0.2 / step_s)))
+    us = settled_us({"1": with_threads(1), "all": with_threads(threads.STATE.cores),
+                     "policy": with_threads(None)}, calls, rounds)
     threads.set_threads(None)
     chosen = "1 (small)" if threads.is_small(work) else "adaptive"
     return (f"| {inputs}-{hidden}-{hidden}-10 b{batch} | {work:,} | {us['1']:,.0f} | "
