@@ -21,6 +21,7 @@ every plan; ``set_threads(None)`` returns to the policy. The ``OMP_NUM_THREADS``
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +70,10 @@ class ThreadState:
         self.current: int | None = None   # unknown until the first switch
         self._libs: list[Any] | None = None
         self.switches = 0
+        # Calls of large plans running now: BLAS's count must not change under a call
+        # that another thread has in flight, so no switch happens while one runs.
+        self.inflight = 0
+        self.lock = threading.Lock()
 
     def _controllers(self) -> list[Any]:
         """NumPy's BLAS: the libraries loaded from NumPy's own folders when there are
@@ -88,9 +93,16 @@ class ThreadState:
         return [lib.get_num_threads() for lib in self._controllers()]
 
     def use(self, n: int) -> None:
-        """Run BLAS with ``n`` threads from now on."""
+        """Run BLAS with ``n`` threads from now on (unless a large plan's call is in
+        flight in another thread: then the count stays, and is asked for again next call)."""
         if n == self.current:
             return
+        with self.lock:
+            if self.inflight:
+                return
+            self._set(n)
+
+    def _set(self, n: int) -> None:
         for lib in self._controllers():
             lib.set_num_threads(n)
         self.current = n
@@ -124,7 +136,9 @@ def is_small(work: int) -> bool:
 class AdaptiveThreads:
     """A large plan's entry: it runs the plan with the count that measured faster lately.
 
-    It starts on one thread (never slower than one thread before it has measured). Every
+    No count changes while another thread has a large plan's call in flight (that call
+    keeps the count it started with; this one runs with it, untimed). It starts on one
+    thread (never slower than one thread before it has measured). Every
     `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many with
     every core, interleaved, and keeps the faster (by the median call); a call on every
     core that takes `GIVE_UP` times the one-thread call before it ends the measurement at
@@ -139,36 +153,53 @@ class AdaptiveThreads:
         self.fn = fn
         self.choice = 1
         self.interval = RECHECK_CALLS
-        self.countdown = 1          # skip the first call (it fills buffers), then measure
+        self.countdown = 2          # skip the first call (it fills buffers), then measure
         self.probe: list[int] = []  # the counts still to time in this measurement
         self.totals: dict[int, list[float]] = {}
 
     def __call__(self, *args: Any) -> Any:
-        if STATE.override is not None:
-            STATE.use(STATE.override)
+        with STATE.lock:
+            alone = STATE.inflight == 0
+            wanted = self._wanted() if alone else STATE.current
+            if alone and wanted is not None and wanted != STATE.current:
+                STATE._set(wanted)
+            STATE.inflight += 1
+        try:
+            if alone and self.probe and wanted == self.probe[-1]:
+                return self._timed(*args)
             return self.fn(*args)
-        if self.probe:
-            n = self.probe.pop()
-            STATE.use(n)
-            t0 = time.perf_counter()
-            result = self.fn(*args)
-            took = self.totals.setdefault(n, [])
-            took.append(time.perf_counter() - t0)
-            if n != 1 and took[-1] > GIVE_UP * self.totals[1][-1]:
-                self.probe = []
-                self.totals = {1: [0.0]}   # one thread, by far
-            if not self.probe:   # the median of each count's calls: one slow call is noise
-                choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
-                    len(self.totals[k]) // 2])
-                # a confirmed count is measured less often; a change, soon again
-                self.interval = min(2 * self.interval, RECHECK_MAX) \
-                    if choice == self.choice else RECHECK_CALLS
-                self.choice = choice
-                self.countdown = self.interval
-            return result
-        self.countdown -= 1
-        if self.countdown <= 0:
-            self.probe = [STATE.cores, 1] * PROBE_CALLS   # popped from the end: 1 first
-            self.totals = {}
-        STATE.use(self.choice)
-        return self.fn(*args)
+        finally:
+            with STATE.lock:
+                STATE.inflight -= 1
+
+    def _wanted(self) -> int:
+        """The count for this call: the override, the next count to time, or the choice."""
+        if STATE.override is not None:
+            return STATE.override
+        if not self.probe:
+            self.countdown -= 1
+            if self.countdown <= 0:
+                self.probe = [STATE.cores, 1] * PROBE_CALLS   # popped from the end: 1 first
+                self.totals = {}
+        return self.probe[-1] if self.probe else self.choice
+
+    def _timed(self, *args: Any) -> Any:
+        """One call of the measurement (its count already in force), timed; the last one
+        concludes it."""
+        n = self.probe.pop()
+        t0 = time.perf_counter()
+        result = self.fn(*args)
+        took = self.totals.setdefault(n, [])
+        took.append(time.perf_counter() - t0)
+        if n != 1 and took[-1] > GIVE_UP * self.totals[1][-1]:
+            self.probe = []
+            self.totals = {1: [0.0]}   # one thread, by far
+        if not self.probe:   # the median of each count's calls: one slow call is noise
+            choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
+                len(self.totals[k]) // 2])
+            # a confirmed count is measured less often; a change, soon again
+            self.interval = min(2 * self.interval, RECHECK_MAX) \
+                if choice == self.choice else RECHECK_CALLS
+            self.choice = choice
+            self.countdown = self.interval
+        return result

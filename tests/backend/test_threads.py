@@ -119,6 +119,18 @@ def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(clock, 
     assert calls.count(2) == 3 * len(intervals)   # none given up: 1.2x is below 1.5x
 
 
+def test_no_count_changes_while_another_large_call_is_in_flight(clock, monkeypatch):
+    threads.STATE.use(1)
+    seen = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.5}, seen))
+    monkeypatch.setattr(threads.STATE, "inflight", 1)   # another thread's large call
+    for _ in range(10):
+        entry()
+        threads.STATE.use(2)   # a small plan asking meanwhile
+    assert seen == [1] * 10 and threads.STATE.current == 1
+    assert not entry.totals   # nothing measured under another call
+
+
 def test_the_environment_caps_the_count(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     assert threads._cores() == 1
