@@ -110,6 +110,7 @@ class ThreadState:
 
 
 STATE = ThreadState()
+STATE._controllers()   # finding the libraries takes 1-15 ms: at import, not in a first call
 
 
 def set_threads(n: int | None) -> None:
