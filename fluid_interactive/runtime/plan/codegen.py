@@ -142,9 +142,7 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
             args = ", ".join(em.local[n] for n in step.inputs)
             outs = [em.fresh_local(n) for n in step.outputs]
             target = outs[0] if len(outs) == 1 else ", ".join(outs)
-            tier = getattr(kernel, "tier_label", None)   # its compiled form (kernels/)
-            em.emit(f"{target} = {k}({args})  # {comment}"
-                    + (f"  | compiled: {_comment(tier)}" if tier else ""), step.index)
+            em.emit(f"{target} = {k}({args})  # {comment}{_tier_note(kernel)}", step.index)
         if step.spec.inert(step.spec.full_attrs(step.op.attrs), is_test):
             continue  # its persistable outputs are its inputs: nothing to commit
         for name in step.outputs:
@@ -152,10 +150,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
                 if step.spec.aliases:  # the scope must not keep a view into a temporary
                     em.emit(f"{em.local[name]} = {em.local[name]}.copy()")
                 writes[name] = em.local[name]
-    if prologue is not None:   # first in the function: shift the op lines below it
-        first = ["    " + line for line in prologue(em.bind, plan_state)]
-        em.lines[:0] = first
-        em.line_to_op = {k + len(first): v for k, v in em.line_to_op.items()}
+    if prologue is not None:
+        _put_first(em, prologue(em.bind, plan_state))
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host))
@@ -167,6 +163,18 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
                          plan_state=plan_state)
     release_with(code, filename)  # the text lives as long as the plan
     return code
+
+
+def _put_first(em: _Emitter, lines: list[str]) -> None:
+    """Lines that run first in the function; the op lines below them shift down."""
+    em.lines[:0] = ["    " + line for line in lines]
+    em.line_to_op = {k + len(lines): v for k, v in em.line_to_op.items()}
+
+
+def _tier_note(kernel: Any) -> str:
+    """Which compiled kernel a line's kernel runs once its plan switches (kernels/)."""
+    label = getattr(kernel, "tier_label", None)
+    return f"  | compiled: {_comment(label)}" if label else ""
 
 
 def _scope_reads(analysis: BlockAnalysis, known: dict[str, str]) -> list[str]:
