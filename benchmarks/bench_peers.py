@@ -12,6 +12,7 @@ a peer's time in the same round; the table gives its median [min-max] over the r
     python benchmarks/bench_peers.py --rounds 3 --workloads W1,W2-adam
     python benchmarks/bench_peers.py --frameworks fluid,numpy
     python benchmarks/bench_peers.py --device gpu --frameworks fluid,torch   # CuPy vs CUDA
+    python benchmarks/bench_peers.py --busy     # beside a process burning one core
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
 
+from _busy import busy_core  # noqa: E402
 from peers.workloads import (  # noqa: E402 (after the path set-up above)
     CHECK_AT,
     CHECK_STEPS,
@@ -42,9 +44,12 @@ from peers.workloads import (  # noqa: E402 (after the path set-up above)
     initial_parameters,
 )
 
-FRAMEWORKS = {"fluid": ("peers.fluid_impl", "fluid"), "numpy": ("peers.numpy_impl", "numpy"),
+FRAMEWORKS = {"fluid": ("peers.fluid_impl", "fluid"),
+              "fluid-numpy": ("peers.fluid_impl", "fluid"),   # FLUID_KERNELS=numpy
+              "numpy": ("peers.numpy_impl", "numpy"),
               "torch": ("peers.torch_impl", "torch"), "jax": ("peers.jax_impl", "jax")}
-LABELS = {"fluid": "fluid_interactive", "numpy": "hand NumPy", "torch": "PyTorch eager",
+LABELS = {"fluid": "fluid_interactive", "fluid-numpy": "fluid, NumPy kernels only",
+          "numpy": "hand NumPy", "torch": "PyTorch eager",
           "jax": "JAX jit"}
 SETTLE_S = 0.3   # idle BLAS / OpenMP threads of the previous workload spin for a while
 MEMORY_WORKLOADS = ("W2-sgd", "W2-adam", "W3", "W3-scp")
@@ -54,14 +59,15 @@ LOSS_RTOL, LOSS_ATOL = 2e-3, 1e-5
 # another order with another thread count) moves its losses by ~0.3% within 30 steps; and
 # torch.optim.Adam adds epsilon after the bias correction (fluid, JAX and NumPy here:
 # before it, as Paddle does), which moves them by up to ~3%.
-LOOSER = {("torch", "W2-adam"): 5e-2, ("fluid", "W2-adam"): 1e-2, ("jax", "W2-adam"): 1e-2}
+LOOSER = {("torch", "W2-adam"): 5e-2, ("fluid", "W2-adam"): 1e-2, ("fluid-numpy", "W2-adam"): 1e-2,
+          ("jax", "W2-adam"): 1e-2}
 
 
 def applies(framework: str, w: Workload) -> bool:
     """W3-scp is fluid's second way to write W3; the GEMM floor is NumPy's."""
     if w.kind == "floor":
         return framework == "numpy"
-    return framework == "fluid" or w.name != "W3-scp"
+    return framework.startswith("fluid") or w.name != "W3-scp"
 
 
 # --- the worker: one framework, in its own process --------------------------------------------
@@ -93,6 +99,8 @@ def _time(framework: str, names: list[str], blocks: int, device: str) -> dict:
         first_ms = (time.perf_counter() - t0) * 1e3
         for i in range(1, w.warmup):
             c.call(i)
+        if c.settle is not None:   # the compiled kernels, built meanwhile
+            c.settle()
         samples = []
         for _ in range(blocks):
             time.sleep(SETTLE_S)
@@ -112,6 +120,12 @@ def _memory(framework: str, names: list[str]) -> dict:
     for name in names:
         w = WORKLOADS[name]
         params = initial_parameters(w.model)
+        warm = impl.make(w, params)   # once untraced: libraries a first use imports
+        warm.call(0)
+        if warm.settle is not None:
+            warm.settle()
+        warm.call(1)
+        del warm
         tracemalloc.start()
         c = impl.make(w, params)
         for i in range(5):
@@ -147,6 +161,8 @@ def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3,
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--mode", mode,
            "--workloads", ",".join(names), "--blocks", str(blocks), "--device", device]
     env = dict(os.environ)
+    if framework == "fluid-numpy":
+        env["FLUID_KERNELS"] = "numpy"
     if THREADS[0]:   # every thread pool of every framework, and one CPU
         env.update({k: str(THREADS[0]) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                                  "MKL_NUM_THREADS")})
@@ -235,21 +251,25 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
                 times[f].setdefault(name, []).append(v)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     peers = [f for f in ("numpy", "jax", "torch") if f in frameworks]
-    print(f"## Step time: fluid / peer, median [min-max] over {rounds} rounds\n")
-    print("| workload | fluid µs (median) | " + " | ".join(f"÷ {LABELS[p]}" for p in peers)
-          + " |")
-    print("|---|---|" + "---|" * len(peers))
+    for variant in (f for f in ("fluid", "fluid-numpy") if f in frameworks):
+        print(f"## Step time: {LABELS[variant]} / peer, median [min-max] over {rounds} "
+              f"rounds\n")
+        print(f"| workload | {variant} µs (median) | "
+              + " | ".join(f"÷ {LABELS[p]}" for p in peers) + " |")
+        print("|---|---|" + "---|" * len(peers))
+        mine_all = times.get(variant, {})
+        for name in names:
+            if name not in mine_all:
+                continue
+            mine = [v["us"] for v in mine_all[name]]
+            cells = []
+            for p in peers:
+                theirs = [v["us"] for v in times[p].get(_reference(name), [])]
+                cells.append(spread([a / b for a, b in zip(mine, theirs)]) if theirs else "")
+            print(f"| {WORKLOADS[name].what} | {statistics.median(mine):,.1f} | "
+                  + " | ".join(cells) + " |")
+        print()
     fluid = times.get("fluid", {})
-    for name in names:
-        w = WORKLOADS[name]
-        if name not in fluid:
-            continue
-        mine = [v["us"] for v in fluid[name]]
-        cells = []
-        for p in peers:
-            theirs = [v["us"] for v in times[p].get(_reference(name), [])]
-            cells.append(spread([a / b for a, b in zip(mine, theirs)]) if theirs else "")
-        print(f"| {w.what} | {statistics.median(mine):,.1f} | " + " | ".join(cells) + " |")
     floor = times.get("numpy", {}).get("W2-gemm")
     if floor and "W2-sgd" in fluid:
         ratios = [a["us"] / b["us"] for a, b in zip(fluid["W2-sgd"], floor)]
@@ -262,29 +282,31 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
         cells = [f"{statistics.median([v['us'] for v in times[f][name]]):,.1f}"
                  if name in times[f] else "" for f in frameworks]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    if fluid:
-        print("\n## fluid: compile and first call, ms (median over rounds)\n")
+    for variant in (f for f in ("fluid", "fluid-numpy") if f in frameworks):
+        print(f"\n## {LABELS[variant]}: compile and first call, ms (median over rounds)\n")
         print("| workload | compile | first call (plan + run) | compile + first |")
         print("|---|---|---|---|")
         for name in names:
-            if name in fluid:
-                c = statistics.median(v["compile_ms"] for v in fluid[name])
-                f1 = statistics.median(v["first_ms"] for v in fluid[name])
+            if name in times[variant]:
+                c = statistics.median(v["compile_ms"] for v in times[variant][name])
+                f1 = statistics.median(v["first_ms"] for v in times[variant][name])
                 print(f"| {name} | {c:.1f} | {f1:.1f} | {c + f1:.1f} |")
 
 
 def memory_report(frameworks: list[str], names: list[str]) -> None:
     names = [n for n in names if n in MEMORY_WORKLOADS]
-    if not names or "fluid" not in frameworks or "numpy" not in frameworks:
+    variants = [f for f in ("fluid", "fluid-numpy") if f in frameworks]
+    if not names or not variants or "numpy" not in frameworks:
         return
-    fl, npy = run_worker("fluid", "memory", names), run_worker("numpy", "memory", names)
+    npy = run_worker("numpy", "memory", names)
+    mine = {v: run_worker(v, "memory", names) for v in variants}
     print("\n## Peak memory NumPy allocated (model + 5 steps, tracemalloc), MB\n")
-    print("| workload | fluid | hand NumPy | ratio |")
-    print("|---|---|---|---|")
+    print("| workload | hand NumPy | " + " | ".join(f"{v} | ratio" for v in variants) + " |")
+    print("|---|---|" + "---|---|" * len(variants))
     for name in names:
-        base = _reference(name)
-        print(f"| {name} | {fl[name] / 1e6:.1f} | {npy[base] / 1e6:.1f} | "
-              f"{fl[name] / npy[base]:.2f} |")
+        base = npy[_reference(name)]
+        cells = [f"{mine[v][name] / 1e6:.1f} | {mine[v][name] / base:.2f}" for v in variants]
+        print(f"| {name} | {base / 1e6:.1f} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -292,13 +314,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--blocks", type=int, default=3, help="timed blocks per process")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--frameworks", default="fluid,numpy,torch,jax")
+    ap.add_argument("--frameworks", default="fluid,fluid-numpy,numpy,torch,jax",
+                    help="fluid-numpy: fluid with the compiled kernel tier off")
     ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"),
                     help="gpu: fluid on CuPy, PyTorch on CUDA (hand NumPy stays the "
                          "reference on the CPU)")
     ap.add_argument("--threads", type=int, default=0,
                     help="limit every framework to this many threads and CPUs (default: "
                          "their own defaults)")
+    ap.add_argument("--busy", action="store_true",
+                    help="time beside a process burning one core (a busy machine)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -316,6 +341,7 @@ def main() -> None:
     if "numpy" not in frameworks:
         frameworks.append("numpy")   # the reference every check compares with
     threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
+    threads += "; one core kept busy by another process" if args.busy else ""
     print(f"# Peer suite ({args.device})\n\nMachine: {machine()}; {POOL} batches cycled; "
           f"{threads}.")
     if missing:
@@ -323,7 +349,8 @@ def main() -> None:
               f"(`pip install -e .[bench]`).")
     print()
     check_agreement(frameworks, names, args.device)
-    report(frameworks, names, args.rounds, args.blocks, args.device)
+    with busy_core(args.busy):
+        report(frameworks, names, args.rounds, args.blocks, args.device)
     if args.device == "cpu":
         memory_report(frameworks, names)
 

@@ -1,6 +1,7 @@
 """Cost against program size: an MLP of N fc layers of width 32 with Adam, for N = 10, 200
 and 800 (the ops a program holds grow linearly with N). For each size: compile (trace
-and initialise), the first step (plan, code generation and one run), a steady step, and
+and initialise), the first step (plan, code generation and one run), a steady step (with
+NumPy kernels, and with the compiled kernel tier once its kernels are built), and
 transpiling for 2 trainers and 4 parameter servers; and each figure per op. Cost linear
 in program size means the per-op figures stay flat as N grows.
 
@@ -106,10 +107,30 @@ def _median_step_s(step, x, y) -> float:
     return statistics.median(times)
 
 
+def tier_step_s(layers: int, x: np.ndarray, y: np.ndarray) -> float:
+    """The step with the compiled kernel tier (its kernels built first), or nan without
+    it."""
+    from fluid_interactive import kernels
+    os.environ["FLUID_KERNELS"] = "auto"
+    try:
+        if not kernels.enabled():
+            return float("nan")
+        prog = deep_mlp(layers)().Compile(seed=0)
+        prog.train_step(x, y)
+        tier = prog.train_step.runner.plan_tier()
+        if tier is not None:
+            tier.wait(600)
+        prog.train_step(x, y)   # switches
+        return _median_step_s(prog.train_step, x, y)
+    finally:
+        os.environ["FLUID_KERNELS"] = "numpy"
+
+
 def measure(layers: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
     y = rng.integers(0, 10, (BATCH, 1)).astype(np.int64)
+    os.environ["FLUID_KERNELS"] = "numpy"   # compile, plan and step: NumPy kernels
     t0 = time.perf_counter()
     prog = deep_mlp(layers)().Compile(seed=0)
     compile_s = time.perf_counter() - t0
@@ -123,7 +144,8 @@ def measure(layers: int) -> dict[str, float]:
     transpile_s = time.perf_counter() - t0
     ops = sum(len(b.ops) for b in prog.program.blocks)
     return {"layers": layers, "ops": ops, "compile": compile_s, "first": first_s,
-            "step": step_s, "numpy": numpy_s, "transpile": transpile_s}
+            "step": step_s, "numpy": numpy_s, "transpile": transpile_s,
+            "tier": tier_step_s(layers, x, y)}
 
 
 def main() -> None:
@@ -139,14 +161,16 @@ def main() -> None:
         return
     rows = [measure(int(n)) for n in args.layers.split(",")]
     print(f"MLP of N fc layers of width {WIDTH}, Adam, batch {BATCH}")
-    print("| layers | ops | compile ms | first step ms | step ms | hand NumPy step ms "
-          "| transpile (2 x 4) ms | µs/op: compile | first step | step | transpile |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| layers | ops | compile ms | first step ms | step ms | step ms, compiled tier "
+          "| hand NumPy step ms | transpile (2 x 4) ms | µs/op: compile | first step | step "
+          "| transpile |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = [r[k] / r["ops"] * 1e6 for k in ("compile", "first", "step", "transpile")]
         print(f"| {r['layers']} | {r['ops']:,} | {r['compile'] * 1e3:,.0f} | "
-              f"{r['first'] * 1e3:,.0f} | {r['step'] * 1e3:,.2f} | {r['numpy'] * 1e3:,.2f} | "
-              f"{r['transpile'] * 1e3:,.0f} | " + " | ".join(f"{p:.1f}" for p in per) + " |")
+              f"{r['first'] * 1e3:,.0f} | {r['step'] * 1e3:,.2f} | {r['tier'] * 1e3:,.2f} | "
+              f"{r['numpy'] * 1e3:,.2f} | {r['transpile'] * 1e3:,.0f} | "
+              + " | ".join(f"{p:.1f}" for p in per) + " |")
     first, last = rows[0], rows[-1]
     growth = [(last[k] / last["ops"]) / (first[k] / first["ops"])
               for k in ("compile", "first", "transpile")]
@@ -158,7 +182,9 @@ def main() -> None:
     print(f"step time per layer from {first['layers']} to {last['layers']} layers: fluid "
           f"{step_growth:.2f}x, hand NumPy {numpy_growth:.2f}x (target: fluid's growth no "
           f"more than NumPy's); fluid / NumPy step: {first['step'] / first['numpy']:.2f}x "
-          f"at {first['layers']}, {last['step'] / last['numpy']:.2f}x at {last['layers']}")
+          f"at {first['layers']}, {last['step'] / last['numpy']:.2f}x at {last['layers']}; "
+          f"with the compiled tier {first['tier'] / first['numpy']:.2f}x and "
+          f"{last['tier'] / last['numpy']:.2f}x")
 
 
 if __name__ == "__main__":

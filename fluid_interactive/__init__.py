@@ -6,7 +6,7 @@ module (``%load_ext fluid`` or ``import fluid``), which re-exports this API.
 """
 from . import distributed
 from . import ops as _ops  # noqa: F401  (registers every op)
-from .backend import get_device, set_device
+from .backend import get_device, get_threads, set_device, set_threads
 from .errors import (
                      CheckpointError,
                      DTypeError,
@@ -62,7 +62,7 @@ __all__ = [
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
     "diff", "ProgramDiff", "history_defaults", "plan_cache",
-    "distributed", "get_device",
+    "distributed", "get_device", "set_threads", "get_threads",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",

@@ -110,4 +110,14 @@ def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Con
 
         def call(i: int) -> np.ndarray:
             return infer(inputs[i % POOL])
-    return Contender(call, compile_ms)
+    return Contender(call, compile_ms, lambda: await_compiled_kernels(prog))
+
+
+def await_compiled_kernels(prog, timeout: float = 600) -> None:
+    """Wait until every plan built so far has its compiled kernels (the tier of
+    fluid_interactive/kernels; nothing when it is off); the next call switches to them."""
+    for method in (prog.train_step, prog.infer):
+        for code in list(method.runner.plans.values()):
+            tier = method.runner.plan_tier(code)
+            if tier is not None and tier.pending:
+                tier.wait(timeout)

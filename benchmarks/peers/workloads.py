@@ -138,3 +138,4 @@ class Contender:
     a separate step for it."""
     call: Callable[[int], object]
     compile_ms: float = float("nan")
+    settle: Callable[[], None] | None = None   # wait for background work (compiled kernels)

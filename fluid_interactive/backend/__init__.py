@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .threads import get_threads, set_threads
+
 _DEVICES = ("cpu", "gpu", "auto")
 _state: dict[str, Any] = {"device": None, "xp": None, "notified": False}
 
@@ -86,5 +88,5 @@ def to_device(array: Any, xp: ModuleType) -> Any:
     return array if xp is np else xp.asarray(array)
 
 
-__all__ = ["set_device", "get_device", "resolve_device", "array_module", "array_module_for",
-           "to_host", "to_device"]
+__all__ = ["set_device", "get_device", "set_threads", "get_threads", "resolve_device",
+           "array_module", "array_module_for", "to_host", "to_device"]

@@ -9,13 +9,20 @@ the chain runs in place in one array: one kernel call for the runtime, no tempor
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from math import prod
+from typing import Any
+
 from ..ir.records import OpDesc
+from ..kernels import plan_tier
+from ..kernels.chain import chain_source
 from .apply import infer_op, prepare_kernel
+from .broadcast import aligned_y_shape
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
 
-def member_ops(attrs: dict, x: str, ys: list[str], out: str) -> list[OpDesc]:
+def member_ops(attrs: Mapping[str, Any], x: str, ys: list[str], out: str) -> list[OpDesc]:
     """The members as ops over names: ``x`` in, ``out`` out, ``<out>#k`` in between."""
     ops, current, side = [], x, iter(ys)
     members = attrs["ops"]
@@ -65,7 +72,62 @@ def _kernel(ctx: KernelContext):
         for fn, has_side in steps:
             h = fn(h, next(it)) if has_side else fn(h)
         return h
-    return run
+    return _compiled(ctx, ops, types, buf, run) or run
+
+
+#: Chains whose output has fewer elements run NumPy only: a compiled call's fixed cost
+#: (checking every argument's type) is then more than the ufunc calls it saves.
+COMPILE_MIN_ELEMENTS = 4096
+
+
+def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType], buf: Any,
+              run: Callable) -> Callable | None:
+    """The chain's kernel through its compiled form (`kernels/chain.py`), or None where the
+    tier does not apply: a device, a dtype other than float32/64, a side input of another
+    dtype (NumPy would compute in the wider type), a member without a scalar form."""
+    out = ctx.output("Out")
+    if ctx.xp.__name__ != "numpy" or out.dtype not in ("float32", "float64") or \
+            not out.shape or prod(out.shape) < COMPILE_MIN_ELEMENTS:
+        return None
+    constants: list[float] = []
+
+    def const(value: float) -> str:
+        constants.append(float(value))
+        return f"C{len(constants) - 1}"
+    members, aligned = [], []
+    for op in ops:
+        spec = get_spec(op.type)
+        expr = spec.scalar(spec.full_attrs(op.attrs), const) if spec.scalar else None
+        if expr is None:
+            return None
+        if "Y" in op.inputs:
+            y = types[op.inputs["Y"][0]]
+            if y.dtype != out.dtype:
+                return None
+            al = aligned_y_shape(out.shape, y.shape, spec.full_attrs(op.attrs).get("axis", -1))
+            al = al or y.shape
+            aligned.append((1,) * (len(out.shape) - len(al)) + tuple(al))
+        members.append((op.type, expr, "Y" in op.inputs))
+    source = chain_source(members, len(out.shape), aligned, constants, out.dtype)
+    compiled = plan_tier(ctx.shared).request(source, f"{source.key}.py:chain")
+    np_ = ctx.xp
+
+    def fn(x, *side):
+        if compiled.fn is not None:   # the plan has switched to compiled kernels
+            target = buf if buf is not None else np_.empty(out.shape, out.dtype)
+            ys = [y.reshape(a) for y, a in zip(side, aligned)]
+            if compiled.run((x, *ys, target), _refused) is not _REFUSED:
+                return target
+        return run(x, *side)
+    fn.tier_label = compiled.label  # type: ignore[attr-defined]
+    return fn
+
+
+_REFUSED = object()
+
+
+def _refused() -> object:
+    return _REFUSED
 
 
 register(OpSpec("fused_elementwise", slots("X", "Ys*"), slots("Out"), _infer, _kernel,

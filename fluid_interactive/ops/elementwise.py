@@ -1,7 +1,7 @@
 """Binary elementwise ops with Paddle's ``axis`` broadcasting, and their gradients."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .registry import register
@@ -40,13 +40,12 @@ def _grad_kernel(local_grads: Callable, identity_x: bool = False):
         to_x = make_unbroadcast(xp, dout.shape, x.shape, None, ctx.buffer("X@GRAD"), x.dtype)
         to_y = make_unbroadcast(xp, dout.shape, y.shape, aligned, ctx.buffer("Y@GRAD"), y.dtype)
         yv = (lambda a: a) if aligned is None else (lambda a: a.reshape(aligned))
-        grads: Callable[..., tuple]
-        if ctx.has_input("Out"):
-            def grads(a, b, out, g):
-                return local_grads(xp, a, yv(b), out, g, want_x, want_y)
-        else:
-            def grads(a, b, g):
-                return local_grads(xp, a, yv(b), None, g, want_x, want_y)
+        def with_out(a, b, out, g):
+            return local_grads(xp, a, yv(b), out, g, want_x, want_y)
+
+        def without_out(a, b, g):
+            return local_grads(xp, a, yv(b), None, g, want_x, want_y)
+        grads: Callable = with_out if ctx.has_input("Out") else without_out
         if want_x and want_y:
             def both(*args):
                 gx, gy = grads(*args)
@@ -63,7 +62,8 @@ def _grad_maker(grad_type: str, uses_out: bool = False):
         dout = g.out_grad("Out")
         if not dout or not present(dout) or not (g.wants("X") or g.wants("Y")):
             return
-        inputs = {"X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout}
+        inputs: dict[str, Sequence[str | None]] = {
+            "X": g.input("X"), "Y": g.input("Y"), "Out@GRAD": dout}
         if uses_out:
             inputs["Out"] = g.output("Out")
         outputs = {"X@GRAD": [n for n in g.in_grad("X") if n],
@@ -77,13 +77,15 @@ def _infer(ctx) -> None:
 
 
 def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
-            doc: str = "", identity_x: bool = False) -> None:
+            doc: str = "", identity_x: bool = False, scalar: str | None = None) -> None:
     """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
-    shapes alone."""
+    shapes alone. ``scalar``: the op on one element pair, ``x`` and ``y``
+    (`OpSpec.scalar`)."""
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc,
-                    inplace=(("Out", "X"), ("Out", "Y"))))
+                    inplace=(("Out", "X"), ("Out", "Y")),
+                    scalar=None if scalar is None else (lambda a, c: scalar)))
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
@@ -126,10 +128,12 @@ def _pow_grads(xp, x, y, out, g, wx, wy):
     return gx, gy
 
 
-_define("elementwise_add", "add", _add_grads, doc="Out = X + Y", identity_x=True)
-_define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y", identity_x=True)
-_define("elementwise_mul", "multiply", _mul_grads, doc="Out = X * Y")
-_define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y")
+_define("elementwise_add", "add", _add_grads, doc="Out = X + Y", identity_x=True,
+        scalar="x + y")
+_define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y", identity_x=True,
+        scalar="x - y")
+_define("elementwise_mul", "multiply", _mul_grads, doc="Out = X * Y", scalar="x * y")
+_define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y", scalar="x / y")
 _define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties send the "
         "gradient to Y")
 _define("elementwise_min", "minimum", _min_grads, doc="Out = min(X, Y); ties send the "

@@ -1,5 +1,5 @@
 """Other neural-network ops: dropout, lookup_table (embedding), one_hot, gelu, elu, swish,
-log_softmax, flatten, pad.
+flatten, pad.
 
 ``dropout``      Out, Mask (uint8 0/1) = X with elements zeroed with probability
                  ``dropout_prob``. 'downgrade_in_infer' (Paddle's default): training keeps
@@ -14,7 +14,6 @@ log_softmax, flatten, pad.
 ``gelu``         X * Phi(X) (``approximate``: the tanh form).
 ``elu``          X if X > 0 else alpha * (exp(X) - 1).
 ``swish``        X * sigmoid(beta * X).
-``log_softmax``  X - logsumexp(X) along ``axis``.
 ``flatten``      X -> [prod(dims before axis), prod(dims from axis)] (a view).
 ``pad``          X padded by ``paddings`` [before_0, after_0, before_1, ...] with
                  ``pad_value``.
@@ -410,75 +409,6 @@ _define_activation("elu", _elu, _elu_grad, {"alpha": 1.0},
                    "Out = X if X > 0 else alpha * (exp(X) - 1)")
 _define_activation("swish", _swish, _swish_grad, {"beta": 1.0},
                    "Out = X * sigmoid(beta * X)")
-
-
-# --- log_softmax -------------------------------------------------------------------------------
-
-def _axis(ctx: Any, rank: int) -> int:
-    axis = ctx.attrs["axis"]
-    if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
-        ctx.fail(f"axis={axis!r} is out of range for a rank-{rank} X; use an int in "
-                 f"[{-rank}, {rank - 1}]")
-    return axis % rank
-
-
-def _log_softmax_infer(ctx: InferContext) -> None:
-    _check_float(ctx)
-    x = ctx.input("X")
-    if x.rank == 0:
-        ctx.fail("X must have at least one dim")
-    _axis(ctx, x.rank)
-    ctx.set_output("Out", x.shape, x.dtype)
-
-
-def _log_softmax_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    x = ctx.input("X")
-    axis = _axis(ctx, x.rank)
-    out = ctx.buffer("Out")
-    reduced = x.shape[:axis] + (1,) + x.shape[axis + 1:]
-    m = xp.empty(reduced, x.dtype)
-    e = xp.empty(x.shape, x.dtype)
-
-    def log_softmax(a):
-        dst = out if out is not None else xp.empty(x.shape, x.dtype)
-        xp.max(a, axis=axis, keepdims=True, out=m)
-        xp.subtract(a, m, out=dst)
-        xp.exp(dst, out=e)
-        xp.sum(e, axis=axis, keepdims=True, out=m)
-        xp.log(m, out=m)
-        return xp.subtract(dst, m, out=dst)
-    return log_softmax
-
-
-def _log_softmax_grad(g: GradContext) -> None:
-    emit_default_grad(g, ("Out",), "log_softmax_grad", ("X",))
-
-
-def _log_softmax_grad_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    y = ctx.input("Out")
-    axis = _axis(ctx, y.rank)
-    out = ctx.buffer("X@GRAD")
-    reduced = y.shape[:axis] + (1,) + y.shape[axis + 1:]
-    s = xp.empty(reduced, y.dtype)
-    p = xp.empty(y.shape, y.dtype)
-
-    def grad(out_, g):
-        # dX = dOut - softmax * sum(dOut)
-        xp.sum(g, axis=axis, keepdims=True, out=s)
-        xp.exp(out_, out=p)
-        xp.multiply(p, s, out=p)
-        return xp.subtract(g, p, out=out)
-    return grad
-
-
-register(OpSpec("log_softmax", slots("X"), slots("Out"), _log_softmax_infer,
-                _log_softmax_kernel, _log_softmax_grad, attrs={"axis": -1},
-                doc="Out = X - log(sum(exp(X))) along axis, computed stably."))
-register(OpSpec("log_softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
-                infer_like({"X@GRAD": "Out"}), _log_softmax_grad_kernel,
-                attrs={"axis": -1}))
 
 
 # --- flatten -----------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from math import prod
 from typing import Any
 
+from ..kernels import plan_tier
+from ..kernels.optim import update_source
 from .flat_state import DoubleBuffer, FlatInput
 from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update
 from .registry import get_spec, register
@@ -79,6 +81,24 @@ class _FlatUpdate:
         for s in self.shapes:
             self.segments.append(slice(at, at + prod(s)))
             at += prod(s)
+        self.scalar = xp.dtype(self.dtype).type
+
+    def compiled(self, ctx: KernelContext, function: str):
+        """The handle on ``kernels/loops.<function>`` for this update, or None where the
+        tier does not apply (a device, an integer dtype, a learning rate of another
+        dtype: NumPy would compute that product in the wider type)."""
+        if self.xp.__name__ != "numpy" or self.dtype not in ("float32", "float64") or \
+                ctx.input("LearningRate").dtype != self.dtype:
+            return None
+        return plan_tier(ctx.shared).request(update_source(function, self.dtype),
+                                             f"fluid_interactive/kernels/loops.py:{function}")
+
+    @staticmethod
+    def labelled(fn: Callable, compiled: Any) -> Callable:
+        """``fn``, telling the generated source which compiled kernel it may call."""
+        if compiled is not None:
+            fn.tier_label = compiled.label  # type: ignore[attr-defined]
+        return fn
 
     def begin(self, state: Sequence[Sequence[Any]]):
         """(the generation holding the inputs, or None, and the generation to write). The
@@ -109,29 +129,42 @@ class _FlatUpdate:
 def _sgd_kernel(ctx: KernelContext):
     base, xp = get_spec("sgd"), ctx.xp
     split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params"])
+    compiled = flat.compiled(ctx, "sgd")
 
     def fn(*args):
         params, grads, (lr,) = split(args)
         src, gen = flat.begin([params])
         for (p,), g, (p_out,) in flat.parts(src, [params], gen, flat.grads(grads)):
-            sgd_update(xp, p, g, lr, p_out, p_out)   # scratch: the new parameters
+            if compiled is None:   # scratch: the new parameters
+                sgd_update(xp, p, g, lr, p_out, p_out)
+            else:
+                compiled.run((p.reshape(-1), g.reshape(-1), lr.reshape(-1)[0],
+                              p_out.reshape(-1)), sgd_update, xp, p, g, lr, p_out, p_out)
         return flat.outputs(gen)
-    return fn
+    return flat.labelled(fn, compiled)
 
 
 def _momentum_kernel(ctx: KernelContext):
     base, xp = get_spec("momentum"), ctx.xp
     mu, nesterov = float(ctx.attrs["mu"]), bool(ctx.attrs["use_nesterov"])
     split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params", "Velocitys"])
+    compiled = flat.compiled(ctx, "momentum_nesterov" if nesterov else "momentum")
+    mu_t = flat.scalar(mu)
 
     def fn(*args):
         params, grads, velocities, (lr,) = split(args)
         state = [params, velocities]
         src, gen = flat.begin(state)
         for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, flat.grads(grads)):
-            momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
+            numpy_args = (xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
+            if compiled is None:
+                momentum_update(*numpy_args)
+            else:
+                compiled.run((p.reshape(-1), g.reshape(-1), v.reshape(-1), mu_t,
+                              lr.reshape(-1)[0], p_out.reshape(-1), v_out.reshape(-1)),
+                             momentum_update, *numpy_args)
         return flat.outputs(gen)
-    return fn
+    return flat.labelled(fn, compiled)
 
 
 def _adam_kernel(ctx: KernelContext):
@@ -140,6 +173,8 @@ def _adam_kernel(ctx: KernelContext):
     split = _split(ctx, base)
     flat = _FlatUpdate(ctx, ["Params", "Moment1s", "Moment2s", "Beta1Pows", "Beta2Pows"])
     on_host = xp.__name__ == "numpy"
+    compiled = flat.compiled(ctx, "adam")
+    consts = tuple(map(flat.scalar, (b1, 1.0 - b1, b2, 1.0 - b2, eps)))
     corrected_rate = adam_rate(xp, flat.dtype)
     n = len(flat.shapes)
     if not on_host:   # per-parameter rates, computed on the device and spread per element
@@ -168,12 +203,19 @@ def _adam_kernel(ctx: KernelContext):
                 rate = device_rates(lr, p1, p2)
             else:                    # one parameter: its rate, used before the next one
                 rate = corrected_rate(lr, p1, p2)
-            adam_update(xp, b1, b2, eps, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out,
-                        p_out)   # scratch: the new parameters
+            numpy_args = (xp, b1, b2, eps, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out,
+                          p_out)   # scratch: the new parameters
+            if compiled is None or not on_host:
+                adam_update(*numpy_args)
+            else:
+                compiled.run((p.reshape(-1), g_i.reshape(-1), m1_in.reshape(-1),
+                              m2_in.reshape(-1), *consts, flat.scalar(rate),
+                              p_out.reshape(-1), m1_out.reshape(-1), m2_out.reshape(-1)),
+                             adam_update, *numpy_args)
             xp.multiply(p1, b1, out=p1_out)
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
-    return fn
+    return flat.labelled(fn, compiled)
 
 
 def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable]) -> None:

@@ -2,6 +2,7 @@
 ``strides``, ``paddings``, ``global_pooling``, ``ceil_mode`` and ``exclusive``."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .registry import register
@@ -208,105 +209,128 @@ def _pool_kernel(ctx: KernelContext):
 
 def _pool_grad_kernel(ctx: KernelContext):
     geo = _PoolGeometry(ctx)
-    xp, dx_buf = ctx.xp, ctx.buffer("X@GRAD")
-    n, c, h, w, oh, ow = geo.n, geo.c, geo.h, geo.w, geo.oh, geo.ow
-    is_max = geo.type == "max"
-    shape = (n, c, h, w)
-
     if geo.is_global:
-        hw = h * w
-        if not is_max:
-            def global_avg_grad(a, y, g):
-                dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
-                xp.multiply(g.reshape(n, c, 1), 1.0 / hw, out=dst.reshape(n, c, hw))
-                return dst
-            return global_avg_grad
-        rows = xp.arange(n * c)
+        return _global_pool_grad(ctx, geo)
+    target = _GradTarget(ctx, geo)
+    if geo.type == "max":
+        return _max_pool_grad(ctx, geo, target)
+    scale = geo.divisor(bool(ctx.attrs["exclusive"]))
+    xp, tmp = ctx.xp, target.tmp
 
-        def global_max_grad(a, y, g):
+    def avg_grad(a, y, g):
+        dst = target.output()
+        share = xp.multiply(g, scale, out=tmp)
+        target.start(dst)
+        for view in target.views(dst):
+            target.put(view, share)
+        return target.finish(dst)
+    return avg_grad
+
+
+def _global_pool_grad(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
+    """dX of a pool over the whole image: the mean's share everywhere, or the gradient at
+    each channel's first maximum."""
+    xp, dx_buf = ctx.xp, ctx.buffer("X@GRAD")
+    n, c, hw = geo.n, geo.c, geo.h * geo.w
+    shape = (n, c, geo.h, geo.w)
+    if geo.type != "max":
+        def global_avg_grad(a, y, g):
             dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
-            idx = xp.argmax(a.reshape(n * c, hw), axis=1)   # the first maximum
-            flat = dst.reshape(n * c, hw)
-            flat.fill(0)
-            flat[rows, idx] = g.reshape(n * c)
+            xp.multiply(g.reshape(n, c, 1), 1.0 / hw, out=dst.reshape(n, c, hw))
             return dst
-        return global_max_grad
+        return global_avg_grad
+    rows = xp.arange(n * c)
 
-    # Where the windows write: a zeroed padded scratch (cropped at the end), or dX itself.
-    if geo.padded:
-        acc, acc_inner = geo.padded_image(0.0)
-        acc_views = geo.windows(acc)
-        if is_max:
-            xpad = xp.full((n, c, geo.hp, geo.wp), -xp.inf, geo.dtype)
-            x_inner = xpad[:, :, geo.pt:geo.pt + h, geo.pl:geo.pl + w]
-            x_views = geo.windows(xpad)
-    covered_h = (oh - 1) * geo.sh + geo.kh
-    covered_w = (ow - 1) * geo.sw + geo.kw
-    # Non-overlapping windows write disjoint parts: plain stores, no zeroing except any
-    # rows/columns that no window reaches.
-    stores = not geo.overlap
-    tmp = xp.empty((n, c, oh, ow), geo.dtype)
-    scale = None if is_max else geo.divisor(bool(ctx.attrs["exclusive"]))
+    def global_max_grad(a, y, g):
+        dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+        idx = xp.argmax(a.reshape(n * c, hw), axis=1)   # the first maximum
+        flat = dst.reshape(n * c, hw)
+        flat.fill(0)
+        flat[rows, idx] = g.reshape(n * c)
+        return dst
+    return global_max_grad
 
-    def targets(dst: Any) -> list[Any]:
+
+class _GradTarget:
+    """Where a pooling gradient's windows write: a zeroed padded scratch (cropped at the
+    end), or dX itself. Non-overlapping windows write disjoint parts: plain stores, and
+    no zeroing except rows or columns that no window reaches."""
+
+    def __init__(self, ctx: KernelContext, geo: _PoolGeometry):
+        xp = self.xp = ctx.xp
+        self.geo, self.dx_buf = geo, ctx.buffer("X@GRAD")
+        self.shape = (geo.n, geo.c, geo.h, geo.w)
         if geo.padded:
-            return acc_views
-        return geo.windows(dst)
+            self.acc, self.acc_inner = geo.padded_image(0.0)
+            self.acc_views = geo.windows(self.acc)
+        self.covered_h = (geo.oh - 1) * geo.sh + geo.kh
+        self.covered_w = (geo.ow - 1) * geo.sw + geo.kw
+        self.stores = not geo.overlap
+        self.direct = self.stores and not geo.padded   # each window stored straight in dX
+        self.tmp = xp.empty((geo.n, geo.c, geo.oh, geo.ow), geo.dtype)
 
-    def start(dst: Any) -> None:
+    def output(self) -> Any:
+        return self.dx_buf if self.dx_buf is not None else \
+            self.xp.empty(self.shape, self.geo.dtype)
+
+    def views(self, dst: Any) -> list[Any]:
+        return self.acc_views if self.geo.padded else self.geo.windows(dst)
+
+    def start(self, dst: Any) -> None:
+        geo = self.geo
         if geo.padded:
-            acc.fill(0)
-        elif not stores:
+            self.acc.fill(0)
+        elif not self.stores:
             dst.fill(0)
         else:
-            if covered_h < h:
-                dst[:, :, covered_h:, :] = 0
-            if covered_w < w:
-                dst[:, :, :, covered_w:] = 0
+            if self.covered_h < geo.h:
+                dst[:, :, self.covered_h:, :] = 0
+            if self.covered_w < geo.w:
+                dst[:, :, :, self.covered_w:] = 0
 
-    def finish(dst: Any) -> Any:
-        if geo.padded:
-            xp.copyto(dst, acc_inner)
+    def finish(self, dst: Any) -> Any:
+        if self.geo.padded:
+            self.xp.copyto(dst, self.acc_inner)
         return dst
 
-    def put(view: Any, value: Any) -> None:
-        if stores and not geo.padded:
-            xp.copyto(view, value)
+    def put(self, view: Any, value: Any) -> None:
+        if self.direct:
+            self.xp.copyto(view, value)
         else:
-            xp.add(view, value, out=view)
+            self.xp.add(view, value, out=view)
 
-    if not is_max:
-        def avg_grad(a, y, g):
-            dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
-            share = xp.multiply(g, scale, out=tmp)
-            start(dst)
-            for view in targets(dst):
-                put(view, share)
-            return finish(dst)
-        return avg_grad
 
+def _max_pool_grad(ctx: KernelContext, geo: _PoolGeometry, target: _GradTarget) -> Callable:
+    """Each window's gradient goes to its first maximum in row-major order, as in Paddle's
+    and PyTorch's kernels; `free` marks the windows whose maximum is not found yet (bool
+    masks: cheaper than carrying the unserved gradient along)."""
+    xp = ctx.xp
+    n, c, h, w, oh, ow = geo.n, geo.c, geo.h, geo.w, geo.oh, geo.ow
+    if geo.padded:
+        xpad = xp.full((n, c, geo.hp, geo.wp), -xp.inf, geo.dtype)
+        x_inner = xpad[:, :, geo.pt:geo.pt + h, geo.pl:geo.pl + w]
+        x_views = geo.windows(xpad)
     eq = xp.empty((n, c, oh, ow), bool)
     free = xp.empty((n, c, oh, ow), bool)
     last = len(geo.positions) - 1
-    direct = stores and not geo.padded
+    tmp = target.tmp
     split = _split_windows(ctx, geo)
     if split is not None:
         split.wanted = True
 
-    def max_grad(a, y, g):
-        # Each window's gradient goes to its first maximum in row-major order, as in
-        # Paddle's and PyTorch's kernels; `free` marks the windows whose maximum is not
-        # found yet. (Bool masks: cheaper than carrying the unserved gradient along.)
-        dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
+    def windows_of(a: Any) -> list[Any]:
         if geo.padded:
             xp.copyto(x_inner, a)
-            xs = x_views
-        elif split is not None:
-            xs = split.parts_of(xp, a, geo.windows(a))
-        else:
-            xs = geo.windows(a)
-        start(dst)
-        for k, (xv, view) in enumerate(zip(xs, targets(dst))):
+            return x_views
+        if split is not None:
+            return split.parts_of(xp, a, geo.windows(a))
+        return geo.windows(a)
+
+    def max_grad(a, y, g):
+        dst = target.output()
+        xs = windows_of(a)
+        target.start(dst)
+        for k, (xv, view) in enumerate(zip(xs, target.views(dst))):
             xp.equal(xv, y, out=eq)
             if k == 0:
                 if last:
@@ -315,11 +339,11 @@ def _pool_grad_kernel(ctx: KernelContext):
                 xp.logical_and(eq, free, out=eq)
                 if k < last:
                     xp.logical_xor(free, eq, out=free)
-            if direct:
+            if target.direct:
                 xp.multiply(g, eq, out=view)
             else:
                 xp.add(view, xp.multiply(g, eq, out=tmp), out=view)
-        return finish(dst)
+        return target.finish(dst)
     return max_grad
 
 

@@ -1,6 +1,7 @@
 """Softmax and the classification losses built on it.
 
 ``softmax``                          Out = exp(X - max) / sum(exp(X - max)) along ``axis``
+``log_softmax``                      Out = X - max - log(sum(exp(X - max))) along ``axis``
 ``cross_entropy``                    Y = -log(X[label]) (hard) or -sum(Label * log X) (soft)
 ``softmax_with_cross_entropy``       Softmax and the cross entropy of Logits, fused and stable
 ``sigmoid_cross_entropy_with_logits`` Out = max(x, 0) - x*z + log(1 + exp(-|x|)) elementwise
@@ -168,17 +169,24 @@ def _softmax_kernel(ctx: KernelContext):
     return fn
 
 
-def _softmax_grad(g: GradContext) -> None:
-    emit_default_grad(g, uses=("Out",), grad_type="softmax_grad", in_slots=("X",))
+def _grad_from_out(grad_type: str) -> Callable[[GradContext], None]:
+    """The gradient maker of softmax and log_softmax: one op reading Out and dOut."""
+    def grad(g: GradContext) -> None:
+        emit_default_grad(g, uses=("Out",), grad_type=grad_type, in_slots=("X",))
+    return grad
+
+
+def _out_grad_setup(ctx: KernelContext) -> tuple[Any, TensorType, int, Any, Any]:
+    """(xp, Out's type, the axis, dX's buffer, a reduced scratch) for a gradient kernel
+    that reads Out."""
+    y = ctx.input("Out")
+    ax = _axis(ctx, y.rank)
+    return ctx.xp, y, ax, ctx.buffer("X@GRAD"), ctx.xp.empty(_reduced(y.shape, ax), y.dtype)
 
 
 def _softmax_grad_kernel(ctx: KernelContext):
     """dX = Y * (dY - sum(dY * Y, axis))."""
-    xp = ctx.xp
-    y = ctx.input("Out")
-    ax = _axis(ctx, y.rank)
-    out = ctx.buffer("X@GRAD")
-    s = xp.empty(_reduced(y.shape, ax), y.dtype)
+    xp, y, ax, out, s = _out_grad_setup(ctx)
 
     def fn(y, g):
         t = xp.multiply(y, g, out=out)
@@ -189,10 +197,60 @@ def _softmax_grad_kernel(ctx: KernelContext):
 
 
 register(OpSpec("softmax", slots("X"), slots("Out"), _softmax_infer, _softmax_kernel,
-                _softmax_grad, attrs={"axis": -1},
+                _grad_from_out("softmax_grad"), attrs={"axis": -1},
                 doc="Out = exp(X - max) / sum(exp(X - max)) along axis (default the last)"))
 register(OpSpec("softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "Out"}), _softmax_grad_kernel, attrs={"axis": -1}))
+
+
+# --- log_softmax --------------------------------------------------------------------------------
+
+def _log_softmax_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    _check_float(ctx, x, "log_softmax input X")
+    if x.rank == 0:
+        ctx.fail("log_softmax needs an input of rank >= 1, got a 0-d value")
+    _axis(ctx, x.rank)
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+def _log_softmax_kernel(ctx: KernelContext):
+    xp = ctx.xp
+    x = ctx.input("X")
+    ax = _axis(ctx, x.rank)
+    out = ctx.buffer("Out")
+    m = xp.empty(_reduced(x.shape, ax), x.dtype)   # scratch: row max, then log row sum
+    e = xp.empty(x.shape, x.dtype)
+
+    def fn(a):
+        dst = out if out is not None else xp.empty(x.shape, x.dtype)
+        a.max(axis=ax, keepdims=True, out=m)
+        xp.subtract(a, m, out=dst)
+        xp.exp(dst, out=e)
+        e.sum(axis=ax, keepdims=True, out=m)
+        xp.log(m, out=m)
+        return xp.subtract(dst, m, out=dst)
+    return fn
+
+
+def _log_softmax_grad_kernel(ctx: KernelContext):
+    """dX = dY - exp(Y) * sum(dY, axis) (exp(Y) is the softmax)."""
+    xp, y, ax, out, s = _out_grad_setup(ctx)
+    p = xp.empty(y.shape, y.dtype)
+
+    def fn(y, g):
+        g.sum(axis=ax, keepdims=True, out=s)
+        xp.exp(y, out=p)
+        xp.multiply(p, s, out=p)
+        return xp.subtract(g, p, out=out)
+    return fn
+
+
+register(OpSpec("log_softmax", slots("X"), slots("Out"), _log_softmax_infer,
+                _log_softmax_kernel, _grad_from_out("log_softmax_grad"), attrs={"axis": -1},
+                doc="Out = X - max - log(sum(exp(X - max))) along axis (default the last)"))
+register(OpSpec("log_softmax_grad", slots("Out", "Out@GRAD"), slots("X@GRAD"),
+                infer_like({"X@GRAD": "Out"}), _log_softmax_grad_kernel, attrs={"axis": -1}))
 
 
 # --- cross_entropy ------------------------------------------------------------------------------

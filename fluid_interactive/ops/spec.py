@@ -147,6 +147,11 @@ class OpSpec:
     updates: tuple[tuple[str, str], ...] = ()
     # The op owns a sub-block and runs it (while, conditional_block, recurrent, ...).
     sub_block: SubBlockRule | None = None
+    # The op on one element, for the compiled tier's elementwise chains (ops/chain.py):
+    # ``scalar(attrs, const)`` gives a Python expression over ``x`` (and ``y``, the side
+    # input) computing what the kernel computes, ``const(v)`` naming the number v in the
+    # arrays' dtype; None (or a None result for these attrs): no compiled form.
+    scalar: Callable[[Mapping[str, Any], Callable[[float], str]], str | None] | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -216,7 +221,7 @@ class InferContext:
     def input(self, slot: str) -> TensorType:
         types = self._inputs.get(slot)
         if not types:
-            self.fail(f"input slot {slot!r} is missing")
+            raise ShapeError(f"input slot {slot!r} is missing")
         return types[0]
 
     def inputs(self, slot: str) -> list[TensorType]:
@@ -410,9 +415,9 @@ class GradContext:
     def wants(self, slot: str) -> bool:
         return any(n is not None for n in self._in_grads.get(slot, []))
 
-    def emit(self, type: str, inputs: Mapping[str, Sequence[str]],
-             outputs: Mapping[str, Sequence[str]], attrs: Mapping[str, Any] | None = None
-             ) -> None:
+    def emit(self, type: str, inputs: Mapping[str, Sequence[str | None]],
+             outputs: Mapping[str, Sequence[str | None]],
+             attrs: Mapping[str, Any] | None = None) -> None:
         """Append a backward op; empty slots are dropped."""
         self._emit(type, {k: list(v) for k, v in inputs.items() if v},
                    {k: list(v) for k, v in outputs.items() if v}, dict(attrs or {}))

@@ -22,9 +22,10 @@ def _float_infer(ctx: InferContext) -> None:
 def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[str],
             attrs: Mapping[str, Any] | None = None, doc: str = "",
             linear_grad: Callable[[KernelContext], Callable | None] | None = None,
-            inplace: bool = True) -> None:
+            inplace: bool = True, scalar: Callable | None = None) -> None:
     """``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
-    may hand it X's own buffer (and likewise the gradient dOut's)."""
+    may hand it X's own buffer (and likewise the gradient dOut's). ``scalar``: the
+    forward on one element (`OpSpec.scalar`)."""
     attrs = dict(attrs or {})
 
     def kernel(ctx: KernelContext):
@@ -35,7 +36,8 @@ def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[
         dout = g.out_grad("Out")
         if not dout or not present(dout) or not g.wants("X"):
             return
-        inputs = {"X": g.input("X"), "Out": g.output("Out"), "Out@GRAD": dout}
+        inputs: dict[str, Sequence[str | None]] = {
+            "X": g.input("X"), "Out": g.output("Out"), "Out@GRAD": dout}
         g.emit(name + "_grad", {k: v for k, v in inputs.items() if k in uses or k == "Out@GRAD"},
                {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
 
@@ -57,7 +59,7 @@ def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[
 
     register(OpSpec(name, slots("X"), slots("Out"), _float_infer, kernel,
                     maker if grad is not None else None, attrs=attrs, doc=doc,
-                    inplace=(("Out", "X"),) if inplace else ()))
+                    inplace=(("Out", "X"),) if inplace else (), scalar=scalar))
     if grad is not None:
         grad_in = [s for s in ("X", "Out") if s in uses] + ["Out@GRAD"]
         like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
@@ -80,7 +82,8 @@ _define("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
         ("X",), doc="Out = X * X", linear_grad=_square_grad_of_uniform)
 _define("relu", lambda xp, x, o, a: xp.maximum(x, 0, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y > 0, out=o), ("Out",),
-        doc="Out = max(X, 0)")
+        doc="Out = max(X, 0)",   # NumPy's maximum: +0 for -0, NaN stays NaN
+        scalar=lambda a, c: f"x if x > {c(0)} else (x if x != x else {c(0)})")
 _define("leaky_relu",
         lambda xp, x, o, a: xp.where(x > 0, x, x * a["alpha"]),
         lambda xp, x, y, g, o, a: xp.multiply(
@@ -89,10 +92,11 @@ _define("leaky_relu",
 _define("sigmoid",
         lambda xp, x, o, a: xp.reciprocal(1 + xp.exp(-x), out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g * y, 1 - y, out=o), ("Out",),
-        doc="Out = 1 / (1 + exp(-X))")
+        doc="Out = 1 / (1 + exp(-X))",
+        scalar=lambda a, c: f"{c(1)} / ({c(1)} + np.exp(-x))")
 _define("tanh", lambda xp, x, o, a: xp.tanh(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, 1 - y * y, out=o), ("Out",),
-        doc="Out = tanh(X)")
+        doc="Out = tanh(X)", scalar=lambda a, c: "np.tanh(x)")
 _define("exp", lambda xp, x, o, a: xp.exp(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y, out=o), ("Out",), doc="Out = exp(X)")
 _define("log", lambda xp, x, o, a: xp.log(x, out=o),
@@ -119,9 +123,21 @@ def _scale_forward(xp, x, o, a):
     return xp.multiply(xp.add(x, bias, out=o), scale, out=o)
 
 
+def _scale_scalar(a, c):
+    """`_scale_forward` on one float element, in the same order."""
+    scale, bias = a["scale"], a["bias"]
+    if bias == 0.0:
+        return f"x * {c(scale)}"
+    if scale == 1.0:
+        return f"x + {c(bias)}"
+    if a["bias_after_scale"]:
+        return f"x * {c(scale)} + {c(bias)}"
+    return f"(x + {c(bias)}) * {c(scale)}"
+
+
 _define("scale", _scale_forward,
         lambda xp, x, y, g, o, a: xp.multiply(g, a["scale"], out=o), (),
-        attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
+        attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True}, scalar=_scale_scalar,
         doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is False)")
 _define("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, (x >= a["min"]) & (x <= a["max"]), out=o),

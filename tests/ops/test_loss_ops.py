@@ -1,4 +1,4 @@
-"""Forward, shape-rule and gradient checks of softmax, the classification losses
+"""Forward, shape-rule and gradient checks of softmax, log_softmax, the classification losses
 (cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits) and the
 metric ops (argmax, accuracy)."""
 import numpy as np
@@ -75,6 +75,29 @@ def test_softmax_rejects_bad_axis_and_dtype(rng):
 def test_softmax_shape_rule_with_unknown_batch():
     types = infer_with_batch("softmax", {"X": ((-1, 5), "float32")})
     assert types["Out"][0] == TensorType((-1, 5), "float32")
+
+
+# --- log_softmax -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,axis", [((3, 5), -1), ((2, 4, 3), 1), ((1, 6), 1), ((4,), 0)])
+def test_log_softmax(rng, shape, axis):
+    x = r(rng, *shape) * 3
+    check_op("log_softmax", {"X": x}, {"axis": axis},
+             reference=lambda X, axis: np_log_softmax(X, axis))
+    check_grad("log_softmax", {"X": x}, {"axis": axis})
+
+
+def test_log_softmax_is_stable():
+    x = np.array([[1000.0, 0.0, -1000.0]], f32)
+    got = run_forward("log_softmax", {"X": x})["Out"][0]
+    assert np.isfinite(got).all() and abs(got[0, 0]) < 1e-6
+
+
+def test_log_softmax_rejects_bad_axis_and_dtype(rng):
+    with pytest.raises(ShapeError, match="axis=2 is out of range"):
+        check_op("log_softmax", {"X": r(rng, 3, 4)}, {"axis": 2})
+    with pytest.raises(DTypeError, match="log_softmax input X must be float"):
+        check_op("log_softmax", {"X": np.ones((3, 4), np.int64)})
 
 
 # --- cross_entropy -------------------------------------------------------------------------------

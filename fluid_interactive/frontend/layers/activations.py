@@ -54,5 +54,12 @@ def softmax(x: Variable, axis: int = -1, name: str | None = None) -> Variable:
     return append_simple("softmax", {"X": x}, {"axis": int(axis)}, name=name)
 
 
+def log_softmax(x: Variable, axis: int = -1, name: str | None = None) -> Variable:
+    """x - log(sum(exp(x))) along ``axis`` (the last by default), computed stably: the log
+    of `softmax` without its rounding to 0 for very unlikely classes."""
+    return append_simple("log_softmax", {"X": x}, {"axis": int(axis)}, name=name)
+
+
 __all__ = ['relu', 'sigmoid', 'tanh', 'leaky_relu', 'exp', 'log', 'sqrt', 'square', 'abs',
-           'softmax']
+           'softmax',
+           'log_softmax']

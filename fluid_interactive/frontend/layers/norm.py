@@ -1,5 +1,5 @@
 """Normalisation, dropout, embedding and the other neural-network layers: batch_norm,
-layer_norm, dropout, embedding, one_hot, gelu, elu, swish, log_softmax, flatten, pad.
+layer_norm, dropout, embedding, one_hot, gelu, elu, swish, flatten, pad.
 
 Whether batch_norm and dropout run in training or inference mode is the runtime's call by
 default (a method that runs an optimizer trains, the others infer); their ``is_test``
@@ -270,12 +270,6 @@ def swish(x: Variable, beta: float = 1.0, name: str | None = None) -> Variable:
                          name=name)
 
 
-def log_softmax(x: Variable, axis: int = -1, name: str | None = None) -> Variable:
-    """``x - log(sum(exp(x)))`` along ``axis``, computed stably. Same shape as ``x``."""
-    return append_simple("log_softmax", {"X": _float_input("log_softmax", x, "x")},
-                         {"axis": int(axis)}, name=name)
-
-
 def flatten(x: Variable, axis: int = 1, name: str | None = None) -> Variable:
     """Reshape to 2-D: ``[d_0 * ... * d_{axis-1}, d_axis * ... * d_{r-1}]`` (``axis`` in
     ``[0, rank]``; 0 gives ``[1, all]``). A view: no copy is made."""
@@ -302,4 +296,4 @@ def pad(x: Variable, paddings: Sequence[int], pad_value: float = 0.0,
 
 
 __all__ = ["batch_norm", "layer_norm", "dropout", "embedding", "one_hot", "gelu", "elu",
-           "swish", "log_softmax", "flatten", "pad"]
+           "swish", "flatten", "pad"]

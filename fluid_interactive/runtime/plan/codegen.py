@@ -66,7 +66,12 @@ def _size(shape) -> int:
 
 def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
-             is_test: bool, tag: str, subplans: SubPlans | None = None) -> GeneratedCode:
+             is_test: bool, tag: str, subplans: SubPlans | None = None,
+             prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None
+             ) -> GeneratedCode:
+    """``prologue(bind, plan_state)``, called once the kernels are prepared, gives lines
+    that run first in every call (the thread count, the kernel tier), using ``bind`` to
+    name the values they need."""
     em = Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
@@ -86,12 +91,22 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
     writes: dict[str, str] = {}
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
     emit_steps(em, plan, lambda step: _collect_writes(em, step, analysis, is_test, writes))
+    if prologue is not None:
+        _put_first(em, prologue(em.bind, plan.plan_state))
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host, xp))
     fn_name = py_name(block.name or f"block{block.idx}", set())
     text = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    return finish(em, text, fn_name, tag, block.idx)
+    code = finish(em, text, fn_name, tag, block.idx)
+    code.plan_state = plan.plan_state
+    return code
+
+
+def _put_first(em: Emitter, lines: list[str]) -> None:
+    """Lines that run first in the function; the op lines below them shift down."""
+    em.lines[:0] = ["    " + line for line in lines]
+    em.line_to_op = {k + len(lines): v for k, v in em.line_to_op.items()}
 
 
 def _collect_writes(em: Emitter, step: Step, analysis: BlockAnalysis, is_test: bool,

@@ -33,6 +33,8 @@ class GeneratedCode:
     text: str = ""               # its own text (``source`` adds the functions it calls)
     nbytes: int = 0              # its preallocated buffers (what keeping the plan costs)
     used: bool = False           # called since the plan cache last looked (see PlanCache)
+    work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
+    plan_state: dict = field(default_factory=dict)   # what its kernels share
 
 
 def py_name(name: str, used: set[str]) -> str:
@@ -171,8 +173,14 @@ def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     args = ", ".join(em.local[n] for n in step.inputs)
     outs = [em.fresh_local(n) for n in step.outputs]
     target = outs[0] if len(outs) == 1 else ", ".join(outs)
-    em.emit(f"{target} = {k}({args})  # {text}", step.index)
+    em.emit(f"{target} = {k}({args})  # {text}{_tier_note(kernel)}", step.index)
     _mark_safe(em, step)
+
+
+def _tier_note(kernel: Any) -> str:
+    """Which compiled kernel a line's kernel runs once its plan switches (kernels/)."""
+    label = getattr(kernel, "tier_label", None)
+    return f"  | compiled: {comment(label)}" if label else ""
 
 
 def _mark_safe(em: Emitter, step: Step) -> None:

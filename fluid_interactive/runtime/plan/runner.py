@@ -9,14 +9,16 @@ from typing import Any
 
 import numpy as np
 
+from ...backend import threads
 from ...errors import FluidError, KernelError
 from ...ir.records import BlockDesc, OpRole, ProgramDesc
 from ...ir.source import format_location
+from ...kernels import TIER_KEY, PlanTier
 from ...ops.apply import prepare_kernel
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
-from .analysis import analyse_block, describe_op, op_rng
+from .analysis import BlockAnalysis, analyse_block, describe_op, op_rng
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
 from .loops import SubPlans
@@ -86,12 +88,33 @@ class BlockRunner:
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
                                  self._rng_for)
+        work = plan_work(analysis)
+        on_host = self.xp is np   # on a device the host's BLAS is not the step's
+        small = threads.is_small(work)
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
-                        subplans=subplans)
+                        subplans=subplans, prologue=_prologue(small and on_host))
         code.nbytes = buffer_bytes(analysis.steps)
+        code.work = work
+        if on_host and not small:   # the faster of one thread and all cores, measured as it runs
+            code.fn = threads.AdaptiveThreads(code.fn)
         return code
+
+    @property
+    def tier(self) -> str:
+        """Which kernels the latest plan runs: 'numpy', 'compiling' or 'loading' (NumPy
+        meanwhile), or 'compiled' (docs/architecture.md, "The compiled tier")."""
+        tier = self.plan_tier()
+        return "numpy" if tier is None else tier.describe()
+
+    def plan_tier(self, code: GeneratedCode | None = None) -> PlanTier | None:
+        """The compiled-kernel state of ``code`` (default: the latest plan), if it has any."""
+        if code is None:
+            if not self.plans:
+                return None
+            code = list(self.plans.values())[-1]
+        return code.plan_state.get(TIER_KEY)
 
     def run(self, scope_values: dict, arrays: list[Any]) -> Any:
         code = self.plans.get(tuple(a.shape for a in arrays)) or self.plan(arrays)
@@ -229,6 +252,32 @@ class PlanCache:
             self.evicted += 1
             return
         self._evict_one(keep)   # everything had been used: all flags are clear now
+
+
+def plan_work(analysis: BlockAnalysis) -> int:
+    """Elements a step of the plan touches: every var it reads or writes, counted once
+    (the size the thread policy classes plans by)."""
+    names = {n for step in analysis.steps for n in step.inputs + step.outputs}
+    return sum(prod(analysis.types[n].shape) for n in names
+               if n in analysis.types and all(d >= 0 for d in analysis.types[n].shape))
+
+
+def _prologue(one_thread: bool) -> Callable[[Callable[[Any, str], str], dict], list[str]]:
+    """The lines a plan runs first: one BLAS thread for a small plan on the host (set on
+    its first call), and the switch to compiled kernels once they are built."""
+    def prologue(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
+        lines = []
+        if one_thread:
+            t = bind(threads.STATE, "threads")
+            lines.append(f"if {t}.current != {t}.small: {t}.use({t}.small)")
+        tier = plan_state.get(TIER_KEY)
+        if tier is not None:   # compiled kernels: loaded now, or built meanwhile
+            tier.start()
+            if tier.pending:
+                k = bind(tier, "tier")
+                lines.append(f"if {k}.pending: {k}.poll()   # switch to compiled kernels")
+        return lines
+    return prologue
 
 
 _Frame = tuple  # (GeneratedCode, op index, frame)

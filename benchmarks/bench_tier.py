@@ -1,0 +1,179 @@
+"""The compiled kernel tier (fluid_interactive/kernels) against NumPy kernels alone.
+
+1. Step time of the peer suite's training workloads, with and without the tier, two
+   programs in one process timed in interleaved blocks (the tier's kernels built first).
+2. The update alone: Adam over W2's 669,706 float32 parameters as NumPy's 12 ufunc calls
+   and as the compiled loop, interleaved.
+3. What the tier costs a fresh process: compile + first call with the tier off, with a
+   cold cache (the kernels build in the background: how long until the plan switches),
+   and with a warm cache, both as a script (compile at once: the kernels load in the
+   background) and as a notebook would (the package, imported in IPython, preloads a
+   cached kernel, and the first call comes after that is over).
+
+    python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
+
+from _timing import interleaved_us  # noqa: E402
+from peers import fluid_impl  # noqa: E402
+from peers.workloads import WORKLOADS, batches, initial_parameters  # noqa: E402
+
+TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp"]
+
+
+def _program(name: str, tier: bool):
+    os.environ["FLUID_KERNELS"] = "auto" if tier else "numpy"   # read when a plan is built
+    w = WORKLOADS[name]
+    prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+    xs, ys = batches(w.model, w.batch)
+    prog.train_step(xs[0], ys[0])
+    fluid_impl.await_compiled_kernels(prog)
+    prog.train_step(xs[1], ys[1])   # switches
+    return prog, xs, ys
+
+
+def _stepper(prog, xs: list, ys: list):
+    state = {"i": 0}
+
+    def step():
+        k = state["i"] % len(xs)
+        state["i"] += 1
+        prog.train_step(xs[k], ys[k])
+    return step
+
+
+def step_times(names: list[str], rounds: int) -> None:
+    print("## Step time with and without the tier (µs, median of interleaved blocks)\n")
+    print("| workload | NumPy kernels | compiled tier | tier ÷ NumPy | tier |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        (a, xs, ys), (b, _, _) = _program(name, False), _program(name, True)
+        w = WORKLOADS[name]
+        us = interleaved_us({"numpy": _stepper(a, xs, ys), "tier": _stepper(b, xs, ys)},
+                            w.steps, rounds)
+        print(f"| {name} | {us['numpy']:,.1f} | {us['tier']:,.1f} | "
+              f"{us['tier'] / us['numpy']:.2f} | {b.train_step.runner.tier} |", flush=True)
+
+
+def update_alone(rounds: int) -> None:
+    from fluid_interactive.kernels.build import load
+    from fluid_interactive.kernels.optim import update_source
+    from fluid_interactive.ops.optim import adam_update
+    n, f = 669_706, np.float32
+    rng = np.random.default_rng(0)
+    p, g, m1 = (rng.standard_normal(n).astype(f) for _ in range(3))
+    m2 = np.abs(rng.standard_normal(n).astype(f))
+    outs = [np.empty(n, f) for _ in range(3)]
+    adam = load(update_source("adam", "float32"))
+    consts = (f(0.9), f(0.1), f(0.999), f(0.001), f(1e-8), f(1e-3))
+    us = interleaved_us({
+        "numpy": lambda: adam_update(np, 0.9, 0.999, 1e-8, p, g, m1, m2, 1e-3, *outs, outs[0]),
+        "compiled": lambda: adam(p, g, m1, m2, *consts, *outs)}, 50, rounds)
+    print(f"\n## Adam's update alone, {n:,} float32 parameters (µs)\n")
+    print(f"NumPy (12 ufunc calls): {us['numpy']:,.0f}; compiled loop: {us['compiled']:,.0f}; "
+          f"ratio {us['compiled'] / us['numpy']:.2f}\n")
+
+
+_WORKER = """
+import json, os, sys, time
+t0 = time.perf_counter()
+sys.path[:0] = {paths!r}
+import fluid_interactive.kernels.build as build
+if {notebook!r}:   # in IPython the package preloads; a notebook's first call comes later
+    build.preload()
+    deadline = time.monotonic() + 60
+    while build.preload_running() and time.monotonic() < deadline:
+        time.sleep(0.005)
+t_import = time.perf_counter()
+from peers import fluid_impl
+from peers.workloads import WORKLOADS, batches, initial_parameters
+w = WORKLOADS[{name!r}]
+xs, ys = batches(w.model, w.batch)
+t1 = time.perf_counter()
+prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+prog.train_step(xs[0], ys[0])
+t2 = time.perf_counter()
+first_tier = prog.train_step.runner.tier
+i = 1
+while prog.train_step.runner.tier in ("compiling", "loading") and time.perf_counter() - t2 < 600:
+    prog.train_step(xs[i % len(xs)], ys[i % len(ys)])
+    i += 1
+print("RESULT " + json.dumps({{"compile_first_ms": (t2 - t1) * 1e3, "first_tier": first_tier,
+      "switch_s": time.perf_counter() - t2, "calls_before_switch": i - 1,
+      "tier": prog.train_step.runner.tier}}))
+"""
+
+
+def fresh_process(name: str, tier: bool, cache: str, notebook: bool = False) -> dict:
+    paths = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
+    env = dict(os.environ, FLUID_KERNELS="auto" if tier else "numpy", FLUID_KERNEL_CACHE=cache)
+    code = _WORKER.format(paths=paths, notebook=notebook, name=name)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=900)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit(f"{name}: the worker failed\n{proc.stderr[-3000:]}")
+
+
+def first_calls(names: list[str], rounds: int) -> None:
+    print("## A fresh process: compile + first call (ms, median of "
+          f"{rounds} processes), and when the plan switches to compiled kernels\n")
+    print("| workload | tier off | cold cache | cold: switch after | warm cache, script "
+          "| warm: first call runs | warm cache, notebook | notebook: first call runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        off, cold, warm, nb = [], [], [], []
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory() as cache:
+                off.append(fresh_process(name, False, cache))
+                cold.append(fresh_process(name, True, cache))
+                warm.append(fresh_process(name, True, cache))
+                nb.append(fresh_process(name, True, cache, notebook=True))
+
+        def ms(rs):
+            return f"{statistics.median(r['compile_first_ms'] for r in rs):.1f}"
+        switch = statistics.median(r["switch_s"] for r in cold)
+        calls = statistics.median(r["calls_before_switch"] for r in cold)
+        print(f"| {name} | {ms(off)} | {ms(cold)} | {switch:.1f} s ({calls:.0f} calls) | "
+              f"{ms(warm)} | {warm[-1]['first_tier']} | {ms(nb)} | {nb[-1]['first_tier']} |",
+              flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default=",".join(TRAIN))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--processes", type=int, default=3, help="fresh processes per figure")
+    args = ap.parse_args()
+    from fluid_interactive import kernels
+    if not kernels.enabled():
+        print("The compiled tier is not installed (pip install -e .[fast]): nothing to "
+              "compare.")
+        return
+    names = args.workloads.split(",")
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["FLUID_KERNEL_CACHE"] = cache
+        t0 = time.perf_counter()
+        step_times(names, args.rounds)
+        update_alone(args.rounds)
+        print(f"(the section above built its kernels in {time.perf_counter() - t0:.0f} s)\n")
+    first_calls(names, args.processes)
+
+
+if __name__ == "__main__":
+    main()

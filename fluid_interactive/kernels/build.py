@@ -1,0 +1,281 @@
+"""Building compiled kernels: module texts compiled by Numba in a background thread, and
+cached on disk so that a later process loads them instead of compiling.
+
+A kernel is a function of a module text (`KernelSource`): the text is written once to the
+cache folder under a name that hashes it (so a changed text never meets a stale cache),
+and a child process imports it from there and compiles the function with Numba's own
+disk cache (``cache=True``) by a call on example arguments of the plan's types; then a
+marker file records it, so a plan learns that its kernels are ready to load without
+importing Numba. Loading runs in a background thread of the process itself. A loaded
+kernel accepts only the types it was built for (`disable_compile`): a call with others
+raises, and its caller runs NumPy instead, so nothing ever compiles while a step runs.
+
+``FLUID_KERNELS=numpy`` turns the tier off; ``FLUID_KERNEL_CACHE`` names the cache folder
+(default: ``~/.cache/fluid_interactive/kernels``).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+#: Numba's options for every kernel: no Python error checks in the loop (a float division
+#: by zero gives inf or nan, as NumPy's does; and the loop vectorises), nothing contracted
+#: into a multiply-add (fastmath off), the GIL released while it runs.
+NJIT_OPTIONS = "cache=True, error_model='numpy', nogil=True, fastmath=False"
+TIER_VERSION = "2"
+
+
+def enabled() -> bool:
+    """Whether the compiled tier may run: Numba is installed and the environment does not
+    turn the tier off."""
+    if os.environ.get("FLUID_KERNELS", "auto").lower() in ("numpy", "off", "0"):
+        return False
+    return _numba_stamp() is not None
+
+
+_STAMP: list[str | None] = []
+
+
+def _numba_stamp() -> str | None:
+    """Where Numba is installed and when (a changed install invalidates the markers), or
+    None without Numba; found without importing it."""
+    if not _STAMP:
+        spec = importlib.util.find_spec("numba")
+        origin = spec.origin if spec is not None else None
+        _STAMP.append(None if origin is None else f"{origin}:{os.path.getmtime(origin)}")
+    return _STAMP[0]
+
+
+def cache_dir() -> str:
+    path = os.environ.get("FLUID_KERNEL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fluid_interactive", "kernels")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+#: An argument of a kernel's example call: ("array", dtype, ndim) or ("scalar", dtype).
+ArgType = tuple
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A function ``function`` of the module text ``text``, compiled for arguments of the
+    types ``args`` (C-contiguous arrays and scalars)."""
+    stem: str                       # a readable prefix of the module's file name
+    text: str
+    function: str
+    args: tuple[ArgType, ...]
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256("\0".join((TIER_VERSION, sys.version, self.text)).encode())
+        return f"{self.stem}_{h.hexdigest()[:16]}"
+
+    def path(self) -> str:
+        return os.path.join(cache_dir(), self.key + ".py")
+
+    def marker(self) -> str:
+        h = hashlib.sha256("\0".join((self.key, self.function, repr(self.args),
+                                      _numba_stamp() or "")).encode())
+        return os.path.join(cache_dir(), f"{self.key}.{h.hexdigest()[:16]}.ok")
+
+    def is_cached(self) -> bool:
+        return os.path.exists(self.marker())
+
+    def write(self) -> str:
+        """The module's file in the cache folder (written whole, once)."""
+        path = self.path()
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(self.text)
+            os.replace(tmp, path)   # whole or not at all, for concurrent processes
+        return path
+
+
+def example_args(args: Sequence[ArgType]) -> list:
+    """Arguments of these types for a compiling call."""
+    import numpy as np
+    return [np.ones((2,) * a[2], a[1]) if a[0] == "array" else np.dtype(a[1]).type(0.5)
+            for a in args]
+
+
+def module_text(body: str, functions: Sequence[str]) -> str:
+    """A module that defines ``functions`` in ``body`` and compiles each with Numba."""
+    wrap = "\n".join(f"{f} = njit({NJIT_OPTIONS})({f})" for f in functions)
+    return f"{body.rstrip()}\n\n\nfrom numba import njit  # noqa: E402\n\n{wrap}\n"
+
+
+_MODULES: dict[str, Any] = {}
+_LOAD_LOCK = threading.RLock()     # one load at a time
+_NUMBA_READY = threading.Event()
+
+
+def numba_ready() -> bool:
+    """Whether this process has loaded a compiled kernel: then Numba and the parts of it
+    that loading from the cache needs are imported, and loading another kernel takes
+    milliseconds (the first takes a few hundred)."""
+    return _NUMBA_READY.is_set()
+
+
+def _load_latest(markers: list[str]) -> None:
+    """Load the kernel of the newest marker (any would do): it imports what every
+    later load needs."""
+    newest = max(markers, key=os.path.getmtime)
+    with open(newest) as f:
+        job = json.load(f)
+    _compiled(job["path"], job["name"], job["function"], [tuple(a) for a in job["args"]])
+
+
+def interactive() -> bool:
+    """Whether this process is an interactive session (IPython, Jupyter, the Python
+    prompt), read without importing anything."""
+    return "IPython" in sys.modules or hasattr(sys, "ps1") or bool(sys.flags.interactive)
+
+
+def preload() -> None:
+    """Load a kernel of the disk cache in a background thread when the cache holds any:
+    in a notebook that is over before the first cell calls a program, so its plans load
+    their compiled kernels at once and run them from the first call. (The package calls
+    it when imported in an interactive session only: in a script it would share the
+    interpreter with the compile that follows the import, and slow it 2-4x.)"""
+    if not enabled() or numba_ready() or preload_running():
+        return
+    try:
+        folder = cache_dir()
+        markers = [os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".ok")]
+    except OSError:
+        return
+    if markers:
+        _PRELOAD.append(threading.Thread(target=_quietly, args=(_load_latest, markers),
+                                         name="fluid-kernel-preload", daemon=True))
+        _PRELOAD[-1].start()
+
+
+def _quietly(fn: Callable, *args: Any) -> None:
+    try:   # a damaged or outdated cache entry: plans build their kernels as usual
+        fn(*args)
+    except Exception:
+        pass
+
+
+_PRELOAD: list[threading.Thread] = []
+
+
+def preload_running() -> bool:
+    """Whether `preload` is still at work."""
+    return any(t.is_alive() for t in _PRELOAD)
+
+
+def _compiled(path: str, name: str, function: str, args: Sequence[ArgType]) -> Any:
+    """Import the module at ``path`` (once per process) and run ``function`` on example
+    arguments: Numba compiles it, or loads it from its disk cache."""
+    with _LOAD_LOCK:
+        module = _MODULES.get(path)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module   # Numba's cache finds its functions' module here
+            spec.loader.exec_module(module)
+            _MODULES[path] = module
+        fn = getattr(module, function)
+        fn(*example_args(args))
+        _NUMBA_READY.set()
+    return fn
+
+
+def load(source: KernelSource) -> Callable:
+    """The compiled function, loaded from the disk cache (or compiled here, when the
+    cache lacks it), accepting only the types it was built for from then on."""
+    fn = _compiled(source.write(), f"fluid_kernel_{source.key}", source.function, source.args)
+    fn.disable_compile()
+    return fn
+
+
+def _job(source: KernelSource) -> dict:
+    return {"path": source.write(), "name": f"fluid_kernel_{source.key}",
+            "function": source.function, "args": source.args, "marker": source.marker()}
+
+
+def compile_elsewhere(source: KernelSource, timeout: float = 600) -> None:
+    """Compile ``source`` into the disk cache in a child process (this file run as a
+    script, without the package): compiling holds the interpreter lock for seconds, which
+    would stall the calls that run meanwhile; loading the result takes milliseconds."""
+    job = json.dumps(_job(source))
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__)], input=job, text=True,
+                          capture_output=True, timeout=timeout)
+    if proc.returncode != 0 or not source.is_cached():
+        raise RuntimeError(f"compiling {source.function} failed (exit {proc.returncode}): "
+                           f"{proc.stderr.strip()[-2000:]}")
+
+
+class Builder:
+    """One background thread that builds kernels in the order asked (each compiled in a
+    child process, then loaded here); the thread starts with a request and ends when no
+    request is left."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[KernelSource, Future]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, source: KernelSource) -> Future:
+        ident = source.marker()
+        with self._lock:
+            fut = self._pending.get(ident)
+            if fut is not None:
+                return fut
+            fut = Future()
+            self._pending[ident] = fut
+            self._jobs.put((source, fut))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fluid-kernels",
+                                                daemon=True)
+                self._thread.start()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:   # the same lock as submit's: no request is left unserved
+                if self._jobs.empty():
+                    self._thread = None
+                    return
+                source, fut = self._jobs.get()
+            try:
+                if not source.is_cached():
+                    compile_elsewhere(source)
+                fut.set_result(load(source))
+            except BaseException as e:   # a kernel that fails to build stays NumPy
+                fut.set_exception(e)
+
+
+BUILDER = Builder()
+
+
+def _main() -> None:
+    """The child of `compile_elsewhere`: compile one kernel, then write its marker."""
+    job = json.load(sys.stdin)
+    _compiled(job["path"], job["name"], job["function"], [tuple(a) for a in job["args"]])
+    write_marker(job)
+
+
+def write_marker(job: dict) -> None:
+    """The marker of a built kernel: what `preload` needs to load it again."""
+    with open(job["marker"], "w") as f:
+        json.dump({k: job[k] for k in ("path", "name", "function", "args")}, f)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,109 @@
+"""Which kernels a plan runs: its NumPy kernels until its compiled ones are ready, then the
+compiled ones, switched between two calls.
+
+A kernel factory that has a compiled form asks the plan's `PlanTier` for it
+(`request`), keeps the `Kernel` handle, and at each call runs ``handle.fn`` when it is
+set and its NumPy code otherwise. The handles are filled only by `PlanTier.poll`, which
+the generated code calls first in a call while a build is pending: so a call runs NumPy
+kernels or compiled ones, never a mix that changes while it runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, wait
+from typing import Any
+
+from .build import BUILDER, KernelSource, enabled, load, numba_ready
+
+#: The key of a plan's tier in its shared kernel state (`KernelContext.shared`).
+TIER_KEY: Hashable = ("kernels", "tier")
+
+
+class Kernel:
+    """A compiled kernel as a plan sees it: ``fn`` is None while the plan runs NumPy."""
+
+    __slots__ = ("source", "fn", "label")
+
+    def __init__(self, source: KernelSource, label: str):
+        self.source, self.label = source, label
+        self.fn: Callable[..., Any] | None = None
+
+    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> Any:
+        """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
+        NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was
+        not built for: nothing compiles while a step runs)."""
+        fn = self.fn
+        if fn is not None:
+            try:
+                return fn(*args)
+            except TypeError:
+                pass
+        return numpy(*numpy_args)
+
+
+class PlanTier:
+    """The compiled kernels of one plan and the state of their build."""
+
+    def __init__(self) -> None:
+        self.kernels: list[Kernel] = []
+        self.futures: list[Future] = []
+        self.pending = False
+        self.state = "numpy"
+        self.detail = ""
+
+    def request(self, source: KernelSource, label: str) -> Kernel:
+        """A handle on the compiled form of a kernel of this plan (``label``: what the
+        generated source shows for it)."""
+        kernel = Kernel(source, label)
+        self.kernels.append(kernel)
+        return kernel
+
+    def start(self) -> None:
+        """Called once every kernel of the plan is prepared: load the compiled kernels now
+        when the disk cache holds them all and Numba is ready (milliseconds: the first
+        call runs them), otherwise build or load them in the background while the plan
+        runs NumPy."""
+        if not self.kernels or not enabled():
+            return
+        if numba_ready() and all(k.source.is_cached() for k in self.kernels):
+            try:
+                self._switch([load(k.source) for k in self.kernels])
+            except Exception as e:   # a damaged cache: build again, in the background
+                self.detail = f"cache unusable ({type(e).__name__}: {e})"
+            else:
+                return
+        self.futures = [BUILDER.submit(k.source) for k in self.kernels]
+        self.pending = True
+        self.state = "loading" if all(k.source.is_cached() for k in self.kernels) \
+            else "compiling"
+
+    def poll(self) -> None:
+        """Between calls: switch to the compiled kernels once all are built."""
+        if not all(f.done() for f in self.futures):
+            return
+        self.pending = False
+        failed = next((f.exception() for f in self.futures if f.exception()), None)
+        if failed is not None:
+            self.state, self.detail = "numpy", f"build failed: {type(failed).__name__}: {failed}"
+            return
+        self._switch([f.result() for f in self.futures])
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the build is over (the next call switches); False on timeout."""
+        done, not_done = wait(self.futures, timeout)
+        return not not_done
+
+    def _switch(self, fns: list[Callable]) -> None:
+        for kernel, fn in zip(self.kernels, fns):
+            kernel.fn = fn
+        self.state = "compiled"
+
+    def describe(self) -> str:
+        """'numpy', 'compiling' or 'loading' (NumPy runs meanwhile), or 'compiled', with
+        any detail."""
+        return self.state + (f" ({self.detail})" if self.detail else "")
+
+
+def plan_tier(shared: Callable[[Hashable, Callable[[], Any]], Any]) -> PlanTier:
+    """The plan's tier, through `KernelContext.shared`."""
+    return shared(TIER_KEY, PlanTier)

@@ -1,0 +1,149 @@
+"""The thread policy (backend/threads.py): small plans run BLAS on one thread, switched
+once; `fluid.set_threads` overrides; large plans keep whichever count measured faster;
+the environment's thread variables cap the count."""
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+import fluid
+from fluid_interactive.backend import threads
+
+
+def blas_threads() -> set[int]:
+    return set(threads.STATE.blas_threads())
+
+
+def test_the_policy_sets_numpys_own_blas():
+    numpy_blas = [d for d in threadpool_info() if d["user_api"] == "blas"
+                  and "numpy" in d["filepath"]]
+    assert numpy_blas, "NumPy's wheel bundles its OpenBLAS"
+    assert [lib.filepath for lib in threads.STATE._controllers()] == \
+        [d["filepath"] for d in numpy_blas]
+
+
+@pytest.fixture(autouse=True)
+def policy_restored():
+    yield
+    fluid.set_threads(None)
+
+
+class Small(fluid.Program):
+    @fluid.network("x", "y")
+    def train(self, x, y):
+        x = fluid.layers.data(name="x", shape=[8], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(x, 1), y))
+        fluid.optimizer.SGD(0.01).minimize(loss)
+        return loss
+
+
+def batch(n=16):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 8), dtype=np.float32), rng.random((n, 1), dtype=np.float32)
+
+
+def test_a_small_plan_runs_blas_on_one_thread_and_switches_once():
+    prog = Small().Compile(seed=0)
+    threads.STATE.use(2)   # as BLAS starts: one thread per core
+    before = threads.STATE.switches
+    for _ in range(5):
+        prog.train(*batch())
+    assert blas_threads() == {1}
+    assert threads.STATE.switches == before + 1   # the first call only
+    assert "threads.use(" in prog.train.source.splitlines()[1]
+
+
+def test_set_threads_overrides_the_policy_from_the_next_call():
+    prog = Small().Compile(seed=0)
+    prog.train(*batch())
+    fluid.set_threads(2)
+    assert fluid.get_threads() == 2
+    prog.train(*batch())
+    assert blas_threads() == {2}
+    fluid.set_threads(None)
+    prog.train(*batch())
+    assert blas_threads() == {1}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_set_threads_refuses_what_is_not_a_count(bad):
+    with pytest.raises(ValueError, match="positive int or None"):
+        fluid.set_threads(bad)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake perf_counter that only the plans below advance: exact, on any machine."""
+    now = [0.0]
+    monkeypatch.setattr(threads.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(threads.STATE, "cores", 2)
+    return now
+
+
+def plan_costing(clock, seconds_per_thread_count, calls):
+    def plan():
+        calls.append(threads.STATE.current)
+        clock[0] += seconds_per_thread_count[threads.STATE.current]
+    return plan
+
+
+def test_a_large_plan_gives_up_all_cores_at_once_when_they_are_far_slower(clock):
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 2.0}, calls))  # busy
+    for _ in range(12):
+        entry()
+    assert calls[:3] == [1, 1, 2]   # one thread first, then the measurement's pair
+    assert entry.choice == 1 and calls[3:] == [1] * 9
+
+
+def test_a_large_plan_takes_all_cores_when_they_measure_faster(clock):
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.6}, calls))  # idle
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 5):
+        entry()
+    assert calls[1:1 + 2 * threads.PROBE_CALLS] == [1, 2] * threads.PROBE_CALLS
+    assert entry.choice == 2 and calls[-5:] == [2] * 5
+
+
+def test_a_large_plan_is_measured_again_less_often_while_nothing_changes(clock, monkeypatch):
+    monkeypatch.setattr(threads, "RECHECK_CALLS", 5)
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 1.2}, calls))
+    intervals = []
+    for _ in range(150):
+        entry()
+        if not entry.probe and entry.countdown == entry.interval:   # a measurement ended
+            intervals.append(entry.interval)
+    assert entry.choice == 1
+    assert intervals[:4] == [10, 20, 40, 80]   # each measurement confirms one thread
+    assert calls.count(2) == 3 * len(intervals)   # none given up: 1.2x is below 1.5x
+
+
+def test_no_count_changes_while_another_large_call_is_in_flight(clock, monkeypatch):
+    threads.STATE.use(1)
+    seen = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.5}, seen))
+    monkeypatch.setattr(threads.STATE, "inflight", 1)   # another thread's large call
+    for _ in range(10):
+        entry()
+        threads.STATE.use(2)   # a small plan asking meanwhile
+    assert seen == [1] * 10 and threads.STATE.current == 1
+    assert not entry.totals   # nothing measured under another call
+
+
+def test_the_environment_caps_the_count(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert threads._cores() == 1
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "junk")
+    assert threads._cores() >= 1
+
+
+def test_plans_are_classed_by_the_elements_they_touch():
+    prog = Small().Compile(seed=0)
+    prog.train(*batch(16))
+    (code,) = prog.train.runner.plans.values()
+    # x 16x8, the fc weight 8x1 and a few [16, 1] temporaries: far below the threshold
+    assert 16 * 8 < code.work < 1000
+    assert threads.is_small(code.work)
+    assert not threads.is_small(threads.SMALL_WORK) or threads.STATE.cores == 1

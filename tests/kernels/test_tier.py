@@ -1,0 +1,209 @@
+"""The compiled kernel tier (fluid_interactive/kernels): values equal to the NumPy
+kernels' (bit-identical for the updates and the arithmetic and relu members of a chain,
+within float32 rounding for exp and tanh), the switch between calls, the disk cache that
+a fresh process runs from its first call, and the NumPy path with the tier off."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fluid
+from fluid_interactive import kernels
+from fluid_interactive.kernels import loops
+
+numba = pytest.importorskip("numba")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def tier_on(monkeypatch):
+    monkeypatch.setenv("FLUID_KERNELS", "auto")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel_cache(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("kernels"))
+    old = os.environ.get("FLUID_KERNEL_CACHE")
+    os.environ["FLUID_KERNEL_CACHE"] = path
+    yield path
+    if old is None:
+        del os.environ["FLUID_KERNEL_CACHE"]
+    else:
+        os.environ["FLUID_KERNEL_CACHE"] = old
+
+
+def mlp(optimizer, act="relu"):
+    class MLP(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[32], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="int64")
+            h = fluid.layers.fc(x, size=256, act=act)
+            h = fluid.layers.fc(h, size=64, act=act)
+            loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
+                fluid.layers.fc(h, size=10), y))
+            optimizer().minimize(loss)
+            return loss
+    return MLP
+
+
+OPTIMIZERS = {
+    "sgd": lambda: fluid.optimizer.SGD(learning_rate=0.1),
+    "momentum": lambda: fluid.optimizer.Momentum(learning_rate=0.05, momentum=0.9),
+    "nesterov": lambda: fluid.optimizer.Momentum(learning_rate=0.05, momentum=0.9,
+                                                 use_nesterov=True),
+    "adam": lambda: fluid.optimizer.Adam(learning_rate=1e-3),
+}
+
+
+def batches(n=6, size=64):
+    rng = np.random.default_rng(7)
+    return [(rng.standard_normal((size, 32)).astype(np.float32),
+             rng.integers(0, 10, (size, 1))) for _ in range(n)]
+
+
+def train(cls, tier_on: bool, monkeypatch, steps=6):
+    """(losses, parameters, the tier after each call): with the tier on, the first call
+    runs NumPy while the kernels build; the build is awaited, and the rest run compiled."""
+    monkeypatch.setenv("FLUID_KERNELS", "auto" if tier_on else "numpy")
+    prog = cls().Compile(seed=3)
+    losses, tiers = [], []
+    for i, (x, y) in enumerate(batches(steps)):
+        losses.append(prog.train(x, y))
+        tiers.append(prog.train.runner.tier)
+        if i == 0 and tier_on and tiers[0] == "compiling":
+            assert prog.train.runner.plan_tier().wait(300)
+    return losses, prog.parameters(), tiers
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_compiled_updates_and_chains_are_bit_identical(name, monkeypatch):
+    cls = mlp(OPTIMIZERS[name])
+    ref_losses, ref, ref_tiers = train(cls, False, monkeypatch)
+    losses, got, tiers = train(cls, True, monkeypatch)
+    assert set(ref_tiers) == {"numpy"}
+    assert tiers[-1] == "compiled", tiers
+    assert losses == ref_losses
+    for k in ref:
+        assert np.array_equal(got[k], ref[k]), k
+
+
+@pytest.mark.parametrize("act", ["sigmoid", "tanh"])
+def test_chains_with_exp_and_tanh_agree_within_float32_rounding(act, monkeypatch):
+    cls = mlp(OPTIMIZERS["sgd"], act)
+    ref_losses, ref, _ = train(cls, False, monkeypatch)
+    losses, got, tiers = train(cls, True, monkeypatch)
+    assert tiers[-1] == "compiled"
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6)
+
+
+def test_the_switch_happens_between_calls_and_the_source_names_the_kernels(monkeypatch):
+    monkeypatch.setenv("FLUID_KERNEL_CACHE", os.environ["FLUID_KERNEL_CACHE"] + "/switch")
+    prog = mlp(OPTIMIZERS["adam"])().Compile(seed=0)
+    x, y = batches(1)[0]
+    prog.train(x, y)
+    tier = prog.train.runner.plan_tier()
+    assert prog.train.runner.tier == "compiling"
+    assert all(k.fn is None for k in tier.kernels)   # NumPy meanwhile
+    source = prog.train.source
+    assert any("tier.poll()" in line for line in source.splitlines()[1:3])
+    assert "| compiled: fluid_interactive/kernels/loops.py:adam" in source
+    assert ".py:chain" in source
+    assert tier.wait(300)
+    assert all(k.fn is None for k in tier.kernels)   # not until the next call starts
+    prog.train(x, y)
+    assert prog.train.runner.tier == "compiled"
+    assert all(k.fn is not None for k in tier.kernels)
+
+
+def test_a_fresh_process_with_a_warm_cache_runs_compiled_kernels_from_its_first_call():
+    paths = [ROOT, os.path.join(ROOT, "extension")]
+    script = (
+        f"import sys, time, numpy as np\nsys.path[:0] = {paths!r}\n"
+        "from tests.kernels.test_tier import mlp, OPTIMIZERS, batches\n"
+        "from fluid_interactive.kernels import build\n"
+        "build.preload()\n"   # as the package does in an interactive session
+        "deadline = time.monotonic() + 120\n"   # a notebook's first cell runs later
+        "while sys.argv[1] == 'warm' and build.preload_running() and "
+        "time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "prog = mlp(OPTIMIZERS['adam'])().Compile(seed=0)\n"
+        "x, y = batches(1)[0]\n"
+        "prog.train(x, y)\n"
+        "t = prog.train.runner.plan_tier()\n"
+        "if t.state != 'compiled':\n"
+        "    t.wait(300)\n"
+        "    prog.train(x, y)\n"
+        "print('TIER', prog.train.runner.tier, 'poll' in prog.train.source)\n"
+    )
+    env = dict(os.environ, FLUID_KERNEL_CACHE=os.environ["FLUID_KERNEL_CACHE"] + "/warm")
+    first = subprocess.run([sys.executable, "-c", script, "cold"], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert "TIER compiled True" in first.stdout, first.stderr   # built in the background
+    second = subprocess.run([sys.executable, "-c", script, "warm"], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert "TIER compiled False" in second.stdout, second.stderr   # loaded before call one
+
+
+def test_arguments_of_another_layout_run_the_numpy_kernel(monkeypatch):
+    from fluid_interactive.kernels.build import load
+    from fluid_interactive.kernels.optim import update_source
+    from fluid_interactive.kernels.tier import Kernel
+    kernel = Kernel(update_source("sgd", "float32"), "sgd")
+    kernel.fn = load(kernel.source)
+    p = np.arange(8, dtype=np.float32)
+    out = np.empty(8, np.float32)
+    lr = np.float32(0.5)
+    kernel.run((p, p, lr, out), lambda: "numpy")
+    np.testing.assert_array_equal(out, p - p * lr)
+    assert kernel.run((p[::2], p[::2], lr, out[:4]), lambda: "numpy") == "numpy"
+    assert kernel.run((p.astype(np.float64), p, lr, out), lambda: "numpy") == "numpy"
+
+
+def test_relu_keeps_numpys_signed_zero_and_nan(monkeypatch):
+    from fluid_interactive.kernels.build import load
+    from fluid_interactive.kernels.chain import chain_source
+    from fluid_interactive.ops.registry import get_spec
+    consts = []
+
+    def const(v):
+        consts.append(v)
+        return f"C{len(consts) - 1}"
+    expr = get_spec("relu").scalar({}, const)
+    fn = load(chain_source([("relu", expr, False)], 1, [], consts, "float32"))
+    for n in (1, 7, 64, 1000):
+        x = np.resize(np.array([-0.0, 0.0, np.nan, -1.5, 2.5, -np.inf, np.inf],
+                               np.float32), n)
+        out = np.empty_like(x)
+        fn(x, out)
+        want = np.maximum(x, 0)
+        assert np.array_equal(out.view(np.int32), want.view(np.int32)), (n, out, want)
+
+
+def test_with_the_tier_off_nothing_is_requested_or_built(monkeypatch):
+    monkeypatch.setenv("FLUID_KERNELS", "numpy")
+    assert not kernels.enabled()
+    prog = mlp(OPTIMIZERS["adam"])().Compile(seed=0)
+    prog.train(*batches(1)[0])
+    assert prog.train.runner.tier == "numpy"
+    assert "tier.poll" not in prog.train.source
+
+
+def test_the_loops_uncompiled_compute_the_numpy_updates():
+    """The loops as plain Python (what the tier compiles) against ops/optim.py's NumPy."""
+    from fluid_interactive.ops.optim import adam_update
+    rng = np.random.default_rng(0)
+    p, g, m1, m2 = (rng.standard_normal(5).astype(np.float32) for _ in range(4))
+    m2 = np.abs(m2)
+    outs = [np.empty(5, np.float32) for _ in range(3)]
+    f = np.float32
+    loops.adam(p, g, m1, m2, f(0.9), f(1 - 0.9), f(0.999), f(1 - 0.999), f(1e-8), f(0.01),
+               *outs)
+    want = adam_update(np, 0.9, 0.999, 1e-8, p, g, m1, m2, 0.01, *[np.empty(5, np.float32)
+                                                                    for _ in range(4)])
+    for a, b in zip(outs, want):
+        np.testing.assert_array_equal(a, b)
