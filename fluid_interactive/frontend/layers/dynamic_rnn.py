@@ -113,9 +113,15 @@ class DynamicRNN(StepNetwork):
         self._inputs.append(_StepInput(x.name, name, user_location()))
         return Variable(trace, name)
 
+    def _declared(self, name: str) -> VarDesc:
+        """The declaration of a var this DynamicRNN made or was given."""
+        var = self._helper.trace.find(name)
+        if var is None:
+            raise KeyError(f"DynamicRNN: {name!r} is declared in no block of this method")
+        return var
+
     def _check_same_batch(self, x: Variable) -> None:
-        first = self._helper.trace.find(self._inputs[0].seq)
-        assert first is not None
+        first = self._declared(self._inputs[0].seq)
         if not _same_dims(first.shape[:2], x.shape[:2]):
             raise error_at(ShapeError, f"DynamicRNN.step_input: {x.name}:{short_type(x.desc)} "
                                        f"and the first step input {first.name}:"
@@ -284,7 +290,8 @@ class DynamicRNN(StepNetwork):
         in the method's block."""
         if rank not in self._masks:
             trace, lengths = self._helper.trace, self._lengths
-            assert lengths is not None   # only a DynamicRNN with lengths masks
+            if lengths is None:   # only a DynamicRNN with lengths masks its steps
+                raise ValueError("DynamicRNN: a step mask needs the lengths of step_input")
             with trace.in_block(self._parent):   # type: ignore[arg-type]
                 name = trace.unique_in_block(f"{self._helper.name}.step_mask_{rank}")
                 trace.append_op("sequence_step_mask", {"X": [self._inputs[0].seq],
@@ -328,8 +335,7 @@ class DynamicRNN(StepNetwork):
 
     def _select(self, mask: str, seq: str, loc: SourceLoc | None, hint: str) -> str:
         """``seq`` where ``mask``, else zeros (one zero, broadcast: no array of T steps)."""
-        var = self._helper.trace.find(seq)
-        assert var is not None
+        var = self._declared(seq)
         zero = self._append("fill_constant", {}, {"shape": [1] * len(var.shape),
                                                   "dtype": var.dtype, "value": 0.0},
                             loc, "zero")
