@@ -224,6 +224,13 @@ class CompiledMethod:
         return self._runner
 
     @property
+    def tier(self) -> str:
+        """Which kernels this method's latest plan runs: 'numpy'; 'compiling' or
+        'loading' (NumPy meanwhile, compiled kernels being built in the background); or
+        'compiled' (the `fast` extra; docs/architecture.md, "The compiled tier")."""
+        return self._runner.tier
+
+    @property
     def source(self) -> str:
         """The generated Python of the most recently planned feed signature."""
         if not self._runner.plans:
