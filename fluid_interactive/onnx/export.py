@@ -16,10 +16,18 @@ from typing import Any
 from ..errors import OnnxError
 from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
-from . import export_math, export_nn, export_rnn, export_shape  # noqa: F401  (the rules)
+from . import (  # noqa: F401  (the rules)
+    export_array,
+    export_mask,
+    export_math,
+    export_nn,
+    export_rnn,
+    export_rnn_unit,
+    export_shape,
+)
 from .export_control import ssa_view
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
-from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_dtype, onnx_module
+from .proto import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, onnx_module, value_info
 
 #: The model metadata key holding the method's return structure (a JSON of output names).
 RETURNS_KEY = "fluid_interactive.returns"
@@ -113,10 +121,13 @@ def _check_exportable(program: ProgramDesc, block: BlockDesc) -> None:
 
 
 def _value_info(program: ProgramDesc, block: BlockDesc, name: str) -> Any:
+    """A graph input's or output's type: its first dim, when unknown, is the symbolic
+    ``batch``; a later unknown dim (a sequence's time steps) is left unnamed, since
+    nothing says it equals another."""
     var = program.find_var(block, name)
     assert var is not None, name
-    dims = ["batch" if d < 0 else d for d in var.shape]
-    return onnx_module().helper.make_tensor_value_info(name, onnx_dtype(var.dtype), dims)
+    dims = [d if d >= 0 else "batch" if k == 0 else None for k, d in enumerate(var.shape)]
+    return value_info(name, var, dims)
 
 
 def _add_state(compiled: CompiledProgram, block: BlockDesc, graph: GraphBuilder) -> None:

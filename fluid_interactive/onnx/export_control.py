@@ -1,13 +1,15 @@
 """Export rules of control flow: ``while`` as an ONNX ``Loop``, ``conditional_block`` and
-``select_input`` as ``If``, ``recurrent`` (a StaticRNN) as a ``Loop`` whose scan outputs
-stack the steps; and the small ops loops are made of (comparisons, logical ops,
-``increment``, ``elementwise_mod``, ``fill_constant``, ``fill_constant_batch_size_like``).
+``select_input`` as ``If``, ``recurrent`` (a StaticRNN or DynamicRNN) as a ``Loop`` whose
+scan outputs stack the steps; and the small ops loops are made of (comparisons, logical
+ops, ``increment``, ``elementwise_mod``, ``fill_constant``,
+``fill_constant_batch_size_like``).
 
 An ONNX graph assigns each value once, while a loop updates its carried vars in place:
 `ssa_view` gives a method's block a new name for each value written again, and the body of
 a loop or branch is exported into a subgraph of its own the same way (its carried vars
 enter as the subgraph's inputs and leave as its outputs; what it only reads of the graph
-around it is read from there by name, as ONNX allows).
+around it is read from there by name, as ONNX allows). A tensor array among them is an
+ONNX sequence (`export_array`), which Loop and If carry from opset 13 on.
 """
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ import numpy as np
 from ..ir.blocks import sub_block_index
 from ..ir.names import fresh_name
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, clone_var
+from ..ops.tensor_array import ARRAY
 from .export_math import aligned_operand
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_rule
-from .proto import onnx_dtype, onnx_module
+from .proto import onnx_dtype, onnx_module, value_info
 
 # --- one name per value ----------------------------------------------------------------------
 
@@ -90,7 +93,7 @@ def original_op(e: OpExport) -> OpDesc:
 
 # --- a sub-block as a subgraph ---------------------------------------------------------------
 
-class _Subgraph:
+class Subgraph:
     """The body of a loop or branch exported into a graph of its own."""
 
     def __init__(self, e: OpExport, env: dict[str, str], block: BlockDesc | None = None):
@@ -108,7 +111,7 @@ class _Subgraph:
     def value_info(self, name: str, like: str, scalar: bool = False) -> Any:
         var = self.e.program.find_var(self.block, like) or self.e.var(like)
         dims: list[Any] = [] if scalar else [None if d < 0 else d for d in var.shape]
-        return onnx_module().helper.make_tensor_value_info(name, onnx_dtype(var.dtype), dims)
+        return value_info(name, var, dims)
 
     def add_input(self, var: str, scalar: bool = False) -> str:
         """A subgraph input holding var ``var`` (a 0-d one with ``scalar``)."""
@@ -205,7 +208,7 @@ def _while(e: OpExport) -> None:
     if missing:
         e.fail(f"writes {missing} in its body without a value before the loop; an ONNX Loop "
                f"needs each carried value to start from one")
-    body = _Subgraph(e, outer)
+    body = Subgraph(e, outer)
     body.add_iteration()
     cond_in = body.add_flag()
     body.bind(cond, body.node("Unsqueeze", [cond_in, body.ints([0])], f"{cond}.in1"))
@@ -233,21 +236,37 @@ def _read_later(e: OpExport, name: str) -> bool:
 # --- conditional_block and select_input -> If ---------------------------------------------------
 
 def _empty(graph: GraphBuilder, var: Any, hint: str) -> str:
-    """Zeros of ``var``'s type, none along a dim unknown until run time: what a branch
-    gives for a var that only the other branch sets (`select_input` never takes it)."""
+    """Zeros of ``var``'s type, none along a dim unknown until run time (for a tensor
+    array, an empty sequence): what a branch gives for a var that only the other branch
+    sets (`select_input` never takes it)."""
+    if var.kind == ARRAY:
+        out = graph.fresh(hint)
+        graph.node("SequenceEmpty", [], [out], name=f"{out}/SequenceEmpty",
+                   dtype=onnx_dtype(var.dtype))
+        return out
     shape = [0 if d < 0 else d for d in var.shape]
     return graph.constant(np.zeros(shape, dtype=var.dtype), graph.fresh(hint))
+
+
+def _passed(e: OpExport, branch: Subgraph, value: str, var: str, hint: str) -> str:
+    """``value`` (of var ``var``) as an output of ``branch``, unchanged: an Identity node,
+    which takes a sequence (a tensor array) from opset 14 on."""
+    if e.var(var).kind == ARRAY and e.opset < 14:
+        e.fail(f"passes the tensor array {var!r} through a branch unchanged, which takes "
+               f"ONNX's Identity of a sequence (opset 14); export with opset=14 or later "
+               f"(this export uses {e.opset})")
+    return branch.node("Identity", [value], hint)
 
 
 @export_rule("conditional_block")
 def _conditional_block(e: OpExport) -> None:
     op = original_op(e)
     outer = _outer(e, "Input")
-    then = _Subgraph(e, outer)
+    then = Subgraph(e, outer)
     then.run()
     names = op.output("Out")
-    other = _Subgraph(e, outer)
-    kept = [other.node("Identity", [outer[n]], f"{n}.kept") if n in outer
+    other = Subgraph(e, outer)
+    kept = [_passed(e, other, outer[n], n, f"{n}.kept") if n in outer
             else _empty(other.graph, e.var(n), f"{n}.unset") for n in names]
     e.node("If", [_scalar_bool(e, e.input("Cond"))], e.outputs("Out"),
            then_branch=then.make([(then.env[n], n) for n in names],
@@ -256,9 +275,8 @@ def _conditional_block(e: OpExport) -> None:
 
 
 def _identity_branch(e: OpExport, value: str, like: str, hint: str) -> Any:
-    branch = _Subgraph(e, {}, e.block)
-    out = branch.node("Identity", [value], hint)
-    return branch.make([(out, like)], hint)
+    branch = Subgraph(e, {}, e.block)
+    return branch.make([(_passed(e, branch, value, like, hint), like)], hint)
 
 
 @export_rule("select_input")
@@ -279,7 +297,7 @@ def _recurrent(e: OpExport) -> None:
     """A Loop over the first dim of the inputs: each step Gathers its slices, the memories
     are carried, the step outputs are the Loop's scan outputs (stacked along dim 0)."""
     a = e.attrs
-    body = _Subgraph(e, _outer(e, "Parameters"))
+    body = Subgraph(e, _outer(e, "Parameters"))
     step = body.add_iteration()
     cond_in = body.add_flag()
     for outer_x, inner in zip(e.inputs("Inputs"), a["step_inputs"]):

@@ -6,9 +6,12 @@ needs them, and the first export or import says how to install them when they ar
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OnnxError
+from ..ir.records import VarDesc
+from ..ops.tensor_array import ARRAY
 
 #: Opsets the exporter writes: 13 brings axes as inputs (Squeeze, ReduceSum, Split), 17
 #: LayerNormalization, 20 Gelu. onnxruntime runs every one of them.
@@ -38,6 +41,17 @@ def onnx_module() -> Any:
 def onnx_dtype(dtype: str) -> int:
     """Our dtype name -> ONNX's TensorProto element type."""
     return getattr(onnx_module().TensorProto, _DTYPE_TO_ONNX[dtype])
+
+
+def value_info(name: str, var: VarDesc, dims: Sequence[Any] | None) -> Any:
+    """The ONNX type of value ``name`` holding var ``var``: a tensor of ``dims`` (ints,
+    symbolic names, None for unknown), or, for a tensor array, a sequence of such tensors
+    (ONNX's sequences hold tensors of one element type; ``dims`` is an element's)."""
+    helper = onnx_module().helper
+    if var.kind == ARRAY:   # no shape yet: an array never written, its elements unknown
+        return helper.make_tensor_sequence_value_info(name, onnx_dtype(var.dtype),
+                                                      dims if var.shape else None)
+    return helper.make_tensor_value_info(name, onnx_dtype(var.dtype), dims)
 
 
 def dtype_from_onnx(elem_type: int, what: str) -> str:

@@ -88,18 +88,6 @@ def test_a_static_rnn_matches_onnxruntime_at_several_lengths(tmp_path, rng):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
 
-def test_an_array_in_a_loop_is_a_clear_export_error():
-    class Arrays(fluid.Program):
-        @fluid.network("x")
-        def infer(self, x):
-            x = L.data("x", shape=[3])
-            arr = L.array_write(x, L.fill_constant([1], "int64", 0))
-            return L.array_read(arr, L.fill_constant([1], "int64", 0))
-    with pytest.raises(fluid.OnnxError, match=r"(?s)'(create_array|write_to_array)' has no "
-                                              r"ONNX mapping.*test_control.py:"):
-        fluid.export_onnx(Arrays().Compile(), None)
-
-
 def test_a_loop_body_op_without_a_mapping_names_the_loop():
     class Unmapped(fluid.Program):
         @fluid.network("x")
