@@ -68,6 +68,48 @@ def test_a_while_filling_an_array_matches_onnxruntime_at_several_trip_counts(ops
             _assert_same(theirs, ours)
 
 
+class Nested(fluid.Program):
+    """Arrays through nested loops: an outer While whose condition is an array's length,
+    which stacks that array and reads another (never written in the loop) in its body,
+    and an inner While appending to the outer array at its length."""
+
+    @fluid.network("x", "n")
+    def infer(self, x, n):
+        x = L.data("x", shape=[3])
+        n = L.data("n", shape=[1], dtype="int64", append_batch_size=False)
+        table = L.array_write(x, _int(0))
+        L.array_write(x * 2.0, _int(1), array=table)
+        acc = L.array_write(x, _int(0))
+        total = L.scale(x, 0.0)
+        cond = L.less_than(L.array_length(acc), n)
+        outer = L.While(cond)
+        with outer.block():
+            so_far, _ = L.tensor_array_to_tensor(acc, axis=0, use_stack=True)
+            step = L.reduce_mean(so_far, dim=0) + L.array_read(table, _int(1))
+            j = _int(0)
+            again = L.less_than(j, _int(2))
+            inner = L.While(again)
+            with inner.block():
+                L.array_write(L.tanh(step), L.array_length(acc), array=acc)
+                L.increment(j, in_place=True)
+                L.less_than(j, _int(2), cond=again)
+            L.assign(total + step, output=total)
+            L.less_than(L.array_length(acc), n, cond=cond)
+        joined, sizes = L.tensor_array_to_tensor(acc, axis=1, use_stack=False)
+        return joined, sizes, total
+
+
+def test_arrays_in_nested_loops_match_onnxruntime(rng):
+    prog = Nested().Compile(seed=0)
+    model = fluid.export_onnx(prog, None)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    for n, length in ((0, 1), (1, 1), (2, 3), (5, 5), (6, 7)):
+        theirs = ort_run(model, {"x": x, "n": np.array([n])})
+        assert theirs[0].shape == (2, 3 * length)
+        np.testing.assert_array_equal(theirs[1], np.full(length, 3, np.int32))
+        _assert_same(theirs, prog.infer(x, np.array([n])))
+
+
 def _filled_from_empty(batch_known: bool):
     """A While that fills an array from empty: at zero trips nothing is written. Its
     rows are [2, 3], or [?, 3] without ``batch_known``."""
