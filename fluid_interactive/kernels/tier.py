@@ -28,6 +28,18 @@ class Kernel:
         self.source, self.label = source, label
         self.fn: Callable[..., Any] | None = None
 
+    def ran(self, args: tuple) -> bool:
+        """Whether ``fn(*args)`` ran: the plan has switched to it and it took the
+        arguments' types (for a kernel that writes its results into ``args``)."""
+        fn = self.fn
+        if fn is None:
+            return False
+        try:
+            fn(*args)
+        except TypeError:
+            return False
+        return True
+
     def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> Any:
         """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
         NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was

@@ -172,17 +172,16 @@ def _conv_grad_kernel(ctx: KernelContext):
     geo = _shared_conv_geometry(ctx, x.shape, dy.shape, f.shape)
     want_x, want_f = ctx.has_output("Input@GRAD"), ctx.has_output("Filter@GRAD")
     col2im = geo.make_col2im(ctx.buffer("Input@GRAD")) if want_x else None
-    dcols = geo.xp.empty((geo.ckk, geo.nl), geo.dtype) if want_x else None
     dfilter = ctx.buffer("Filter@GRAD")
 
     def grad(a, k, g):
         if want_f and not want_x:   # the filter gradient alone may skip the transposing copy of g
             return geo.filter_from_response(g, geo.columns_of(a), dfilter)
         gt = geo.to_columns(g)
-        res = [col2im(geo.data_gemm(k, gt, dcols))]
-        if want_f:
-            res.append(geo.filter_gemm(gt, geo.columns_of(a), dfilter))
-        return res[0] if len(res) == 1 else tuple(res)
+        df = geo.filter_gemm(gt, geo.columns_of(a), dfilter) if want_f else None
+        # the columns are read: dcols, of their shape, take their memory
+        dx = col2im(geo.data_gemm(k, gt, geo.spent_columns()))
+        return dx if df is None else (dx, df)
     return grad
 
 

@@ -158,6 +158,13 @@ class ConvGeometry:
         xp.copyto(self._cols6(cols), windows)
         return self._kept.keep(x, cols)
 
+    def spent_columns(self) -> Any:
+        """The columns' buffer, for scratch of the same shape ([C*kh*kw, N*L]: a gradient
+        op's dcols) once the columns are read for the last time: they are forgotten, so
+        the next reader takes them anew (`columns_of`)."""
+        self._kept.forget()
+        return self.cols()
+
     def columns_of(self, x: Any) -> Any:
         """`im2col` of ``x``, reusing the columns when the last im2col was of this very
         array; for gradient ops only (see `KeptFrom`)."""

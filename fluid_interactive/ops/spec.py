@@ -357,6 +357,10 @@ class KeptFrom:
         """The value kept from ``source`` itself, else None."""
         return self._value if source is self._source else None
 
+    def forget(self) -> None:
+        """The value's memory is about to hold something else: keep nothing."""
+        self._source = self._value = None
+
 
 class GradContext:
     """What a gradient maker sees: the forward op, its vars' gradient names, and `emit`."""

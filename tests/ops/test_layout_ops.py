@@ -133,6 +133,7 @@ POOL_CASES = [
     ((2, 3, 5, 4), pool_attrs("avg", global_pooling=True)),
     ((3, 2, 5, 4), pool_attrs("max", global_pooling=True)),
     ((2, 2, 9, 9), pool_attrs("max", (3, 3), (3, 3))),               # rows no window reaches
+    ((2, 2, 9, 8), pool_attrs("max", (2, 2), (3, 3))),               # gaps between windows
 ]
 
 
@@ -140,6 +141,7 @@ POOL_CASES = [
 def test_pool2d_in_chwn_is_exactly_nchw_and_its_gradient(rng, xs, attrs):
     x = r(rng, *xs)
     want = run_forward("pool2d", {"X": x}, attrs)["Out"][0]
+    check_grad("pool2d", {"X": x}, attrs)
     exact = not attrs.get("global_pooling") or attrs["pooling_type"] == "max"
     check_op("pool2d", {"X": chwn(x)}, _as_chwn(attrs), reference=lambda **_: chwn(want),
              rtol=0 if exact else 1e-6, atol=0 if exact else 1e-7, batch_unknown=False)
