@@ -65,6 +65,7 @@ def main() -> None:
     hand = numpy_impl.make(w, params)
     xs, ys = batches(w.model, w.batch)
     table = timed_plan(prog, "train_step", (xs[0], ys[0]))
+    fluid_impl.await_compiled_kernels(prog)   # the tier's kernels, if any: built first
     totals, hand_totals = [], []
     for _ in range(args.blocks):
         for t in table.values():

@@ -34,9 +34,11 @@ column order, so no transposing copy is left (`ConvGeometry`, layouts.py).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..kernels import plan_tier
+from ..kernels.col2im import col2im_source
 from .im2col import ConvGeometry, layout_gain
 from .layouts import CHWN, NCHW, LayoutRule, check_layout, from_layout, to_layout
 from .registry import register
@@ -148,6 +150,25 @@ def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Se
     return ctx.shared(key, lambda: _conv_geometry(ctx, image, response, filt))
 
 
+def _col2im(ctx: KernelContext, geo: _ConvGeometry, out: Any) -> Callable[[Any], Any]:
+    """``geo.make_col2im(out)``, or where the compiled tier has a form of it
+    (`kernels/col2im.py`: batch-innermost images, float32/64, on the host) a kernel that
+    runs that once the plan switched to it."""
+    numpy_col2im = geo.make_col2im(out)
+    if ctx.xp.__name__ != "numpy" or not geo.chwn or geo.dtype not in ("float32", "float64"):
+        return numpy_col2im
+    source = col2im_source((geo.kh, geo.kw), (geo.sh, geo.sw), (geo.dh, geo.dw),
+                           (geo.pt, geo.pl), geo.dtype)
+    handle = plan_tier(ctx.shared).request(source, f"{source.key}.py:col2im")
+    shape6 = (geo.c, geo.kh, geo.kw, geo.oh, geo.ow, geo.n)
+
+    def col2im(dcols: Any) -> Any:
+        dst = out if out is not None else geo.xp.empty(geo.image_shape(), geo.dtype)
+        return dst if handle.ran((dcols.reshape(shape6), dst)) else numpy_col2im(dcols)
+    col2im.tier_label = handle.label  # type: ignore[attr-defined]
+    return col2im
+
+
 def _conv_kernel(ctx: KernelContext):
     x, f, y = ctx.input("Input"), ctx.input("Filter"), ctx.output("Output")
     geo = _shared_conv_geometry(ctx, x.shape, y.shape, f.shape)
@@ -171,7 +192,7 @@ def _conv_grad_kernel(ctx: KernelContext):
     dy = ctx.input("Output@GRAD")
     geo = _shared_conv_geometry(ctx, x.shape, dy.shape, f.shape)
     want_x, want_f = ctx.has_output("Input@GRAD"), ctx.has_output("Filter@GRAD")
-    col2im = geo.make_col2im(ctx.buffer("Input@GRAD")) if want_x else None
+    col2im = _col2im(ctx, geo, ctx.buffer("Input@GRAD")) if want_x else None
     dfilter = ctx.buffer("Filter@GRAD")
 
     def grad(a, k, g):
@@ -182,6 +203,7 @@ def _conv_grad_kernel(ctx: KernelContext):
         # the columns are read: dcols, of their shape, take their memory
         dx = col2im(geo.data_gemm(k, gt, geo.spent_columns()))
         return dx if df is None else (dx, df)
+    grad.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return grad
 
 
@@ -253,11 +275,11 @@ def _conv_t_kernel(ctx: KernelContext):
     x, f, y = ctx.input("Input"), ctx.input("Filter"), ctx.output("Output")
     # The relation: image side = Output, response side = Input.
     geo = _conv_geometry(ctx, y.shape, x.shape, f.shape)
-    col2im = geo.make_col2im(ctx.buffer("Output"))
-    dcols = geo.xp.empty((geo.ckk, geo.nl), geo.dtype)
+    col2im = _col2im(ctx, geo, ctx.buffer("Output"))
 
     def conv_transpose(a, k):
-        return col2im(geo.data_gemm(k, geo.to_columns(a), dcols))
+        return col2im(geo.data_gemm(k, geo.to_columns(a), geo.cols()))
+    conv_transpose.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return conv_transpose
 
 

@@ -1,8 +1,9 @@
-"""The compiled max pooling of the kernel tier (kernels/pool.py) for batch-innermost
-images: forward and gradient bit-identical to the NumPy kernels, ties (the first maximum
-in row-major order takes the gradient), signed zeros, NaN and -inf included, with gaps
-between windows and non-square ones; and a LeNet trained with the tier on and off gives
-the same bits."""
+"""The compiled kernels of the tier for batch-innermost images: max pooling
+(kernels/pool.py), forward and gradient, and col2im (kernels/col2im.py) in conv2d's
+gradient and conv2d_transpose, bit-identical to the NumPy kernels: pooling with ties (the
+first maximum in row-major order takes the gradient), signed zeros, NaN and -inf, gaps
+between windows and non-square ones; col2im with padding, strides, dilation and groups.
+A LeNet trained with the tier on and off gives the same bits."""
 import os
 
 import numpy as np
@@ -30,24 +31,30 @@ def kernel_cache(tmp_path_factory):
             os.environ[k] = v
 
 
-def _kernels(x_shape, out_shape, attrs, dtype, compiled: bool):
-    """(pool, pool_grad) for CHWN arrays, with the tier's kernels built and switched to."""
-    attrs = {"pooling_type": "max", "data_format": "CHWN", **attrs}
-    fwd = OpDesc("pool2d", {"X": ["x"]}, {"Out": ["y"]}, attrs)
-    grad = OpDesc("pool2d_grad", {"X": ["x"], "Out": ["y"], "Out@GRAD": ["g"]},
-                  {"X@GRAD": ["dx"]}, attrs)
-    types = {n: TensorType(s, dtype) for n, s in (("x", x_shape), ("dx", x_shape),
-                                                  ("y", out_shape), ("g", out_shape))}
+def _prepared(ops, shapes, dtype, compiled: bool) -> list:
+    """The kernels of ``ops`` (vars typed by ``shapes``) in one plan's state, with the
+    tier's kernels built and switched to when ``compiled``."""
+    types = {n: TensorType(s, dtype) for n, s in shapes.items()}
     state: dict = {}
-    kernels = [prepare_kernel(op, types.__getitem__, np, plan_state=state) for op in (fwd, grad)]
+    kernels = [prepare_kernel(op, types.__getitem__, np, plan_state=state) for op in ops]
     tier = state.get(TIER_KEY)
     if compiled:
-        assert tier is not None and len(tier.kernels) == 2
+        assert tier is not None and tier.kernels
         tier.start()
         assert tier.wait(300)
         tier.poll()
         assert tier.describe() == "compiled"
     return kernels
+
+
+def _kernels(x_shape, out_shape, attrs, dtype, compiled: bool):
+    """(pool, pool_grad) for CHWN arrays."""
+    attrs = {"pooling_type": "max", "data_format": "CHWN", **attrs}
+    fwd = OpDesc("pool2d", {"X": ["x"]}, {"Out": ["y"]}, attrs)
+    grad = OpDesc("pool2d_grad", {"X": ["x"], "Out": ["y"], "Out@GRAD": ["g"]},
+                  {"X@GRAD": ["dx"]}, attrs)
+    return _prepared((fwd, grad), {"x": x_shape, "dx": x_shape, "y": out_shape,
+                                   "g": out_shape}, dtype, compiled)
 
 
 def _same_bits(a, b):
@@ -84,6 +91,38 @@ def test_compiled_max_pool_is_bit_identical(rng, dtype, x_shape, out_shape, attr
     _same_bits(fast_pool(np.asfortranarray(x)), want_y)
 
 
+CONV_CASES = [   # x [C, H, W, N], filter, attrs, out [O, OH, OW, N]
+    ((3, 8, 8, 4), (5, 3, 3, 3), {}, (5, 6, 6, 4)),
+    ((2, 7, 6, 3), (4, 2, 3, 2), {"paddings": [1, 2], "strides": [2, 1]}, (4, 4, 9, 3)),
+    ((4, 9, 9, 2), (6, 2, 3, 3), {"groups": 2, "dilations": [2, 2], "paddings": [1, 1]},
+     (6, 7, 7, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("x_shape,f_shape,attrs,out_shape", CONV_CASES)
+def test_compiled_col2im_is_bit_identical(rng, dtype, x_shape, f_shape, attrs, out_shape):
+    attrs = {"data_format": "CHWN", **attrs}
+    grad = OpDesc("conv2d_grad", {"Input": ["x"], "Filter": ["f"], "Output@GRAD": ["g"]},
+                  {"Input@GRAD": ["dx"], "Filter@GRAD": ["df"]}, attrs)
+    # the transposed relation: conv2d_transpose's output is conv2d's input
+    t_filter = (f_shape[1] * attrs.get("groups", 1), f_shape[0] // attrs.get("groups", 1),
+                *f_shape[2:])
+    trans = OpDesc("conv2d_transpose", {"Input": ["g"], "Filter": ["t"]}, {"Output": ["y"]},
+                   attrs)
+    shapes = {"x": x_shape, "dx": x_shape, "f": f_shape, "df": f_shape, "g": out_shape,
+              "t": t_filter, "y": x_shape}
+    x, f, g, t = (rng.standard_normal(shapes[n]).astype(dtype) for n in "xfgt")
+    g.flat[::7] = -0.0
+    results = []
+    for compiled in (False, True):
+        k_grad, k_trans = _prepared((grad, trans), shapes, dtype, compiled)
+        dx, df = (a.copy() for a in k_grad(x, f, g))
+        results.append((dx, df, k_trans(g, t).copy()))
+    for want, got in zip(*results):
+        _same_bits(got, want)
+
+
 def test_lenet_trains_bit_identically_with_the_compiled_pools(rng, monkeypatch):
     class LeNet(fluid.Program):
         @fluid.network("x", "y")
@@ -117,6 +156,7 @@ def test_lenet_trains_bit_identically_with_the_compiled_pools(rng, monkeypatch):
     (plain, plain_params, plain_tier, _), (fast, fast_params, fast_tier, source) = runs
     assert plain_tier == "numpy" and fast_tier == "compiled"
     assert source.count(":max_pool") == 4   # two pools, two gradients: compiled
+    assert source.count(":col2im") == 1     # the second conv's input gradient
     assert fast == plain
     for k, v in plain_params.items():
         _same_bits(fast_params[k], v)
