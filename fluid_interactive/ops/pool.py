@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..kernels import plan_tier
-from ..kernels.pool import pool_source
 from .layouts import (
     CHWN,
     NCHW,
@@ -23,6 +21,7 @@ from .layouts import (
     from_layout,
     to_layout,
 )
+from .pool_tier import compiled_pool, compiled_pool_grad
 from .registry import register
 from .spec import (
     GradContext,
@@ -214,25 +213,6 @@ def _split_windows(ctx: KernelContext, geo: _PoolGeometry) -> _SplitWindows | No
     return ctx.shared(key, _SplitWindows)
 
 
-def _compiled_pool(ctx: KernelContext, geo: _PoolGeometry, numpy_fn: Callable,
-                   output: Callable[[], Any], function: str) -> Callable:
-    """``numpy_fn``, or where the compiled tier has a form of it (`kernels/pool.py`: a
-    batch-innermost max pooling of disjoint, unpadded windows, float32/64, on the host)
-    a kernel that runs that once the plan switched to it, writing into ``output()``."""
-    if (ctx.xp.__name__ != "numpy" or geo.layout != CHWN or geo.type != "max"
-            or geo.is_global or geo.padded or geo.overlap
-            or geo.dtype not in ("float32", "float64")):
-        return numpy_fn
-    source = pool_source(function, (geo.kh, geo.kw), (geo.sh, geo.sw), geo.dtype)
-    handle = plan_tier(ctx.shared).request(source, f"{source.key}.py:{function}")
-
-    def either(*args: Any) -> Any:
-        dst = output()
-        return dst if handle.ran((*args, dst)) else numpy_fn(*args)
-    either.tier_label = handle.label  # type: ignore[attr-defined]
-    return either
-
-
 def _global_pool(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
     """Max or mean over each whole plane: the height and width axes merged into one."""
     xp, out = ctx.xp, ctx.buffer("Out")
@@ -291,8 +271,8 @@ def _pool_kernel(ctx: KernelContext):
         if scale is not None:
             xp.multiply(dst, scale, out=dst)
         return dst
-    return _compiled_pool(ctx, geo, pool, lambda: out if out is not None else
-                          xp.empty(shape, geo.dtype), "max_pool")
+    return compiled_pool(ctx, geo, pool, lambda: out if out is not None else
+                         xp.empty(shape, geo.dtype))
 
 
 def _pool_grad_kernel(ctx: KernelContext):
@@ -434,7 +414,7 @@ def _max_pool_grad(ctx: KernelContext, geo: _PoolGeometry, target: _GradTarget) 
             else:
                 xp.add(view, xp.multiply(g, eq, out=tmp), out=view)
         return target.finish(dst)
-    return _compiled_pool(ctx, geo, max_grad, target.output, "max_pool_grad")
+    return compiled_pool_grad(ctx, geo, max_grad, target.output)
 
 
 def _pool_grad(g: GradContext) -> None:

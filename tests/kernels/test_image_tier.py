@@ -86,9 +86,12 @@ def test_compiled_max_pool_is_bit_identical(rng, dtype, x_shape, out_shape, attr
     got_y = fast_pool(x)
     _same_bits(got_y, want_y)
     want_dx = numpy_grad(x, want_y, g).copy()
-    _same_bits(fast_grad(x, got_y, g), want_dx)
-    # an argument of another layout (a strided view) runs the NumPy kernel
+    _same_bits(fast_grad(x, got_y, g), want_dx)   # from the forward's first maxima
+    _same_bits(fast_grad(x.copy(), got_y, g), want_dx)   # another X: found again
+    # an argument of another layout (a strided view) runs the NumPy kernel, and the
+    # first maxima it did not record are not read
     _same_bits(fast_pool(np.asfortranarray(x)), want_y)
+    _same_bits(fast_grad(x, got_y, g), want_dx)
 
 
 CONV_CASES = [   # x [C, H, W, N], filter, attrs, out [O, OH, OW, N]
