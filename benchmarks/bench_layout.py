@@ -4,11 +4,13 @@ process, timed in interleaved blocks with the same BLAS thread count for all (th
 thread policy would otherwise set the count that hand NumPy runs with too).
 
     python benchmarks/bench_layout.py [--workloads W3,W3-scp,W3-infer] [--threads 1,2]
-                                      [--rounds 7]
+                                      [--rounds 7] [--kernels]
 
 Prints a table per thread count: µs per call (median of interleaved blocks) and the
 ratios; and the largest difference between the two programs' parameters after the
-timed steps, which both took from the same start on the same batches.
+timed steps, which both took from the same start on the same batches. ``--kernels``
+first times LeNet's convolutions and pools alone, forward and gradient, with one BLAS
+thread: in NCHW, in CHWN with NumPy kernels and in CHWN with the compiled tier's.
 """
 from __future__ import annotations
 
@@ -100,12 +102,82 @@ def compare(names: list[str], threads: int, rounds: int) -> None:
     fluid.set_threads(None)
 
 
+LENET_OPS = (   # name, op, NCHW shapes by var, attrs
+    ("conv1", "conv2d", {"x": (64, 1, 28, 28), "k": (20, 1, 5, 5), "y": (64, 20, 24, 24)}, {}),
+    ("conv2", "conv2d", {"x": (64, 20, 12, 12), "k": (50, 20, 5, 5), "y": (64, 50, 8, 8)}, {}),
+    ("pool1", "pool2d", {"x": (64, 20, 24, 24), "y": (64, 20, 12, 12)},
+     {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2]}),
+    ("pool2", "pool2d", {"x": (64, 50, 8, 8), "y": (64, 50, 4, 4)},
+     {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2]}),
+)
+
+
+def _op_pair(op: str, layout: str, shapes: dict, attrs: dict, compiled: bool):
+    """(forward, gradient, their arguments) of one op in one plan's state."""
+    from fluid_interactive.ir.records import OpDesc
+    from fluid_interactive.kernels import TIER_KEY
+    from fluid_interactive.ops import prepare_kernel
+    from fluid_interactive.ops.layouts import to_layout
+    from fluid_interactive.ops.spec import TensorType
+    attrs = {**attrs, "data_format": layout}
+    image = {n: to_layout(s, layout) if n != "k" else s for n, s in shapes.items()}
+    image.update({"dx": image["x"], "g": image["y"], "dk": image.get("k", (1,))})
+    if op == "conv2d":
+        fwd = OpDesc(op, {"Input": ["x"], "Filter": ["k"]}, {"Output": ["y"]}, attrs)
+        grad = OpDesc("conv2d_grad", {"Input": ["x"], "Filter": ["k"], "Output@GRAD": ["g"]},
+                      {"Input@GRAD": ["dx"], "Filter@GRAD": ["dk"]}, attrs)
+    else:
+        fwd = OpDesc(op, {"X": ["x"]}, {"Out": ["y"]}, attrs)
+        grad = OpDesc("pool2d_grad", {"X": ["x"], "Out": ["y"], "Out@GRAD": ["g"]},
+                      {"X@GRAD": ["dx"]}, attrs)
+    types = {n: TensorType(s, "float32") for n, s in image.items()}
+    state: dict = {}
+    kernels = [prepare_kernel(o, types.__getitem__, np, plan_state=state) for o in (fwd, grad)]
+    tier = state.get(TIER_KEY)
+    if compiled and tier is not None:
+        tier.start()
+        tier.wait(600)
+        tier.poll()
+    rng = np.random.default_rng(0)
+    args = {n: rng.standard_normal(s).astype(np.float32) for n, s in image.items()}
+    return kernels, args
+
+
+def kernel_times(rounds: int) -> None:
+    print("\n## LeNet's convolutions and pools alone, one thread: µs, median of "
+          "interleaved blocks\n")
+    print("| op | NCHW | CHWN, NumPy | CHWN, compiled tier | CHWN, compiled ÷ NCHW |")
+    print("|---|---|---|---|---|")
+    with threadpool_limits(1):
+        for name, op, shapes, attrs in LENET_OPS:
+            variants = {"NCHW": ("NCHW", False), "CHWN": ("CHWN", False),
+                        "compiled": ("CHWN", True)}
+            calls = {}
+            for key, (layout, compiled) in variants.items():
+                os.environ["FLUID_KERNELS"] = "auto" if compiled else "numpy"
+                (fwd, grad), a = _op_pair(op, layout, shapes, attrs, compiled)
+                ins = (a["x"], a["k"]) if op == "conv2d" else (a["x"],)
+                out = fwd(*ins)
+                g_ins = (*ins, a["g"]) if op == "conv2d" else (a["x"], out, a["g"])
+                calls[key] = (lambda f=fwd, i=ins: f(*i), lambda f=fwd, g=grad, i=ins,
+                              gi=g_ins: (f(*i), g(*gi)))
+            os.environ.pop("FLUID_KERNELS", None)
+            for part, index in (("forward", 0), ("forward + gradient", 1)):
+                us = interleaved_us({k: c[index] for k, c in calls.items()}, 20, rounds)
+                print(f"| {name} {part} | {us['NCHW']:,.0f} | {us['CHWN']:,.0f} | "
+                      f"{us['compiled']:,.0f} | {us['compiled'] / us['NCHW']:.2f} |",
+                      flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="W3,W3-scp,W3-infer")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--kernels", action="store_true")
     args = ap.parse_args()
+    if args.kernels:
+        kernel_times(args.rounds)
     names = args.workloads.split(",")
     for threads in [int(t) for t in args.threads.split(",")]:
         compare(names, threads, args.rounds)
