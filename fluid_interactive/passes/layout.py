@@ -36,10 +36,14 @@ from ..ops.registry import get_spec
 
 @dataclass
 class _Member:
-    """An op that may run in a layout: its index, rule, image vars and attrs there."""
+    """An op that may run in a layout: its index, rule, the 4-D vars of its image slots
+    (``made``: those it writes), the vars of its other slots (``plain``: these keep their
+    NCHW names), and its attrs and gain there."""
     index: int
     rule: LayoutRule
     images: set[str]
+    made: set[str]
+    plain: set[str]
     attrs: dict[str, Any]
     gain: float
 
@@ -90,9 +94,11 @@ def _slot_shapes(info: _Block, op: OpDesc) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _image_vars(info: _Block, op: OpDesc, rule: LayoutRule) -> set[str] | None:
-    """The 4-D vars in the op's image slots, or None when one rules the op out."""
-    images = set()
+def _image_vars(info: _Block, op: OpDesc, rule: LayoutRule
+                ) -> tuple[set[str], set[str]] | None:
+    """(the 4-D vars in the op's image slots, those of them it writes), or None when one
+    rules the op out."""
+    images, made = set(), set()
     for slots, writes in ((op.inputs, False), (op.outputs, True)):
         for slot in rule.images:
             for name in slots.get(slot, ()):
@@ -104,7 +110,9 @@ def _image_vars(info: _Block, op: OpDesc, rule: LayoutRule) -> set[str] | None:
                         writes and var.persistable):
                     return None
                 images.add(name)
-    return images
+                if writes:
+                    made.add(name)
+    return images, made
 
 
 def _member(info: _Block, index: int, layout: str) -> _Member | None:
@@ -116,15 +124,17 @@ def _member(info: _Block, index: int, layout: str) -> _Member | None:
     full = spec.full_attrs(op.attrs)
     if rule.attr is not None and full.get(rule.attr) != NCHW:
         return None
-    images = _image_vars(info, op, rule)
-    if not images:
+    found = _image_vars(info, op, rule)
+    if not found or not found[0]:
         return None
     shapes = _slot_shapes(info, op)
     attrs = rule.attrs_in(op.attrs, layout, shapes)
     if attrs is None:
         return None
     gain = rule.gain(full, shapes) if rule.gain is not None else 0.0
-    return _Member(index, rule, images, attrs, gain)
+    plain = {n for slots in (op.inputs, op.outputs) for slot, names in slots.items()
+             if slot not in rule.images for n in names}
+    return _Member(index, rule, found[0], found[1], plain, attrs, gain)
 
 
 def _chains(members: list[_Member], layout: str) -> list[_Chain]:
@@ -156,14 +166,19 @@ class _Conversions:
 
 
 def _conversions(info: _Block, chain: _Chain) -> _Conversions:
+    """A var the chain does not make in its layout enters before the first member that
+    reads it as an image; one it makes leaves when anything reads it in NCHW: an op
+    outside, a member through another slot, a sub-block or the method's return."""
     inside = {m.index for m in chain.members}
+    made = {n: m.index for m in chain.members for n in m.made}
+    plain = {n for m in chain.members for n in m.plain}
     entering, leaving = {}, {}
     for name in chain.images:
-        produced = info.writers[name]
-        if not produced or produced[0] not in inside:
-            entering[name] = min(i for i in info.readers[name] if i in inside)
-        elif name in info.outside or any(i not in inside for i in info.readers[name]):
-            leaving[name] = produced[0]
+        if name not in made:
+            entering[name] = min(m.index for m in chain.members if name in m.images)
+        elif name in info.outside or name in plain or \
+                any(i not in inside for i in info.readers[name]):
+            leaving[name] = made[name]
     return _Conversions(entering, leaving)
 
 

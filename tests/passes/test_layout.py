@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fluid
+from fluid_interactive.ir.records import returned_names
 from fluid_interactive.ir.text import format_block
 from fluid_interactive.passes.layout import choose_layouts
 from fluid_interactive.passes.pipeline import PLAN_PASSES
@@ -237,3 +238,39 @@ def test_a_returned_image_inside_the_chain_leaves_in_nchw(rng):
     run_ops(ref.block("infer").ops, env)
     np.testing.assert_allclose(a, env[ref.block("infer").returns[0]], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(c, env[ref.block("infer").returns[1]], rtol=1e-5, atol=1e-6)
+
+
+def test_an_image_a_member_reads_through_another_slot_is_converted_back(rng):
+    """A chain's conv output that a member of the chain also reads as its Filter (not an
+    image slot) must be there in NCHW too: it leaves the chain, though no op outside it
+    reads it."""
+    from fluid_interactive.ir.records import OpDesc, VarDesc
+    from fluid_interactive.ops.interpret import run_ops
+
+    class Fixed(fluid.Program):
+        @fluid.network("x")
+        def infer(self, x):
+            x = fluid.layers.data(name="x", shape=[3, 2, 10, 10], dtype="float32",
+                                  append_batch_size=False)
+            a = fluid.layers.conv2d(x, num_filters=3, filter_size=3, act="relu")
+            return fluid.layers.pool2d(a, pool_size=2, pool_stride=2)
+    prog = Fixed().Compile(seed=0)
+    block = prog.program.block("infer")
+    a = next(op for op in block.ops if op.type == "pool2d").inputs["X"][0]   # [3, 3, 8, 8]
+    self_filtered = OpDesc("conv2d", {"Input": [a], "Filter": [a]}, {"Output": ["z"]},
+                           {"strides": [1, 1], "paddings": [0, 0]})
+    block = dataclasses.replace(block, ops=block.ops + [self_filtered],
+                                vars={**block.vars, "z": VarDesc("z", (3, 3, 1, 1))},
+                                returns=(block.returns, "z"))
+    program = _with_block(prog.program, prog.program.block("infer"), block)
+    out = choose_layouts(program, block)
+    check_program(_with_block(program, block, out))
+    conv = next(op for op in out.ops if op.outputs.get("Output") == ["z@CHWN"])
+    assert conv.inputs == {"Input": [a + "@CHWN"], "Filter": [a]}
+    assert any(op.type == "transfer_layout" and op.outputs["Out"] == [a] for op in out.ops)
+    env = {"x": rng.standard_normal((3, 2, 10, 10)).astype(np.float32), **prog.parameters()}
+    want, got = dict(env), dict(env)
+    run_ops(block.ops, want)
+    run_ops(out.ops, got)
+    for name in returned_names(block.returns):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
