@@ -133,6 +133,7 @@ def test_a_residual_branch_with_batch_norm_trains_as_in_nchw(monkeypatch, rng):
     cls = lenet(extra=_residual)
     plain, chosen = _compiled(monkeypatch, cls, False), _compiled(monkeypatch, cls, True)
     block = _plan_block(chosen)
+    check_program(_with_block(chosen.program, chosen.program.block("train"), block))
     kinds = {op.type for op in block.ops if any(n.endswith("@CHWN")
                                                 for n in op.output_names())}
     assert {"batch_norm", "batch_norm_grad", "conv2d_transpose", "conv2d_transpose_grad",
