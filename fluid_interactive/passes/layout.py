@@ -10,9 +10,10 @@ member op reads and writes renamed vars (``<name>@CHWN``, declared in the block 
 returns) with its attrs in that layout (`LayoutRule.attrs_in`), a ``transfer_layout`` op
 brings each var the chain reads from outside into the layout (before its first reader
 in the chain), and one takes each var the chain produces back to NCHW, under its own
-name, right after its producer, when anything outside the chain reads it (an op of
-another kind, a sub-block, the method's return). Nothing else changes: the other ops
-stay the same objects, and the block as written is untouched.
+name, right after its producer, when anything reads it in NCHW (an op outside the chain,
+a member through a slot that is not an image slot, a sub-block, the method's return).
+Nothing else changes: the other ops stay the same objects, and the block as written is
+untouched.
 
 It decides from the specs alone: an op joins a chain only where its rule accepts the
 layout, its layout attr says NCHW, its attrs can be expressed in the layout, it writes no
