@@ -3,7 +3,10 @@ timer, medians over blocks of steps; what is left of the step time is the framew
 overhead between kernels. The hand-written NumPy step of the same workload is timed in
 the same process, interleaved, for scale.
 
-    python benchmarks/profile_kernels.py W2-sgd [--steps 30] [--blocks 5]
+    python benchmarks/profile_kernels.py W2-sgd [--steps 30] [--blocks 5] [--threads N]
+
+``--threads N`` runs fluid and the hand-written step with N BLAS threads (by default the
+thread policy chooses fluid's, and hand NumPy runs with whatever it set last).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ def timed_plan(prog, method: str, args) -> dict[str, list[float]]:
     """Run the method once (to plan it), then wrap its kernels; returns the timer table."""
     getattr(prog, method)(*args)
     code = next(iter(getattr(prog, method).runner.plans.values()))
-    ns = code.fn.__globals__
+    fn = getattr(code.fn, "fn", code.fn)   # a large plan's entry wraps it (threads policy)
+    ns = fn.__globals__
     table: dict[str, list[float]] = defaultdict(list)
     for name in [k for k in ns if k.startswith("k") and callable(ns[k])]:
         kernel = ns[name]
@@ -47,13 +51,21 @@ def main() -> None:
                                          if WORKLOADS[w].kind == "train"])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
+    if args.threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        import fluid
+        fluid.set_threads(args.threads)
+        threadpool_limits(args.threads)
     w = WORKLOADS[args.workload]
     params = initial_parameters(w.model)
     prog, _ = fluid_impl.compiled(w, params)
     hand = numpy_impl.make(w, params)
     xs, ys = batches(w.model, w.batch)
     table = timed_plan(prog, "train_step", (xs[0], ys[0]))
+    fluid_impl.await_compiled_kernels(prog)   # the tier's kernels, if any: built first
     totals, hand_totals = [], []
     for _ in range(args.blocks):
         for t in table.values():

@@ -28,6 +28,18 @@ class Kernel:
         self.source, self.label = source, label
         self.fn: Callable[..., Any] | None = None
 
+    def ran(self, args: tuple) -> bool:
+        """Whether ``fn(*args)`` ran: the plan has switched to it and it took the
+        arguments' types (for a kernel that writes its results into ``args``)."""
+        fn = self.fn
+        if fn is None:
+            return False
+        try:
+            fn(*args)
+        except TypeError:
+            return False
+        return True
+
     def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> Any:
         """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
         NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was
@@ -50,6 +62,9 @@ class PlanTier:
         self.pending = False
         self.state = "numpy"
         self.detail = ""
+        # polls before the build is asked for: the first call runs alone (a build in the
+        # background shares the interpreter, or a core, with it)
+        self.deferred = 0
 
     def request(self, source: KernelSource, label: str) -> Kernel:
         """A handle on the compiled form of a kernel of this plan (``label``: what the
@@ -62,7 +77,7 @@ class PlanTier:
         """Called once every kernel of the plan is prepared: load the compiled kernels now
         when the disk cache holds them all and Numba is ready (milliseconds: the first
         call runs them), otherwise build or load them in the background while the plan
-        runs NumPy."""
+        runs NumPy, from the end of its first call on."""
         if not self.kernels or not enabled():
             return
         if numba_ready() and all(k.source.is_cached() for k in self.kernels):
@@ -72,13 +87,22 @@ class PlanTier:
                 self.detail = f"cache unusable ({type(e).__name__}: {e})"
             else:
                 return
-        self.futures = [BUILDER.submit(k.source) for k in self.kernels]
         self.pending = True
+        self.deferred = 1
         self.state = "loading" if all(k.source.is_cached() for k in self.kernels) \
             else "compiling"
 
+    def _submit(self) -> None:
+        if not self.futures:
+            self.futures = [BUILDER.submit(k.source) for k in self.kernels]
+
     def poll(self) -> None:
-        """Between calls: switch to the compiled kernels once all are built."""
+        """Between calls: ask for the build after the first call, and switch to the
+        compiled kernels once all are built."""
+        if self.deferred:
+            self.deferred -= 1
+            return
+        self._submit()
         if not all(f.done() for f in self.futures):
             return
         self.pending = False
@@ -90,6 +114,9 @@ class PlanTier:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the build is over (the next call switches); False on timeout."""
+        if self.pending:
+            self.deferred = 0
+            self._submit()
         done, not_done = wait(self.futures, timeout)
         return not not_done
 

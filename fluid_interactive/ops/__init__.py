@@ -30,6 +30,7 @@ from . import (  # noqa: F401
                shape,
                softmax,
                tensor_array,
+               transfer_layout,
                unary,
 )
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel

@@ -8,6 +8,7 @@ gradient array may hold None for a zero element): ``sum`` adds them element by e
 from __future__ import annotations
 
 from ..ir.text import format_shape
+from .layouts import LayoutRule
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, present, slots
 
@@ -67,7 +68,8 @@ def _sum_grad(g: GradContext) -> None:
 
 
 register(OpSpec("sum", slots("X*"), slots("Out"), _sum_infer, _sum_kernel, _sum_grad,
-                aliases=True, doc="Out = the sum of the listed inputs"))
+                aliases=True, layout=LayoutRule(("X", "Out")),
+                doc="Out = the sum of the listed inputs"))
 
 
 def _like_infer(ctx: InferContext) -> None:

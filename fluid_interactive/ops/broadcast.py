@@ -7,6 +7,7 @@ NumPy broadcasting.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import Any
 
 from ..ir.text import format_shape
@@ -98,8 +99,10 @@ def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[
                      ) -> Callable[[Any], Any]:
     """fn(g) summing gradient ``g`` (of ``grad_shape``) down to ``target_shape``.
 
-    Returns ``g`` itself when no reduction is needed. A reduction over leading axes only
-    runs as a matrix-vector product, which is much faster than ``sum(axis=0)`` in NumPy.
+    Returns ``g`` itself when no reduction is needed. A reduction over leading axes only,
+    or over trailing axes only (a per-channel bias of a batch-innermost image), runs as a
+    matrix-vector product, which is much faster than ``sum`` over those axes in NumPy.
+    The result goes into ``out`` when given.
     """
     grad_shape, target_shape = tuple(grad_shape), tuple(target_shape)
     if grad_shape == target_shape:
@@ -125,6 +128,17 @@ def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[
             return r.reshape(target_shape)
         return lead_sum
 
+    trailing = len(axes) and axes == tuple(range(len(grad_shape) - len(axes),
+                                                   len(grad_shape)))
+    if trailing:
+        rows = prod(grad_shape[:-len(axes)])
+        ones_t = xp.ones((prod(grad_shape[-len(axes):]),), dtype=dtype)
+        flat_t = out.reshape(rows) if out is not None else None
+        return lambda g: xp.matmul(g.reshape(rows, -1), ones_t, out=flat_t).reshape(
+            target_shape)
+    summed = tuple(d for i, d in enumerate(grad_shape) if i not in axes)
+    into = out.reshape(summed) if out is not None else None
+
     def general_sum(g):
-        return g.sum(axis=axes).reshape(target_shape)
+        return xp.sum(g, axis=axes, out=into).reshape(target_shape)
     return general_sum

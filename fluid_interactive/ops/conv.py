@@ -27,13 +27,20 @@ kw] is the conv layout of that relation), so it reuses the same three primitives
 
 Index arrays, padded scratch images, column buffers and their strided views are built once
 per plan in the kernel factory; a step makes no Python loop over the batch.
+
+``data_format`` CHWN (set by the layout plan pass, never by a layer) runs the same ops on
+batch-innermost images: Input [C, H, W, N] -> Output [O, OH, OW, N], the GEMMs' own
+column order, so no transposing copy is left (`ConvGeometry`, layouts.py).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .im2col import ConvGeometry
+from ..kernels import plan_tier
+from ..kernels.col2im import col2im_source
+from .im2col import ConvGeometry, layout_gain
+from .layouts import CHWN, NCHW, LayoutRule, check_layout, from_layout, to_layout
 from .registry import register
 from .spec import (
     GradContext,
@@ -52,7 +59,7 @@ _ConvGeometry = ConvGeometry  # the name tests and older callers use
 # --- conv2d ------------------------------------------------------------------------------------
 
 _CONV_ATTRS = {"strides": [1, 1], "paddings": [0, 0], "dilations": [1, 1], "groups": 1,
-               "use_cudnn": True}
+               "use_cudnn": True, "data_format": NCHW}
 _CONV_T_ATTRS = {**_CONV_ATTRS, "output_size": []}
 
 
@@ -74,27 +81,34 @@ def _conv_out_dim(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
     return (size + p0 + p1 - (d * (k - 1) + 1)) // s + 1
 
 
+def _layout(ctx: Any) -> str:
+    return check_layout(ctx, "data_format", (NCHW, CHWN))
+
+
 def _operands(ctx: InferContext, filter_layout: str) -> tuple:
     """The checks conv2d and conv2d_transpose share: 4-D float Input and Filter of one
-    dtype, valid attrs, groups dividing the input channels. Returns (x, f, params)."""
-    check_rank4(ctx, "Input", "NCHW image batch")
+    dtype, valid attrs, groups dividing the input channels. Returns (x, Input's shape in
+    NCHW order, f, params)."""
+    layout = _layout(ctx)
+    check_rank4(ctx, "Input", f"{layout} image batch")
     check_rank4(ctx, "Filter", f"filter {filter_layout}")
     check_float(ctx, "Input")
     x, f = ctx.input("Input"), ctx.input("Filter")
     if x.dtype != f.dtype:
         ctx.fail_dtype(f"Input is {x.dtype} but Filter is {f.dtype}")
     params = _conv_params(ctx)
-    c, g = x.shape[1], params[3]
+    shape = from_layout(x.shape, layout)
+    c, g = shape[1], params[3]
     if c >= 0 and c % g:
         ctx.fail(f"groups={g} does not divide the {c} channels of Input {fmt(x.shape)} "
                  f"(Filter {fmt(f.shape)})")
-    return x, f, params
+    return x, shape, f, params
 
 
 def _conv_infer(ctx: InferContext) -> None:
-    x, f, params = _operands(ctx, "[out_c, in_c/groups, kh, kw]")
+    x, shape, f, params = _operands(ctx, "[out_c, in_c/groups, kh, kw]")
     (sh, sw), (pt, pb, pl, pr), (dh, dw), g = params
-    n, c, h, w = x.shape
+    n, c, h, w = shape
     o, cg, kh, kw = f.shape
     if o >= 0 and o % g:
         ctx.fail(f"groups={g} does not divide the {o} output channels of Filter "
@@ -108,8 +122,8 @@ def _conv_infer(ctx: InferContext) -> None:
             ctx.fail(f"the kernel of Filter {fmt(f.shape)} (dilated {what} "
                      f"{d * (k - 1) + 1}) is larger than the padded Input {fmt(x.shape)} "
                      f"({what} {size} + padding {p0 + p1})")
-    ctx.set_output("Output", (n, o, _conv_out_dim(h, kh, sh, pt, pb, dh),
-                              _conv_out_dim(w, kw, sw, pl, pr, dw)), x.dtype)
+    out = (n, o, _conv_out_dim(h, kh, sh, pt, pb, dh), _conv_out_dim(w, kw, sw, pl, pr, dw))
+    ctx.set_output("Output", to_layout(out, _layout(ctx)), x.dtype)
 
 
 #: The column layout of every conv kernel: None chooses by cost; tests force each.
@@ -118,9 +132,13 @@ BATCH_INNER: bool | None = None
 
 def _conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],
                    filt: Sequence[int]) -> _ConvGeometry:
+    """The geometry of a relation between ``image`` and ``response``, both given in the
+    op's layout."""
     strides, pads, dils, g = _conv_params(ctx)
-    return ConvGeometry(ctx.xp, ctx.input("Filter").dtype, image, response, filt[2:],
-                         strides, pads, dils, g, batch_inner=BATCH_INNER)
+    layout = _layout(ctx)
+    return ConvGeometry(ctx.xp, ctx.input("Filter").dtype, from_layout(image, layout),
+                        from_layout(response, layout), filt[2:], strides, pads, dils, g,
+                        batch_inner=BATCH_INNER, layout=layout)
 
 
 def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],
@@ -128,20 +146,39 @@ def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Se
     """One geometry for conv2d and its gradient op over the same Input and Filter vars, so
     the gradient reads the columns the forward op left (`ConvGeometry.columns_of`)."""
     key = ("conv2d", ctx.input_name("Input"), ctx.input_name("Filter"), tuple(image),
-           tuple(response), tuple(filt), _conv_params(ctx), BATCH_INNER)
+           tuple(response), tuple(filt), _conv_params(ctx), _layout(ctx), BATCH_INNER)
     return ctx.shared(key, lambda: _conv_geometry(ctx, image, response, filt))
+
+
+def _col2im(ctx: KernelContext, geo: _ConvGeometry, out: Any) -> Callable[[Any], Any]:
+    """``geo.make_col2im(out)``, or where the compiled tier has a form of it
+    (`kernels/col2im.py`: batch-innermost images, float32/64, on the host) a kernel that
+    runs that once the plan switched to it."""
+    numpy_col2im = geo.make_col2im(out)
+    if ctx.xp.__name__ != "numpy" or not geo.chwn or geo.dtype not in ("float32", "float64"):
+        return numpy_col2im
+    source = col2im_source((geo.kh, geo.kw), (geo.sh, geo.sw), (geo.dh, geo.dw),
+                           (geo.pt, geo.pl), geo.dtype)
+    handle = plan_tier(ctx.shared).request(source, f"{source.key}.py:col2im")
+    shape6 = (geo.c, geo.kh, geo.kw, geo.oh, geo.ow, geo.n)
+
+    def col2im(dcols: Any) -> Any:
+        dst = out if out is not None else geo.xp.empty(geo.image_shape(), geo.dtype)
+        return dst if handle.ran((dcols.reshape(shape6), dst)) else numpy_col2im(dcols)
+    col2im.tier_label = handle.label  # type: ignore[attr-defined]
+    return col2im
 
 
 def _conv_kernel(ctx: KernelContext):
     x, f, y = ctx.input("Input"), ctx.input("Filter"), ctx.output("Output")
     geo = _shared_conv_geometry(ctx, x.shape, y.shape, f.shape)
     out = ctx.buffer("Output")
-    if geo.n == 1:   # [O, 1*L] is already the NCHW layout: the GEMM writes Output
-        def conv_one(a, k):
+    if geo.response_is_columns:   # Output is [O, N*L] as it is: the GEMM writes it
+        def conv_direct(a, k):
             dst = out if out is not None else geo.xp.empty(y.shape, geo.dtype)
-            geo.forward_gemm(k, geo.im2col(a), dst.reshape(geo.o, geo.l))
+            geo.forward_gemm(k, geo.im2col(a), dst.reshape(geo.o, geo.nl))
             return dst
-        return conv_one
+        return conv_direct
     from_columns = geo.make_from_columns(out)
     yt = geo.yt()
 
@@ -155,18 +192,18 @@ def _conv_grad_kernel(ctx: KernelContext):
     dy = ctx.input("Output@GRAD")
     geo = _shared_conv_geometry(ctx, x.shape, dy.shape, f.shape)
     want_x, want_f = ctx.has_output("Input@GRAD"), ctx.has_output("Filter@GRAD")
-    col2im = geo.make_col2im(ctx.buffer("Input@GRAD")) if want_x else None
-    dcols = geo.xp.empty((geo.ckk, geo.nl), geo.dtype) if want_x else None
+    col2im = _col2im(ctx, geo, ctx.buffer("Input@GRAD")) if want_x else None
     dfilter = ctx.buffer("Filter@GRAD")
 
     def grad(a, k, g):
         if want_f and not want_x:   # the filter gradient alone may skip the transposing copy of g
             return geo.filter_from_response(g, geo.columns_of(a), dfilter)
         gt = geo.to_columns(g)
-        res = [col2im(geo.data_gemm(k, gt, dcols))]
-        if want_f:
-            res.append(geo.filter_gemm(gt, geo.columns_of(a), dfilter))
-        return res[0] if len(res) == 1 else tuple(res)
+        df = geo.filter_gemm(gt, geo.columns_of(a), dfilter) if want_f else None
+        # the columns are read: dcols, of their shape, take their memory
+        dx = col2im(geo.data_gemm(k, gt, geo.spent_columns()))
+        return dx if df is None else (dx, df)
+    grad.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return grad
 
 
@@ -174,8 +211,17 @@ def _conv_grad(g: GradContext) -> None:
     emit_default_grad(g, ("Input", "Filter"), "conv2d_grad", ("Input", "Filter"), ("Output",))
 
 
+def _layout_rule(images: tuple[str, ...], image: str, response: str,
+                 gradient: bool) -> LayoutRule:
+    """Runs in CHWN; ``image`` and ``response`` name the slots of the relation's sides."""
+    def gain(attrs: Any, shapes: Any) -> float:
+        return layout_gain(shapes[image], shapes[response], shapes["Filter"][2:], gradient)
+    return LayoutRule(images, (CHWN,), "data_format", gain=gain)
+
+
 register(OpSpec("conv2d", slots("Input", "Filter"), slots("Output"), _conv_infer,
                 _conv_kernel, _conv_grad, attrs=_CONV_ATTRS,
+                layout=_layout_rule(("Input", "Output"), "Input", "Output", False),
                 doc="2-D convolution (cross-correlation) of NCHW Input with Filter [O, C/groups, "
                     "kh, kw]; Output [N, O, (H + pads - dilation*(kh-1) - 1) / stride + 1, "
                     "...]. Attrs strides, paddings ([h, w] or [top, bottom, left, right]), "
@@ -183,7 +229,9 @@ register(OpSpec("conv2d", slots("Input", "Filter"), slots("Output"), _conv_infer
 register(OpSpec("conv2d_grad", slots("Input", "Filter", "Output@GRAD"),
                 slots("Input@GRAD?", "Filter@GRAD?"),
                 infer_like({"Input@GRAD": "Input", "Filter@GRAD": "Filter"}),
-                _conv_grad_kernel, attrs=_CONV_ATTRS))
+                _conv_grad_kernel, attrs=_CONV_ATTRS,
+                layout=_layout_rule(("Input", "Output@GRAD", "Input@GRAD"), "Input",
+                                    "Output@GRAD", True)))
 
 
 # --- conv2d_transpose --------------------------------------------------------------------------
@@ -195,9 +243,9 @@ def _transpose_out_dim(size: int, k: int, s: int, p0: int, p1: int, d: int) -> i
 
 
 def _conv_t_infer(ctx: InferContext) -> None:
-    x, f, params = _operands(ctx, "[in_c, out_c/groups, kh, kw]")
+    x, shape, f, params = _operands(ctx, "[in_c, out_c/groups, kh, kw]")
     (sh, sw), (pt, pb, pl, pr), (dh, dw), g = params
-    n, c, h, w = x.shape
+    n, c, h, w = shape
     ci, og, kh, kw = f.shape
     if c >= 0 and ci >= 0 and ci != c:
         ctx.fail(f"Input {fmt(x.shape)} has {c} channels but Filter {fmt(f.shape)} "
@@ -219,18 +267,19 @@ def _conv_t_infer(ctx: InferContext) -> None:
                          f"{fmt(f.shape)} and stride {s}")
         oh = want[0] if oh >= 0 else -1
         ow = want[1] if ow >= 0 else -1
-    ctx.set_output("Output", (n, og * g if og >= 0 else -1, oh, ow), x.dtype)
+    ctx.set_output("Output", to_layout((n, og * g if og >= 0 else -1, oh, ow), _layout(ctx)),
+                   x.dtype)
 
 
 def _conv_t_kernel(ctx: KernelContext):
     x, f, y = ctx.input("Input"), ctx.input("Filter"), ctx.output("Output")
     # The relation: image side = Output, response side = Input.
     geo = _conv_geometry(ctx, y.shape, x.shape, f.shape)
-    col2im = geo.make_col2im(ctx.buffer("Output"))
-    dcols = geo.xp.empty((geo.ckk, geo.nl), geo.dtype)
+    col2im = _col2im(ctx, geo, ctx.buffer("Output"))
 
     def conv_transpose(a, k):
-        return col2im(geo.data_gemm(k, geo.to_columns(a), dcols))
+        return col2im(geo.data_gemm(k, geo.to_columns(a), geo.cols()))
+    conv_transpose.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return conv_transpose
 
 
@@ -240,8 +289,9 @@ def _conv_t_grad_kernel(ctx: KernelContext):
     geo = _conv_geometry(ctx, dy.shape, x.shape, f.shape)
     want_x, want_f = ctx.has_output("Input@GRAD"), ctx.has_output("Filter@GRAD")
     dx_buf, df_buf = ctx.buffer("Input@GRAD"), ctx.buffer("Filter@GRAD")
-    from_columns = geo.make_from_columns(dx_buf) if geo.n > 1 else None
-    xt = geo.xp.empty((geo.o, geo.nl), geo.dtype) if want_x and geo.n > 1 else None
+    direct = geo.response_is_columns
+    from_columns = None if direct else geo.make_from_columns(dx_buf)
+    xt = geo.xp.empty((geo.o, geo.nl), geo.dtype) if want_x and not direct else None
 
     def grad(a, k, g):
         cols = geo.im2col(g)
@@ -249,9 +299,9 @@ def _conv_t_grad_kernel(ctx: KernelContext):
         if want_x:
             if from_columns is not None:
                 res.append(from_columns(geo.forward_gemm(k, cols, xt)))
-            else:   # one image: the GEMM writes Input@GRAD
+            else:   # Input@GRAD is [C, N*L] as it is: the GEMM writes it
                 dst = dx_buf if dx_buf is not None else geo.xp.empty(x.shape, geo.dtype)
-                geo.forward_gemm(k, cols, dst.reshape(geo.o, geo.l))
+                geo.forward_gemm(k, cols, dst.reshape(geo.o, geo.nl))
                 res.append(dst)
         if want_f:
             res.append(geo.filter_from_response(a, cols, df_buf))
@@ -266,6 +316,7 @@ def _conv_t_grad(g: GradContext) -> None:
 
 register(OpSpec("conv2d_transpose", slots("Input", "Filter"), slots("Output"), _conv_t_infer,
                 _conv_t_kernel, _conv_t_grad, attrs=_CONV_T_ATTRS,
+                layout=_layout_rule(("Input", "Output"), "Output", "Input", True),
                 doc="Transposed 2-D convolution (the gradient of conv2d w.r.t. its input) of "
                     "NCHW Input with Filter [C_in, C_out/groups, kh, kw]; Output [N, C_out, "
                     "(H-1)*stride - pads + dilation*(kh-1) + 1, ...], or output_size when "
@@ -273,4 +324,6 @@ register(OpSpec("conv2d_transpose", slots("Input", "Filter"), slots("Output"), _
 register(OpSpec("conv2d_transpose_grad", slots("Input", "Filter", "Output@GRAD"),
                 slots("Input@GRAD?", "Filter@GRAD?"),
                 infer_like({"Input@GRAD": "Input", "Filter@GRAD": "Filter"}),
-                _conv_t_grad_kernel, attrs=_CONV_T_ATTRS))
+                _conv_t_grad_kernel, attrs=_CONV_T_ATTRS,
+                layout=_layout_rule(("Input", "Output@GRAD", "Input@GRAD"), "Output@GRAD",
+                                    "Input", True)))

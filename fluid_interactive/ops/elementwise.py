@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
+from .layouts import LayoutRule, adapt_broadcast_axis
 from .registry import register
 from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, present, slots
 
@@ -85,13 +86,16 @@ def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False
                     infer=_infer, kernel=binary_kernel(ufunc),
                     grad=_grad_maker(name + "_grad", uses_out), doc=doc,
                     inplace=(("Out", "X"), ("Out", "Y")),
-                    scalar=None if scalar is None else (lambda a, c: scalar)))
+                    scalar=None if scalar is None else (lambda a, c: scalar),
+                    layout=LayoutRule(("X", "Y", "Out"), adapt=adapt_broadcast_axis)))
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
                     infer=infer_like({"X@GRAD": "X", "Y@GRAD": "Y"}),
                     kernel=_grad_kernel(local_grads, identity_x), aliases=True,
-                    shape_only=("X", "Y") if identity_x else ()))
+                    shape_only=("X", "Y") if identity_x else (),
+                    layout=LayoutRule(("X", "Y", "Out", "Out@GRAD", "X@GRAD", "Y@GRAD"),
+                                      adapt=adapt_broadcast_axis)))
 
 
 # Local gradients, before summing over broadcast axes. ``g`` is dOut.

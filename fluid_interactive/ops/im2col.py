@@ -5,8 +5,34 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .layouts import CHWN, NCHW, TRANSFER_NS
 from .spec import KeptFrom
 from .window import strided_view, zeros
+
+#: Overhead of one strided row copy or add (batch-outer columns), in ns, on NumPy.
+ROW_NS = 8.0
+
+
+def _layout_work(c: int, h: int, w: int, o: int, oh: int, ow: int, kh: int, kw: int
+                 ) -> tuple[int, int]:
+    """Per image: the rows of OW values a batch-outer im2col copies (C*kh*kw*OH), and
+    the values a batch-inner one transposes (the image and the response)."""
+    return c * kh * kw * oh, c * h * w + o * oh * ow
+
+
+def layout_gain(image: Sequence[int], response: Sequence[int], kernel: Sequence[int],
+                gradient: bool) -> float:
+    """ns per image a convolution relation's kernels save in CHWN over NCHW: in NCHW
+    im2col either copies short rows or transposes both sides (the cheaper is taken); a
+    gradient also transposes the response's gradient and runs col2im the same way. In
+    CHWN none of that is left. Shapes in NCHW order (a -1 batch is fine)."""
+    _, c, h, w = image
+    _, o, oh, ow = response
+    rows, transposed = _layout_work(c, h, w, o, oh, ow, kernel[0], kernel[1])
+    layout = min(ROW_NS * rows, TRANSFER_NS * transposed)
+    if not gradient:
+        return layout
+    return TRANSFER_NS * o * oh * ow + min(ROW_NS * rows, TRANSFER_NS * c * h * w)
 
 
 class ConvGeometry:
@@ -20,12 +46,17 @@ class ConvGeometry:
     pays off for short output rows, like LeNet's second conv (8-wide rows: its im2col is
     ~10x faster batch-inner) but not its first (24-wide rows, a response side 10x larger).
     `_prefers_batch_inner` weighs the two with costs measured on NumPy.
+
+    With ``layout='CHWN'`` (layouts.py) the image and the response arrays themselves are
+    batch innermost, [C, H, W, N] and [O, OH, OW, N]: the columns are batch-inner, the
+    response *is* the GEMM's [O, N*L] output, and col2im adds straight into the image, so
+    no transposing copy is left on either side.
     """
 
     def __init__(self, xp: Any, dtype: str, image: Sequence[int], response: Sequence[int],
                  kernel: Sequence[int], strides: tuple[int, int],
                  pads: tuple[int, int, int, int], dilations: tuple[int, int], groups: int,
-                 batch_inner: bool | None = None):
+                 batch_inner: bool | None = None, layout: str = NCHW):
         self.xp, self.dtype = xp, dtype
         self.n, self.c, self.h, self.w = image
         _, self.o, self.oh, self.ow = response
@@ -45,8 +76,14 @@ class ConvGeometry:
         self.wp = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw
                       + self.dw * (self.kw - 1) + 1)
         self.padded = (self.hp, self.wp) != (self.h, self.w)
-        self.batch_inner = self._prefers_batch_inner() if batch_inner is None else (
-            batch_inner and self.n > 1)
+        self.chwn = layout == CHWN
+        if self.chwn:
+            self.batch_inner = True
+        else:
+            self.batch_inner = self._prefers_batch_inner() if batch_inner is None else (
+                batch_inner and self.n > 1)
+        # the image and its columns differ in order: im2col and col2im go through scratch
+        self.transposing = self.batch_inner and not self.chwn
         self._cols: Any | None = None
         self._kept = KeptFrom()   # the columns, with the image they were taken from
         self._image: tuple[Any, Any, Any] | None = None
@@ -57,11 +94,9 @@ class ConvGeometry:
     def _prefers_batch_inner(self) -> bool:
         if self.n == 1:
             return False
-        # Per image: batch-outer copies C*kh*kw*OH rows of OW values, ~8 ns of overhead
-        # each; batch-inner transposes the image and the response, ~1.5 ns a value.
-        rows = self.c * self.kh * self.kw * self.oh
-        transposed = self.c * self.h * self.w + self.o * self.l
-        return 8 * rows > 1.5 * transposed
+        rows, transposed = _layout_work(self.c, self.h, self.w, self.o, self.oh, self.ow,
+                                        self.kh, self.kw)
+        return ROW_NS * rows > TRANSFER_NS * transposed
 
     # --- scratch -------------------------------------------------------------------------
 
@@ -95,13 +130,14 @@ class ConvGeometry:
         return strided_view(self.xp, a, shape, strides)
 
     def _image_scratch(self) -> tuple[Any, Any, Any]:
-        """(zeroed padded image, its interior as an [N, C, H, W] view, its windows): the
+        """(zeroed padded image, its interior as a view in the images' layout, its windows): the
         padding stays zero because only the interior is ever written."""
         if self._image is None:
             if self.batch_inner:
                 img = zeros(self.xp, (self.c, self.hp, self.wp, self.n), self.dtype)
                 inner = img[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
-                inner = inner.transpose(3, 0, 1, 2)
+                if not self.chwn:
+                    inner = inner.transpose(3, 0, 1, 2)
             else:
                 img = zeros(self.xp, (self.n, self.c, self.hp, self.wp), self.dtype)
                 inner = img[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
@@ -111,9 +147,10 @@ class ConvGeometry:
     # --- the three primitives -----------------------------------------------------------
 
     def im2col(self, x: Any) -> Any:
-        """cols [C*kh*kw, N*L] of image ``x`` [N, C, H, W] (a scratch buffer)."""
+        """cols [C*kh*kw, N*L] of image ``x`` ([N, C, H, W], or [C, H, W, N]; a scratch
+        buffer)."""
         xp, cols = self.xp, self.cols()
-        if self.padded or self.batch_inner:
+        if self.padded or self.transposing:
             _, inner, windows = self._image_scratch()
             xp.copyto(inner, x)
         else:
@@ -121,24 +158,46 @@ class ConvGeometry:
         xp.copyto(self._cols6(cols), windows)
         return self._kept.keep(x, cols)
 
+    def spent_columns(self) -> Any:
+        """The columns' buffer, for scratch of the same shape ([C*kh*kw, N*L]: a gradient
+        op's dcols) once the columns are read for the last time: they are forgotten, so
+        the next reader takes them anew (`columns_of`)."""
+        self._kept.forget()
+        return self.cols()
+
     def columns_of(self, x: Any) -> Any:
         """`im2col` of ``x``, reusing the columns when the last im2col was of this very
         array; for gradient ops only (see `KeptFrom`)."""
         cols = self._kept.get(x)
         return cols if cols is not None else self.im2col(x)
 
+    def image_shape(self) -> tuple[int, int, int, int]:
+        return (self.c, self.h, self.w, self.n) if self.chwn else (self.n, self.c, self.h,
+                                                                   self.w)
+
+    def response_shape(self) -> tuple[int, int, int, int]:
+        return (self.o, self.oh, self.ow, self.n) if self.chwn else (self.n, self.o,
+                                                                     self.oh, self.ow)
+
+    @property
+    def response_is_columns(self) -> bool:
+        """Whether the response array in its layout is the [O, N*L] column order (CHWN,
+        or a single image): GEMMs then read and write it as it is."""
+        return self.chwn or self.n == 1
+
     def make_col2im(self, out: Any | None) -> Callable[[Any], Any]:
-        """fn(dcols [C*kh*kw, N*L]) -> image [N, C, H, W], the adjoint of im2col: kh*kw
-        strided adds into a zeroed image; it writes into ``out`` when given."""
+        """fn(dcols [C*kh*kw, N*L]) -> the image in its layout, the adjoint of im2col:
+        kh*kw strided adds into a zeroed image; it writes into ``out`` when given."""
         xp = self.xp
-        shape = (self.n, self.c, self.h, self.w)
-        scratch = self.padded or self.batch_inner
+        shape = self.image_shape()
+        scratch = self.padded or self.transposing
         if scratch:   # accumulate in a private padded image, then copy its interior out
             acc = self.xp.empty((self.c, self.hp, self.wp, self.n) if self.batch_inner else
                                 (self.n, self.c, self.hp, self.wp), self.dtype)
             if self.batch_inner:
                 inner = acc[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
-                inner = inner.transpose(3, 0, 1, 2)
+                if not self.chwn:
+                    inner = inner.transpose(3, 0, 1, 2)
             else:
                 inner = acc[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
         hs, ws = (self.oh - 1) * self.sh + 1, (self.ow - 1) * self.sw + 1
@@ -174,10 +233,10 @@ class ConvGeometry:
     # --- response side layout ------------------------------------------------------------
 
     def to_columns(self, y: Any) -> Any:
-        """Response [N, O, OH, OW] in column order [O, N*L] (a view when N == 1, else a
-        scratch copy)."""
-        if self.n == 1:
-            return y.reshape(self.o, self.l)
+        """The response ([N, O, OH, OW] or [O, OH, OW, N]) in column order [O, N*L] (a
+        view where `response_is_columns`, else a scratch copy)."""
+        if self.response_is_columns:
+            return y.reshape(self.o, self.nl)
         yt = self.yt()
         y3 = y.reshape(self.n, self.o, self.l)
         if self.batch_inner:

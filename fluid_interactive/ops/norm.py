@@ -1,6 +1,7 @@
 """Normalisation ops: batch_norm, layer_norm.
 
-``batch_norm``  X [N, C, ...] (``data_layout`` NCHW; NHWC puts C last), per-channel Scale,
+``batch_norm``  X [N, C, ...] (``data_layout`` NCHW; NHWC puts C last; CHWN, which only
+the layout plan pass sets, puts it first and the batch last), per-channel Scale,
 Bias, Mean, Variance [C] -> Y, MeanOut, VarianceOut, SavedMean, SavedVariance.
 
 * Training: Y = (X - mu) / sqrt(var + epsilon) * Scale + Bias with the batch's mean mu and
@@ -31,6 +32,7 @@ from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
+from .layouts import CHWN, NCHW, LayoutRule, check_layout
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
 
@@ -45,13 +47,19 @@ def _uses_moving_stats(ctx: KernelContext) -> bool:
     return _is_test(ctx) or bool(ctx.attrs["use_global_stats"])
 
 
+def _channel_axis(layout: str, rank: int) -> int:
+    if layout == CHWN:
+        return 0
+    return 1 if layout == NCHW or rank == 2 else rank - 1
+
+
 class _ChannelLayout:
     """X seen as [A, C, B] (A: the dims before the channel, B: those after), with fast
     per-channel sums and broadcasting views."""
 
     def __init__(self, xp: Any, shape: tuple, layout: str, dtype: str):
         self.xp = xp
-        axis = 1 if layout == "NCHW" or len(shape) == 2 else len(shape) - 1
+        axis = _channel_axis(layout, len(shape))
         self.a = prod(shape[:axis])
         self.c = shape[axis]
         self.b = prod(shape[axis + 1:])
@@ -78,12 +86,12 @@ def _bn_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
     if x.dtype not in FLOAT_DTYPES:
         ctx.fail_dtype(f"X must be float16/32/64, got {x.dtype}{_fmt(x.shape)}")
-    layout = ctx.attrs["data_layout"]
-    if layout not in ("NCHW", "NHWC"):
-        ctx.fail(f"data_layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    layout = check_layout(ctx, "data_layout", (NCHW, "NHWC", CHWN))
     if x.rank < 2:
         ctx.fail(f"X must have a batch and a channel dim, got {_fmt(x.shape)}")
-    c = x.shape[1] if layout == "NCHW" or x.rank == 2 else x.shape[-1]
+    if layout == CHWN and x.rank != 4:
+        ctx.fail(f"data_layout CHWN takes a 4-D X, got {_fmt(x.shape)}")
+    c = x.shape[_channel_axis(layout, x.rank)]
     for slot in ("Scale", "Bias", "Mean", "Variance"):
         t = ctx.input(slot)
         if t.rank != 1 or (c >= 0 and t.shape[0] >= 0 and t.shape[0] != c):
@@ -209,13 +217,15 @@ def _bn_grad_kernel(ctx: KernelContext):
 register(OpSpec("batch_norm", slots("X", "Scale", "Bias", "Mean", "Variance"),
                 slots("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"),
                 _bn_infer, _bn_kernel, _bn_grad, attrs=_BN_ATTRS, inert_in_test=True,
+                layout=LayoutRule(("X", "Y"), (CHWN,), "data_layout"),
                 doc="Batch normalisation over every axis but the channel one; training "
                     "updates MeanOut/VarianceOut = momentum * old + (1 - momentum) * batch "
                     "statistics, inference uses Mean/Variance. is_test None: the block "
                     "decides."))
 register(OpSpec("batch_norm_grad", slots("X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"),
                 slots("X@GRAD?", "Scale@GRAD?", "Bias@GRAD?"), _bn_grad_infer,
-                _bn_grad_kernel, attrs=_BN_ATTRS))
+                _bn_grad_kernel, attrs=_BN_ATTRS,
+                layout=LayoutRule(("X", "Y@GRAD", "X@GRAD"), (CHWN,), "data_layout")))
 
 
 # --- layer_norm --------------------------------------------------------------------------------

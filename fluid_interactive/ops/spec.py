@@ -30,6 +30,7 @@ from typing import Any, NoReturn, Protocol, TypeGuard
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc, VarDesc
+from .layouts import LayoutRule
 from .sub_block import SubBlockRule, SubGrad
 
 
@@ -152,6 +153,9 @@ class OpSpec:
     # input) computing what the kernel computes, ``const(v)`` naming the number v in the
     # arrays' dtype; None (or a None result for these attrs): no compiled form.
     scalar: Callable[[Mapping[str, Any], Callable[[float], str]], str | None] | None = None
+    # The layouts other than NCHW the kernel runs its 4-D images in, and how its attrs
+    # follow (ops/layouts.py; the plan pass passes/layout.py asks it).
+    layout: LayoutRule | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -352,6 +356,10 @@ class KeptFrom:
     def get(self, source: Any) -> Any:
         """The value kept from ``source`` itself, else None."""
         return self._value if source is self._source else None
+
+    def forget(self) -> None:
+        """The value's memory is about to hold something else: keep nothing."""
+        self._source = self._value = None
 
 
 class GradContext:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .layouts import LayoutRule
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, present, slots
 
@@ -59,13 +60,15 @@ def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[
 
     register(OpSpec(name, slots("X"), slots("Out"), _float_infer, kernel,
                     maker if grad is not None else None, attrs=attrs, doc=doc,
-                    inplace=(("Out", "X"),) if inplace else (), scalar=scalar))
+                    inplace=(("Out", "X"),) if inplace else (), scalar=scalar,
+                    layout=LayoutRule(("X", "Out"))))
     if grad is not None:
         grad_in = [s for s in ("X", "Out") if s in uses] + ["Out@GRAD"]
         like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
         register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
                         infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs,
-                        inplace=(("X@GRAD", "Out@GRAD"),)))
+                        inplace=(("X@GRAD", "Out@GRAD"),),
+                        layout=LayoutRule(("X", "Out", "Out@GRAD", "X@GRAD"))))
 
 
 def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:

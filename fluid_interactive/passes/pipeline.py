@@ -12,11 +12,13 @@ from collections.abc import Callable
 
 from ..ir.records import BlockDesc, ProgramDesc
 from .fuse import fuse_elementwise_chains, fuse_optimizer_updates
+from .layout import choose_layouts
 
 Pass = Callable[[ProgramDesc, BlockDesc], BlockDesc]
 
 PLAN_PASSES: dict[str, Pass] = {
     "fuse_optimizer_updates": fuse_optimizer_updates,
+    "choose_layouts": choose_layouts,     # before chains fuse: they fuse in the new layout
     "fuse_elementwise_chains": fuse_elementwise_chains,
 }
 
