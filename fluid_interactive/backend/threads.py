@@ -13,8 +13,10 @@ number of elements its step touches:
   noticed within seconds to minutes.
 
 The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
-with), and only when a plan wants another count than the one in force: a program whose
-plans are all small switches once, on its first call. `set_threads(n)` fixes the count for
+with). The count in force between calls is the small plans' count: it is set when the first
+small plan is built, and a large plan that ran with another count puts it back when its
+call ends, so a small plan's call costs nothing for the policy; a program whose plans are
+all small switches once. `set_threads(n)` fixes the count for
 every plan; ``set_threads(None)`` returns to the policy. The ``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` variables, when set, cap the count.
 """
@@ -60,8 +62,9 @@ def _cores() -> int:
 
 
 class ThreadState:
-    """The count in force and the counts plans ask for. Generated code reads ``current``
-    and ``small`` (two attribute loads) and calls `use` only when they differ."""
+    """The count in force and the counts plans ask for. Between calls the count is
+    ``small``: a small plan asks for it when it is built (`use`), and a large plan's entry
+    puts it back after a call that ran with another count."""
 
     def __init__(self) -> None:
         self.cores = _cores()
@@ -122,6 +125,7 @@ def set_threads(n: int | None) -> None:
         raise ValueError(f"set_threads: n must be a positive int or None, got {n!r}")
     STATE.override = n
     STATE.small = 1 if n is None else n
+    STATE.use(STATE.small)   # now (or, if a large call is in flight, when it ends)
 
 
 def get_threads() -> int | None:
@@ -172,6 +176,8 @@ class AdaptiveThreads:
         finally:
             with STATE.lock:
                 STATE.inflight -= 1
+                if not STATE.inflight and STATE.current != STATE.small:
+                    STATE._set(STATE.small)   # between calls, small plans' count
 
     def _wanted(self) -> int:
         """The count for this call: the override, the next count to time, or the choice."""

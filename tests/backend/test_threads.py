@@ -49,15 +49,25 @@ def test_a_small_plan_runs_blas_on_one_thread_and_switches_once():
     for _ in range(5):
         prog.train(*batch())
     assert blas_threads() == {1}
-    assert threads.STATE.switches == before + 1   # the first call only
-    assert "threads.use(" in prog.train.source.splitlines()[1]
+    assert threads.STATE.switches == before + 1   # when its plan was built, only
+    assert ".use(" not in prog.train.source        # a call pays nothing for the policy
+
+
+def test_a_large_call_on_all_cores_puts_the_small_count_back(clock):
+    threads.STATE.use(1)
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.6}, calls))
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 3):
+        entry()
+        assert threads.STATE.current == 1       # between calls: the small plans' count
+    assert entry.choice == 2 and calls[-3:] == [2, 2, 2]
 
 
 def test_set_threads_overrides_the_policy_from_the_next_call():
     prog = Small().Compile(seed=0)
     prog.train(*batch())
     fluid.set_threads(2)
-    assert fluid.get_threads() == 2
+    assert fluid.get_threads() == 2 and blas_threads() == {2}   # at once
     prog.train(*batch())
     assert blas_threads() == {2}
     fluid.set_threads(None)

@@ -91,10 +91,12 @@ class BlockRunner:
         work = plan_work(analysis)
         on_host = self.xp is np   # on a device the host's BLAS is not the step's
         small = threads.is_small(work)
+        if small and on_host:   # the count between calls (a large plan puts it back)
+            threads.STATE.use(threads.STATE.small)
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
-                        subplans=subplans, prologue=_prologue(small and on_host))
+                        subplans=subplans, prologue=_tier_switch)
         code.nbytes = buffer_bytes(analysis.steps)
         code.work = work
         if on_host and not small:   # the faster of one thread and all cores, measured as it runs
@@ -262,22 +264,17 @@ def plan_work(analysis: BlockAnalysis) -> int:
                if n in analysis.types and all(d >= 0 for d in analysis.types[n].shape))
 
 
-def _prologue(one_thread: bool) -> Callable[[Callable[[Any, str], str], dict], list[str]]:
-    """The lines a plan runs first: one BLAS thread for a small plan on the host (set on
-    its first call), and the switch to compiled kernels once they are built."""
-    def prologue(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
-        lines = []
-        if one_thread:
-            t = bind(threads.STATE, "threads")
-            lines.append(f"if {t}.current != {t}.small: {t}.use({t}.small)")
-        tier = plan_state.get(TIER_KEY)
-        if tier is not None:   # compiled kernels: loaded now, or built meanwhile
-            tier.start()
-            if tier.pending:
-                k = bind(tier, "tier")
-                lines.append(f"if {k}.pending: {k}.poll()   # switch to compiled kernels")
-        return lines
-    return prologue
+def _tier_switch(bind: Callable[[Any, str], str], plan_state: dict) -> list[str]:
+    """The line a plan runs first while its compiled kernels are being built: the switch
+    to them once they are (between calls, never in one)."""
+    tier = plan_state.get(TIER_KEY)
+    if tier is None:
+        return []
+    tier.start()   # compiled kernels: loaded now, or built meanwhile
+    if not tier.pending:
+        return []
+    k = bind(tier, "tier")
+    return [f"if {k}.pending: {k}.poll()   # switch to compiled kernels"]
 
 
 _Frame = tuple  # (GeneratedCode, op index, frame)
