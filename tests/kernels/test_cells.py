@@ -1,0 +1,206 @@
+"""The recurrent cells' compiled steps (fluid_interactive/kernels/cells.py): the values of
+the NumPy steps, bit-identical where no tanh is involved, within float32 rounding where it
+is; directly (the ops run once with their compiled steps switched on, once without) and
+in training (a program with and without the tier)."""
+import os
+
+import numpy as np
+import pytest
+from ops.harness import analytic_grads, build_op
+
+import fluid
+from fluid_interactive.kernels import TIER_KEY
+from fluid_interactive.kernels.build import load
+from fluid_interactive.ops import interpret
+from fluid_interactive.ops.interpret import run_ops
+
+numba = pytest.importorskip("numba")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel_cache(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("kernels"))
+    old = os.environ.get("FLUID_KERNEL_CACHE")
+    os.environ["FLUID_KERNEL_CACHE"] = path
+    yield path
+    if old is None:
+        del os.environ["FLUID_KERNEL_CACHE"]
+    else:
+        os.environ["FLUID_KERNEL_CACHE"] = old
+
+
+@pytest.fixture(autouse=True)
+def tier_on(monkeypatch):
+    monkeypatch.setenv("FLUID_KERNELS", "auto")
+
+
+def _counted(fn, ran: list, name: str):
+    def counted(*args):
+        out = fn(*args)    # a TypeError (arguments of other types) passes through
+        ran.append(name)
+        return out
+    return counted
+
+
+def _switched_on(monkeypatch, ran: list):
+    """Every kernel the interpreter prepares runs its compiled forms (loaded at once);
+    ``ran`` lists the compiled functions that ran."""
+    real = interpret.prepare_kernel
+
+    def prepare(op, type_of, xp, **kw):
+        state: dict = {}
+        fn = real(op, type_of, xp, plan_state=state, **kw)
+        tier = state.get(TIER_KEY)
+        for kernel in tier.kernels if tier is not None else ():
+            kernel.fn = _counted(load(kernel.source), ran, kernel.source.function)
+        return fn
+    monkeypatch.setattr(interpret, "prepare_kernel", prepare)
+
+
+def lstm_inputs(rng, dtype, b=4, t=5, h=8, peep=True, lengths=(5, 2, 0, 3)):
+    out = {"Input": rng.standard_normal((b, t, 4 * h)),
+           "Weight": 0.5 * rng.standard_normal((h, 4 * h)),
+           "Bias": 0.5 * rng.standard_normal((1, (7 if peep else 4) * h)),
+           "H0": rng.standard_normal((b, h)), "C0": rng.standard_normal((b, h))}
+    out = {k: v.astype(dtype) for k, v in out.items()}
+    if lengths is not None:
+        out["Lengths"] = np.array(lengths, np.int64)
+    return out
+
+
+def forward_and_grads(op_type, inputs, attrs, through, seed=0):
+    """(outputs, gradients of every float input) of one op and its gradient op."""
+    op, env = build_op(op_type, inputs, attrs)
+    run_ops([op], env)
+    rng = np.random.default_rng(seed)
+    cot = {n: (rng.standard_normal(np.shape(env[n])).astype(env[n].dtype) if slot in through
+               else np.zeros_like(env[n]))
+           for slot, names in op.outputs.items() for n in names}
+    wrt = [s for s in inputs if s != "Lengths"]
+    grads = analytic_grads(op, env, cot, wrt)
+    outs = {slot: env[names[0]] for slot, names in op.outputs.items()}
+    return outs, {s: grads[s][0] for s in wrt}
+
+
+def compare(op_type, inputs, attrs, through, monkeypatch, exact, want_functions):
+    ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
+    ran: list = []
+    with monkeypatch.context() as m:
+        _switched_on(m, ran)
+        outs, grads = forward_and_grads(op_type, inputs, attrs, through)
+    steps = inputs["Input"].shape[1]
+    assert sorted(ran) == sorted(f for f in want_functions for _ in range(steps))
+    dtype = inputs["Input"].dtype
+    rtol, atol = (1e-4, 1e-5) if dtype == np.float32 else (1e-11, 1e-12)
+    for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
+                            *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
+        assert got.dtype == want.dtype
+        if exact:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+LSTM_CASES = [
+    {"use_peepholes": False},
+    {"use_peepholes": True},
+    {"use_peepholes": True, "is_reverse": True},
+    {"use_peepholes": False, "is_reverse": True, "gate_activation": "tanh",
+     "cell_activation": "sigmoid", "candidate_activation": "relu"},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", LSTM_CASES)
+@pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
+def test_lstm_steps_agree_with_numpy(rng, dtype, attrs, lengths, monkeypatch):
+    inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, exact=False,
+            want_functions=("lstm_step", "lstm_grad_step"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("peep", [False, True])
+def test_lstm_steps_without_tanh_are_bit_identical(rng, dtype, peep, monkeypatch):
+    """relu and identity activations: the same operations in the same order."""
+    attrs = {"use_peepholes": peep, "gate_activation": "relu", "cell_activation": "identity",
+             "candidate_activation": "relu", "is_reverse": peep}
+    inputs = lstm_inputs(rng, dtype, peep=peep)
+    inputs["Input"][0, 1, :3] = [np.nan, -0.0, 0.0]    # relu keeps NumPy's NaN and zeros
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, exact=True,
+            want_functions=("lstm_step", "lstm_grad_step"))
+
+
+def test_lstm_gradient_from_hidden_alone_and_from_cell_alone(rng, monkeypatch):
+    inputs = lstm_inputs(rng, "float64", lengths=(5, 0, 1, 4))
+    for through in (("Hidden",), ("Cell",)):
+        compare("lstm", inputs, {}, through, monkeypatch, exact=False,
+                want_functions=("lstm_step", "lstm_grad_step"))
+
+
+def test_float32_tanh_is_the_correctly_rounded_one():
+    """The compiled float32 tanh (a candidate activation here, fed through an LSTM step
+    that adds -0.0) against float64's tanh rounded to float32, and NumPy's."""
+    from fluid_interactive.kernels.cells import lstm_source
+    step = load(lstm_source("lstm_step", "float32", "identity", "identity", "tanh", False))
+    x = np.concatenate([np.linspace(-12, 12, 400_001, dtype=np.float32),
+                        np.geomspace(1e-30, 1e-2, 1000, dtype=np.float32),
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)])
+    n = x.size
+    g = np.zeros((n, 4), np.float32)
+    g[:, 0] = x
+    state = [np.zeros((n, 1), np.float32) for _ in range(5)]
+    step(g, np.full_like(g, -0.0), state[0], state[1], np.zeros((3, 1), np.float32),
+         np.zeros(n, bool), state[2], state[3], state[4])
+    got, want = g[:, 0], np.tanh(x.astype(np.float64)).astype(np.float32)
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+    finite = ~np.isnan(x)
+    assert ulps[finite].max() <= 1
+    assert np.mean(got[finite] == want[finite]) > 0.999
+    assert np.isnan(got[~finite]).all() and np.signbit(got[-4])   # NaN, and -0.0 kept
+    numpy_ulps = np.abs(np.tanh(x).view(np.int32).astype(np.int64)
+                        - got.view(np.int32).astype(np.int64))
+    assert numpy_ulps[finite].max() <= 2
+
+
+def lstm_program(size=16, reverse=False):
+    class Net(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[7, 3], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            proj = fluid.layers.fc(input=x, size=4 * size, num_flatten_dims=2)
+            hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * size,
+                                                  is_reverse=reverse)
+            out = fluid.layers.fc(input=fluid.layers.sequence_last_step(hidden), size=1)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
+            fluid.optimizer.Adam(learning_rate=1e-2).minimize(loss)
+            return loss
+    return Net
+
+
+def train(cls, tier_on, monkeypatch, steps=6):
+    monkeypatch.setenv("FLUID_KERNELS", "auto" if tier_on else "numpy")
+    prog = cls().Compile(seed=3)
+    rng = np.random.default_rng(5)
+    losses, tiers = [], []
+    for i in range(steps):
+        x = rng.standard_normal((8, 7, 3)).astype(np.float32)
+        losses.append(prog.train(x, x[:, :, :1].sum(axis=1)))
+        tiers.append(prog.train.tier)
+        if i == 0 and tier_on and tiers[0] == "compiling":
+            assert prog.train.runner.plan_tier().wait(300)
+    return losses, prog.parameters(), tiers, prog.train.source
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_training_with_the_compiled_cells_agrees_within_float32_rounding(reverse,
+                                                                        monkeypatch):
+    cls = lstm_program(reverse=reverse)
+    ref_losses, ref, ref_tiers, _ = train(cls, False, monkeypatch)
+    losses, got, tiers, source = train(cls, True, monkeypatch)
+    assert set(ref_tiers) == {"numpy"} and tiers[-1] == "compiled", tiers
+    assert ".py:lstm_step" in source and ".py:lstm_grad_step" in source
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6, err_msg=k)
