@@ -2,10 +2,9 @@
 the NumPy steps, bit-identical where no tanh is involved, within float32 rounding where it
 is; directly (the ops run once with their compiled steps switched on, once without) and
 in training (a program with and without the tier)."""
-import os
-
 import numpy as np
 import pytest
+from kernels.test_tier import kernel_cache, tier_on  # noqa: F401  (the same fixtures)
 from ops.harness import analytic_grads, build_op
 
 import fluid
@@ -15,23 +14,6 @@ from fluid_interactive.ops import interpret
 from fluid_interactive.ops.interpret import run_ops
 
 numba = pytest.importorskip("numba")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("kernels"))
-    old = os.environ.get("FLUID_KERNEL_CACHE")
-    os.environ["FLUID_KERNEL_CACHE"] = path
-    yield path
-    if old is None:
-        del os.environ["FLUID_KERNEL_CACHE"]
-    else:
-        os.environ["FLUID_KERNEL_CACHE"] = old
-
-
-@pytest.fixture(autouse=True)
-def tier_on(monkeypatch):
-    monkeypatch.setenv("FLUID_KERNELS", "auto")
 
 
 def _counted(fn, ran: list, name: str):
@@ -179,8 +161,8 @@ def lstm_program(size=16, reverse=False):
     return Net
 
 
-def train(cls, tier_on, monkeypatch, steps=6):
-    monkeypatch.setenv("FLUID_KERNELS", "auto" if tier_on else "numpy")
+def train(cls, compiled, monkeypatch, steps=6):
+    monkeypatch.setenv("FLUID_KERNELS", "auto" if compiled else "numpy")
     prog = cls().Compile(seed=3)
     rng = np.random.default_rng(5)
     losses, tiers = [], []
@@ -188,7 +170,7 @@ def train(cls, tier_on, monkeypatch, steps=6):
         x = rng.standard_normal((8, 7, 3)).astype(np.float32)
         losses.append(prog.train(x, x[:, :, :1].sum(axis=1)))
         tiers.append(prog.train.tier)
-        if i == 0 and tier_on and tiers[0] == "compiling":
+        if i == 0 and compiled and tiers[0] == "compiling":
             assert prog.train.runner.plan_tier().wait(300)
     return losses, prog.parameters(), tiers, prog.train.source
 
