@@ -10,7 +10,10 @@
    background) and as a notebook would (the package, imported in IPython, preloads a
    cached kernel, and the first call comes after that is over).
 
+W4 and W5 (the LSTM) run the compiled cell steps (kernels/cells.py), W6 the chains.
+
     python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
+        [--sections steps,update,fresh]
 """
 from __future__ import annotations
 
@@ -28,18 +31,23 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-from _timing import interleaved_us  # noqa: E402
-from peers import fluid_impl  # noqa: E402
+from _timing import interleaved_samples, interleaved_us  # noqa: E402
+from peers import fluid_impl, seq_fluid  # noqa: E402
+from peers.seq_workloads import SEQ_MODELS, seq_batches  # noqa: E402
 from peers.workloads import WORKLOADS, batches, initial_parameters  # noqa: E402
 
-TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp"]
+TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp", "W4", "W5", "W6"]
 
 
 def _program(name: str, tier: bool):
     os.environ["FLUID_KERNELS"] = "auto" if tier else "numpy"   # read when a plan is built
     w = WORKLOADS[name]
-    prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
-    xs, ys = batches(w.model, w.batch)
+    if w.model in SEQ_MODELS:   # the LSTM (compiled cells) and the encoder block
+        prog, _ = seq_fluid.compiled(w, initial_parameters(w.model))
+        xs, ys = seq_batches(w.model, w.batch)
+    else:
+        prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+        xs, ys = batches(w.model, w.batch)
     prog.train_step(xs[0], ys[0])
     fluid_impl.await_compiled_kernels(prog)
     prog.train_step(xs[1], ys[1])   # switches
@@ -57,16 +65,24 @@ def _stepper(prog, xs: list, ys: list):
 
 
 def step_times(names: list[str], rounds: int) -> None:
-    print("## Step time with and without the tier (µs, median of interleaved blocks)\n")
-    print("| workload | NumPy kernels | compiled tier | tier ÷ NumPy | tier |")
-    print("|---|---|---|---|---|")
+    print("## Step time with and without the tier (µs, median of interleaved blocks; the "
+          "spread: their lowest and highest)\n")
+    print("| workload | NumPy kernels | spread | compiled tier | spread | tier ÷ NumPy | "
+          "tier |")
+    print("|---|---|---|---|---|---|---|")
     for name in names:
         (a, xs, ys), (b, _, _) = _program(name, False), _program(name, True)
         w = WORKLOADS[name]
-        us = interleaved_us({"numpy": _stepper(a, xs, ys), "tier": _stepper(b, xs, ys)},
-                            w.steps, rounds)
-        print(f"| {name} | {us['numpy']:,.1f} | {us['tier']:,.1f} | "
-              f"{us['tier'] / us['numpy']:.2f} | {b.train_step.runner.tier} |", flush=True)
+        s = interleaved_samples({"numpy": _stepper(a, xs, ys), "tier": _stepper(b, xs, ys)},
+                                w.steps, rounds)
+        us = {k: statistics.median(v) for k, v in s.items()}
+        print(f"| {name} | {us['numpy']:,.1f} | {_spread(s['numpy'])} | {us['tier']:,.1f} | "
+              f"{_spread(s['tier'])} | {us['tier'] / us['numpy']:.2f} | "
+              f"{b.train_step.runner.tier} |", flush=True)
+
+
+def _spread(samples: list[float]) -> str:
+    return f"{min(samples):,.0f}–{max(samples):,.0f}"
 
 
 def update_alone(rounds: int) -> None:
@@ -99,12 +115,14 @@ if {notebook!r}:   # in IPython the package preloads; a notebook's first call co
     while build.preload_running() and time.monotonic() < deadline:
         time.sleep(0.005)
 t_import = time.perf_counter()
-from peers import fluid_impl
+from peers import fluid_impl, seq_fluid
+from peers.seq_workloads import SEQ_MODELS, seq_batches
 from peers.workloads import WORKLOADS, batches, initial_parameters
 w = WORKLOADS[{name!r}]
-xs, ys = batches(w.model, w.batch)
+seq = w.model in SEQ_MODELS
+xs, ys = (seq_batches if seq else batches)(w.model, w.batch)
 t1 = time.perf_counter()
-prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+prog, _ = (seq_fluid if seq else fluid_impl).compiled(w, initial_parameters(w.model))
 prog.train_step(xs[0], ys[0])
 t2 = time.perf_counter()
 first_tier = prog.train_step.runner.tier
@@ -159,7 +177,11 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(TRAIN))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--processes", type=int, default=3, help="fresh processes per figure")
+    ap.add_argument("--sections", default="steps,update,fresh",
+                    help="which of: steps (step times), update (Adam alone), fresh (a "
+                         "fresh process)")
     args = ap.parse_args()
+    sections = args.sections.split(",")
     from fluid_interactive import kernels
     if not kernels.enabled():
         print("The compiled tier is not installed (pip install -e .[fast]): nothing to "
@@ -169,10 +191,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         os.environ["FLUID_KERNEL_CACHE"] = cache
         t0 = time.perf_counter()
-        step_times(names, args.rounds)
-        update_alone(args.rounds)
+        if "steps" in sections:
+            step_times(names, args.rounds)
+        if "update" in sections:
+            update_alone(args.rounds)
         print(f"(the section above built its kernels in {time.perf_counter() - t0:.0f} s)\n")
-    first_calls(names, args.processes)
+    if "fresh" in sections:
+        first_calls(names, args.processes)
 
 
 if __name__ == "__main__":

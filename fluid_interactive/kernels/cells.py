@@ -160,6 +160,100 @@ def lstm_grad_step(dh, dh_in, k, carry, dc_in, p, g, w, flags, dc, dg):
             carry[b, j] = r
 '''
 
+_GRU = '''
+ORIGIN = {origin}      # h_t = c~ + u * (h - c~), else h + u * (c~ - h)
+SCALE_CAND = {scale}   # linear_before_reset: r * N pre-scaled for the candidate
+
+
+def gru_gates(g, hw, h, reset):
+    """g[:, :2H] (u, r) += hw[:, :2H], activated in place; reset = r * h."""
+    B = min(g.shape[0], hw.shape[0], h.shape[0], reset.shape[0])
+    H = min(g.shape[1] // 3, hw.shape[1] // 3, h.shape[1], reset.shape[1])
+    for b in range(B):
+        for j in range(2 * H):
+            g[b, j] = gate(g[b, j] + hw[b, j])
+    for b in range(B):
+        for j in range(H):
+            reset[b, j] = g[b, H + j] * h[b, j]
+
+
+def _update(g, h, frozen, out, B, H):
+    for b in range(B):
+        for j in range(H):
+            c = g[b, 2 * H + j]
+            if ORIGIN:
+                out[b, j] = (h[b, j] - c) * g[b, j] + c
+            else:
+                out[b, j] = (c - h[b, j]) * g[b, j] + h[b, j]
+        if frozen[b]:
+            for j in range(H):
+                out[b, j] = h[b, j]
+
+
+def gru_update(g, rh, h, frozen, out):
+    """g[:, 2H:] (c~) += rh (the reset state's product), activated in place; out the new
+    state, frozen rows keeping h."""
+    B = min(g.shape[0], rh.shape[0], h.shape[0], frozen.shape[0], out.shape[0])
+    H = min(g.shape[1] // 3, rh.shape[1], h.shape[1], out.shape[1])
+    for b in range(B):
+        for j in range(H):
+            k = 2 * H + j
+            g[b, k] = cand(g[b, k] + rh[b, j])
+    _update(g, h, frozen, out, B, H)
+
+
+def gru_lbr_step(g, hw, bias, h, frozen, flags, n, out):
+    """linear_before_reset: n = hw[:, 2H:] (+ bias when flags & 1), g[:, :2H] += hw[:, :2H]
+    activated, g[:, 2H:] += r * n activated, and the new state as `gru_update`."""
+    B = min(g.shape[0], hw.shape[0], h.shape[0], frozen.shape[0], n.shape[0], out.shape[0])
+    H = min(g.shape[1] // 3, hw.shape[1] // 3, h.shape[1], n.shape[1], out.shape[1])
+    if flags & 1:
+        H = min(H, bias.shape[0])
+    for b in range(B):
+        for j in range(H):
+            v = hw[b, 2 * H + j]
+            n[b, j] = v + bias[j] if flags & 1 else v
+        for j in range(2 * H):
+            g[b, j] = gate(g[b, j] + hw[b, j])
+    for b in range(B):
+        for j in range(H):
+            k = 2 * H + j
+            x = g[b, H + j] * n[b, j]
+            if SCALE_CAND:
+                x = x * HALF
+            g[b, k] = cand(g[b, k] + x)
+    _update(g, h, frozen, out, B, H)
+
+
+def gru_grad_pre(dh, dh_next, dh_in, p, flags, dg):
+    """dh = dh_in (+ dh_next when flags & 1); the gate gradients that need only dh:
+    dg = p * dh for u and c~ (and for r, with linear_before_reset: flags & 2)."""
+    B = min(dh.shape[0], dh_next.shape[0], dh_in.shape[0], p.shape[0], dg.shape[0])
+    H = min(dh.shape[1], dh_next.shape[1], dh_in.shape[1], p.shape[1] // 4,
+            dg.shape[1] // 3)
+    for b in range(B):
+        for j in range(H):
+            d = dh_next[b, j] + dh_in[b, j] if flags & 1 else dh_in[b, j]
+            dh[b, j] = d
+            dg[b, j] = p[b, j] * d
+            dg[b, 2 * H + j] = p[b, 2 * H + j] * d
+            if flags & 2:
+                dg[b, H + j] = p[b, H + j] * d
+
+
+def gru_grad_post(dh_next, dh, keep, drh, g, flags):
+    """dh_next (the product through the weight) += dh * keep (+ drh * r, unless
+    linear_before_reset: flags & 2)."""
+    B = min(dh_next.shape[0], dh.shape[0], keep.shape[0], drh.shape[0], g.shape[0])
+    H = min(dh_next.shape[1], dh.shape[1], keep.shape[1], drh.shape[1], g.shape[1] // 3)
+    for b in range(B):
+        for j in range(H):
+            x = dh_next[b, j] + dh[b, j] * keep[b, j]
+            if not flags & 2:
+                x = x + drh[b, j] * g[b, H + j]
+            dh_next[b, j] = x
+'''
+
 
 def _coefficients() -> str:
     return ", ".join(["0.0", "1.0"] + [repr(1.0 / math.factorial(k)) for k in range(2, 11)])
@@ -173,12 +267,16 @@ def _head(dtype: str, what: str, acts: dict[str, str]) -> str:
 
 #: each function's arguments: f an array of the cell's dtype, A the same in any layout
 #: (a view with strided rows), b a bool array, i an int64 scalar
-_ARGS = {"lstm_step": "fffffbfff", "lstm_grad_step": "fAffAfffifA"}
+_ARGS = {"lstm_step": "fffffbfff", "lstm_grad_step": "fAffAfffifA",
+         "gru_gates": "ffff", "gru_update": "fffbf", "gru_lbr_step": "ffvfbiff",
+         "gru_grad_pre": "ffAfif", "gru_grad_post": "ffAffi"}
+_GRU_FUNCTIONS = ["_update", "gru_gates", "gru_update", "gru_lbr_step", "gru_grad_pre",
+                  "gru_grad_post"]
 
 
 def _types(function: str, dtype: str) -> tuple:
     kinds = {"f": ("array", dtype, 2), "A": ("array", dtype, 2, "A"),
-             "b": ("array", "bool", 1), "i": ("scalar", "int64")}
+             "v": ("array", dtype, 1), "b": ("array", "bool", 1), "i": ("scalar", "int64")}
     return tuple(kinds[k] for k in _ARGS[function])
 
 
@@ -191,3 +289,16 @@ def lstm_source(function: str, dtype: str, gate: str, cell: str, cand: str,
         _LSTM.format(peep=bool(peepholes))
     return KernelSource("lstm", module_text(text, ["lstm_step", "lstm_grad_step"]),
                         function, _types(function, dtype))
+
+
+def gru_source(function: str, dtype: str, gate: str, cand: str, origin: bool,
+               linear_before_reset: bool) -> KernelSource:
+    """A GRU step's function (``gru_gates`` and ``gru_update``, or ``gru_lbr_step``;
+    ``gru_grad_pre`` and ``gru_grad_post``) for float32/64 arrays, these activations
+    (of pre-scaled values) and modes."""
+    acts = {"gate": SCALED[gate], "cand": SCALED[cand]}
+    scale = linear_before_reset and cand == "sigmoid"
+    text = _head(dtype, f"GRU gate {gate}, candidate {cand}", acts) + \
+        _GRU.format(origin=bool(origin), scale=scale)
+    return KernelSource("gru", module_text(text, _GRU_FUNCTIONS), function,
+                        _types(function, dtype))

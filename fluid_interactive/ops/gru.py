@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kernels.cells import gru_source
+from .cell_tier import compiled_step
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -86,6 +88,11 @@ class _Forward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
+        self.fast = [compiled_step(ctx, self, dt, gru_source(
+            f, dt, gate, cand, self.origin, self.lbr)) for f in
+            (("gru_lbr_step",) if self.lbr else ("gru_gates", "gru_update"))]
+        self.never = xp.zeros(B, bool)          # no row frozen
+        self.never_bias = xp.zeros(H, dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -101,12 +108,14 @@ class _Forward:
         b_c = None if bias is None or not self.lbr else bias[0, 2 * H:]
         h = v.get("H0", self.zeros)
         for t in range(T):
+            frozen = self.never if st.frozen is None else st.frozen[t, :, 0]
             if self.lbr:
-                self._step_lbr(gates[t], h, resets[t], b_c)
+                done = self._step_lbr(gates[t], h, resets[t], b_c, frozen, hids[t])
             else:
-                self._step(gates[t], h, resets[t])
-            self._update(gates[t], h, hids[t])
-            st.freeze(t, hids[t], h)
+                done = self._step(gates[t], h, resets[t], frozen, hids[t])
+            if not done:
+                self._update(gates[t], h, hids[t])
+                st.freeze(t, hids[t], h)
             h = hids[t]
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
 
@@ -138,20 +147,33 @@ class _Forward:
         xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
         xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
 
-    def _step(self, g: Any, h: Any, reset: Any) -> None:
+    def _step(self, g: Any, h: Any, reset: Any, frozen: Any, out: Any) -> bool:
+        """A step up to the candidate; the whole step (True) where the compiled one ran."""
         xp, H = self.xp, self.H
         hw = self.hw[:, :2 * H]
         xp.matmul(h, self.w_ur, out=hw)
-        xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
-        self.act_ur(g)
-        xp.multiply(g[:, H:2 * H], h, out=reset)
+        gates, update = self.fast
+        if gates is None or update is None or not gates.ran((g, self.hw, h, reset)):
+            xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
+            self.act_ur(g)
+            xp.multiply(g[:, H:2 * H], h, out=reset)
         xp.matmul(reset, self.w_c, out=self.tmp)
+        if update is not None and update.ran((g, self.tmp, h, frozen, out)):
+            return True
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
         self.act_c(g[:, 2 * H:])
+        return False
 
-    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any) -> None:
+    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any, frozen: Any,
+                  out: Any) -> bool:
+        """A step up to the candidate; the whole step (True) where the compiled one ran."""
         xp, H = self.xp, self.H
         xp.matmul(h, self.w_all, out=self.hw)
+        step = self.fast[0]
+        if step is not None and step.ran((g, self.hw, self.never_bias if b_c is None else b_c,
+                                          h, frozen, int(b_c is not None), hidden_product,
+                                          out)):
+            return True
         xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
         if b_c is None:
             xp.copyto(hidden_product, self.hw[:, 2 * H:])
@@ -163,6 +185,7 @@ class _Forward:
             xp.multiply(self.tmp, self.s_cand, out=self.tmp)
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
         self.act_c(g[:, 2 * H:])
+        return False
 
     def _update(self, g: Any, h: Any, out: Any) -> None:
         """h_t = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode."""
@@ -222,6 +245,9 @@ class _Backward:
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
+        self.pre, self.post = (compiled_step(ctx, self, dt, gru_source(
+            f, dt, self.gate, self.cand, self.origin, self.lbr))
+            for f in ("gru_grad_pre", "gru_grad_post"))
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -238,15 +264,23 @@ class _Backward:
         w_t, w_ur_t, w_c_t = w.T, w[:, :2 * H].T, w[:, 2 * H:].T
         for t in range(T - 1, -1, -1):
             dh = self.dh_seq[t]
-            if t == T - 1:
-                xp.copyto(dh, dh_in[t])
-            else:
-                xp.add(self.dh_next, dh_in[t], out=dh)
+            pre = self._pre(t, dh, dh_in[t])
+            if not pre:
+                if t == T - 1:
+                    xp.copyto(dh, dh_in[t])
+                else:
+                    xp.add(self.dh_next, dh_in[t], out=dh)
             if self.lbr:
-                self._step_lbr(t, dh, keep[t], w_t)
+                self._step_lbr(t, dh, keep[t], w_t, pre)
             else:
-                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t)
+                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t, pre)
         return self._results(v, h_prev)
+
+    def _pre(self, t: int, dh: Any, dh_in_t: Any) -> bool:
+        """The compiled `gru_grad_pre` (dh and the dG parts it gives), when it ran."""
+        flags = int(t < self.T - 1) | 2 * self.lbr
+        return self.pre is not None and self.pre.ran(
+            (dh, self.dh_next, dh_in_t, self.factors[t], flags, self.dgates[t]))
 
     def _h_prev(self, h0: Any, hids: Any) -> Any:
         xp = self.xp
@@ -275,24 +309,32 @@ class _Backward:
             xp.multiply(p[..., H:2 * H], h_prev, out=p[..., H:2 * H])
         return keep
 
-    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t) -> None:
+    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t, pre) -> None:
+        """A step back; ``pre``: the compiled `gru_grad_pre` wrote dG's u and c~ parts."""
         xp, B, H = self.xp, self.B, self.H
         dg, p = self.dgates[t], self.factors[t]
-        xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
-                    out=dg.reshape(B, 3, H)[:, ::2])
+        if not pre:
+            xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
+                        out=dg.reshape(B, 3, H)[:, ::2])
         xp.matmul(dg[:, 2 * H:], w_c_t, out=self.drh)
         xp.multiply(self.drh, p[:, H:2 * H], out=dg[:, H:2 * H])
         xp.matmul(dg[:, :2 * H], w_ur_t, out=self.dh_next)
+        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh,
+                                                    gates_t, 0)):
+            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
         xp.multiply(self.drh, gates_t[:, H:2 * H], out=self.tmp)
         xp.add(self.dh_next, self.tmp, out=self.dh_next)
 
-    def _step_lbr(self, t, dh, keep, w_t) -> None:
+    def _step_lbr(self, t, dh, keep, w_t, pre) -> None:
         xp, B, H = self.xp, self.B, self.H
         dg = self.dgates[t]
-        xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
-                    out=dg.reshape(B, 3, H))
+        if not pre:
+            xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
+                        out=dg.reshape(B, 3, H))
         xp.matmul(dg, w_t, out=self.dh_next)
+        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh, dg, 2)):
+            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
 
     def _results(self, v: dict, h_prev: Any) -> Any:
