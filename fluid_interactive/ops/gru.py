@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kernels import Kernel
 from ..kernels.cells import gru_source
-from .cell_tier import compiled_step
+from .cell_tier import call, compiled_steps
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -41,6 +42,7 @@ from .rnn import (
     derivative,
     new_or,
     scale_vector,
+    tanh_calls,
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
@@ -88,11 +90,15 @@ class _Forward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
-        self.fast = [compiled_step(ctx, self, dt, gru_source(
-            f, dt, gate, cand, self.origin, self.lbr)) for f in
-            (("gru_lbr_step",) if self.lbr else ("gru_gates", "gru_update"))]
-        self.never = xp.zeros(B, bool)          # no row frozen
-        self.never_bias = xp.zeros(H, dt)
+        self.fast = compiled_steps(ctx, self, dt, [gru_source(
+            f, dt, gate, cand, self.origin, self.lbr) for f in
+            (("gru_lbr_front", "gru_lbr_cand") if self.lbr else ("gru_reset",))
+            + ("gru_update",)])
+        if self.fast is not None:   # NumPy's tanh calls: the very calls of act_ur, act_c
+            self.tanh_ur = tanh_calls(xp, [(0, 2 * H, gate)])
+            self.tanh_c = tanh_calls(xp, [(0, H, cand)])
+            self.never = xp.zeros(B, bool)          # no row frozen
+            self.no_bias = xp.zeros(H, dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -107,13 +113,18 @@ class _Forward:
         self._weights(v["Weight"])
         b_c = None if bias is None or not self.lbr else bias[0, 2 * H:]
         h = v.get("H0", self.zeros)
+        fast = self.fast is not None and self.fast[0].fn is not None
+        if fast:   # the compiled steps take a C-contiguous state
+            h = xp.ascontiguousarray(h)
         for t in range(T):
-            frozen = self.never if st.frozen is None else st.frozen[t, :, 0]
             if self.lbr:
-                done = self._step_lbr(gates[t], h, resets[t], b_c, frozen, hids[t])
+                done = self._step_lbr(gates[t], h, resets[t], b_c, fast)
             else:
-                done = self._step(gates[t], h, resets[t], frozen, hids[t])
-            if not done:
+                done = self._step(gates[t], h, resets[t], fast)
+            if done:
+                frozen = self.never if st.frozen is None else st.frozen[t, :, 0]
+                call(self.fast[-1], gates[t], h, frozen, hids[t])
+            else:
                 self._update(gates[t], h, hids[t])
                 st.freeze(t, hids[t], h)
             h = hids[t]
@@ -147,32 +158,35 @@ class _Forward:
         xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
         xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
 
-    def _step(self, g: Any, h: Any, reset: Any, frozen: Any, out: Any) -> bool:
-        """A step up to the candidate; the whole step (True) where the compiled one ran."""
+    def _step(self, g: Any, h: Any, reset: Any, fast: bool) -> bool:
+        """A step up to the candidate's activation; with the compiled steps (``fast``: then
+        True) up to NumPy's tanh calls of it, which `gru_update` finishes."""
         xp, H = self.xp, self.H
         hw = self.hw[:, :2 * H]
         xp.matmul(h, self.w_ur, out=hw)
-        gates, update = self.fast
-        if gates is None or update is None or not gates.ran((g, self.hw, h, reset)):
-            xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
+        xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
+        if fast:
+            self.tanh_ur(g)
+            call(self.fast[0], g, h, reset)   # type: ignore[index]
+        else:
             self.act_ur(g)
             xp.multiply(g[:, H:2 * H], h, out=reset)
         xp.matmul(reset, self.w_c, out=self.tmp)
-        if update is not None and update.ran((g, self.tmp, h, frozen, out)):
-            return True
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
-        self.act_c(g[:, 2 * H:])
-        return False
+        (self.tanh_c if fast else self.act_c)(g[:, 2 * H:])
+        return fast
 
-    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any, frozen: Any,
-                  out: Any) -> bool:
-        """A step up to the candidate; the whole step (True) where the compiled one ran."""
+    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any, fast: bool) -> bool:
+        """As `_step`, with linear_before_reset."""
         xp, H = self.xp, self.H
         xp.matmul(h, self.w_all, out=self.hw)
-        step = self.fast[0]
-        if step is not None and step.ran((g, self.hw, self.never_bias if b_c is None else b_c,
-                                          h, frozen, int(b_c is not None), hidden_product,
-                                          out)):
+        if fast:
+            front, cand = self.fast[0], self.fast[1]   # type: ignore[index]
+            call(front, g, self.hw, self.no_bias if b_c is None else b_c,
+                 int(b_c is not None), hidden_product)
+            self.tanh_ur(g)
+            call(cand, g, hidden_product)
+            self.tanh_c(g[:, 2 * H:])
             return True
         xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
         if b_c is None:
@@ -245,9 +259,11 @@ class _Backward:
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
-        self.pre, self.post = (compiled_step(ctx, self, dt, gru_source(
-            f, dt, self.gate, self.cand, self.origin, self.lbr))
-            for f in ("gru_grad_pre", "gru_grad_post"))
+        fast = compiled_steps(ctx, self, dt, [gru_source(
+            f, dt, self.gate, self.cand, self.origin, self.lbr)
+            for f in ("gru_grad_pre", "gru_grad_post")])
+        self.pre: Kernel | None = None if fast is None else fast[0]
+        self.post: Kernel | None = None if fast is None else fast[1]
 
     def __call__(self, *args):
         v = self.unpack(args)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.cells import lstm_source
-from .cell_tier import compiled_step
+from .cell_tier import call, compiled_steps
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -44,6 +44,7 @@ from .rnn import (
     derivative,
     new_or,
     scale_vector,
+    tanh_calls,
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
@@ -87,6 +88,19 @@ def _cell_fn(xp: Any, act: str):
     return other
 
 
+def _cell_tanh(xp: Any, act: str):
+    """The tanh call of `_cell_fn` alone: ``out = tanh(c)``, or tanh(c / 2) for sigmoid
+    (the compiled `lstm_out` finishes it); nothing for the others."""
+    if act == "tanh":
+        return lambda c, out: xp.tanh(c, out=out)
+    if act == "sigmoid":
+        def half_tanh(c, out):
+            xp.multiply(c, 0.5, out=out)
+            xp.tanh(out, out=out)
+        return half_tanh
+    return lambda c, out: None
+
+
 class _Forward:
     def __init__(self, ctx: KernelContext):
         xp = self.xp = ctx.xp
@@ -114,11 +128,21 @@ class _Forward:
         self.pf = xp.empty((self.B, 2, H), dt)
         self.zeros = xp.zeros((self.B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden", "Cell") + _INTERNAL]
-        self.fast = compiled_step(ctx, self, dt, lstm_source(
-            "lstm_step", dt, gate, a["cell_activation"], cand, self.peep))
+        self.fast = compiled_steps(ctx, self, dt, [lstm_source(
+            f, dt, gate, a["cell_activation"], cand, self.peep)
+            for f in ("lstm_front", "lstm_cell", "lstm_out")])
         if self.fast is not None:
-            self.never = xp.zeros(self.B, bool)          # no row frozen
-            self.no_peep = xp.zeros((3, H), dt)
+            self._fast_setup(gate, a["cell_activation"], cand)
+
+    def _fast_setup(self, gate: str, cell: str, cand: str) -> None:
+        """What the compiled steps need: the tanh calls of the NumPy step's activations
+        (the very calls, so the values are NumPy's), and constant arguments."""
+        xp, H = self.xp, self.H
+        front = [(0, H, cand), (H, (3 if self.peep else 4) * H, gate)]
+        self.tanh_front, self.tanh_o = tanh_calls(xp, front), tanh_calls(xp, [(0, H, gate)])
+        self.tanh_cell = _cell_tanh(xp, cell)
+        self.never = xp.zeros(self.B, bool)          # no row frozen
+        self.no_peep = xp.zeros((3, H), self.dtype)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -135,6 +159,8 @@ class _Forward:
         peep = self._peepholes(bias) if self.peep else None
         fast = self._fast_peepholes(bias)
         h, c = v.get("H0", self.zeros), v.get("C0", self.zeros)
+        if fast is not None:   # the compiled steps take C-contiguous states
+            h, c = xp.ascontiguousarray(h), xp.ascontiguousarray(c)
         for t in range(T):
             xp.matmul(h, ws, out=self.hw)
             if not self._fast_step(fast, t, gates[t], h, c, cells[t], hids[t]):
@@ -167,7 +193,7 @@ class _Forward:
     def _fast_peepholes(self, bias: Any) -> Any:
         """The compiled step's peepholes [3, H] (pre-scaled, as `_peepholes`), once the
         plan switched to it; else None."""
-        if self.fast is None or self.fast.fn is None:
+        if self.fast is None or self.fast[0].fn is None:
             return None
         if not self.peep:
             return self.no_peep
@@ -175,10 +201,20 @@ class _Forward:
         return w * self.s_gate if self.s_gate != 1.0 else w
 
     def _fast_step(self, w, t, g, h_prev, c_prev, c, h) -> bool:
-        """The compiled step after the product, freezing included, when it ran."""
-        kernel = self.fast
-        return w is not None and kernel is not None and kernel.ran(
-            (g, self.hw, c_prev, h_prev, w, self._frozen(t), c, h, self.tc))
+        """The step after the product, freezing included, in compiled steps and NumPy's
+        tanh calls, when the first step ran (then the others take their arguments)."""
+        if w is None or self.fast is None:
+            return False
+        front, cell, out = self.fast
+        if not front.ran((g, self.hw, c_prev, w)):
+            return False
+        self.tanh_front(g)
+        call(cell, g, c_prev, w, c)
+        if self.peep:
+            self.tanh_o(g[:, 3 * self.H:])
+        self.tanh_cell(c, self.tc)
+        call(out, g, c, self.tc, c_prev, h_prev, self._frozen(t), h)
+        return True
 
     def _frozen(self, t: int) -> Any:
         frozen = self.steps.frozen
@@ -264,8 +300,9 @@ class _Backward:
         self.tmp = xp.empty((B, H), dt)
         self.pf = xp.empty((B, 2, H), dt)
         self.zeros = xp.zeros((B, H), dt)
-        self.fast = compiled_step(ctx, self, dt, lstm_source("lstm_grad_step", dt, *self.acts,
-                                                             self.peep))
+        fast = compiled_steps(ctx, self, dt, [lstm_source("lstm_grad_step", dt, *self.acts,
+                                                          self.peep)])
+        self.fast = None if fast is None else fast[0]
         if self.fast is not None:
             self.no_peep = xp.zeros((3, H), dt)
 

@@ -1,7 +1,8 @@
 """The recurrent cells' compiled steps (fluid_interactive/kernels/cells.py): the values of
-the NumPy steps, bit-identical where no tanh is involved, within float32 rounding where it
-is; directly (the ops run once with their compiled steps switched on, once without) and
-in training (a program with and without the tier)."""
+the NumPy steps, bit for bit (the tanh calls are NumPy's own), for every activation, mode,
+direction, dtype and lengths (zero included); directly (the ops run once with their
+compiled steps switched on, once without) and in training (a program with and without
+the tier)."""
 import numpy as np
 import pytest
 from kernels.test_tier import kernel_cache, tier_on  # noqa: F401  (the same fixtures)
@@ -64,7 +65,8 @@ def forward_and_grads(op_type, inputs, attrs, through, seed=0):
     return outs, {s: grads[s][0] for s in wrt}
 
 
-def compare(op_type, inputs, attrs, through, monkeypatch, exact, want_functions):
+def compare(op_type, inputs, attrs, through, monkeypatch, want_functions):
+    """The op and its gradient op with and without their compiled steps: the same bits."""
     ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
     ran: list = []
     with monkeypatch.context() as m:
@@ -72,16 +74,13 @@ def compare(op_type, inputs, attrs, through, monkeypatch, exact, want_functions)
         outs, grads = forward_and_grads(op_type, inputs, attrs, through)
     steps = inputs["Input"].shape[1]
     assert sorted(ran) == sorted(f for f in want_functions for _ in range(steps))
-    dtype = inputs["Input"].dtype
-    rtol, atol = (1e-4, 1e-5) if dtype == np.float32 else (1e-11, 1e-12)
     for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
                             *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
         assert got.dtype == want.dtype
-        if exact:
-            np.testing.assert_array_equal(got, want, err_msg=name)
-        else:   # a saturated tanh's derivative 1 - y * y keeps little of y's precision:
-            scale = max(1.0, float(np.abs(want).max()))   # an error relative to the array
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=name)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+LSTM_FUNCTIONS = ("lstm_front", "lstm_cell", "lstm_out", "lstm_grad_step")
 
 
 LSTM_CASES = [
@@ -96,29 +95,25 @@ LSTM_CASES = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("attrs", LSTM_CASES)
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
-def test_lstm_steps_agree_with_numpy(rng, dtype, attrs, lengths, monkeypatch):
+def test_lstm_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
     inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
-    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, exact=False,
-            want_functions=("lstm_step", "lstm_grad_step"))
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("peep", [False, True])
-def test_lstm_steps_without_tanh_are_bit_identical(rng, dtype, peep, monkeypatch):
-    """relu and identity activations: the same operations in the same order."""
+def test_lstm_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, dtype, peep, monkeypatch):
     attrs = {"use_peepholes": peep, "gate_activation": "relu", "cell_activation": "identity",
              "candidate_activation": "relu", "is_reverse": peep}
     inputs = lstm_inputs(rng, dtype, peep=peep)
     inputs["Input"][0, 1, :3] = [np.nan, -0.0, 0.0]    # relu keeps NumPy's NaN and zeros
-    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, exact=True,
-            want_functions=("lstm_step", "lstm_grad_step"))
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
 
 
 def test_lstm_gradient_from_hidden_alone_and_from_cell_alone(rng, monkeypatch):
     inputs = lstm_inputs(rng, "float64", lengths=(5, 0, 1, 4))
     for through in (("Hidden",), ("Cell",)):
-        compare("lstm", inputs, {}, through, monkeypatch, exact=False,
-                want_functions=("lstm_step", "lstm_grad_step"))
+        compare("lstm", inputs, {}, through, monkeypatch, LSTM_FUNCTIONS)
 
 
 def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
@@ -134,8 +129,9 @@ def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
 
 
 def gru_functions(attrs):
-    forward = ("gru_lbr_step",) if attrs.get("linear_before_reset") else \
-        ("gru_gates", "gru_update")
+    forward = ("gru_lbr_front", "gru_lbr_cand") if attrs.get("linear_before_reset") else \
+        ("gru_reset",)
+    forward += ("gru_update",)
     return forward + ("gru_grad_pre", "gru_grad_post")
 
 
@@ -152,47 +148,20 @@ GRU_CASES = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("attrs", GRU_CASES)
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
-def test_gru_steps_agree_with_numpy(rng, dtype, attrs, lengths, monkeypatch):
+def test_gru_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
     inputs = gru_inputs(rng, dtype, lengths=lengths)
-    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, exact=False,
-            want_functions=gru_functions(attrs))
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
 
 
 @pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True},
                                    {"linear_before_reset": True, "is_reverse": True}])
 @pytest.mark.parametrize("bias", [True, False])
-def test_gru_steps_without_tanh_are_bit_identical(rng, attrs, bias, monkeypatch):
+def test_gru_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, attrs, bias, monkeypatch):
     attrs = dict(attrs, gate_activation="relu", activation="identity")
     inputs = gru_inputs(rng, "float32", bias=bias)
     inputs["Weight"] *= 0.2                           # relu's state stays finite
     inputs["Input"][1, 0, :2] = [np.nan, -0.0]
-    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, exact=True,
-            want_functions=gru_functions(attrs))
-
-
-def test_float32_tanh_is_the_correctly_rounded_one():
-    """The compiled float32 tanh (a candidate activation here, fed through an LSTM step
-    that adds -0.0) against float64's tanh rounded to float32, and NumPy's."""
-    from fluid_interactive.kernels.cells import lstm_source
-    step = load(lstm_source("lstm_step", "float32", "identity", "identity", "tanh", False))
-    x = np.concatenate([np.linspace(-12, 12, 400_001, dtype=np.float32),
-                        np.geomspace(1e-30, 1e-2, 1000, dtype=np.float32),
-                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)])
-    n = x.size
-    g = np.zeros((n, 4), np.float32)
-    g[:, 0] = x
-    state = [np.zeros((n, 1), np.float32) for _ in range(5)]
-    step(g, np.full_like(g, -0.0), state[0], state[1], np.zeros((3, 1), np.float32),
-         np.zeros(n, bool), state[2], state[3], state[4])
-    got, want = g[:, 0], np.tanh(x.astype(np.float64)).astype(np.float32)
-    ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
-    finite = ~np.isnan(x)
-    assert ulps[finite].max() <= 1
-    assert np.mean(got[finite] == want[finite]) > 0.999
-    assert np.isnan(got[~finite]).all() and np.signbit(got[-4])   # NaN, and -0.0 kept
-    numpy_ulps = np.abs(np.tanh(x).view(np.int32).astype(np.int64)
-                        - got.view(np.int32).astype(np.int64))
-    assert numpy_ulps[finite].max() <= 2
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
 
 
 def lstm_program(size=16, reverse=False):
@@ -226,13 +195,12 @@ def train(cls, compiled, monkeypatch, steps=6):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_training_with_the_compiled_cells_agrees_within_float32_rounding(reverse,
-                                                                        monkeypatch):
+def test_training_with_the_compiled_cells_is_bit_identical(reverse, monkeypatch):
     cls = lstm_program(reverse=reverse)
     ref_losses, ref, ref_tiers, _ = train(cls, False, monkeypatch)
     losses, got, tiers, source = train(cls, True, monkeypatch)
     assert set(ref_tiers) == {"numpy"} and tiers[-1] == "compiled", tiers
-    assert ".py:lstm_step" in source and ".py:lstm_grad_step" in source
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    assert ".py:lstm_front" in source and ".py:lstm_grad_step" in source
+    assert losses == ref_losses
     for k in ref:
-        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6, err_msg=k)
+        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
