@@ -19,6 +19,9 @@ zero Hidden (see `rnn.py`). The op keeps, in processing order, BatchGate [T, B, 
 activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before_reset``
 the hidden product h @ Weight[:, 2H:] + Bias[2H:]) and BatchHidden [T, B, H] for its
 gradient; no gradient flows through them.
+
+With the compiled kernel tier, a step's elementwise calls besides its tanh calls run as
+compiled loops once the plan switched (kernels/cells.py): the same values, bit for bit.
 """
 from __future__ import annotations
 

@@ -21,6 +21,10 @@ BatchHidden [T, B, H] (c_t and h_t). No gradient flows through those three.
 The backward op first computes, for all steps at once, every factor that does not depend
 on the recurrence (gate derivatives times the values they multiply), so that each step is
 one matrix product and five elementwise calls; then one GEMM gives the weight gradient.
+
+With the compiled kernel tier, a step's elementwise calls (besides its tanh calls, which
+stay NumPy's) run as compiled loops once the plan switched (kernels/cells.py): the same
+values, bit for bit, in six calls a step forward and two backward.
 """
 from __future__ import annotations
 
