@@ -23,6 +23,14 @@ def interleaved_us(contenders: dict[str, Callable[[], object]], calls: int,
                    ) -> dict[str, float]:
     """Median µs per call of each contender, alternating blocks between them; ``clock``
     may be ``time.thread_time`` to count only this thread's CPU time."""
+    samples = interleaved_samples(contenders, calls, rounds, clock)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def interleaved_samples(contenders: dict[str, Callable[[], object]], calls: int,
+                        rounds: int = 7, clock: Callable[[], float] = time.perf_counter
+                        ) -> dict[str, list[float]]:
+    """`interleaved_us`'s blocks: each contender's µs per call in each round."""
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for fn in contenders.values():  # warm up
         for _ in range(max(10, calls // 10)):
@@ -33,4 +41,4 @@ def interleaved_us(contenders: dict[str, Callable[[], object]], calls: int,
             for _ in range(calls):
                 fn()
             samples[name].append((clock() - t0) / calls * 1e6)
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return samples

@@ -4,13 +4,18 @@
    programs in one process timed in interleaved blocks (the tier's kernels built first).
 2. The update alone: Adam over W2's 669,706 float32 parameters as NumPy's 12 ufunc calls
    and as the compiled loop, interleaved.
-3. What the tier costs a fresh process: compile + first call with the tier off, with a
+3. The LSTM op and its gradient op alone at W4's and W5's shapes, with their NumPy steps
+   and with the compiled cell steps (kernels/cells.py), interleaved.
+4. What the tier costs a fresh process: compile + first call with the tier off, with a
    cold cache (the kernels build in the background: how long until the plan switches),
    and with a warm cache, both as a script (compile at once: the kernels load in the
    background) and as a notebook would (the package, imported in IPython, preloads a
    cached kernel, and the first call comes after that is over).
 
+W4 and W5 (the LSTM) run the compiled cell steps (kernels/cells.py), W6 the chains.
+
     python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
+        [--sections steps,update,cells,fresh]
 """
 from __future__ import annotations
 
@@ -22,24 +27,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
 
-from _timing import interleaved_us  # noqa: E402
-from peers import fluid_impl  # noqa: E402
+from _timing import interleaved_samples, interleaved_us  # noqa: E402
+from peers import fluid_impl, seq_fluid  # noqa: E402
+from peers.seq_workloads import SEQ_MODELS, seq_batches  # noqa: E402
 from peers.workloads import WORKLOADS, batches, initial_parameters  # noqa: E402
 
-TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp"]
+TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp", "W4", "W5", "W6"]
 
 
 def _program(name: str, tier: bool):
     os.environ["FLUID_KERNELS"] = "auto" if tier else "numpy"   # read when a plan is built
     w = WORKLOADS[name]
-    prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
-    xs, ys = batches(w.model, w.batch)
+    if w.model in SEQ_MODELS:   # the LSTM (compiled cells) and the encoder block
+        prog, _ = seq_fluid.compiled(w, initial_parameters(w.model))
+        xs, ys = seq_batches(w.model, w.batch)
+    else:
+        prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+        xs, ys = batches(w.model, w.batch)
     prog.train_step(xs[0], ys[0])
     fluid_impl.await_compiled_kernels(prog)
     prog.train_step(xs[1], ys[1])   # switches
@@ -57,16 +68,42 @@ def _stepper(prog, xs: list, ys: list):
 
 
 def step_times(names: list[str], rounds: int) -> None:
-    print("## Step time with and without the tier (µs, median of interleaved blocks)\n")
-    print("| workload | NumPy kernels | compiled tier | tier ÷ NumPy | tier |")
-    print("|---|---|---|---|---|")
+    print("## Step time with and without the tier (µs, median of interleaved blocks; the "
+          "spread: their lowest and highest; 'cells NumPy': the tier with the recurrent "
+          "cells' steps left to NumPy)\n")
+    print("| workload | NumPy kernels | spread | compiled tier | spread | tier ÷ NumPy | "
+          "cells NumPy | spread | tier ÷ cells NumPy | tier |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         (a, xs, ys), (b, _, _) = _program(name, False), _program(name, True)
-        w = WORKLOADS[name]
-        us = interleaved_us({"numpy": _stepper(a, xs, ys), "tier": _stepper(b, xs, ys)},
-                            w.steps, rounds)
-        print(f"| {name} | {us['numpy']:,.1f} | {us['tier']:,.1f} | "
-              f"{us['tier'] / us['numpy']:.2f} | {b.train_step.runner.tier} |", flush=True)
+        contenders = {"numpy": _stepper(a, xs, ys), "tier": _stepper(b, xs, ys)}
+        c = _program(name, True)[0]
+        if _cells_to_numpy(c):
+            contenders["cells"] = _stepper(c, xs, ys)
+        s = interleaved_samples(contenders, WORKLOADS[name].steps, rounds)
+        us = {k: statistics.median(v) for k, v in s.items()}
+        cells = (f"{us['cells']:,.1f} | {_spread(s['cells'])} | "
+                 f"{us['tier'] / us['cells']:.2f}" if "cells" in us else "– | – | –")
+        print(f"| {name} | {us['numpy']:,.1f} | {_spread(s['numpy'])} | {us['tier']:,.1f} | "
+              f"{_spread(s['tier'])} | {us['tier'] / us['numpy']:.2f} | {cells} | "
+              f"{b.train_step.runner.tier} |", flush=True)
+
+
+def _cells_to_numpy(prog) -> int:
+    """Point the compiled cell steps (kernels/cells.py) of ``prog``'s plans back at NumPy
+    (after the switch, which happens once); how many there were."""
+    n = 0
+    for code in list(prog.train_step.runner.plans.values()):
+        tier = prog.train_step.runner.plan_tier(code)
+        for kernel in tier.kernels if tier is not None else ():
+            if kernel.source.stem in ("lstm", "gru"):
+                kernel.fn = None
+                n += 1
+    return n
+
+
+def _spread(samples: list[float]) -> str:
+    return f"{min(samples):,.0f}–{max(samples):,.0f}"
 
 
 def update_alone(rounds: int) -> None:
@@ -88,6 +125,64 @@ def update_alone(rounds: int) -> None:
           f"ratio {us['compiled'] / us['numpy']:.2f}\n")
 
 
+def _cell_kernels(model: str, compiled: bool) -> list:
+    """(kernel, args) of the LSTM op of ``model``'s shape (no peepholes, as
+    `dynamic_lstm(use_peepholes=False)`) and of its gradient op, with the compiled cell
+    steps switched on or not."""
+    from peers.seq_workloads import LSTM_SHAPES
+
+    from fluid_interactive.ir.records import OpDesc
+    from fluid_interactive.kernels import TIER_KEY
+    from fluid_interactive.kernels.build import load
+    from fluid_interactive.ops import flat_inputs, get_spec, prepare_kernel
+    from fluid_interactive.ops.interpret import run_ops
+    from fluid_interactive.ops.spec import TensorType
+    b, t, _, h, _ = LSTM_SHAPES[model]
+    rng = np.random.default_rng(0)
+    env = {"x": rng.standard_normal((b, t, 4 * h)).astype(np.float32),
+           "w": (0.1 * rng.standard_normal((h, 4 * h))).astype(np.float32),
+           "b": (0.1 * rng.standard_normal((1, 4 * h))).astype(np.float32),
+           "dh": rng.standard_normal((b, t, h)).astype(np.float32)}
+    state = {"BatchGate": ["g"], "BatchCellPreAct": ["cp"], "BatchHidden": ["bh"]}
+    attrs = {"use_peepholes": False}
+    forward = OpDesc("lstm", {"Input": ["x"], "Weight": ["w"], "Bias": ["b"]},
+                     {"Hidden": ["h"], "Cell": ["c"], **state}, attrs)
+    backward = OpDesc("lstm_grad", {"Weight": ["w"], "Bias": ["b"], "Hidden@GRAD": ["dh"],
+                                    **state},
+                      {"Input@GRAD": ["dx"], "Weight@GRAD": ["dw"], "Bias@GRAD": ["db"]},
+                      attrs)
+    run_ops([forward, backward], env)   # every var typed
+    out = []
+    for op in (forward, backward):
+        plan_state: dict = {}
+        kernel = prepare_kernel(op, lambda n: TensorType(env[n].shape, str(env[n].dtype)),
+                                np, plan_state=plan_state)
+        tier = plan_state.get(TIER_KEY)
+        for k in tier.kernels if compiled and tier is not None else ():
+            k.fn = load(k.source)
+        out.append((kernel, [env[n] for n in flat_inputs(get_spec(op.type), op)]))
+    return out
+
+
+def cells_alone(models: list[str], rounds: int) -> None:
+    """The LSTM op and its gradient op alone, NumPy steps against compiled ones."""
+    print("\n## The LSTM op and its gradient op alone (µs per call, median of interleaved "
+          "blocks; CPU time of this thread, which other processes' load does not add to)\n")
+    print("| shape | op | NumPy steps | compiled steps | compiled ÷ NumPy |")
+    print("|---|---|---|---|---|")
+    from fluid_interactive.backend.threads import set_threads
+    set_threads(1)   # as a plan of this size runs (backend/threads.py)
+    for model in models:
+        numpy_ops, fast_ops = _cell_kernels(model, False), _cell_kernels(model, True)
+        for i, name in enumerate(("lstm", "lstm_grad")):
+            (slow, args), (fast, _) = numpy_ops[i], fast_ops[i]
+            us = interleaved_us({"numpy": partial(slow, *args), "fast": partial(fast, *args)},
+                                20, rounds, clock=time.thread_time)
+            print(f"| {model} | {name} | {us['numpy']:,.0f} | {us['fast']:,.0f} | "
+                  f"{us['fast'] / us['numpy']:.2f} |", flush=True)
+    set_threads(None)
+
+
 _WORKER = """
 import json, os, sys, time
 t0 = time.perf_counter()
@@ -99,12 +194,14 @@ if {notebook!r}:   # in IPython the package preloads; a notebook's first call co
     while build.preload_running() and time.monotonic() < deadline:
         time.sleep(0.005)
 t_import = time.perf_counter()
-from peers import fluid_impl
+from peers import fluid_impl, seq_fluid
+from peers.seq_workloads import SEQ_MODELS, seq_batches
 from peers.workloads import WORKLOADS, batches, initial_parameters
 w = WORKLOADS[{name!r}]
-xs, ys = batches(w.model, w.batch)
+seq = w.model in SEQ_MODELS
+xs, ys = (seq_batches if seq else batches)(w.model, w.batch)
 t1 = time.perf_counter()
-prog, _ = fluid_impl.compiled(w, initial_parameters(w.model))
+prog, _ = (seq_fluid if seq else fluid_impl).compiled(w, initial_parameters(w.model))
 prog.train_step(xs[0], ys[0])
 t2 = time.perf_counter()
 first_tier = prog.train_step.runner.tier
@@ -159,7 +256,11 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(TRAIN))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--processes", type=int, default=3, help="fresh processes per figure")
+    ap.add_argument("--sections", default="steps,update,cells,fresh",
+                    help="which of: steps (step times), update (Adam alone), cells (the "
+                         "LSTM ops alone), fresh (a fresh process)")
     args = ap.parse_args()
+    sections = args.sections.split(",")
     from fluid_interactive import kernels
     if not kernels.enabled():
         print("The compiled tier is not installed (pip install -e .[fast]): nothing to "
@@ -169,10 +270,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         os.environ["FLUID_KERNEL_CACHE"] = cache
         t0 = time.perf_counter()
-        step_times(names, args.rounds)
-        update_alone(args.rounds)
+        if "steps" in sections:
+            step_times(names, args.rounds)
+        if "update" in sections:
+            update_alone(args.rounds)
+        if "cells" in sections:
+            cells_alone([n for n in names if n in ("W4", "W5")], args.rounds)
         print(f"(the section above built its kernels in {time.perf_counter() - t0:.0f} s)\n")
-    first_calls(names, args.processes)
+    if "fresh" in sections:
+        first_calls(names, args.processes)
 
 
 if __name__ == "__main__":

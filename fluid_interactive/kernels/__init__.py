@@ -1,7 +1,7 @@
 """The compiled kernel tier: loops compiled by Numba (an optional extra, ``pip install
 .[fast]``) for what NumPy can only do as several passes over memory: an optimizer's
-update, a chain of elementwise ops. Without Numba, or with ``FLUID_KERNELS=numpy``,
-every kernel runs NumPy as before.
+update, a chain of elementwise ops, the elementwise part of a recurrent cell's step.
+Without Numba, or with ``FLUID_KERNELS=numpy``, every kernel runs NumPy as before.
 
 Compiling never delays a call: a plan starts on its NumPy kernels while its compiled ones
 are built in a background thread (`build.py`) and cached on disk; the plan switches
@@ -11,9 +11,9 @@ interactive session, the package starts loading a cached kernel in a background 
 (`build.preload`), which is over before a notebook's first call; a plan built before
 that (a script) loads its kernels in the background too.
 Each compiled kernel gives the values of its NumPy kernel: bit-identical where the
-operations are the same, in the same order (the updates, and the arithmetic and `relu`
-members of a chain), and within float32 rounding where NumPy and LLVM evaluate a function
-differently (`exp`, `tanh`).
+operations are the same, in the same order (the updates, the arithmetic and `relu`
+members of a chain, the cells' steps, whose tanh calls stay NumPy's), and within float32
+rounding where NumPy and LLVM evaluate a function differently (`exp`, `tanh` in a chain).
 """
 from .build import enabled, interactive, preload
 from .tier import TIER_KEY, Kernel, PlanTier, plan_tier

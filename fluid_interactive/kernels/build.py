@@ -63,7 +63,9 @@ def cache_dir() -> str:
     return path
 
 
-#: An argument of a kernel's example call: ("array", dtype, ndim) or ("scalar", dtype).
+#: An argument of a kernel's example call: ("array", dtype, ndim) (C-contiguous),
+#: ("array", dtype, ndim, "A") (any layout: Numba takes a C-contiguous one too), or
+#: ("scalar", dtype).
 ArgType = tuple
 
 
@@ -106,8 +108,14 @@ class KernelSource:
 def example_args(args: Sequence[ArgType]) -> list:
     """Arguments of these types for a compiling call."""
     import numpy as np
-    return [np.ones((2,) * a[2], a[1]) if a[0] == "array" else np.dtype(a[1]).type(0.5)
-            for a in args]
+
+    def example(a: ArgType) -> Any:
+        if a[0] != "array":
+            return np.dtype(a[1]).type(0.5)
+        if a[3:] == ("A",):   # a view with a stride: Numba types it as any layout
+            return np.ones((2,) * (a[2] - 1) + (4,), a[1])[..., ::2]
+        return np.ones((2,) * a[2], a[1])
+    return [example(a) for a in args]
 
 
 def module_text(body: str, functions: Sequence[str]) -> str:

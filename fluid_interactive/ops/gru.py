@@ -19,11 +19,17 @@ zero Hidden (see `rnn.py`). The op keeps, in processing order, BatchGate [T, B, 
 activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before_reset``
 the hidden product h @ Weight[:, 2H:] + Bias[2H:]) and BatchHidden [T, B, H] for its
 gradient; no gradient flows through them.
+
+With the compiled kernel tier, a step's elementwise calls besides its tanh calls run as
+compiled loops once the plan switched (kernels/cells.py): the same values, bit for bit.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ..kernels import Kernel
+from ..kernels.cells import gru_source
+from .cell_tier import call, compiled_steps
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -39,6 +45,7 @@ from .rnn import (
     derivative,
     new_or,
     scale_vector,
+    tanh_calls,
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
@@ -86,6 +93,15 @@ class _Forward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
+        self.fast = compiled_steps(ctx, self, dt, [gru_source(
+            f, dt, gate, cand, self.origin, self.lbr) for f in
+            (("gru_lbr_front", "gru_lbr_cand") if self.lbr else ("gru_reset",))
+            + ("gru_update",)])
+        if self.fast is not None:   # NumPy's tanh calls: the very calls of act_ur, act_c
+            self.tanh_ur = tanh_calls(xp, [(0, 2 * H, gate)])
+            self.tanh_c = tanh_calls(xp, [(0, H, cand)])
+            self.never = xp.zeros(B, bool)          # no row frozen
+            self.no_bias = xp.zeros(H, dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -100,13 +116,20 @@ class _Forward:
         self._weights(v["Weight"])
         b_c = None if bias is None or not self.lbr else bias[0, 2 * H:]
         h = v.get("H0", self.zeros)
+        fast = self.fast is not None and self.fast[0].fn is not None
+        if fast:   # the compiled steps take a C-contiguous state
+            h = xp.ascontiguousarray(h)
         for t in range(T):
             if self.lbr:
-                self._step_lbr(gates[t], h, resets[t], b_c)
+                done = self._step_lbr(gates[t], h, resets[t], b_c, fast)
             else:
-                self._step(gates[t], h, resets[t])
-            self._update(gates[t], h, hids[t])
-            st.freeze(t, hids[t], h)
+                done = self._step(gates[t], h, resets[t], fast)
+            if done:
+                frozen = self.never if st.frozen is None else st.frozen[t, :, 0]
+                call(self.fast[-1], gates[t], h, frozen, hids[t])
+            else:
+                self._update(gates[t], h, hids[t])
+                st.freeze(t, hids[t], h)
             h = hids[t]
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
 
@@ -138,20 +161,36 @@ class _Forward:
         xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
         xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
 
-    def _step(self, g: Any, h: Any, reset: Any) -> None:
+    def _step(self, g: Any, h: Any, reset: Any, fast: bool) -> bool:
+        """A step up to the candidate's activation; with the compiled steps (``fast``: then
+        True) up to NumPy's tanh calls of it, which `gru_update` finishes."""
         xp, H = self.xp, self.H
         hw = self.hw[:, :2 * H]
         xp.matmul(h, self.w_ur, out=hw)
         xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
-        self.act_ur(g)
-        xp.multiply(g[:, H:2 * H], h, out=reset)
+        if fast:
+            self.tanh_ur(g)
+            call(self.fast[0], g, h, reset)   # type: ignore[index]
+        else:
+            self.act_ur(g)
+            xp.multiply(g[:, H:2 * H], h, out=reset)
         xp.matmul(reset, self.w_c, out=self.tmp)
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
-        self.act_c(g[:, 2 * H:])
+        (self.tanh_c if fast else self.act_c)(g[:, 2 * H:])
+        return fast
 
-    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any) -> None:
+    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any, fast: bool) -> bool:
+        """As `_step`, with linear_before_reset."""
         xp, H = self.xp, self.H
         xp.matmul(h, self.w_all, out=self.hw)
+        if fast:
+            front, cand = self.fast[0], self.fast[1]   # type: ignore[index]
+            call(front, g, self.hw, self.no_bias if b_c is None else b_c,
+                 int(b_c is not None), hidden_product)
+            self.tanh_ur(g)
+            call(cand, g, hidden_product)
+            self.tanh_c(g[:, 2 * H:])
+            return True
         xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
         if b_c is None:
             xp.copyto(hidden_product, self.hw[:, 2 * H:])
@@ -163,6 +202,7 @@ class _Forward:
             xp.multiply(self.tmp, self.s_cand, out=self.tmp)
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
         self.act_c(g[:, 2 * H:])
+        return False
 
     def _update(self, g: Any, h: Any, out: Any) -> None:
         """h_t = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode."""
@@ -222,6 +262,11 @@ class _Backward:
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
+        fast = compiled_steps(ctx, self, dt, [gru_source(
+            f, dt, self.gate, self.cand, self.origin, self.lbr)
+            for f in ("gru_grad_pre", "gru_grad_post")])
+        self.pre: Kernel | None = None if fast is None else fast[0]
+        self.post: Kernel | None = None if fast is None else fast[1]
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -238,15 +283,23 @@ class _Backward:
         w_t, w_ur_t, w_c_t = w.T, w[:, :2 * H].T, w[:, 2 * H:].T
         for t in range(T - 1, -1, -1):
             dh = self.dh_seq[t]
-            if t == T - 1:
-                xp.copyto(dh, dh_in[t])
-            else:
-                xp.add(self.dh_next, dh_in[t], out=dh)
+            pre = self._pre(t, dh, dh_in[t])
+            if not pre:
+                if t == T - 1:
+                    xp.copyto(dh, dh_in[t])
+                else:
+                    xp.add(self.dh_next, dh_in[t], out=dh)
             if self.lbr:
-                self._step_lbr(t, dh, keep[t], w_t)
+                self._step_lbr(t, dh, keep[t], w_t, pre)
             else:
-                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t)
+                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t, pre)
         return self._results(v, h_prev)
+
+    def _pre(self, t: int, dh: Any, dh_in_t: Any) -> bool:
+        """The compiled `gru_grad_pre` (dh and the dG parts it gives), when it ran."""
+        flags = int(t < self.T - 1) | 2 * self.lbr
+        return self.pre is not None and self.pre.ran(
+            (dh, self.dh_next, dh_in_t, self.factors[t], flags, self.dgates[t]))
 
     def _h_prev(self, h0: Any, hids: Any) -> Any:
         xp = self.xp
@@ -275,24 +328,32 @@ class _Backward:
             xp.multiply(p[..., H:2 * H], h_prev, out=p[..., H:2 * H])
         return keep
 
-    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t) -> None:
+    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t, pre) -> None:
+        """A step back; ``pre``: the compiled `gru_grad_pre` wrote dG's u and c~ parts."""
         xp, B, H = self.xp, self.B, self.H
         dg, p = self.dgates[t], self.factors[t]
-        xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
-                    out=dg.reshape(B, 3, H)[:, ::2])
+        if not pre:
+            xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
+                        out=dg.reshape(B, 3, H)[:, ::2])
         xp.matmul(dg[:, 2 * H:], w_c_t, out=self.drh)
         xp.multiply(self.drh, p[:, H:2 * H], out=dg[:, H:2 * H])
         xp.matmul(dg[:, :2 * H], w_ur_t, out=self.dh_next)
+        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh,
+                                                    gates_t, 0)):
+            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
         xp.multiply(self.drh, gates_t[:, H:2 * H], out=self.tmp)
         xp.add(self.dh_next, self.tmp, out=self.dh_next)
 
-    def _step_lbr(self, t, dh, keep, w_t) -> None:
+    def _step_lbr(self, t, dh, keep, w_t, pre) -> None:
         xp, B, H = self.xp, self.B, self.H
         dg = self.dgates[t]
-        xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
-                    out=dg.reshape(B, 3, H))
+        if not pre:
+            xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
+                        out=dg.reshape(B, 3, H))
         xp.matmul(dg, w_t, out=self.dh_next)
+        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh, dg, 2)):
+            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
 
     def _results(self, v: dict, h_prev: Any) -> Any:

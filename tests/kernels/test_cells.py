@@ -1,0 +1,206 @@
+"""The recurrent cells' compiled steps (fluid_interactive/kernels/cells.py): the values of
+the NumPy steps, bit for bit (the tanh calls are NumPy's own), for every activation, mode,
+direction, dtype and lengths (zero included); directly (the ops run once with their
+compiled steps switched on, once without) and in training (a program with and without
+the tier)."""
+import numpy as np
+import pytest
+from kernels.test_tier import kernel_cache, tier_on  # noqa: F401  (the same fixtures)
+from ops.harness import analytic_grads, build_op
+
+import fluid
+from fluid_interactive.kernels import TIER_KEY
+from fluid_interactive.kernels.build import load
+from fluid_interactive.ops import interpret
+from fluid_interactive.ops.interpret import run_ops
+
+numba = pytest.importorskip("numba")
+
+
+def _counted(fn, ran: list, name: str):
+    def counted(*args):
+        out = fn(*args)    # a TypeError (arguments of other types) passes through
+        ran.append(name)
+        return out
+    return counted
+
+
+def _switched_on(monkeypatch, ran: list):
+    """Every kernel the interpreter prepares runs its compiled forms (loaded at once);
+    ``ran`` lists the compiled functions that ran."""
+    real = interpret.prepare_kernel
+
+    def prepare(op, type_of, xp, **kw):
+        state: dict = {}
+        fn = real(op, type_of, xp, plan_state=state, **kw)
+        tier = state.get(TIER_KEY)
+        for kernel in tier.kernels if tier is not None else ():
+            kernel.fn = _counted(load(kernel.source), ran, kernel.source.function)
+        return fn
+    monkeypatch.setattr(interpret, "prepare_kernel", prepare)
+
+
+def lstm_inputs(rng, dtype, b=4, t=5, h=8, peep=True, lengths=(5, 2, 0, 3)):
+    out = {"Input": rng.standard_normal((b, t, 4 * h)),
+           "Weight": 0.5 * rng.standard_normal((h, 4 * h)),
+           "Bias": 0.5 * rng.standard_normal((1, (7 if peep else 4) * h)),
+           "H0": rng.standard_normal((b, h)), "C0": rng.standard_normal((b, h))}
+    out = {k: v.astype(dtype) for k, v in out.items()}
+    if lengths is not None:
+        out["Lengths"] = np.array(lengths, np.int64)
+    return out
+
+
+def forward_and_grads(op_type, inputs, attrs, through, seed=0):
+    """(outputs, gradients of every float input) of one op and its gradient op."""
+    op, env = build_op(op_type, inputs, attrs)
+    run_ops([op], env)
+    rng = np.random.default_rng(seed)
+    cot = {n: (rng.standard_normal(np.shape(env[n])).astype(env[n].dtype) if slot in through
+               else np.zeros_like(env[n]))
+           for slot, names in op.outputs.items() for n in names}
+    wrt = [s for s in inputs if s != "Lengths"]
+    grads = analytic_grads(op, env, cot, wrt)
+    outs = {slot: env[names[0]] for slot, names in op.outputs.items()}
+    return outs, {s: grads[s][0] for s in wrt}
+
+
+def compare(op_type, inputs, attrs, through, monkeypatch, want_functions):
+    """The op and its gradient op with and without their compiled steps: the same bits."""
+    ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
+    ran: list = []
+    with monkeypatch.context() as m:
+        _switched_on(m, ran)
+        outs, grads = forward_and_grads(op_type, inputs, attrs, through)
+    steps = inputs["Input"].shape[1]
+    assert sorted(ran) == sorted(f for f in want_functions for _ in range(steps))
+    for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
+                            *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+LSTM_FUNCTIONS = ("lstm_front", "lstm_cell", "lstm_out", "lstm_grad_step")
+
+
+LSTM_CASES = [
+    {"use_peepholes": False},
+    {"use_peepholes": True},
+    {"use_peepholes": True, "is_reverse": True},
+    {"use_peepholes": False, "is_reverse": True, "gate_activation": "tanh",
+     "cell_activation": "sigmoid", "candidate_activation": "relu"},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", LSTM_CASES)
+@pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
+def test_lstm_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
+    inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("peep", [False, True])
+def test_lstm_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, dtype, peep, monkeypatch):
+    attrs = {"use_peepholes": peep, "gate_activation": "relu", "cell_activation": "identity",
+             "candidate_activation": "relu", "is_reverse": peep}
+    inputs = lstm_inputs(rng, dtype, peep=peep)
+    inputs["Input"][0, 1, :3] = [np.nan, -0.0, 0.0]    # relu keeps NumPy's NaN and zeros
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
+
+
+def test_lstm_gradient_from_hidden_alone_and_from_cell_alone(rng, monkeypatch):
+    inputs = lstm_inputs(rng, "float64", lengths=(5, 0, 1, 4))
+    for through in (("Hidden",), ("Cell",)):
+        compare("lstm", inputs, {}, through, monkeypatch, LSTM_FUNCTIONS)
+
+
+def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
+    out = {"Input": rng.standard_normal((b, t, 3 * h)),
+           "Weight": 0.5 * rng.standard_normal((h, 3 * h)),
+           "H0": rng.standard_normal((b, h))}
+    if bias:
+        out["Bias"] = 0.5 * rng.standard_normal((1, 3 * h))
+    out = {k: v.astype(dtype) for k, v in out.items()}
+    if lengths is not None:
+        out["Lengths"] = np.array(lengths, np.int64)
+    return out
+
+
+def gru_functions(attrs):
+    forward = ("gru_lbr_front", "gru_lbr_cand") if attrs.get("linear_before_reset") else \
+        ("gru_reset",)
+    forward += ("gru_update",)
+    return forward + ("gru_grad_pre", "gru_grad_post")
+
+
+GRU_CASES = [
+    {},
+    {"origin_mode": True, "is_reverse": True},
+    {"linear_before_reset": True},
+    {"linear_before_reset": True, "origin_mode": True, "is_reverse": True},
+    {"gate_activation": "tanh", "activation": "relu"},
+    {"gate_activation": "identity", "activation": "sigmoid", "linear_before_reset": True},
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", GRU_CASES)
+@pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
+def test_gru_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
+    inputs = gru_inputs(rng, dtype, lengths=lengths)
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
+
+
+@pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True},
+                                   {"linear_before_reset": True, "is_reverse": True}])
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, attrs, bias, monkeypatch):
+    attrs = dict(attrs, gate_activation="relu", activation="identity")
+    inputs = gru_inputs(rng, "float32", bias=bias)
+    inputs["Weight"] *= 0.2                           # relu's state stays finite
+    inputs["Input"][1, 0, :2] = [np.nan, -0.0]
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
+
+
+def lstm_program(size=16, reverse=False):
+    class Net(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[7, 3], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            proj = fluid.layers.fc(input=x, size=4 * size, num_flatten_dims=2)
+            hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * size,
+                                                  is_reverse=reverse)
+            out = fluid.layers.fc(input=fluid.layers.sequence_last_step(hidden), size=1)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
+            fluid.optimizer.Adam(learning_rate=1e-2).minimize(loss)
+            return loss
+    return Net
+
+
+def train(cls, compiled, monkeypatch, steps=6):
+    monkeypatch.setenv("FLUID_KERNELS", "auto" if compiled else "numpy")
+    prog = cls().Compile(seed=3)
+    rng = np.random.default_rng(5)
+    losses, tiers = [], []
+    for i in range(steps):
+        x = rng.standard_normal((8, 7, 3)).astype(np.float32)
+        losses.append(prog.train(x, x[:, :, :1].sum(axis=1)))
+        tiers.append(prog.train.tier)
+        if i == 0 and compiled and tiers[0] == "compiling":
+            assert prog.train.runner.plan_tier().wait(300)
+    return losses, prog.parameters(), tiers, prog.train.source
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_training_with_the_compiled_cells_is_bit_identical(reverse, monkeypatch):
+    cls = lstm_program(reverse=reverse)
+    ref_losses, ref, ref_tiers, _ = train(cls, False, monkeypatch)
+    losses, got, tiers, source = train(cls, True, monkeypatch)
+    assert set(ref_tiers) == {"numpy"} and tiers[-1] == "compiled", tiers
+    assert ".py:lstm_front" in source and ".py:lstm_grad_step" in source
+    assert losses == ref_losses
+    for k in ref:
+        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
