@@ -5,7 +5,11 @@ NumPy kernels, and with the compiled kernel tier once its kernels are built), an
 transpiling for 2 trainers and 4 parameter servers; and each figure per op. Cost linear
 in program size means the per-op figures stay flat as N grows.
 
-    python benchmarks/bench_scale.py [--layers 10,200,800] [--profile N]
+    python benchmarks/bench_scale.py [--layers 10,200,800] [--rounds R] [--profile N]
+
+``--rounds R`` measures every size R times, the sizes interleaved (10, 200, 800, 10, ...),
+and reports each figure's median: on a shared machine a single run moves the per-op
+growths by more than their targets' margins.
 """
 from __future__ import annotations
 
@@ -148,9 +152,18 @@ def measure(layers: int) -> dict[str, float]:
             "tier": tier_step_s(layers, x, y)}
 
 
+def median_row(rows: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each figure over rounds of one size (its layers and ops as they are)."""
+    out = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    out["layers"], out["ops"] = rows[0]["layers"], rows[0]["ops"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="10,200,800")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure every size this many times, interleaved; report medians")
     ap.add_argument("--profile", type=int, help="profile the compile, first step and "
                                                 "transpile of this many layers instead")
     args = ap.parse_args()
@@ -159,7 +172,11 @@ def main() -> None:
         prof.runcall(measure, args.profile)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
         return
-    rows = [measure(int(n)) for n in args.layers.split(",")]
+    sizes = [int(n) for n in args.layers.split(",")]
+    runs = [[measure(n) for n in sizes] for _ in range(args.rounds)]
+    rows = [median_row([run[i] for run in runs]) for i in range(len(sizes))]
+    if args.rounds > 1:
+        print(f"medians of {args.rounds} rounds, the sizes interleaved")
     print(f"MLP of N fc layers of width {WIDTH}, Adam, batch {BATCH}")
     print("| layers | ops | compile ms | first step ms | step ms | step ms, compiled tier "
           "| hand NumPy step ms | transpile (2 x 4) ms | µs/op: compile | first step | step "

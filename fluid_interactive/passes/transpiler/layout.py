@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 
 from ...errors import ProgramDefinitionError
@@ -69,6 +70,32 @@ class Layout:
     endpoints: list[str]
     trainers: int
     sync: bool
+    # Indexes of the lists above, which never change once the layout is built: the
+    # program builders ask them once per server or method, so each answer costs what it
+    # returns rather than a scan of every pair.
+    _roles: dict[str, MethodRoles] = field(init=False, repr=False, compare=False)
+    _of: dict[str, list[PairLayout]] = field(init=False, repr=False, compare=False)
+    _on: dict[str, list[tuple[PairLayout, int]]] = field(init=False, repr=False,
+                                                          compare=False)
+
+    def __post_init__(self) -> None:
+        self._roles = {}
+        for m in self.methods:
+            self._roles.setdefault(m.method, m)
+        self._of, self._on = {}, {}
+        for p in self.pairs:
+            self._of.setdefault(p.method, []).append(p)
+            for i, ep in enumerate(p.param.endpoints):
+                self._on.setdefault(ep, []).append((p, i))
+
+    @cached_property
+    def global_writers(self) -> dict[str, list[int]]:
+        """The indices of the block-0 ops (initialisers) that write each var, ascending."""
+        writers: dict[str, list[int]] = {}
+        for k, op in enumerate(self.program.global_block().ops):
+            for n in dict.fromkeys(op.output_names()):
+                writers.setdefault(n, []).append(k)
+        return writers
 
     @property
     def averaged(self) -> bool:
@@ -97,14 +124,14 @@ class Layout:
         return self.sent(pair.grad_blocks[i].name, trainer_id)
 
     def pairs_of(self, method: str) -> list[PairLayout]:
-        return [p for p in self.pairs if p.method == method]
+        return list(self._of.get(method, ()))
 
     def roles_of(self, method: str) -> MethodRoles:
-        return next(m for m in self.methods if m.method == method)
+        return self._roles[method]
 
     def pairs_on(self, endpoint: str) -> list[tuple[PairLayout, int]]:
-        return [(p, i) for p in self.pairs for i, ep in enumerate(p.param.endpoints)
-                if ep == endpoint]
+        """Each pair with a block on ``endpoint`` and that block's index, in pair order."""
+        return list(self._on.get(endpoint, ()))
 
     def idle_endpoints(self) -> list[str]:
         used = {ep for p in self.params.values() for ep in p.endpoints}

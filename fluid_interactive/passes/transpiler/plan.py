@@ -136,12 +136,15 @@ class TranspilePlan:
                               f"{len(eps)}, indices 0..{len(eps) - 1} or endpoints "
                               f"{', '.join(eps)}")
 
-    def trainer_program(self, trainer_id: int = 0) -> ProgramDesc:
-        """The program trainer ``trainer_id`` runs (a fresh copy)."""
+    def _trainer(self, trainer_id: int) -> ProgramDesc:
         tid = self._trainer_id(trainer_id)
         if tid not in self._trainers:
             self._trainers[tid] = build_trainer_program(self._layout, tid)
-        return self._trainers[tid].clone()
+        return self._trainers[tid]
+
+    def trainer_program(self, trainer_id: int = 0) -> ProgramDesc:
+        """The program trainer ``trainer_id`` runs (a fresh copy)."""
+        return self._trainer(trainer_id).clone()
 
     def _pserver(self, pserver: int | str) -> tuple[ProgramDesc, PServerInfo]:
         ep = self._endpoint(pserver)
@@ -157,12 +160,22 @@ class TranspilePlan:
         """Which optimize block of that server's program runs for which gradients."""
         return self._pserver(pserver)[1]
 
-    def startup_program(self, pserver: int | str) -> ProgramDesc:
-        """The program that creates a parameter server's state (a fresh copy)."""
+    def _startup(self, pserver: int | str) -> ProgramDesc:
         ep = self._endpoint(pserver)
         if ep not in self._startups:
             self._startups[ep] = build_pserver_startup(self._layout, ep, self._pserver(ep)[0])
-        return self._startups[ep].clone()
+        return self._startups[ep]
+
+    def startup_program(self, pserver: int | str) -> ProgramDesc:
+        """The program that creates a parameter server's state (a fresh copy)."""
+        return self._startup(pserver).clone()
+
+    def _build_all(self) -> None:
+        """Build trainer 0 and every server's programs (without the copies the public
+        accessors hand out), so a program that cannot be split fails in `transpile`."""
+        self._trainer(0)
+        for ep in self._layout.endpoints:
+            self._startup(ep)
 
     def programs(self) -> dict[str, ProgramDesc]:
         """Every program by a display name: trainers, then servers and their startups."""
@@ -313,9 +326,5 @@ def transpile(compiled_or_program: Any, main: str | Sequence[str] = "train_step"
         plan = TranspilePlan(layout, main=mains, mode=mode, split_method=split_method,
                              slice_var_up=slice_var_up, min_block_size=min_block_size,
                              seed=seed, device=device)
-        # Build trainer 0 and every server now, so a program that cannot be split fails
-        # here.
-        plan.trainer_program(0)
-        for ep in endpoints:
-            plan.startup_program(ep)
+        plan._build_all()
     return plan

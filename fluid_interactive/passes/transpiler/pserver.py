@@ -22,6 +22,7 @@ accumulators, which every block of a split parameter carries its own copy of).
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ...errors import ProgramDefinitionError
@@ -193,7 +194,7 @@ def build_pserver_startup(layout: Layout, endpoint: str, main: ProgramDesc) -> P
     for var in main.global_block().vars.values():
         block0.vars[var.name] = clone_var(var)
     cuts, needed = _cuts(layout, endpoint)
-    for k in _initialisers(og0, needed, endpoint):
+    for k in _initialisers(layout, needed, endpoint):
         op = clone_op(og0.ops[k])
         block0.ops.append(op)
         for n in op.input_names() + op.output_names():
@@ -239,21 +240,30 @@ def _cuts(layout: Layout, endpoint: str) -> tuple[list[_Cut], list[str]]:
     return cuts, list(needed)
 
 
-def _initialisers(og0: BlockDesc, needed: list[str], endpoint: str) -> list[int]:
+def _initialisers(layout: Layout, needed: list[str], endpoint: str) -> list[int]:
     """The indices of the original initialisers of ``needed`` and of everything they
-    read, in program order."""
-    wanted = set(needed)
-    chosen: list[int] = []
-    for k in range(len(og0.ops) - 1, -1, -1):
-        op = og0.ops[k]
-        if set(op.output_names()) & wanted:
-            chosen.append(k)
-            wanted |= set(op.input_names())
-    chosen.reverse()
-    written = {n for k in chosen for n in og0.ops[k].output_names()}
+    read, in program order: the block-0 ops that write a needed var, and those that write
+    a var a chosen op reads, before that op. Found from the layout's index of writers, so
+    each server costs what it needs, not a walk over every initialiser."""
+    og0 = layout.program.global_block()
+    writers = layout.global_writers
     for n in needed:
-        if n not in written:
+        if n not in writers:
             raise ProgramDefinitionError(
                 f"transpile: {n!r} has no initialiser in block 0, so parameter server "
                 f"{endpoint} cannot create it")
-    return chosen
+    todo = [k for n in needed for k in writers[n]]
+    chosen: set[int] = set()
+    queued_below: dict[str, int] = {}   # var -> its writers before this index are queued
+    while todo:
+        k = todo.pop()
+        if k in chosen:
+            continue
+        chosen.add(k)
+        for n in og0.ops[k].input_names():
+            below = queued_below.get(n, 0)
+            if k > below and n in writers:
+                ws = writers[n]
+                todo.extend(ws[bisect_left(ws, below):bisect_left(ws, k)])
+                queued_below[n] = k
+    return sorted(chosen)

@@ -58,11 +58,7 @@ class MethodRoles:
 
     def params(self) -> list[str]:
         """Updated parameters, in the order of their first update."""
-        seen: list[str] = []
-        for g in self.groups:
-            if g.param not in seen:
-                seen.append(g.param)
-        return seen
+        return list(dict.fromkeys(g.param for g in self.groups))
 
 
 def _where(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:

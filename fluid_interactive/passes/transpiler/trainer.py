@@ -19,6 +19,9 @@ only in attrs: its ``trainer_id`` and, in sync mode, the names its gradients arr
 """
 from __future__ import annotations
 
+from copy import deepcopy
+from dataclasses import replace
+
 from ...errors import ProgramDefinitionError
 from ...ir.records import (
     AttrValue,
@@ -27,6 +30,8 @@ from ...ir.records import (
     OpRole,
     ProgramDesc,
     VarDesc,
+    clone_op,
+    clone_var,
     returned_names,
 )
 from ...ops.dist import COMM_KIND, COMM_VAR
@@ -35,18 +40,31 @@ from .roles import MethodRoles
 
 
 def build_trainer_program(layout: Layout, trainer_id: int) -> ProgramDesc:
-    program = layout.program.clone()
-    program.name = f"{layout.program.name or 'program'}.trainer_{trainer_id}"
-    if COMM_VAR in program.global_block().vars:
+    source = layout.program
+    if COMM_VAR in source.global_block().vars:
         raise ProgramDefinitionError(f"transpile: the program already has a var named "
                                      f"{COMM_VAR!r}, which the trainer program needs")
+    # Ops are copied only where they stay: the updates and the initialisers of their state
+    # (over half of a large program's ops with Adam) move to the servers.
+    program = ProgramDesc([_declarations(b) for b in source.blocks],
+                          f"{source.name or 'program'}.trainer_{trainer_id}", source.version)
     for roles in layout.methods:
         _rewrite_method(program, layout, roles, trainer_id)
+    rewritten = {roles.block_idx for roles in layout.methods}
+    for block, src in zip(program.blocks[1:], source.blocks[1:]):
+        if block.idx not in rewritten:
+            block.ops = [clone_op(op) for op in src.ops]
     _prune_global(program, layout)
     _shard_readers(program, trainer_id, layout.trainers)
     program.global_block().vars[COMM_VAR] = VarDesc(COMM_VAR, (), "float32", persistable=True,
                                                     kind=COMM_KIND)
     return program
+
+
+def _declarations(block: BlockDesc) -> BlockDesc:
+    """A copy of ``block`` without its ops."""
+    return replace(block, vars={n: clone_var(v) for n, v in block.vars.items()}, ops=[],
+                   feeds=list(block.feeds), returns=deepcopy(block.returns))
 
 
 def _shard_readers(program: ProgramDesc, trainer_id: int, trainers: int) -> None:
@@ -66,7 +84,7 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
                     trainer_id: int) -> None:
     block = program.blocks[roles.block_idx]
     moved = roles.moved
-    old = block.ops
+    old = layout.program.blocks[roles.block_idx].ops   # read only: kept ops are copied
     params = set(layout.params)
     moved_results = {n for i in moved for n in old[i].output_names()} - params
     for i, op in enumerate(old):
@@ -100,7 +118,7 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
     for i, op in enumerate(old):
         if i in moved:
             continue
-        ops.append(op)
+        ops.append(clone_op(op))
         for pair in after.get(i, []):
             ops.extend(_send_ops(block, layout, pair, trainer_id, old[pair.group.ops[-1]].loc))
     ops.extend(_receive_ops(block, layout, roles, pairs, trainer_id,
@@ -195,6 +213,7 @@ def _receive_ops(block: BlockDesc, layout: Layout, roles: MethodRoles,
 def _prune_global(program: ProgramDesc, layout: Layout) -> None:
     """Drop block-0 state that only the moved ops used, and the ops initialising it."""
     g0 = program.global_block()
+    initialisers = layout.program.global_block().ops   # read only: kept ops are copied
     candidates: set[str] = set()
     for roles in layout.methods:
         candidates |= set(roles.lr_state) | set(roles.lr_reads)
@@ -208,12 +227,12 @@ def _prune_global(program: ProgramDesc, layout: Layout) -> None:
         referenced.update(returned_names(block.returns))
     removed = {n for n in candidates if n in g0.vars and n not in referenced}
     while True:
-        kept = [op for op in g0.ops
+        kept = [op for op in initialisers
                 if not (op.output_names() and set(op.output_names()) <= removed)]
         needed = {n for op in kept for n in op.input_names() + op.output_names()} & removed
         if not needed:
             break
         removed -= needed
-    g0.ops = kept
+    g0.ops = [clone_op(op) for op in kept]
     for n in removed:
         del g0.vars[n]

@@ -61,12 +61,14 @@ def written_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> list
     """The persistable vars a call of ``block`` may write, in the order its ops do (an op
     that is inert in this mode commits nothing)."""
     out: list[str] = []
+    seen: set[str] = set()   # out's names: a list lookup made this quadratic in the state
     for inner, op in walk_ops(program, block):
         spec = get_spec(op.type)
         if spec.inert(spec.full_attrs(op.attrs), is_test):
             continue
-        out += [n for n in op.output_names()
-                if _persistable(program, inner, n) and n not in out]
+        new = [n for n in op.output_names() if n not in seen and _persistable(program, inner, n)]
+        out += new
+        seen.update(new)
     return out
 
 
