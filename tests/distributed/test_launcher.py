@@ -177,7 +177,10 @@ def test_sigint_stops_a_launcher_cleanly_and_sigkill_leaves_its_cleanup_to_the_w
     assert "fluid run: stopped by SIGINT; stopping every process of the job" in out
     assert "[pserver 0] pserver 0: stopping: trainer 0 failed: stopped by SIGTERM" in out
     for role in ("trainer 0", "trainer 1", "pserver 0"):
-        assert f"\n{role} exited with status" in out
+        # every role's end is reported; one still cleaning up after the launcher's grace
+        # (a loaded machine) is killed, and the report says so
+        assert re.search(rf"\n{role} (exited with status \d+|was killed by SIG[A-Z]+) after",
+                         out), (role, out)
     assert not [line for line in out.splitlines() if line.startswith("Traceback")]
     assert killed.returncode == -signal.SIGKILL
     for job_id, head_pid, temp_dir in ids:
