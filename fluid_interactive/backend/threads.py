@@ -10,7 +10,9 @@ number of elements its step touches:
 * above, `AdaptiveThreads` runs it with one thread and with every core in turn for a
   few calls, keeps the faster, and measures again after `RECHECK_CALLS` calls (twice as
   long each time the answer stays the same), so a machine that becomes busy (or idle) is
-  noticed within seconds to minutes.
+  noticed within seconds to minutes; and again two calls after the plan switches to its
+  compiled kernels (kernels/tier.py), whose costs differ from the NumPy kernels' and whose
+  build, in a child process, shared the machine with the first measurement.
 
 The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
 with). The count in force between calls is the small plans' count: it is set when the first
@@ -152,7 +154,7 @@ class AdaptiveThreads:
     called unchanged; only the count in force before it changes.
     """
 
-    __slots__ = ("fn", "choice", "countdown", "probe", "totals", "interval")
+    __slots__ = ("fn", "choice", "countdown", "probe", "totals", "interval", "changed")
 
     def __init__(self, fn: Callable[..., Any]):
         self.fn = fn
@@ -161,6 +163,13 @@ class AdaptiveThreads:
         self.countdown = 2          # skip the first call (it fills buffers), then measure
         self.probe: list[int] = []  # the counts still to time in this measurement
         self.totals: dict[int, list[float]] = {}
+        self.changed = False
+
+    def kernels_changed(self) -> None:
+        """The plan now runs other kernels (its compiled ones): what was measured no longer
+        holds, so measure again soon, from the call after next. A measurement taken while
+        the compiled kernels were being built also shared the machine with their build."""
+        self.changed = True
 
     def __call__(self, *args: Any) -> Any:
         with STATE.lock:
@@ -183,6 +192,9 @@ class AdaptiveThreads:
         """The count for this call: the override, the next count to time, or the choice."""
         if STATE.override is not None:
             return STATE.override
+        if self.changed and not self.probe:
+            self.changed = False
+            self.countdown, self.interval = min(self.countdown, 2), RECHECK_CALLS
         if not self.probe:
             self.countdown -= 1
             if self.countdown <= 0:

@@ -65,6 +65,8 @@ class PlanTier:
         # polls before the build is asked for: the first call runs alone (a build in the
         # background shares the interpreter, or a core, with it)
         self.deferred = 0
+        #: called once the plan has switched to its compiled kernels
+        self.on_switch: list[Callable[[], None]] = []
 
     def request(self, source: KernelSource, label: str) -> Kernel:
         """A handle on the compiled form of a kernel of this plan (``label``: what the
@@ -124,6 +126,8 @@ class PlanTier:
         for kernel, fn in zip(self.kernels, fns):
             kernel.fn = fn
         self.state = "compiled"
+        for listener in self.on_switch:
+            listener()
 
     def describe(self) -> str:
         """'numpy', 'compiling' or 'loading' (NumPy runs meanwhile), or 'compiled', with

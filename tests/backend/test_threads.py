@@ -157,3 +157,31 @@ def test_plans_are_classed_by_the_elements_they_touch():
     assert 16 * 8 < code.work < 1000
     assert threads.is_small(code.work)
     assert not threads.is_small(threads.SMALL_WORK) or threads.STATE.cores == 1
+
+
+def test_a_large_plan_measures_again_soon_when_its_kernels_change(clock):
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.6}, calls))
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 3):
+        entry()
+    assert entry.choice == 2 and not entry.probe and entry.countdown > 100
+    entry.kernels_changed()   # the plan switched to compiled kernels
+    entry()                   # runs with the count chosen; the next call measures
+    assert not entry.probe and calls[-1] == 2
+    entry()
+    assert calls[-1] == 1 and len(entry.probe) == 2 * threads.PROBE_CALLS - 1
+    assert entry.interval == threads.RECHECK_CALLS
+
+
+def test_a_change_of_kernels_during_a_measurement_waits_for_its_end(clock):
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 0.6}, calls))
+    entry()
+    entry()                   # the measurement's first call
+    entry.kernels_changed()
+    while entry.probe:
+        entry()
+    assert entry.choice == 2 and entry.countdown > 100   # the measurement concluded
+    entry()
+    entry()
+    assert len(entry.probe) == 2 * threads.PROBE_CALLS - 1   # and another began

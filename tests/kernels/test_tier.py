@@ -11,6 +11,7 @@ import pytest
 
 import fluid
 from fluid_interactive import kernels
+from fluid_interactive.backend import threads
 from fluid_interactive.kernels import loops
 
 numba = pytest.importorskip("numba")
@@ -118,6 +119,29 @@ def test_the_switch_happens_between_calls_and_the_source_names_the_kernels(monke
     prog.train(x, y)
     assert prog.train.runner.tier == "compiled"
     assert all(k.fn is not None for k in tier.kernels)
+
+
+def test_a_large_plan_measures_its_thread_count_again_once_it_runs_compiled_kernels(
+        monkeypatch):
+    """The thread policy's measurement on the NumPy kernels (taken beside their build) does
+    not stand for the compiled ones: the switch starts a new one two calls later."""
+    monkeypatch.setenv("FLUID_KERNEL_CACHE", os.environ["FLUID_KERNEL_CACHE"] + "/threads")
+    monkeypatch.setattr(threads, "SMALL_WORK", 0)       # a large plan: the policy measures it
+    monkeypatch.setattr(threads.STATE, "cores", 2)
+    prog = mlp(OPTIMIZERS["adam"])().Compile(seed=0)
+    x, y = batches(1)[0]
+    for _ in range(2 + 2 * threads.PROBE_CALLS + 2):   # the first measurement, and after
+        prog.train(x, y)
+    entry = next(iter(prog.train.runner.plans.values())).fn
+    assert isinstance(entry, threads.AdaptiveThreads)
+    assert not entry.probe and entry.countdown > 100    # the next one hundreds of calls away
+    assert prog.train.runner.plan_tier().wait(300)
+    prog.train(x, y)                                    # switches to the compiled kernels
+    assert prog.train.runner.tier == "compiled" and not entry.probe
+    prog.train(x, y)
+    assert not entry.probe
+    prog.train(x, y)
+    assert len(entry.probe) == 2 * threads.PROBE_CALLS - 1   # measuring, one call timed
 
 
 def test_a_fresh_process_with_a_warm_cache_runs_compiled_kernels_from_its_first_call():

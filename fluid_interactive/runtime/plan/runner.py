@@ -100,7 +100,10 @@ class BlockRunner:
         code.nbytes = buffer_bytes(analysis.steps)
         code.work = work
         if on_host and not small:   # the faster of one thread and all cores, measured as it runs
-            code.fn = threads.AdaptiveThreads(code.fn)
+            code.fn = adaptive = threads.AdaptiveThreads(code.fn)
+            tier = self.plan_tier(code)
+            if tier is not None and tier.pending:   # measured again on the compiled kernels
+                tier.on_switch.append(adaptive.kernels_changed)
         return code
 
     @property
