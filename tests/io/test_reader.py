@@ -396,16 +396,20 @@ def test_no_thread_or_file_leaks(file_of):
         if i % 3 == 0:
             drain(r)
         r.close()
-    assert (threading.active_count(), open_fds()) == (threads, fds)
+    # a leak is more threads or descriptors; fewer is something from before that closed
+    # meanwhile (a finished child process's pipes)
+    assert threading.active_count() <= threads and open_fds() <= fds
     for i in range(100):  # create, use, abandon
         r = BatchReader(FileSource(path), 32, SHAPES, DTYPES, prefetch=1 + i % 3)
         r.next()
         del r
         gc.collect()
-    assert settles(threads, fds) == (threads, fds)
+    got_threads, got_fds = settles(threads, fds)
+    assert got_threads <= threads and got_fds <= fds
     for _ in range(20):  # abandoned inside a reference cycle
         r = BatchReader(FileSource(path), 32, SHAPES, DTYPES)
         r.next()
         r.cycle = r
         del r
-    assert settles(threads, fds) == (threads, fds)
+    got_threads, got_fds = settles(threads, fds)
+    assert got_threads <= threads and got_fds <= fds
