@@ -49,6 +49,8 @@ PROGRESS_EVERY_S = 10.0
 FIRST_PORT = 6174
 #: Seconds a trainer may run on after every server has exited.
 ORPHAN_GRACE_S = 10.0
+#: Seconds to wait for a stopped role's process to be reaped before reporting how it ended.
+REAP_S = 5.0
 #: Memory a role needs: its process holds ~120 MB resident, a server's actor process
 #: ~120 MB more (measured, docs/distributed.md "fluid run"). A machine is refused a job
 #: it cannot hold.
@@ -302,5 +304,11 @@ class Launcher:
     def _stop_all(self) -> None:
         self._stop(self._roles)
         for r in self._roles:
+            # a role killed a moment ago may not be reaped yet: wait for it (briefly), so
+            # that its end is reported rather than skipped as still running
+            try:
+                r.proc.wait(timeout=REAP_S)
+            except subprocess.TimeoutExpired:
+                pass
             if r.relay is not None:
                 r.relay.join(timeout=5)
