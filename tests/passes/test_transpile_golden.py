@@ -40,6 +40,7 @@ class DeepMLP(fluid.Program):
 
 from distributed.nets import MLP, FedRate, FitALine, TwoHeads, with_lr_schedule  # noqa: E402
 from frontend.test_gan import GAN  # noqa: E402
+from golden import check_golden  # noqa: E402
 
 from fluid_interactive.ir import program_to_json  # noqa: E402
 from fluid_interactive.passes.transpiler import transpile  # noqa: E402
@@ -98,13 +99,4 @@ def test_transpile_output_matches_the_golden_file(name, make):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the idle-server warning is tested elsewhere
         text = describe(make())
-    path = os.path.join(GOLDEN, f"transpile_{name}.txt")
-    if os.environ.get("FLUID_UPDATE_GOLDEN"):
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    assert os.path.exists(path), f"missing {path}; create it with FLUID_UPDATE_GOLDEN=1"
-    with open(path, encoding="utf-8") as f:
-        expected = f.read()
-    assert text == expected, (f"transpile output differs from {path}; if the change is "
-                              f"intended, rerun with FLUID_UPDATE_GOLDEN=1 and review the diff")
+    check_golden(os.path.join(GOLDEN, f"transpile_{name}.txt"), text, "transpile output")

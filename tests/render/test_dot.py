@@ -52,6 +52,8 @@ class MLP(fluid.Program):
 
 # ------------------------------------------------------------------------------------------
 
+from golden import check_golden  # noqa: E402
+
 from fluid_interactive import render  # noqa: E402
 from fluid_interactive.ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, SourceLoc, VarDesc  # noqa: E402
 from fluid_interactive.render import (  # noqa: E402
@@ -186,16 +188,7 @@ def _normalise(text: str) -> list[str]:
 
 
 def _check_golden(name: str, text: str) -> None:
-    path = os.path.join(GOLDEN, name)
-    if os.environ.get("FLUID_UPDATE_GOLDEN"):
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    assert os.path.exists(path), f"missing {path}; create it with FLUID_UPDATE_GOLDEN=1"
-    with open(path, encoding="utf-8") as f:
-        expected = f.read()
-    assert _normalise(text) == _normalise(expected), (
-        f"DOT differs from {path}; if the change is intended, rerun with FLUID_UPDATE_GOLDEN=1")
+    check_golden(os.path.join(GOLDEN, name), text, "DOT", _normalise)
 
 
 def test_golden_fit_a_line_program(fit):
