@@ -7,9 +7,11 @@ from functools import cache
 from . import loops
 from .build import KernelSource, module_text
 
-#: scalars each loop takes after its arrays, and how many arrays (inputs, then outputs)
+#: how many arrays each loop takes first, scalars after them, arrays last (the
+#: ``*_over`` forms write their second array: the parameters over the gradients)
 _SHAPE = {"sgd": (2, 1, 1), "momentum": (3, 2, 2), "momentum_nesterov": (3, 2, 2),
-          "adam": (4, 6, 3)}
+          "adam": (4, 6, 3), "sgd_over": (2, 1, 0), "momentum_over": (3, 2, 1),
+          "momentum_nesterov_over": (3, 2, 1), "adam_over": (4, 6, 2)}
 
 
 @cache

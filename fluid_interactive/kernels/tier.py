@@ -95,8 +95,8 @@ class PlanTier:
             else "compiling"
 
     def _submit(self) -> None:
-        if not self.futures:
-            self.futures = [BUILDER.submit(k.source) for k in self.kernels]
+        # kernels requested since (another instance of the plan, turns.py) join the build
+        self.futures += [BUILDER.submit(k.source) for k in self.kernels[len(self.futures):]]
 
     def poll(self) -> None:
         """Between calls: ask for the build after the first call, and switch to the

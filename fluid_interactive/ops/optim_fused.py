@@ -9,7 +9,11 @@ rule run for each parameter), and its kernel runs the same update function
 bit-identical to the unfused ops'. The flat state is double-buffered (ops/flat_state.py):
 a step writes only into arrays nobody references and returns views of them; the new
 parameters' array serves as the update's scratch until they are written, so a fused
-update needs no memory beyond its two generations and the flat gradients.
+update needs no memory beyond its two generations and the flat gradients. Where the plan
+lends the generation it writes as its gradient arena (``writes_over``), the gradients
+are that generation's parameter array: the compiled loops read each gradient before they
+write its parameter; the NumPy kernels, whose scratch would overwrite gradients still to
+be read, then run over blocks of the arrays with a small scratch of their own.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from typing import Any
 
 from ..kernels import plan_tier
 from ..kernels.optim import update_source
-from .flat_state import DoubleBuffer, FlatInput
+from .flat_state import DoubleBuffer, FlatInput, lend_key, state_key
 from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, Slot
@@ -74,8 +78,15 @@ class _FlatUpdate:
         self.shapes = [t.shape for t in params]
         self.dtype = params[0].dtype
         layouts = [[t.shape for t in ctx.inputs(s)] for s in state_slots]
-        self.buffers = DoubleBuffer(xp, layouts, [self.dtype] * len(layouts))
+        # one per plan, shared by its instances (runtime/plan/turns.py)
+        first = ctx.input_name("Grads")
+        self.buffers = ctx.shared(state_key(first), lambda: DoubleBuffer(
+            xp, layouts, [self.dtype] * len(layouts)))
+        self.lent = bool(ctx.shared(lend_key(first), bool))
+        #: the compiled loop writing the parameters over the gradients (see `compiled`)
+        self.over_kernel: Any = None
         self.grads = FlatInput(xp, self.shapes, self.dtype)
+        self.block: Any = None   # the scratch of `blocks`, made when first needed
         self.segments = []
         at = 0
         for s in self.shapes:
@@ -86,28 +97,54 @@ class _FlatUpdate:
     def compiled(self, ctx: KernelContext, function: str):
         """The handle on ``kernels/loops.<function>`` for this update, or None where the
         tier does not apply (a device, an integer dtype, a learning rate of another
-        dtype: NumPy would compute that product in the wider type)."""
+        dtype: NumPy would compute that product in the wider type). Where the plan lends
+        its gradients' arena, `over_kernel` is the handle on ``<function>_over`` too: only then
+        may the update write its parameters over its gradients (the NumPy kernels do so
+        in blocks, until the plan switches to the compiled loops)."""
         if self.xp.__name__ != "numpy" or self.dtype not in ("float32", "float64") or \
                 ctx.input("LearningRate").dtype != self.dtype:
             return None
-        return plan_tier(ctx.shared).request(update_source(function, self.dtype),
-                                             f"fluid_interactive/kernels/loops.py:{function}")
+        tier = plan_tier(ctx.shared)
+        if self.lent:
+            self.over_kernel = tier.request(update_source(function + "_over", self.dtype),
+                                     f"fluid_interactive/kernels/loops.py:{function}_over")
+            self.buffers.writes_over = True
+        return tier.request(update_source(function, self.dtype),
+                            f"fluid_interactive/kernels/loops.py:{function}")
 
-    @staticmethod
-    def labelled(fn: Callable, compiled: Any) -> Callable:
-        """``fn``, telling the generated source which compiled kernel it may call."""
+    def labelled(self, fn: Callable, compiled: Any) -> Callable:
+        """``fn``, telling the generated source which compiled kernels it may call."""
         if compiled is not None:
-            fn.tier_label = compiled.label  # type: ignore[attr-defined]
+            over = self.over_kernel
+            fn.tier_label = compiled.label + (  # type: ignore[attr-defined]
+                f" or, over the gradients, {over.label}" if over is not None else "")
         return fn
 
-    def begin(self, state: Sequence[Sequence[Any]]):
-        """(the generation holding the inputs, or None, and the generation to write). The
+    def begin(self, state: Sequence[Sequence[Any]], g: Any):
+        """(the generation holding the inputs, or None, the generation to write, and
+        whether its parameters' memory is the gradients'). The
         inputs are the last step's outputs; or (values set from outside, a first step)
         they are read where they are, parameter by parameter (see `parts`). The generation
         written is never the inputs', so an update may use its parameter array as scratch
-        before the new parameters land in it."""
+        before the new parameters land in it; it is the one whose parameters' array holds
+        the gradients ``g`` where the plan lent it (then the scratch is the gradients)."""
         src = self.buffers.holding(tuple(a for arrays in state for a in arrays))
-        return src, self.buffers.acquire(src)
+        over = self.buffers.over(g)
+        if over is src and over is not None:   # the runner never lets this happen
+            raise RuntimeError("a fused update's gradients are the parameters it reads")
+        return src, over or self.buffers.acquire(src), over is not None
+
+    def blocks(self, arrays: Sequence[Any]) -> Iterator[list[Any]]:
+        """``arrays`` (1-D or not, all of one size) in blocks of at most `_BLOCK` elements,
+        with this update's block scratch last: the NumPy kernels' way of updating the
+        parameters over the gradients without a full-size scratch."""
+        flat = [a.reshape(-1) for a in arrays]
+        n = flat[0].size
+        if self.block is None:
+            self.block = self.xp.empty(min(_BLOCK, sum(map(prod, self.shapes))), self.dtype)
+        for start in range(0, n, _BLOCK):
+            stop = min(start + _BLOCK, n)
+            yield [a[start:stop] for a in flat] + [self.block[:stop - start]]
 
     def parts(self, src, state: Sequence[Sequence[Any]], gen, g: Any,
               per_parameter: bool = False) -> Iterator[tuple[list, Any, list]]:
@@ -126,6 +163,10 @@ class _FlatUpdate:
         return gen.every[0] if len(gen.every) == 1 else gen.every
 
 
+#: elements per block when a NumPy update runs in blocks (16K float32: 64 KB, in cache)
+_BLOCK = 1 << 14
+
+
 def _sgd_kernel(ctx: KernelContext):
     base, xp = get_spec("sgd"), ctx.xp
     split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params"])
@@ -133,10 +174,14 @@ def _sgd_kernel(ctx: KernelContext):
 
     def fn(*args):
         params, grads, (lr,) = split(args)
-        src, gen = flat.begin([params])
-        for (p,), g, (p_out,) in flat.parts(src, [params], gen, flat.grads(grads)):
-            if compiled is None:   # scratch: the new parameters
+        g_flat = flat.grads(grads)
+        src, gen, over = flat.begin([params], g_flat)
+        for (p,), g, (p_out,) in flat.parts(src, [params], gen, g_flat):
+            if compiled is None:   # scratch: the new parameters (read g[i], write p_out[i])
                 sgd_update(xp, p, g, lr, p_out, p_out)
+            elif over:
+                flat.over_kernel.run((p.reshape(-1), g.reshape(-1), lr.reshape(-1)[0]), sgd_update,
+                              xp, p, g, lr, p_out, p_out)
             else:
                 compiled.run((p.reshape(-1), g.reshape(-1), lr.reshape(-1)[0],
                               p_out.reshape(-1)), sgd_update, xp, p, g, lr, p_out, p_out)
@@ -154,15 +199,29 @@ def _momentum_kernel(ctx: KernelContext):
     def fn(*args):
         params, grads, velocities, (lr,) = split(args)
         state = [params, velocities]
-        src, gen = flat.begin(state)
-        for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, flat.grads(grads)):
-            numpy_args = (xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
+        g_flat = flat.grads(grads)
+        src, gen, over = flat.begin(state, g_flat)
+
+        def numpy_update(p, g, v, p_out, v_out):
+            if over and nesterov:   # its scratch (p_out) is g, which it reads after
+                for p_b, g_b, v_b, p_out_b, v_out_b, scratch in flat.blocks(
+                        (p, g, v, p_out, v_out)):
+                    momentum_update(xp, mu, True, p_b, g_b, v_b, lr, p_out_b, v_out_b,
+                                    scratch)
+            else:
+                momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
+
+        for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, g_flat):
             if compiled is None:
-                momentum_update(*numpy_args)
+                numpy_update(p, g, v, p_out, v_out)
+            elif over:
+                flat.over_kernel.run((p.reshape(-1), g.reshape(-1), v.reshape(-1), mu_t,
+                               lr.reshape(-1)[0], v_out.reshape(-1)),
+                              numpy_update, p, g, v, p_out, v_out)
             else:
                 compiled.run((p.reshape(-1), g.reshape(-1), v.reshape(-1), mu_t,
                               lr.reshape(-1)[0], p_out.reshape(-1), v_out.reshape(-1)),
-                             momentum_update, *numpy_args)
+                             numpy_update, p, g, v, p_out, v_out)
         return flat.outputs(gen)
     return flat.labelled(fn, compiled)
 
@@ -188,8 +247,18 @@ def _adam_kernel(ctx: KernelContext):
     def fn(*args):
         params, grads, (lr,), m1, m2, b1p, b2p = split(args)
         state = [params, m1, m2, b1p, b2p]
-        src, gen = flat.begin(state)
         g = flat.grads(grads)
+        src, gen, over = flat.begin(state, g)
+
+        def numpy_update(p, g, m1, m2, rate, p_out, m1_out, m2_out):
+            if over:   # its scratch (p_out) is g, which it reads after
+                for p_b, g_b, m1_b, m2_b, p_out_b, m1_out_b, m2_out_b, scratch in \
+                        flat.blocks((p, g, m1, m2, p_out, m1_out, m2_out)):
+                    adam_update(xp, b1, b2, eps, p_b, g_b, m1_b, m2_b, rate, p_out_b,
+                                m1_out_b, m2_out_b, scratch)
+            else:
+                adam_update(xp, b1, b2, eps, p, g, m1, m2, rate, p_out, m1_out, m2_out, p_out)
+
         per_parameter = False
         if on_host:   # Python floats: one rate for all (the usual case) runs flat
             pows = src.views[3:5] if src is not None else state[3:5]
@@ -203,15 +272,18 @@ def _adam_kernel(ctx: KernelContext):
                 rate = device_rates(lr, p1, p2)
             else:                    # one parameter: its rate, used before the next one
                 rate = corrected_rate(lr, p1, p2)
-            numpy_args = (xp, b1, b2, eps, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out,
-                          p_out)   # scratch: the new parameters
             if compiled is None or not on_host:
-                adam_update(*numpy_args)
+                numpy_update(p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
+            elif over:
+                flat.over_kernel.run((p.reshape(-1), g_i.reshape(-1), m1_in.reshape(-1),
+                               m2_in.reshape(-1), *consts, flat.scalar(rate),
+                               m1_out.reshape(-1), m2_out.reshape(-1)),
+                              numpy_update, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
             else:
                 compiled.run((p.reshape(-1), g_i.reshape(-1), m1_in.reshape(-1),
                               m2_in.reshape(-1), *consts, flat.scalar(rate),
                               p_out.reshape(-1), m1_out.reshape(-1), m2_out.reshape(-1)),
-                             adam_update, *numpy_args)
+                             numpy_update, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
             xp.multiply(p1, b1, out=p1_out)
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
@@ -227,6 +299,7 @@ def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable])
     register(OpSpec(base.fused, plural(base.inputs), plural(base.outputs),
                     _fused_infer(base), kernel, attrs=dict(base.attrs),
                     contiguous=(fused_slot(base, "Grad"),),
+                    writes_over=(fused_slot(base, "ParamOut"), fused_slot(base, "Grad")),
                     doc=f"`{base_type}` of many parameters at once, over flat arrays "
                         f"(made by the fusion pass; values bit-identical)"))
 

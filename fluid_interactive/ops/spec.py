@@ -138,6 +138,11 @@ class OpSpec:
     # Input slots whose vars the planner lays out one after another in one flat array
     # (runtime/plan/buffers.py), so that the kernel reads them as one (a fused update's grads).
     contiguous: tuple[str, ...] = ()
+    # (output slot, contiguous input slot): the kernel may be given the arena of that input
+    # slot as the flat array its output slot's vars are views of, and then reads each
+    # element of the input before it writes the output's (a fused update writing the new
+    # parameters over their gradients; runtime/plan/turns.py lends it the arena).
+    writes_over: tuple[str, str] | tuple[()] = ()
     # Attrs naming files on the machine that runs the op (a reader's data files): where the
     # data lives, not what the program computes, so two processes that agree on the program
     # may disagree on them (distributed roles compare programs without them).

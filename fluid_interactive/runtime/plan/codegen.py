@@ -67,11 +67,12 @@ def _size(shape) -> int:
 def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
              is_test: bool, tag: str, subplans: SubPlans | None = None,
-             prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None
-             ) -> GeneratedCode:
+             prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None,
+             plan_state: dict | None = None) -> GeneratedCode:
     """``prologue(bind, plan_state)``, called once the kernels are prepared, gives lines
     that run first in every call (the thread count, the kernel tier), using ``bind`` to
-    name the values they need."""
+    name the values they need. ``plan_state``: the kernels' shared state, when another
+    instance of the plan shares it (they take turns: runtime/plan/turns.py)."""
     em = Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
@@ -87,7 +88,8 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
         return local if fresh else f"{local}.copy()"
 
     plan = StepPlan(program, block, analysis, xp, rng_for, is_test, tag,
-                    subplans or SubPlans(None), collect=frozenset(analysis.collected))
+                    subplans or SubPlans(None), plan_state={} if plan_state is None else plan_state,
+                    collect=frozenset(analysis.collected))
     writes: dict[str, str] = {}
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
     emit_steps(em, plan, lambda step: _collect_writes(em, step, analysis, is_test, writes))

@@ -13,15 +13,18 @@ from ...backend import threads
 from ...errors import FluidError, KernelError
 from ...ir.records import BlockDesc, OpRole, ProgramDesc
 from ...ir.source import format_location
-from ...kernels import TIER_KEY, PlanTier
+from ...kernels import TIER_KEY, PlanTier, enabled
 from ...ops.apply import prepare_kernel
+from ...ops.flat_state import lend_key, state_key
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
 from .analysis import BlockAnalysis, analyse_block, describe_op, op_rng
+from .buffers import lent_arenas, over_arenas
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
 from .loops import SubPlans
+from .turns import Instance, Turns
 
 SignatureKey = tuple
 
@@ -65,15 +68,16 @@ class BlockRunner:
         """A new plan instance for these shapes, for a call that runs beside others; the
         caller hands it back with ``code.pool.append(code)``."""
         key = tuple(a.shape for a in arrays)
-        code = self._build(arrays, SubPlans(self.seed))
+        code = self._build(arrays, SubPlans(self.seed), turns=False)
         code.pool = self.pools.setdefault(key, [])
         self.cache.add(key, code)
         return code
 
-    def _build(self, arrays: list[Any], subplans: SubPlans | None = None) -> GeneratedCode:
+    def _build(self, arrays: list[Any], subplans: SubPlans | None = None,
+               turns: bool = True) -> GeneratedCode:
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
-                return self._build_plan(arrays, subplans or self.subplans)
+                return self._build_plan(arrays, subplans or self.subplans, turns)
         except MemoryError:
             shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
             raise KernelError(
@@ -82,7 +86,7 @@ class BlockRunner:
                 f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
                 f"hold). No state was changed.") from None
 
-    def _build_plan(self, arrays: list[Any], subplans: SubPlans) -> GeneratedCode:
+    def _build_plan(self, arrays: list[Any], subplans: SubPlans, turns: bool) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
@@ -93,10 +97,9 @@ class BlockRunner:
         small = threads.is_small(work)
         if small and on_host:   # the count between calls (a large plan puts it back)
             threads.STATE.use(threads.STATE.small)
-        code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
-                        self._rng_for, self.is_test,
-                        tag=f"{self.program.name}.{self.block.name or self.block.idx}",
-                        subplans=subplans, prologue=_tier_switch)
+        code = self._taking_turns(analysis, subplans) if turns and on_host else None
+        if code is None:
+            code = self._generate(analysis, subplans)
         code.nbytes = buffer_bytes(analysis.steps)
         code.work = work
         if on_host and not small:   # the faster of one thread and all cores, measured as it runs
@@ -104,6 +107,61 @@ class BlockRunner:
             tier = self.plan_tier(code)
             if tier is not None and tier.pending:   # measured again on the compiled kernels
                 tier.on_switch.append(adaptive.kernels_changed)
+        return code
+
+    def _generate(self, analysis: BlockAnalysis, subplans: SubPlans,
+                  plan_state: dict | None = None) -> GeneratedCode:
+        return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
+                        self._rng_for, self.is_test,
+                        tag=f"{self.program.name}.{self.block.name or self.block.idx}",
+                        subplans=subplans, prologue=_tier_switch, plan_state=plan_state)
+
+    def _taking_turns(self, analysis: BlockAnalysis, subplans: SubPlans
+                      ) -> GeneratedCode | None:
+        """The plan as instances taking turns (turns.py) when a fused update may write its
+        parameters over a gradient arena worth the trouble, else None. The first instance
+        is the plan: its source, its errors' lines; the others are its children."""
+        arenas = over_arenas(analysis.steps)
+        lent_bytes = sum(prod(a.shape) * np.dtype(a.dtype).itemsize for _, a in arenas)
+        # A second instance saves the arenas and costs the scratch its kernels make for
+        # themselves, which grows with the other buffers (a convolution's or a pooling's
+        # scratch is the size of its images): lent where the arenas outweigh those.
+        others = buffer_bytes(analysis.steps) - lent_bytes
+        if not arenas or not enabled() or lent_bytes < max(LEND_MIN_BYTES, others):
+            return None
+        firsts = [step.op.inputs[step.spec.writes_over[1]][0] for step, _ in arenas]
+        keys = [state_key(first) for first in firsts]
+        # the instances' kernels share their state, the tier's too; the updates are told
+        shared: dict = {lend_key(first): True for first in firsts}
+
+        lent: list[GeneratedCode] = []
+
+        def make(lend: bool) -> Instance:
+            flats = {id(arena): self.xp.empty(arena.shape, arena.dtype)
+                     for _, arena in arenas} if lend else {}
+            with lent_arenas(analysis.steps, flats):
+                code = self._generate(analysis, subplans, shared)
+            gens = [shared[k].adopt(flats[id(arena)]) for k, (_, arena) in zip(keys, arenas)
+                    if lend and k in shared and shared[k].writes_over]
+            if lent:   # errors in any instance name the plan's lines
+                lent[0].children[code.filename] = code
+                lent[0].children.update(code.children)
+            if lend:
+                lent.append(code)
+            return code, gens
+
+        def let_go() -> None:
+            for code in lent[1:]:
+                lent[0].children.pop(code.filename, None)
+            del lent[1:]
+            for k in keys:
+                if k in shared:
+                    shared[k].forget_adopted()
+
+        code, gens = make(True)
+        if not gens:
+            return code
+        code.fn = Turns(make, (code, gens), let_go)
         return code
 
     @property
@@ -202,6 +260,10 @@ def buffer_bytes(steps: list) -> int:
                     seen[id(root)] = root
     return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
 
+
+#: the least a plan's lent gradient arenas must hold (turns.py): below it, one more small
+#: array costs less than a second plan instance
+LEND_MIN_BYTES = 256 << 10
 
 _limits = {"plans": 32, "memory": 256 << 20}
 
