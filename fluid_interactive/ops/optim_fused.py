@@ -226,6 +226,29 @@ def _momentum_kernel(ctx: KernelContext):
     return flat.labelled(fn, compiled)
 
 
+def _adam_numpy(xp: Any, flat: _FlatUpdate, b1: float, b2: float, eps: float,
+                over: bool) -> Callable:
+    """Adam's NumPy update of one part (the flat arrays, or one parameter): over the
+    gradients in blocks, since its full-size scratch (the new parameters) would be them."""
+    def update(p, g, m1, m2, rate, p_out, m1_out, m2_out):
+        if not over:
+            adam_update(xp, b1, b2, eps, p, g, m1, m2, rate, p_out, m1_out, m2_out, p_out)
+            return
+        for p_b, g_b, m1_b, m2_b, p_out_b, m1_out_b, m2_out_b, scratch in \
+                flat.blocks((p, g, m1, m2, p_out, m1_out, m2_out)):
+            adam_update(xp, b1, b2, eps, p_b, g_b, m1_b, m2_b, rate, p_out_b, m1_out_b,
+                        m2_out_b, scratch)
+    return update
+
+
+def _adam_loop_args(flat: _FlatUpdate, consts: tuple, over: bool, p: Any, g: Any, m1: Any,
+                    m2: Any, rate: float, p_out: Any, m1_out: Any, m2_out: Any) -> tuple:
+    """The arguments of `loops.adam` (or, over the gradients, `loops.adam_over`)."""
+    outs = (m1_out, m2_out) if over else (p_out, m1_out, m2_out)
+    return (p.reshape(-1), g.reshape(-1), m1.reshape(-1), m2.reshape(-1), *consts,
+            flat.scalar(rate), *(a.reshape(-1) for a in outs))
+
+
 def _adam_kernel(ctx: KernelContext):
     base, xp = get_spec("adam"), ctx.xp
     b1, b2, eps = (float(ctx.attrs[k]) for k in ("beta1", "beta2", "epsilon"))
@@ -249,16 +272,7 @@ def _adam_kernel(ctx: KernelContext):
         state = [params, m1, m2, b1p, b2p]
         g = flat.grads(grads)
         src, gen, over = flat.begin(state, g)
-
-        def numpy_update(p, g, m1, m2, rate, p_out, m1_out, m2_out):
-            if over:   # its scratch (p_out) is g, which it reads after
-                for p_b, g_b, m1_b, m2_b, p_out_b, m1_out_b, m2_out_b, scratch in \
-                        flat.blocks((p, g, m1, m2, p_out, m1_out, m2_out)):
-                    adam_update(xp, b1, b2, eps, p_b, g_b, m1_b, m2_b, rate, p_out_b,
-                                m1_out_b, m2_out_b, scratch)
-            else:
-                adam_update(xp, b1, b2, eps, p, g, m1, m2, rate, p_out, m1_out, m2_out, p_out)
-
+        numpy_update = _adam_numpy(xp, flat, b1, b2, eps, over)
         per_parameter = False
         if on_host:   # Python floats: one rate for all (the usual case) runs flat
             pows = src.views[3:5] if src is not None else state[3:5]
@@ -272,18 +286,12 @@ def _adam_kernel(ctx: KernelContext):
                 rate = device_rates(lr, p1, p2)
             else:                    # one parameter: its rate, used before the next one
                 rate = corrected_rate(lr, p1, p2)
-            if compiled is None or not on_host:
-                numpy_update(p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
-            elif over:
-                flat.over_kernel.run((p.reshape(-1), g_i.reshape(-1), m1_in.reshape(-1),
-                               m2_in.reshape(-1), *consts, flat.scalar(rate),
-                               m1_out.reshape(-1), m2_out.reshape(-1)),
-                              numpy_update, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
+            arrays = (p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
+            if compiled is None:   # (on a device, always)
+                numpy_update(*arrays)
             else:
-                compiled.run((p.reshape(-1), g_i.reshape(-1), m1_in.reshape(-1),
-                              m2_in.reshape(-1), *consts, flat.scalar(rate),
-                              p_out.reshape(-1), m1_out.reshape(-1), m2_out.reshape(-1)),
-                             numpy_update, p, g_i, m1_in, m2_in, rate, p_out, m1_out, m2_out)
+                loop = flat.over_kernel if over else compiled
+                loop.run(_adam_loop_args(flat, consts, over, *arrays), numpy_update, *arrays)
             xp.multiply(p1, b1, out=p1_out)
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
