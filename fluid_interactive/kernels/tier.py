@@ -80,7 +80,9 @@ class PlanTier:
         when the disk cache holds them all and Numba is ready (milliseconds: the first
         call runs them), otherwise build or load them in the background while the plan
         runs NumPy, from the end of its first call on."""
-        if not self.kernels or not enabled():
+        if not self.kernels or not enabled() or self.pending:
+            return   # (pending: kernels asked for since join the build, see `_submit`)
+        if self.state == "compiled" and self._load_more():
             return
         if numba_ready() and all(k.source.is_cached() for k in self.kernels):
             try:
@@ -93,6 +95,20 @@ class PlanTier:
         self.deferred = 1
         self.state = "loading" if all(k.source.is_cached() for k in self.kernels) \
             else "compiling"
+
+    def _load_more(self) -> bool:
+        """After the switch, another instance of the plan (runtime/plan/turns.py) asked for
+        kernels: load them from the cache, where the switch put theirs (True), or not."""
+        more = [k for k in self.kernels if k.fn is None]
+        if not all(k.source.is_cached() for k in more):
+            return False
+        try:
+            fns = [load(k.source) for k in more]
+        except Exception:   # a damaged cache: build again, as `start` does
+            return False
+        for kernel, fn in zip(more, fns):
+            kernel.fn = fn
+        return True
 
     def _submit(self) -> None:
         # kernels requested since (another instance of the plan, turns.py) join the build

@@ -134,10 +134,10 @@ class DoubleBuffer:
         self.adopted.append(gen)
         return gen
 
-    def forget_adopted(self) -> None:
-        """Let the adopted generations go (the plan stopped lending its arenas); each is
+    def forget(self, gen: Generation) -> None:
+        """Let an adopted generation go (its plan instance was not made after all); it is
         freed with its last user."""
-        self.adopted.clear()
+        self.adopted = [g for g in self.adopted if g is not gen]
 
     def over(self, grads: Any) -> Generation | None:
         """The adopted generation whose parameters' memory is that of ``grads`` (the flat

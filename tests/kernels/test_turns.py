@@ -21,10 +21,14 @@ pytest.importorskip("numba")
 PARAM_BYTES = (32 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10) * 4
 
 
-def mlp(optimizer):
-    def net(x):
+def mlp(optimizer, dropout=False, read_grad=False):
+    """``dropout``: a random op in the step; ``read_grad``: the step also returns the sum
+    of squares of a gradient, read after the update."""
+    def net(x, train=False):
         with fluid.var_scope("net"):   # the same weights in both methods
             h = fluid.layers.fc(x, size=512, act="relu")
+            if dropout and train:
+                h = fluid.layers.dropout(h, dropout_prob=0.5)
             h = fluid.layers.fc(h, size=256, act="relu")
             return fluid.layers.fc(h, size=10)
 
@@ -33,8 +37,12 @@ def mlp(optimizer):
         def train(self, x, y):
             x = fluid.layers.data(name="x", shape=[32], dtype="float32")
             y = fluid.layers.data(name="y", shape=[1], dtype="int64")
-            loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(net(x), y))
-            optimizer().minimize(loss)
+            loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(net(x, True),
+                                                                             y))
+            pairs = optimizer().minimize(loss)
+            if read_grad:
+                grad = pairs[0][1]
+                return loss, fluid.layers.reduce_sum(fluid.layers.square(grad))
             return loss
 
         @fluid.network("x")
@@ -82,6 +90,25 @@ def test_values_are_those_of_a_plan_with_its_own_gradient_arena(name, compiled_k
             assert prog.train.tier == "compiled"
     (losses_own, params_own), (losses_lent, params_lent) = runs
     assert losses_lent == losses_own
+    for k in params_own:
+        assert np.array_equal(params_lent[k], params_own[k]), k
+
+
+@pytest.mark.parametrize("case", ["dropout", "read_grad"])
+def test_random_ops_and_gradients_read_after_the_update_give_the_same_values(case,
+                                                                            monkeypatch):
+    """A random op draws one stream whichever instance runs a call; a gradient read after
+    the update is the gradient (such a plan keeps its own arena)."""
+    cls, data = mlp(OPTIMIZERS["sgd"], **{case: True}), batches(size=16)
+    results = []
+    for lend in (False, True):
+        prog = compiled(cls, lend, monkeypatch)
+        results.append(train(prog, data))
+        # the source says which loop the update runs
+        lent = "over the gradients" in prog.train.source
+        assert lent == (lend and case == "dropout"), prog.train.source
+    (out_own, params_own), (out_lent, params_lent) = results
+    assert out_lent == out_own
     for k in params_own:
         assert np.array_equal(params_lent[k], params_own[k]), k
 
@@ -213,9 +240,10 @@ def test_infer_beside_training_reads_whole_steps(monkeypatch):
         assert any(np.array_equal(out, a) for a in allowed)
 
 
-def test_kept_history_from_the_start_costs_what_a_plain_plan_costs(monkeypatch):
+def test_kept_history_from_the_start_costs_little_more_than_a_plain_plan(monkeypatch):
     """With history kept, both generations stay referenced: the plan runs its plain
-    instance from the third call on and lets the lent ones go."""
+    instance from the third call on; the lent instances add only their kernels' scratch
+    (the generations they wrote are the history's)."""
     cls, data = mlp(OPTIMIZERS["adam"]), batches(6)
     peaks, params = {}, {}
     for lend in (False, True):
@@ -223,6 +251,6 @@ def test_kept_history_from_the_start_costs_what_a_plain_plan_costs(monkeypatch):
         prog.keep_history()
         peaks[lend] = _peak(prog, data)
         params[lend] = prog.parameters()
-    assert peaks[True] <= peaks[False] + 0.25 * PARAM_BYTES, peaks
+    assert peaks[True] <= peaks[False] + 0.5 * PARAM_BYTES, peaks
     for k in params[False]:
         assert np.array_equal(params[True][k], params[False][k]), k

@@ -50,10 +50,12 @@ class ArenaSlot(BufferSlot):
         return self.array
 
 
-def over_arenas(steps: list) -> list[tuple[Any, BufferSlot]]:
+def over_arenas(steps: list, live_out: Iterable[str]) -> list[tuple[Any, BufferSlot]]:
     """(step, arena) for each op that may write its outputs over the arena holding the
     vars of its ``writes_over`` input slot: the planner laid all of them, and only them,
-    out in that one arena."""
+    out in that one arena, and nothing reads them (nor a view of them) after that op,
+    nor returns them (``live_out``)."""
+    last = last_uses(steps, live_out)
     slot_of: dict[str, BufferSlot] = {}
     for step in steps:
         for slot in step.spec.outputs:
@@ -62,10 +64,12 @@ def over_arenas(steps: list) -> list[tuple[Any, BufferSlot]]:
                 if buf is not None:
                     slot_of[name] = buf
     found = []
-    for step in steps:
+    for i, step in enumerate(steps):
         if not step.spec.writes_over:
             continue
         names = step.op.inputs.get(step.spec.writes_over[1], [])
+        if any(last.get(n) != i for n in names):
+            continue
         bufs = [b for b in map(slot_of.get, names) if isinstance(b, ArenaSlot)]
         if not bufs or len(bufs) != len(names):
             continue

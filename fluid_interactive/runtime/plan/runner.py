@@ -24,7 +24,7 @@ from .buffers import lent_arenas, over_arenas
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
 from .loops import SubPlans
-from .turns import Instance, Turns
+from .turns import Turns
 
 SignatureKey = tuple
 
@@ -110,9 +110,10 @@ class BlockRunner:
         return code
 
     def _generate(self, analysis: BlockAnalysis, subplans: SubPlans,
-                  plan_state: dict | None = None) -> GeneratedCode:
+                  plan_state: dict | None = None,
+                  rng_for: Callable[[int], Any] | None = None) -> GeneratedCode:
         return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
-                        self._rng_for, self.is_test,
+                        rng_for or self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
                         subplans=subplans, prologue=_tier_switch, plan_state=plan_state)
 
@@ -121,7 +122,7 @@ class BlockRunner:
         """The plan as instances taking turns (turns.py) when a fused update may write its
         parameters over a gradient arena worth the trouble, else None. The first instance
         is the plan: its source, its errors' lines; the others are its children."""
-        arenas = over_arenas(analysis.steps)
+        arenas = over_arenas(analysis.steps, analysis.returned)
         lent_bytes = sum(prod(a.shape) * np.dtype(a.dtype).itemsize for _, a in arenas)
         # A second instance saves the arenas and costs the scratch its kernels make for
         # themselves, which grows with the other buffers (a convolution's or a pooling's
@@ -129,39 +130,13 @@ class BlockRunner:
         others = buffer_bytes(analysis.steps) - lent_bytes
         if not arenas or not enabled() or lent_bytes < max(LEND_MIN_BYTES, others):
             return None
-        firsts = [step.op.inputs[step.spec.writes_over[1]][0] for step, _ in arenas]
-        keys = [state_key(first) for first in firsts]
-        # the instances' kernels share their state, the tier's too; the updates are told
-        shared: dict = {lend_key(first): True for first in firsts}
-
-        lent: list[GeneratedCode] = []
-
-        def make(lend: bool) -> Instance:
-            flats = {id(arena): self.xp.empty(arena.shape, arena.dtype)
-                     for _, arena in arenas} if lend else {}
-            with lent_arenas(analysis.steps, flats):
-                code = self._generate(analysis, subplans, shared)
-            gens = [shared[k].adopt(flats[id(arena)]) for k, (_, arena) in zip(keys, arenas)
-                    if lend and k in shared and shared[k].writes_over]
-            if lent:   # errors in any instance name the plan's lines
-                lent[0].children[code.filename] = code
-                lent[0].children.update(code.children)
-            if lend:
-                lent.append(code)
-            return code, gens
-
-        def let_go() -> None:
-            for code in lent[1:]:
-                lent[0].children.pop(code.filename, None)
-            del lent[1:]
-            for k in keys:
-                if k in shared:
-                    shared[k].forget_adopted()
-
+        make = _Instances(lambda state, rng_for: self._generate(analysis, subplans, state,
+                                                                rng_for),
+                          self._rng_for, self.xp, analysis.steps, arenas)
         code, gens = make(True)
         if not gens:
             return code
-        code.fn = Turns(make, (code, gens), let_go)
+        code.fn = Turns(make, (code, gens))
         return code
 
     @property
@@ -248,6 +223,65 @@ class BlockRunner:
                          f"{where}){at}")
         lines.append("  No state was changed: the step's updates were not committed.")
         return KernelError("\n".join(lines))
+
+class _Instances:
+    """Makes the instances of one plan that take turns (turns.py): ``make(True)`` one whose
+    gradient arenas are the parameter arrays of new generations of its fused updates,
+    ``make(False)`` a plain one. They share their kernels' state (the tier's too) and
+    their random ops' generators, so that they draw one stream, as one plan would.
+    ``generate(plan_state, rng_for)`` generates an instance of the analysed plan."""
+
+    def __init__(self, generate: Callable[[dict, Callable[[int], Any]], GeneratedCode],
+                 rng_for: Callable[[int], Any], xp: Any, steps: list, arenas: list):
+        self.generate, self.base_rng, self.xp, self.steps = generate, rng_for, xp, steps
+        self.arenas = arenas
+        self.firsts = [step.op.inputs[step.spec.writes_over[1]][0] for step, _ in arenas]
+        self.shared: dict = {}
+        self.rngs: dict[int, Any] = {}
+        self.codes: list[GeneratedCode] = []
+
+    def rng_for(self, index: int) -> Any:
+        if index not in self.rngs:
+            self.rngs[index] = self.base_rng(index)
+        return self.rngs[index]
+
+    def __call__(self, lend: bool) -> tuple[GeneratedCode, list]:
+        with gc_paused():
+            for first in self.firsts:   # the updates ask for their loops over gradients
+                self.shared[lend_key(first)] = lend
+            lent = [(state_key(first), arena) for first, (_, arena) in
+                    zip(self.firsts, self.arenas) if lend and self._adopts(first)]
+            flats = {id(arena): self.xp.empty(arena.shape, arena.dtype) for _, arena in lent}
+            with lent_arenas(self.steps, flats):
+                code = self.generate(self.shared, self.rng_for)
+            gens = self._adopt(lent, flats)
+        if self.codes:   # errors in any instance name the plan's lines
+            self.codes[0].children[code.filename] = code
+            self.codes[0].children.update(code.children)
+        self.codes.append(code)
+        return code, gens
+
+    def _adopt(self, lent: list, flats: dict[int, Any]) -> list:
+        """The updates' generations over the lent arenas: all of them, or (interrupted)
+        none left adopted."""
+        done: list = []
+        try:
+            for key, arena in lent:
+                buffers = self.shared.get(key)
+                if buffers is not None and buffers.writes_over:
+                    done.append((buffers, buffers.adopt(flats[id(arena)])))
+        except BaseException:
+            for buffers, gen in done:
+                buffers.forget(gen)
+            raise
+        return [gen for _, gen in done]
+
+    def _adopts(self, first: str) -> bool:
+        """Whether the update of this arena takes it (known once one instance is made;
+        an update the compiled tier does not apply to keeps a plain arena)."""
+        buffers = self.shared.get(state_key(first))
+        return buffers is None or buffers.writes_over
+
 
 def buffer_bytes(steps: list) -> int:
     """The bytes of the distinct buffers a plan's steps write into (an arena once)."""

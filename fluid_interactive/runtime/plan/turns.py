@@ -9,11 +9,10 @@ before it writes that parameter. The gradients live in the plan's buffers, fixed
 kernels are prepared, so each generation gets a plan instance of its own whose gradient
 arena is that generation's parameter array (`buffers.lent_arenas`,
 `DoubleBuffer.adopt`). A call runs the instance whose generation nobody references; when
-both are referenced (history kept, a user or another thread holding parameters), it runs
-a plain instance with an arena of its own, as every plan did before, and from then on
-only that one: what kept both referenced (a history, a variable in a notebook) usually
-goes on doing so, and the lent instances' kernels and generations are let go, so that
-the plan never holds more than a plain one would.
+both are referenced (history kept, a user, a kept traceback or another thread holding
+parameters), it runs a plain instance with an arena of its own, as every plan did
+before, made the first time it is needed and kept: the next call may find a generation
+free again.
 
 The instances share every other buffer and their kernels' state (they never run at once:
 a plan's callers take turns), so the memory saved is the arena's.
@@ -34,10 +33,8 @@ Instance = tuple[GeneratedCode, list[Generation]]
 class Turns:
     """The function a plan's callers call: picks the instance to run for each call."""
 
-    def __init__(self, make: Callable[[bool], Instance], first: Instance,
-                 let_go: Callable[[], None]):
+    def __init__(self, make: Callable[[bool], Instance], first: Instance):
         self.make = make   # make(lend): an instance with lent arenas, or a plain one
-        self.let_go = let_go   # forgets the lent instances and their generations
         # (its generated function, the generations it writes over its gradients)
         self.instances = [(first[0].fn, first[1])]
         self.plain: Callable | None = None
@@ -46,13 +43,11 @@ class Turns:
         for fn, gens in self.instances:
             if all(gen.unreferenced() for gen in gens):
                 return fn(scope, *feeds)
-        if self.plain is None and len(self.instances) < 2:
+        if len(self.instances) < 2:
             code, gens = self.make(True)
             self.instances.append((code.fn, gens))
             if all(gen.unreferenced() for gen in gens):   # always, for a new one
                 return code.fn(scope, *feeds)
         if self.plain is None:
             self.plain = self.make(False)[0].fn
-            self.instances.clear()
-            self.let_go()
         return self.plain(scope, *feeds)
