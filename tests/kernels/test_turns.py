@@ -12,6 +12,7 @@ from kernels.test_tier import OPTIMIZERS, kernel_cache, tier_on  # noqa: F401
 
 import fluid
 from fluid_interactive.errors import KernelError
+from fluid_interactive.frontend.variable import Variable
 from fluid_interactive.kernels.tier import Kernel, PlanTier
 from fluid_interactive.runtime.plan import runner as plan_runner
 
@@ -111,6 +112,38 @@ def test_random_ops_and_gradients_read_after_the_update_give_the_same_values(cas
     assert out_lent == out_own
     for k in params_own:
         assert np.array_equal(params_lent[k], params_own[k]), k
+
+
+class BranchOnGradient(fluid.optimizer.SGD):
+    """SGD that, before updating the first layer's weights, reads their gradient in a
+    branch (a sub-block): a view of the gradient, ``net/grad_view``, that `watch` can
+    return, stacked when the call ends (after the update)."""
+
+    def _regularize(self, trace, param, grad):
+        if param == "net/fc_0.w_0":
+            g = Variable(trace, grad)
+            always = fluid.layers.greater_than(
+                fluid.layers.reshape(fluid.layers.reduce_sum(g), [1]),
+                fluid.layers.fill_constant([1], "float32", -1e30))
+            with fluid.layers.Switch() as switch:
+                with switch.case(always):
+                    fluid.layers.reshape(g, [-1], name="net/grad_view")
+        return super()._regularize(trace, param, grad)
+
+
+def test_a_watched_view_of_a_gradient_in_a_sub_block_is_the_gradient(monkeypatch):
+    """A plan returning values of sub-block runs keeps its own arena: one of them may be a
+    view of a gradient, stacked after the update has written over the gradients."""
+    cls, data = mlp(lambda: BranchOnGradient(learning_rate=0.1)), batches(3, size=16)
+    for lend in (False, True):
+        prog = compiled(cls, lend, monkeypatch)
+        prog.watch("net/grad_view")
+        for x, y in data:
+            before = prog.get_var("net/fc_0.w_0")
+            prog.train(x, y)
+            grad = np.asarray(prog.train.watched["net/grad_view"]).reshape(before.shape)
+            assert np.array_equal(prog.get_var("net/fc_0.w_0"),
+                                  (before - grad * np.float32(0.1)).astype(np.float32))
 
 
 def _peak(prog, data) -> int:

@@ -122,7 +122,9 @@ class BlockRunner:
         """The plan as instances taking turns (turns.py) when a fused update may write its
         parameters over a gradient arena worth the trouble, else None. The first instance
         is the plan: its source, its errors' lines; the others are its children."""
-        arenas = over_arenas(analysis.steps, analysis.returned)
+        if analysis.collected:   # values of sub-block runs, stacked when the call ends:
+            return None          # one may be a view of a gradient, read after the update
+        arenas = over_arenas(analysis.steps, analysis.returned | analysis.persistables)
         lent_bytes = sum(prod(a.shape) * np.dtype(a.dtype).itemsize for _, a in arenas)
         # A second instance saves the arenas and costs the scratch its kernels make for
         # themselves, which grows with the other buffers (a convolution's or a pooling's
