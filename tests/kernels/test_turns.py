@@ -240,6 +240,26 @@ def test_a_step_that_fails_after_its_gradients_changes_nothing(monkeypatch):
         assert np.array_equal(v, reference[k]), k
 
 
+def test_running_out_of_memory_for_the_second_instance_changes_nothing(monkeypatch):
+    cls, data = mlp(OPTIMIZERS["adam"]), batches(3)
+    prog = compiled(cls, True, monkeypatch)
+    prog.train(*data[0])
+    before = prog.parameters()
+    make = plan_runner._Instances.__call__
+
+    def no_memory(self, lend):
+        raise MemoryError()
+
+    monkeypatch.setattr(plan_runner._Instances, "__call__", no_memory)
+    with pytest.raises(KernelError, match="out of memory.*No state was changed"):
+        prog.train(*data[1])   # the second call makes the second instance
+    for k, v in prog.parameters().items():
+        assert np.array_equal(v, before[k]), k
+    monkeypatch.setattr(plan_runner._Instances, "__call__", make)
+    prog.train(*data[1])
+    assert any(not np.array_equal(v, before[k]) for k, v in prog.parameters().items())
+
+
 def test_infer_beside_training_reads_whole_steps(monkeypatch):
     """A method that changes nothing reads the scope without the lock: each of its results
     is that of the parameters of one whole step, never of arrays being written."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import KernelError
 from ...ops.flat_state import Generation
 from .emitter import GeneratedCode
 
@@ -44,10 +45,19 @@ class Turns:
             if all(gen.unreferenced() for gen in gens):
                 return fn(scope, *feeds)
         if len(self.instances) < 2:
-            code, gens = self.make(True)
+            code, gens = self._made(True)
             self.instances.append((code.fn, gens))
             if all(gen.unreferenced() for gen in gens):   # always, for a new one
                 return code.fn(scope, *feeds)
         if self.plain is None:
-            self.plain = self.make(False)[0].fn
+            self.plain = self._made(False)[0].fn
         return self.plain(scope, *feeds)
+
+    def _made(self, lend: bool) -> Instance:
+        try:
+            return self.make(lend)
+        except MemoryError:
+            raise KernelError(
+                "out of memory while planning another instance of this plan (its calls take "
+                "turns between instances, docs/architecture.md: the lent gradient arena). No "
+                "state was changed. Free memory, or call it with smaller batches.") from None
