@@ -66,11 +66,9 @@ class Generation:
 
     def __init__(self, xp: Any, layouts: Sequence[Shapes], dtypes: Sequence[str],
                  first: Any = None):
-        self.flats = [xp.empty(sum(prod(s) for s in shapes), dtype)
-                      for shapes, dtype in zip(layouts[1:] if first is not None else layouts,
-                                               dtypes[1:] if first is not None else dtypes)]
-        if first is not None:
-            self.flats.insert(0, first)
+        made = list(zip(layouts, dtypes))[0 if first is None else 1:]
+        self.flats = ([] if first is None else [first]) + [
+            xp.empty(sum(prod(s) for s in shapes), dtype) for shapes, dtype in made]
         self.views = [_views(flat, shapes) for flat, shapes in zip(self.flats, layouts)]
         self.every = tuple(v for views in self.views for v in views)
         self._objects = self.flats + list(self.every)

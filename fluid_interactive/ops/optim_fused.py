@@ -134,6 +134,16 @@ class _FlatUpdate:
             raise RuntimeError("a fused update's gradients are the parameters it reads")
         return src, over or self.buffers.acquire(src), over is not None
 
+    def run_loop(self, compiled: Any, over: bool, ins: Sequence[Any], scalars: Sequence[Any],
+                 outs: Sequence[Any], numpy_update: Callable, *numpy_args: Any) -> None:
+        """One part's update by the compiled loop (``ins``, ``scalars``, ``outs``: its
+        arguments, the new parameters first of the outputs), or by ``numpy_update`` until
+        the plan switches to it. Over the gradients the ``*_over`` loop runs: it writes the
+        new parameters into the gradients (``ins[1]``), so it takes the other outputs."""
+        loop, outs = (self.over_kernel, outs[1:]) if over else (compiled, outs)
+        loop.run((*(a.reshape(-1) for a in ins), *scalars, *(a.reshape(-1) for a in outs)),
+                 numpy_update, *numpy_args)
+
     def blocks(self, arrays: Sequence[Any]) -> Iterator[list[Any]]:
         """``arrays`` (1-D or not, all of one size) in blocks of at most `_BLOCK` elements,
         with this update's block scratch last: the NumPy kernels' way of updating the
@@ -177,14 +187,12 @@ def _sgd_kernel(ctx: KernelContext):
         g_flat = flat.grads(grads)
         src, gen, over = flat.begin([params], g_flat)
         for (p,), g, (p_out,) in flat.parts(src, [params], gen, g_flat):
-            if compiled is None:   # scratch: the new parameters (read g[i], write p_out[i])
+            # scratch: the new parameters (read g[i], then write p_out[i]: safe over g)
+            if compiled is None:
                 sgd_update(xp, p, g, lr, p_out, p_out)
-            elif over:
-                flat.over_kernel.run((p.reshape(-1), g.reshape(-1), lr.reshape(-1)[0]), sgd_update,
-                              xp, p, g, lr, p_out, p_out)
             else:
-                compiled.run((p.reshape(-1), g.reshape(-1), lr.reshape(-1)[0],
-                              p_out.reshape(-1)), sgd_update, xp, p, g, lr, p_out, p_out)
+                flat.run_loop(compiled, over, (p, g), (lr.reshape(-1)[0],), (p_out,),
+                              sgd_update, xp, p, g, lr, p_out, p_out)
         return flat.outputs(gen)
     return flat.labelled(fn, compiled)
 
@@ -195,33 +203,21 @@ def _momentum_kernel(ctx: KernelContext):
     split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params", "Velocitys"])
     compiled = flat.compiled(ctx, "momentum_nesterov" if nesterov else "momentum")
     mu_t = flat.scalar(mu)
+    # the NumPy update beside the gradients, and over them
+    updates = {over: _momentum_numpy(xp, flat, mu, nesterov, over) for over in (False, True)}
 
     def fn(*args):
         params, grads, velocities, (lr,) = split(args)
         state = [params, velocities]
         g_flat = flat.grads(grads)
         src, gen, over = flat.begin(state, g_flat)
-
-        def numpy_update(p, g, v, p_out, v_out):
-            if over and nesterov:   # its scratch (p_out) is g, which it reads after
-                for p_b, g_b, v_b, p_out_b, v_out_b, scratch in flat.blocks(
-                        (p, g, v, p_out, v_out)):
-                    momentum_update(xp, mu, True, p_b, g_b, v_b, lr, p_out_b, v_out_b,
-                                    scratch)
-            else:
-                momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
-
+        numpy_update = updates[over]
         for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, g_flat):
             if compiled is None:
-                numpy_update(p, g, v, p_out, v_out)
-            elif over:
-                flat.over_kernel.run((p.reshape(-1), g.reshape(-1), v.reshape(-1), mu_t,
-                               lr.reshape(-1)[0], v_out.reshape(-1)),
-                              numpy_update, p, g, v, p_out, v_out)
+                numpy_update(p, g, v, lr, p_out, v_out)
             else:
-                compiled.run((p.reshape(-1), g.reshape(-1), v.reshape(-1), mu_t,
-                              lr.reshape(-1)[0], p_out.reshape(-1), v_out.reshape(-1)),
-                             numpy_update, p, g, v, p_out, v_out)
+                flat.run_loop(compiled, over, (p, g, v), (mu_t, lr.reshape(-1)[0]),
+                              (p_out, v_out), numpy_update, p, g, v, lr, p_out, v_out)
         return flat.outputs(gen)
     return flat.labelled(fn, compiled)
 
@@ -241,12 +237,17 @@ def _adam_numpy(xp: Any, flat: _FlatUpdate, b1: float, b2: float, eps: float,
     return update
 
 
-def _adam_loop_args(flat: _FlatUpdate, consts: tuple, over: bool, p: Any, g: Any, m1: Any,
-                    m2: Any, rate: float, p_out: Any, m1_out: Any, m2_out: Any) -> tuple:
-    """The arguments of `loops.adam` (or, over the gradients, `loops.adam_over`)."""
-    outs = (m1_out, m2_out) if over else (p_out, m1_out, m2_out)
-    return (p.reshape(-1), g.reshape(-1), m1.reshape(-1), m2.reshape(-1), *consts,
-            flat.scalar(rate), *(a.reshape(-1) for a in outs))
+def _momentum_numpy(xp: Any, flat: _FlatUpdate, mu: float, nesterov: bool,
+                    over: bool) -> Callable:
+    """Momentum's NumPy update of one part: Nesterov's over the gradients in blocks, since
+    its full-size scratch (the new parameters) would be them and it reads them after."""
+    def update(p, g, v, lr, p_out, v_out):
+        if not (over and nesterov):
+            momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
+            return
+        for p_b, g_b, v_b, p_out_b, v_out_b, scratch in flat.blocks((p, g, v, p_out, v_out)):
+            momentum_update(xp, mu, True, p_b, g_b, v_b, lr, p_out_b, v_out_b, scratch)
+    return update
 
 
 def _adam_kernel(ctx: KernelContext):
@@ -258,6 +259,8 @@ def _adam_kernel(ctx: KernelContext):
     compiled = flat.compiled(ctx, "adam")
     consts = tuple(map(flat.scalar, (b1, 1.0 - b1, b2, 1.0 - b2, eps)))
     corrected_rate = adam_rate(xp, flat.dtype)
+    # the NumPy update beside the gradients, and over them
+    updates = {over: _adam_numpy(xp, flat, b1, b2, eps, over) for over in (False, True)}
     n = len(flat.shapes)
     if not on_host:   # per-parameter rates, computed on the device and spread per element
         sizes = xp.asarray([prod(s) for s in flat.shapes])
@@ -272,7 +275,7 @@ def _adam_kernel(ctx: KernelContext):
         state = [params, m1, m2, b1p, b2p]
         g = flat.grads(grads)
         src, gen, over = flat.begin(state, g)
-        numpy_update = _adam_numpy(xp, flat, b1, b2, eps, over)
+        numpy_update = updates[over]
         per_parameter = False
         if on_host:   # Python floats: one rate for all (the usual case) runs flat
             pows = src.views[3:5] if src is not None else state[3:5]
@@ -290,8 +293,9 @@ def _adam_kernel(ctx: KernelContext):
             if compiled is None:   # (on a device, always)
                 numpy_update(*arrays)
             else:
-                loop = flat.over_kernel if over else compiled
-                loop.run(_adam_loop_args(flat, consts, over, *arrays), numpy_update, *arrays)
+                flat.run_loop(compiled, over, (p, g_i, m1_in, m2_in),
+                              (*consts, flat.scalar(rate)), (p_out, m1_out, m2_out),
+                              numpy_update, *arrays)
             xp.multiply(p1, b1, out=p1_out)
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)

@@ -4,8 +4,8 @@ Tracing, planning and transpiling a program of thousands of ops allocate many ob
 all stay alive (records, dicts, lists). The collector's full passes, triggered by the
 allocation count, walk every live object each time, so building a program gets
 quadratic in its size (measured: transpiling an 800-layer MLP spent 55% of its time in
-collections). Pausing it while building and collecting once afterwards, if anything
-was left behind, keeps the cost linear.
+collections). Pausing it while building keeps the cost linear; once it runs again, its
+own next passes collect whatever the build left behind.
 """
 from __future__ import annotations
 

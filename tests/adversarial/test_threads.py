@@ -150,9 +150,14 @@ def _infer_sees_whole_steps():
         while not stop.is_set():
             seen.append(prog.infer(probe))
     _run_threads([train, infer])
-    reference = Classifier().Compile(seed=2)
+    assert_whole_steps(seen, Classifier().Compile(seed=2), snapshots, probe)
+
+
+def assert_whole_steps(seen: list, reference, states: list, probe) -> None:
+    """Each of ``seen`` (infer's outputs) is ``reference.infer(probe)`` with one of
+    ``states`` (the parameters after whole steps): no call mixed two steps."""
     allowed = []
-    for params in snapshots:
+    for params in states:
         reference.set_parameters(params)
         allowed.append(reference.infer(probe))
     assert seen

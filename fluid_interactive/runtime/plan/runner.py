@@ -97,10 +97,11 @@ class BlockRunner:
         small = threads.is_small(work)
         if small and on_host:   # the count between calls (a large plan puts it back)
             threads.STATE.use(threads.STATE.small)
-        code = self._taking_turns(analysis, subplans) if turns and on_host else None
+        nbytes = buffer_bytes(analysis.steps)
+        code = self._taking_turns(analysis, subplans, nbytes) if turns and on_host else None
         if code is None:
             code = self._generate(analysis, subplans)
-        code.nbytes = buffer_bytes(analysis.steps)
+        code.nbytes = nbytes
         code.work = work
         if on_host and not small:   # the faster of one thread and all cores, measured as it runs
             code.fn = adaptive = threads.AdaptiveThreads(code.fn)
@@ -117,19 +118,20 @@ class BlockRunner:
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
                         subplans=subplans, prologue=_tier_switch, plan_state=plan_state)
 
-    def _taking_turns(self, analysis: BlockAnalysis, subplans: SubPlans
+    def _taking_turns(self, analysis: BlockAnalysis, subplans: SubPlans, nbytes: int
                       ) -> GeneratedCode | None:
         """The plan as instances taking turns (turns.py) when a fused update may write its
         parameters over a gradient arena worth the trouble, else None. The first instance
-        is the plan: its source, its errors' lines; the others are its children."""
+        is the plan: its source, its errors' lines; the others are its children. ``nbytes``:
+        what the plan's buffers hold (`buffer_bytes`)."""
         if analysis.collected:   # values of sub-block runs, stacked when the call ends:
             return None          # one may be a view of a gradient, read after the update
         arenas = over_arenas(analysis.steps, analysis.returned | analysis.persistables)
-        lent_bytes = sum(prod(a.shape) * np.dtype(a.dtype).itemsize for _, a in arenas)
+        lent_bytes = sum(_slot_bytes(arena) for _, arena in arenas)
         # A second instance saves the arenas and costs the scratch its kernels make for
         # themselves, which grows with the other buffers (a convolution's or a pooling's
         # scratch is the size of its images): lent where the arenas outweigh those.
-        others = buffer_bytes(analysis.steps) - lent_bytes
+        others = nbytes - lent_bytes
         if not arenas or not enabled() or lent_bytes < max(LEND_MIN_BYTES, others):
             return None
         make = _Instances(lambda state, rng_for: self._generate(analysis, subplans, state,
@@ -226,6 +228,7 @@ class BlockRunner:
         lines.append("  No state was changed: the step's updates were not committed.")
         return KernelError("\n".join(lines))
 
+
 class _Instances:
     """Makes the instances of one plan that take turns (turns.py): ``make(True)`` one whose
     gradient arenas are the parameter arrays of new generations of its fused updates,
@@ -294,7 +297,11 @@ def buffer_bytes(steps: list) -> int:
                 if buf is not None:
                     root = getattr(buf, "arena", buf)
                     seen[id(root)] = root
-    return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
+    return sum(map(_slot_bytes, seen.values()))
+
+
+def _slot_bytes(slot: Any) -> int:
+    return prod(slot.shape) * np.dtype(slot.dtype).itemsize
 
 
 #: the least a plan's lent gradient arenas must hold (turns.py): below it, one more small
