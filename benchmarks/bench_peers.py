@@ -54,6 +54,9 @@ LABELS = {"fluid": "fluid_interactive", "fluid-numpy": "fluid, NumPy kernels onl
 SETTLE_S = 0.3   # idle BLAS / OpenMP threads of the previous workload spin for a while
 MEMORY_WORKLOADS = ("W2-sgd", "W2-adam", "W3", "W3-scp")
 THREADS = [0]    # --threads: 0 keeps every framework's default
+# Variables that pin OpenBLAS's kernels (some machines set them for old OpenBLAS builds);
+# the suite runs with whatever the environment has and prints them.
+BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 LOSS_RTOL, LOSS_ATOL = 2e-3, 1e-5
 # Adam divides by the root of tiny second moments, so float32 rounding (GEMMs summing in
 # another order with another thread count) moves its losses by ~0.3% within 30 steps; and
@@ -234,10 +237,12 @@ def machine() -> str:
                 versions.append(f"{f}: {type(e).__name__}")
     try:
         from threadpoolctl import threadpool_info
-        versions += [f"{d['internal_api']} {d.get('version')}" for d in threadpool_info()
-                     if d.get("user_api") == "blas"]
+        versions += [f"{d['internal_api']} {d.get('version')} ({d.get('architecture')} "
+                     f"kernels)" for d in threadpool_info() if d.get("user_api") == "blas"]
     except ImportError:
         pass
+    pins = [f"{k}={os.environ[k]}" for k in BLAS_PINS if k in os.environ]
+    versions.append(", ".join(pins) if pins else "OpenBLAS's own choice of kernels")
     return f"{os.cpu_count()} CPUs ({cpu}); " + ", ".join(versions)
 
 

@@ -53,6 +53,10 @@ class Turns:
             self.plain = self._made(False)[0].fn
         return self.plain(scope, *feeds)
 
+    def functions(self) -> list[Callable]:
+        """The generated functions made so far (for tools that time their kernels)."""
+        return [fn for fn, _ in self.instances] + ([self.plain] if self.plain else [])
+
     def _made(self, lend: bool) -> Instance:
         try:
             return self.make(lend)
