@@ -46,7 +46,11 @@ SMALL_WORK = 1 << 20
 RECHECK_CALLS = 400
 RECHECK_MAX = 12800
 PROBE_CALLS = 3
-GIVE_UP = 1.5
+# A call on every core this many times the one-thread call ends a measurement at once: a
+# busy core makes it 3-12x (docs/benchmarks.md, "Threads"); one call 1.5-2x is noise on
+# this VM (at 1.5x a single such call locked a W2 SGD plan on one thread, 1.5x slower,
+# for 400-12,800 calls; the three calls' median decides below that).
+GIVE_UP = 3.0
 
 _ENV_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
