@@ -72,3 +72,25 @@ def test_scale_benchmark_hand_numpy_step_trains_as_fluid_does():
     theirs = [hand.step(x, y) for _ in range(8)]
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
     assert ours[-1] < ours[0]
+
+
+def test_blas_pin_benchmark_runs_its_workers_pinned_and_unpinned(monkeypatch):
+    """bench_blas_pin's workers see OPENBLAS_CORETYPE=Haswell, or neither pin variable;
+    the driver's own environment is as it was after each."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import bench_blas_pin
+        import bench_peers
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    seen = []
+    monkeypatch.setattr(bench_peers, "run_worker", lambda f, mode, names: seen.append(
+        {k: os.environ.get(k) for k in bench_peers.BLAS_PINS}) or {})
+    bench_blas_pin.timed("numpy", ["W2-gemm"], pinned=True)
+    bench_blas_pin.timed("numpy", ["W2-gemm"], pinned=False)
+    assert seen == [{"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512"},
+                    {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}]
+    assert os.environ["OPENBLAS_CORETYPE"] == "Prescott"
+    assert os.environ["OPENBLAS_L2_SIZE"] == "512"
