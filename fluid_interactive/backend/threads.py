@@ -46,10 +46,11 @@ SMALL_WORK = 1 << 20
 RECHECK_CALLS = 400
 RECHECK_MAX = 12800
 PROBE_CALLS = 3
-# A call on every core this many times the one-thread call ends a measurement at once: a
-# busy core makes it 3-12x (docs/benchmarks.md, "Threads"); one call 1.5-2x is noise on
-# this VM (at 1.5x a single such call locked a W2 SGD plan on one thread, 1.5x slower,
-# for 400-12,800 calls; the three calls' median decides below that).
+#: A call on every core this many times the one-thread call ends a measurement at once: a
+#: busy core makes it 3-12x (docs/benchmarks.md, "Threads"), while single calls 1.5-2x
+#: slower are ordinary noise on a shared 2-core machine (at 1.5x one such call locked a W2
+#: SGD plan on one thread, 1.5x slower, for 400-12,800 calls). Below it, the median of the
+#: measurement's calls decides.
 GIVE_UP = 3.0
 
 _ENV_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
