@@ -23,16 +23,13 @@ PIN = {"OPENBLAS_CORETYPE": "Haswell"}
 
 def timed(framework: str, names: list[str], pinned: bool) -> dict:
     """One worker process of the peer suite, with the pin or without either variable."""
-    saved = {k: os.environ.pop(k) for k in bench_peers.BLAS_PINS if k in os.environ}
-    try:
-        if pinned:
-            os.environ.update(PIN)
-            os.environ.update({k: v for k, v in saved.items() if k != "OPENBLAS_CORETYPE"})
-        return bench_peers.run_worker(framework, "time", names)
-    finally:
+    env = dict(os.environ)
+    if pinned:
+        env.update(PIN)
+    else:
         for k in bench_peers.BLAS_PINS:
-            os.environ.pop(k, None)
-        os.environ.update(saved)
+            env.pop(k, None)
+    return bench_peers.run_worker(framework, "time", names, base_env=env)
 
 
 def main() -> None:

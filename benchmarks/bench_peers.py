@@ -157,13 +157,15 @@ def worker(args: argparse.Namespace) -> None:
 # --- the driver -----------------------------------------------------------------------------
 
 def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3,
-               device: str = "cpu") -> dict:
+               device: str = "cpu", base_env: dict[str, str] | None = None) -> dict:
+    """One worker process; its environment is ``base_env`` (this process's by default)
+    with the suite's settings for the framework and thread count."""
     names = [n for n in names if applies(framework, WORKLOADS[n])]
     if not names:
         return {}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--mode", mode,
            "--workloads", ",".join(names), "--blocks", str(blocks), "--device", device]
-    env = dict(os.environ)
+    env = dict(os.environ if base_env is None else base_env)
     if framework == "fluid-numpy":
         env["FLUID_KERNELS"] = "numpy"
     if THREADS[0]:   # every thread pool of every framework, and one CPU

@@ -86,8 +86,8 @@ def test_blas_pin_benchmark_runs_its_workers_pinned_and_unpinned(monkeypatch):
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
     monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
     seen = []
-    monkeypatch.setattr(bench_peers, "run_worker", lambda f, mode, names: seen.append(
-        {k: os.environ.get(k) for k in bench_peers.BLAS_PINS}) or {})
+    monkeypatch.setattr(bench_peers, "run_worker", lambda f, mode, names, base_env: seen.append(
+        {k: base_env.get(k) for k in bench_peers.BLAS_PINS}) or {})
     bench_blas_pin.timed("numpy", ["W2-gemm"], pinned=True)
     bench_blas_pin.timed("numpy", ["W2-gemm"], pinned=False)
     assert seen == [{"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512"},
