@@ -23,9 +23,12 @@ class DTypeError(FluidError, TypeError):
     """An op or a fed value has a dtype that cannot be used there."""
 
 
-class OpArgumentError(FluidError, ValueError):
+class OpArgumentError(FluidError, ValueError, TypeError):
     """A layer or op was called with an argument it cannot accept (unknown activation,
-    bad attribute value, missing input)."""
+    bad attribute value, missing input, a NumPy array where a Variable belongs).
+
+    Both a `ValueError` and a `TypeError`: Paddle raises `TypeError` for an argument of
+    the wrong type, and code written against either keeps catching it."""
 
 
 class FeedError(FluidError, ValueError):

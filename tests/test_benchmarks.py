@@ -94,3 +94,12 @@ def test_blas_pin_benchmark_runs_its_workers_pinned_and_unpinned(monkeypatch):
                     {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}]
     assert os.environ["OPENBLAS_CORETYPE"] == "Prescott"
     assert os.environ["OPENBLAS_L2_SIZE"] == "512"
+
+
+def test_op_benchmark_cases_compute_what_their_numpy_expressions_do():
+    """bench_ops.py times each op against a NumPy expression: both must give the same
+    values, or the ratio it prints means nothing."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_ops.py"),
+                          "--check"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "cases agree with their NumPy expressions" in out.stdout

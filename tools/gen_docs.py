@@ -11,7 +11,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "extension")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"),
+                os.path.dirname(os.path.abspath(__file__))]
+
+from paddle18 import GROUPS, LEFT_OUT, OUT_OF_SCOPE  # noqa: E402
 
 import fluid  # noqa: E402
 import fluid_interactive.errors as errors  # noqa: E402
@@ -64,8 +67,43 @@ def api_page() -> str:
         lines += ["", f"## `fluid.{mod_name}`", ""]
         lines += [_entry(f"fluid.{mod_name}.", n, getattr(module, n)) for n in _public(module)
                   if hasattr(module, n)]
-    lines += ["", CONCURRENCY, "", "Errors: see [errors.md](errors.md).", ""]
+    lines += ["", CONCURRENCY, "", *paddle_section(), "", "Errors: see [errors.md](errors.md).", ""]
     return "\n".join(lines)
+
+
+def present(module: str, name: str) -> bool:
+    """Whether ``fluid.<module>.<name>`` (``fluid.<name>`` for module '') exists."""
+    owner = getattr(fluid, module, None) if module else fluid
+    return owner is not None and hasattr(owner, name)
+
+
+def paddle_coverage() -> tuple[int, int]:
+    """(present, in scope) over every group of Paddle 1.8's names."""
+    counted = [present(m, n) for _, m, names in GROUPS for n in names if n not in OUT_OF_SCOPE]
+    return sum(counted), len(counted)
+
+
+def paddle_section() -> list[str]:
+    have, total = paddle_coverage()
+    lines = ["## Paddle 1.8's names", "",
+             f"Every public name of Paddle 1.8's `fluid.layers`, `optimizer`, `clip`, `metrics`, "
+             f"`nets`, `initializer`, `regularizer` and `input.py`: {have} of the {total} in "
+             f"scope are here ({100 * have / total:.1f} %). Each name absent says why.", "",
+             "| Paddle 1.8 | here | left out | out of scope |", "|---|---|---|---|"]
+    for title, module, names in GROUPS:
+        here = sum(present(module, n) for n in names)
+        out = sum(n in OUT_OF_SCOPE and not present(module, n) for n in names)
+        lines.append(f"| {title} | {here} of {len(names)} | {len(names) - here - out} | {out} |")
+    for title, module, names in GROUPS:
+        prefix = f"fluid.{module}." if module else "fluid."
+        lines += ["", f"### {title}", "",
+                  "Here: " + (", ".join(f"`{n}`" for n in names if present(module, n))
+                              or "none"), ""]
+        for n in names:
+            if not present(module, n):
+                why = OUT_OF_SCOPE.get(n) or LEFT_OUT.get(n) or "not yet written"
+                lines.append(f"- `{prefix}{n}`: {why}")
+    return lines
 
 
 CONCURRENCY = """## Concurrency
