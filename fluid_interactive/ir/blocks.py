@@ -14,10 +14,60 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..errors import VerifyError
+from .names import printable
 from .records import BlockDesc, OpDesc, ProgramDesc
 
 #: The attribute through which an op owns a sub-block.
 SUB_BLOCK = "sub_block"
+
+#: The deepest nesting of sub-blocks a program may have: far more than any program
+#: needs (a loop inside a branch inside a loop is 3), and shallow enough that every walk
+#: over the nesting stays far from Python's recursion limit.
+MAX_NESTING = 100
+
+
+def check_nesting(program: ProgramDesc) -> None:
+    """Raise `VerifyError` unless the blocks form a tree every walk over them can trust:
+    each block's ``idx`` is its position, each parent comes before its child, each
+    ``sub_block`` attr names a later block whose parent holds the op, and no nesting is
+    deeper than `MAX_NESTING`. Every entry point that takes a program from outside (text,
+    drawings, diffs, transpiling, compiling, loading) checks this first, so that no walk
+    loops for ever or recurses past the interpreter's limit on a hostile program. (That
+    every sub-block has exactly one owner is the verifier's business: an unowned block
+    only goes undrawn and unrun.)"""
+    for i, block in enumerate(program.blocks):
+        if block.idx != i:
+            raise VerifyError(f"block at position {i} says its idx is {block.idx}")
+        if i == 0 and block.parent_idx != -1:
+            raise VerifyError("block 0 must have parent_idx -1")
+        if i > 0 and not (isinstance(block.parent_idx, int) and 0 <= block.parent_idx < i):
+            raise VerifyError(f"block {i} has parent {block.parent_idx!r}; a parent must "
+                              f"come first")
+    _check_sub_block_attrs(program)
+    depth = [0] * len(program.blocks)
+    for block in program.blocks[1:]:
+        depth[block.idx] = depth[block.parent_idx] + 1
+        if depth[block.idx] > MAX_NESTING:
+            raise VerifyError(f"block {block.idx} is nested {depth[block.idx]} blocks deep; "
+                              f"a program may nest at most {MAX_NESTING}")
+
+
+def _check_sub_block_attrs(program: ProgramDesc) -> None:
+    """Every ``sub_block`` attr names a later block whose parent holds the op."""
+    for block in program.blocks:
+        for index, op in enumerate(block.ops):
+            if SUB_BLOCK not in op.attrs:
+                continue
+            where = f"block {block.idx}, op {index} ({printable(str(op.type))})"
+            idx = sub_block_index(op)
+            if idx is None or not 0 < idx < len(program.blocks):
+                raise VerifyError(f"{where}: attr {SUB_BLOCK}={op.attrs[SUB_BLOCK]!r} is not "
+                                  f"the index of a block of the program")
+            if program.blocks[idx].parent_idx != block.idx:
+                raise VerifyError(f"{where}: owns block {idx}, whose parent is block "
+                                  f"{program.blocks[idx].parent_idx}, not this block "
+                                  f"{block.idx}")
 
 
 def sub_block_index(op: OpDesc) -> int | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from .blocks import check_nesting
 from .diff_layers import ARROW, LayerChange, layer_changes, plural, runs, strip_owner
 from .diff_ops import GLOBAL, BlockDiff, Edit, OpChange, diff_block, whole_block
 from .diff_state import StateChange, optimizer_state_of, state_changes
@@ -125,7 +126,10 @@ def diff_programs(old: ProgramDesc, new: ProgramDesc,
     """Every difference between ``old`` and ``new``: block 0 first (as `GLOBAL`), then
     each method of ``new`` in its order, then methods only ``old`` has. ``same_constant``
     decides for state no op initialises (see `state_changes`); ``detail`` is the level of
-    the result's text."""
+    the result's text. Either program nesting its blocks otherwise than as a tree
+    (`check_nesting`) is a `VerifyError`."""
+    check_nesting(old)
+    check_nesting(new)
     blocks = [diff_block(old, old.global_block(), new, new.global_block(), GLOBAL)]
     old_methods = {b.name: b for b in old.method_blocks()}
     for block in new.method_blocks():

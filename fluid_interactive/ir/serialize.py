@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..errors import VerifyError
+from .blocks import check_nesting
 from .records import BlockDesc, OpDesc, ProgramDesc, ReturnSpec, SourceLoc, VarDesc
 
 FORMAT = "fluid_interactive.program"
@@ -109,8 +110,10 @@ def program_from_json(text: str) -> ProgramDesc:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise VerifyError(f"not a fluid_interactive program (expected \"format\": {FORMAT!r})")
     try:
-        return ProgramDesc(blocks=[_block_from_json(b) for b in doc["blocks"]],
-                           name=str(doc.get("name", "")), version=int(doc["version"]))
+        program = ProgramDesc(blocks=[_block_from_json(b) for b in doc["blocks"]],
+                              name=str(doc.get("name", "")), version=int(doc["version"]))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise VerifyError(f"program JSON is malformed: {type(e).__name__}: {e} (was it "
                           f"written by fluid.program_to_json?)") from None
+    check_nesting(program)
+    return program

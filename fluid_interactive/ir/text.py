@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .blocks import sub_block_index
+from .blocks import check_nesting, sub_block_index
 from .names import escape_unprintable
 from .records import (
     DTYPES,
@@ -144,7 +144,9 @@ def format_block(program: ProgramDesc, block: BlockDesc, indent: str = "  ") -> 
 
 def format_program(program: ProgramDesc) -> str:
     """Every block; a sub-block is printed under the op that owns it (a block no op owns,
-    which only a malformed program has, on its own)."""
+    which only a malformed program has, on its own). A program whose blocks do not nest
+    as a tree (`check_nesting`) is a `VerifyError`."""
+    check_nesting(program)
     nested = {i for b in program.blocks for op in b.ops
               if (i := sub_block_index(op)) is not None}
     return "\n\n".join(format_block(program, b) for b in program.blocks

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple, NoReturn
 
 from ..errors import VerifyError
-from .blocks import SUB_BLOCK, nested_blocks, sub_block_index
+from .blocks import SUB_BLOCK, check_nesting, nested_blocks, sub_block_index
 from .names import name_problem, printable, unprintable
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc, returned_names
 from .text import format_op
@@ -32,33 +32,14 @@ def _fail(program: ProgramDesc, block: BlockDesc, index: int, problem: str) -> N
                       + "\n".join(window))
 
 
-def _check_block_links(program: ProgramDesc) -> None:
-    for i, block in enumerate(program.blocks):
-        if block.idx != i:
-            raise VerifyError(f"block at position {i} says its idx is {block.idx}")
-        if i == 0 and block.parent_idx != -1:
-            raise VerifyError("block 0 must have parent_idx -1")
-        if i > 0 and not 0 <= block.parent_idx < i:
-            raise VerifyError(f"block {i} has parent {block.parent_idx}; a parent must come first")
-    _check_sub_blocks(program)
-
-
-def _check_sub_blocks(program: ProgramDesc) -> None:
-    """Every ``sub_block`` attr names a later block whose parent holds the op, each
-    sub-block has exactly one owner, and a block nested in a method is owned."""
+def _check_owners(program: ProgramDesc) -> None:
+    """Each sub-block has exactly one owner, and a block nested in a method is owned."""
     owner: dict[int, tuple[int, int]] = {}
     for block in program.blocks:
         for index, op in enumerate(block.ops):
-            if SUB_BLOCK not in op.attrs:
-                continue
             idx = sub_block_index(op)
-            if idx is None or not 0 < idx < len(program.blocks):
-                _fail(program, block, index, f"attr {SUB_BLOCK}={op.attrs[SUB_BLOCK]!r} is not "
-                                             f"the index of a block of the program")
-            if program.blocks[idx].parent_idx != block.idx:
-                _fail(program, block, index,
-                      f"owns block {idx}, whose parent is block "
-                      f"{program.blocks[idx].parent_idx}, not this block {block.idx}")
+            if idx is None:
+                continue
             if idx in owner:
                 b, i = owner[idx]
                 _fail(program, block, index, f"owns block {idx}, which op {i} of block {b} "
@@ -222,7 +203,8 @@ def check_structure(program: ProgramDesc, op_checker: OpChecker | None = None,
     ``op_checker`` checks each op against its spec; ``updates(op, name)`` says whether op
     may update var ``name`` in place (write a var it reads)."""
     check_text(program)
-    _check_block_links(program)
+    check_nesting(program)
+    _check_owners(program)
     checks = _Checks(op_checker, updates)
     for block in program.blocks:
         if block.parent_idx <= 0:   # sub-blocks are checked where their owner runs them

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.blocks import method_of
+from ..ir.blocks import check_nesting, method_of
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ..ir.source import format_location
 from ..ir.text import format_returns, short_type
@@ -156,14 +156,15 @@ def graph_label(title: str, legend: Legend | None, per_row: int = 3) -> str:
             + "".join(rows) + "</table>>")
 
 
-def as_program(program: Any) -> ProgramDesc:
+def as_program(obj: Any) -> ProgramDesc:
+    """The description to draw (a compiled program holds one), its nesting checked: a
+    drawing walks the nesting, which a malformed program could make endless."""
+    program = obj if isinstance(obj, ProgramDesc) else getattr(obj, "program", None)
     if isinstance(program, ProgramDesc):
+        check_nesting(program)
         return program
-    inner = getattr(program, "program", None)   # a compiled program holds its description
-    if isinstance(inner, ProgramDesc):
-        return inner
     raise TypeError(f"expected a ProgramDesc or a compiled program (the result of "
-                    f"Compile()), got {type(program).__name__}")
+                    f"Compile()), got {type(obj).__name__}")
 
 
 def unique(names: Iterable[str]) -> list[str]:

@@ -15,6 +15,7 @@ from ...errors import OpArgumentError, ProgramDefinitionError
 from ...ir.records import ProgramDesc, VarDesc
 from ...ir.text import format_program, short_type
 from ...util.gc_pause import gc_paused
+from ..verify import check_program
 from .layout import Layout, build_layout
 from .placement import SPLIT_METHODS, endpoints_from
 from .pserver import PServerInfo, build_pserver_program, build_pserver_startup
@@ -263,7 +264,11 @@ class TranspilePlan:
 # --- the pass -----------------------------------------------------------------------------------
 
 def _program_of(source: Any) -> tuple[ProgramDesc, int | None, str | None]:
+    """The program to split, with the seed and device of a compiled one. A bare
+    ProgramDesc may come from anywhere (a file): it is verified first, as a compiled
+    program was when it compiled."""
     if isinstance(source, ProgramDesc):
+        check_program(source)
         return source, None, None
     program = getattr(source, "program", None)
     if isinstance(program, ProgramDesc):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...backend import array_module_for, get_device, resolve_device, to_device, to_host
 from ...errors import FeedError, ProgramDefinitionError
+from ...ir.blocks import check_nesting
 from ...ir.records import ProgramDesc, VarDesc, dtype_kind
 from ...ir.text import format_program
 from ..summary import Summary, summarize
@@ -50,7 +51,10 @@ class CompiledProgram:
         """``initial_values``: values the state starts from (a checkpoint's, or arrays
         tracing fixed); every other persistable var is initialised by block 0's ops.
         ``origin``: how the program was traced, for `recompile`. ``positions``: reader
-        name -> the batch it continues from (a checkpoint's)."""
+        name -> the batch it continues from (a checkpoint's). A program whose blocks do
+        not nest as a tree is a `VerifyError` (`Compile()` and `fluid.load` verify
+        everything else first)."""
+        check_nesting(program)
         self.seed = check_seed(seed)
         self.device = resolve_device(device or get_device())   # 'auto' -> 'cpu' or 'gpu'
         self._xp = array_module_for(self.device)
