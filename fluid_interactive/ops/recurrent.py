@@ -187,12 +187,14 @@ register(OpSpec(
     slots("Outputs*", "StepScopes?"), _recurrent_infer, grad=_recurrent_grad, attrs=_ATTRS,
     aliases=True,
     sub_block=SubBlockRule("Parameters", "", _recurrent_emit, _recurrent_interpret,
-                           keeps="StepScopes", stacked=("Outputs",)),
+                           keeps="StepScopes", stacked=("Outputs",),
+                           var_attrs=("step_inputs", "ex_states", "states", "step_outputs",
+                                      "keep", "keep_shapes")),
     doc="run the step block once per time step of Inputs; Outputs stack its step outputs"))
 register(OpSpec(
     "recurrent_grad", slots("Outputs@GRAD*", "X*?", "StepScopes"),
     slots("Out*?", "Inputs@GRAD*"), _grad_infer,
     attrs={"sub_block": -1, "step_grads": [], "input_grads": []}, aliases=True,
     sub_block=SubBlockRule("X", "Out", _grad_emit, _grad_interpret, replays="StepScopes",
-                           stacked=("Inputs@GRAD",)),
+                           stacked=("Inputs@GRAD",), var_attrs=("step_grads", "input_grads")),
     doc="replay the step gradient block from the last step to the first"))

@@ -133,6 +133,9 @@ class SubBlockRule:
     replays: str = ""             # input slot whose kept tuples feed the body, newest first
     # output slots the op fills in place, given a planned array (stacked step outputs)
     stacked: tuple[str, ...] = ()
+    # attrs listing names of vars the sub-block declares or reads (what it keeps per run,
+    # a step's inputs and states): the verifier checks that each names a var
+    var_attrs: tuple[str, ...] = ("keep", "keep_shapes")
     doc: str = ""
 
     def body_inputs(self, op: OpDesc) -> list[str]:

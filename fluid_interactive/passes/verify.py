@@ -3,7 +3,7 @@ known slots, known attrs, and declared types that agree with the op's shape rule
 from __future__ import annotations
 
 from ..errors import FluidError
-from ..ir.blocks import SUB_BLOCK, outer_interface, sub_block_index
+from ..ir.blocks import SUB_BLOCK, declared_within, outer_interface, sub_block_index
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc
 from ..ir.text import format_shape
 from ..ir.verify import check_structure
@@ -62,6 +62,22 @@ def _sub_block_problem(program: ProgramDesc, op: OpDesc, rule: SubBlockRule) -> 
         return (f"its block {idx} reads {missing_in or 'nothing missing'} and writes "
                 f"{missing_out or 'nothing missing'} of the blocks around, which its slots "
                 f"{rule.reads}/{rule.writes} do not list")
+    return _var_attr_problem(program, op, rule, program.blocks[idx])
+
+
+def _var_attr_problem(program: ProgramDesc, op: OpDesc, rule: SubBlockRule,
+                      body: BlockDesc) -> str | None:
+    """Each attr that lists vars (`SubBlockRule.var_attrs`) names vars the body declares
+    or sees: a checkpoint naming another fails here, at load, not at the first call."""
+    known = declared_within(program, body)
+    for attr in rule.var_attrs:
+        names = op.attrs.get(attr, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return f"attr {attr!r} must list var names; got {names!r}"
+        unknown = [n for n in names if n not in known and program.find_var(body, n) is None]
+        if unknown:
+            return (f"attr {attr!r} names {', '.join(map(repr, unknown))}, which neither its "
+                    f"block {body.idx} nor a block around it declares")
     return None
 
 

@@ -11,6 +11,7 @@ import pathlib
 import numpy as np
 from distributed.nets import FitALine
 
+import fluid
 from fluid_interactive.runtime.live import checkpoint
 
 W = "prediction/fc_0.w_0"
@@ -64,3 +65,21 @@ def rename_everywhere(doc, old: str, new: str):
     if isinstance(doc, list):
         return [rename_everywhere(v, old, new) for v in doc]
     return new if doc == old else doc
+
+
+class Loop(fluid.Program):
+    @fluid.network("x")
+    def train_step(self, x):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        h = fluid.layers.fc(input=x, size=4)
+        i = fluid.layers.fill_constant(shape=[1], dtype="int64", value=0)
+        n = fluid.layers.fill_constant(shape=[1], dtype="int64", value=3)
+        cond = fluid.layers.less_than(x=i, y=n)
+        loop = fluid.layers.While(cond=cond)
+        with loop.block():
+            fluid.layers.assign(fluid.layers.tanh(h), output=h)
+            fluid.layers.increment(x=i, value=1, in_place=True)
+            fluid.layers.less_than(x=i, y=n, cond=cond)
+        loss = fluid.layers.mean(h)
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        return loss

@@ -166,3 +166,18 @@ def test_a_failed_load_leaves_no_trace_on_disk(tmp_path):
     with pytest.raises(fluid.CheckpointError):
         _load(path)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("attr", ["keep", "keep_shapes"])
+def test_an_attr_naming_a_missing_var_is_refused_at_load_not_at_the_first_call(tmp_path,
+                                                                               attr):
+    from .programs import Loop
+    prog = Loop().Compile(seed=0)
+    prog.save(str(tmp_path / "ckpt"))
+
+    def name_a_ghost(doc):
+        loop = next(op for b in doc["blocks"] for op in b["ops"] if "sub_block" in op["attrs"])
+        loop["attrs"][attr] = ["nope.tmp"]
+    edit_program(tmp_path / "ckpt", name_a_ghost)
+    with pytest.raises(fluid.CheckpointError, match=f"attr '{attr}' names 'nope.tmp'"):
+        _load(tmp_path / "ckpt")

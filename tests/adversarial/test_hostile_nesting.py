@@ -12,25 +12,7 @@ from fluid_interactive.ir.blocks import MAX_NESTING
 from fluid_interactive.ir.records import BlockDesc, OpDesc, ProgramDesc
 
 from .bounded import call_within
-from .programs import edit_program, saved
-
-
-class Loop(fluid.Program):
-    @fluid.network("x")
-    def train_step(self, x):
-        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
-        h = fluid.layers.fc(input=x, size=4)
-        i = fluid.layers.fill_constant(shape=[1], dtype="int64", value=0)
-        n = fluid.layers.fill_constant(shape=[1], dtype="int64", value=3)
-        cond = fluid.layers.less_than(x=i, y=n)
-        loop = fluid.layers.While(cond=cond)
-        with loop.block():
-            fluid.layers.assign(fluid.layers.tanh(h), output=h)
-            fluid.layers.increment(x=i, value=1, in_place=True)
-            fluid.layers.less_than(x=i, y=n, cond=cond)
-        loss = fluid.layers.mean(h)
-        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
-        return loss
+from .programs import Loop, edit_program, saved
 
 
 def _loop_program() -> ProgramDesc:
@@ -141,3 +123,31 @@ def test_a_well_formed_loop_program_still_passes_every_entry_point():
             call_within(60, entry, program)
     prog = fluid.CompiledProgram(program, seed=0)
     assert np.isfinite(prog.train_step(np.ones((2, 4), "float32")))
+
+
+class Rnn(fluid.Program):
+    @fluid.network("x")
+    def train_step(self, x):
+        x = fluid.layers.data(name="x", shape=[-1, -1, 2], dtype="float32",
+                              append_batch_size=False)
+        w = fluid.layers.create_parameter(shape=[2, 2], dtype="float32", name="w")
+        rnn = fluid.layers.StaticRNN()
+        with rnn.step():
+            x_t = rnn.step_input(x)
+            h = rnn.memory(shape=[-1, 2], batch_ref=x_t)
+            new = fluid.layers.tanh(fluid.layers.matmul(h, w) + x_t)
+            rnn.update_memory(h, new)
+            rnn.step_output(new)
+        loss = fluid.layers.mean(rnn())
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        return loss
+
+
+@pytest.mark.parametrize("attr", ["step_inputs", "ex_states", "states", "step_outputs",
+                                  "keep", "step_grads", "input_grads"])
+def test_a_loop_attr_naming_no_var_is_a_verify_error(attr):
+    program = copy.deepcopy(Rnn().Compile(seed=0).program)
+    op = next(op for b in program.blocks for op in b.ops if attr in op.attrs)
+    op.attrs[attr] = [*op.attrs[attr], "nope.tmp"]
+    with pytest.raises(fluid.VerifyError, match=f"attr '{attr}' names 'nope.tmp'"):
+        fluid.check_program(program)
