@@ -8,6 +8,11 @@ trainer, each running the script. It prints each role's PID as it starts (``pser
 1234`` is the server actor's process, the one that holds the state), every role's output
 prefixed with its name, progress, and how each process ended.
 
+Before anything starts, the script runs once to check the split (``FLUID_PLAN_CHECK``:
+``Compile()`` transpiles and ends the script): a ``main=`` naming no method, or a method
+without an optimizer, is one message and exit status 2 within seconds, not a job that
+fails after Ray has started.
+
 Nothing waits for ever and nothing is left behind:
 
 * a role that dies is reported at once, with how it ended and its last words; in sync mode
@@ -38,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .ray_cluster import RayHead, stop_pids
-from .roles import timeout_from_env
+from .roles import CHECK_VAR, PLAN_OK, PLAN_REFUSED, timeout_from_env
 from .settings import distributed_options
 from .state import default_root
 from .stopping import Stopped, describe_exit, exit_status, stop_on_signals
@@ -123,6 +128,10 @@ class Launcher:
         options = distributed_options(self.args, os.environ)
         self._sync = options.get("mode", "sync") == "sync"
         timeout = timeout_from_env(os.environ)
+        refused = self.check_split(timeout)
+        if refused:
+            print(f"fluid run: {refused}", file=sys.stderr, flush=True)
+            return 2
         watchdog = Watchdog()
         head: RayHead | None = None
         state_dir = tempfile.mkdtemp(prefix=f"fluid-state-{self.job}-", dir=default_root())
@@ -145,6 +154,39 @@ class Launcher:
                 shutil.rmtree(state_dir, ignore_errors=True)
                 watchdog.dismiss()
 
+    def role_env(self, env: Mapping[str, str], state_dir: str) -> dict[str, str]:
+        """What every role's environment adds to ``env``: the job, its size, the servers'
+        endpoints and where they keep their state."""
+        endpoints = [f"127.0.0.1:{FIRST_PORT + j}" for j in range(self.pservers)]
+        return dict(env, FLUID_JOB=self.job, PADDLE_TRAINERS_NUM=str(self.trainers),
+                    PADDLE_PSERVERS_IP_PORT_LIST=",".join(endpoints),
+                    FLUID_STATE_DIR=state_dir)
+
+    def check_split(self, timeout: float) -> str | None:
+        """Run the script once to check that its program splits as asked; None when it
+        does, else why not."""
+        env = self.role_env(os.environ, tempfile.gettempdir())
+        env.pop("TRAINING_ROLE", None)
+        env.pop("PADDLE_TRAINING_ROLE", None)
+        env[CHECK_VAR] = "1"
+        try:
+            done = subprocess.run([sys.executable, self.script, *self.args], env=env,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return (f"checking the split, {self.script} did not reach Compile() within "
+                    f"{timeout:.0f}s (FLUID_TIMEOUT)")
+        said = done.stderr.strip().splitlines()
+        if done.returncode == PLAN_REFUSED and said:
+            return f"the program cannot be split: {said[-1]}"
+        if done.returncode != 0:
+            return (f"checking the split, {self.script} {describe_exit(done.returncode)}"
+                    + (f": {said[-1]}" if said else ""))
+        if PLAN_OK not in done.stdout:
+            return (f"{self.script} ended without compiling a fluid.Program: a job needs "
+                    f"the script to call Compile()")
+        return None
+
     def _cluster(self, env: dict[str, str], watchdog: Watchdog) -> RayHead | None:
         """A private cluster (its settings added to ``env``), or None to join
         ``RAY_ADDRESS``."""
@@ -164,10 +206,8 @@ class Launcher:
         return head
 
     def _start_roles(self, env: dict[str, str], state_dir: str, watchdog: Watchdog) -> None:
-        endpoints = [f"127.0.0.1:{FIRST_PORT + j}" for j in range(self.pservers)]
-        env.update({"FLUID_JOB": self.job, "PADDLE_TRAINERS_NUM": str(self.trainers),
-                    "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(endpoints),
-                    "FLUID_STATE_DIR": state_dir})
+        env.update(self.role_env(env, state_dir))
+        endpoints = env["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")
         for j, ep in enumerate(endpoints):
             self._spawn(f"pserver {j}", [sys.executable, "-m", "fluid_interactive.distributed",
                                          "run", self.script, *self.args],

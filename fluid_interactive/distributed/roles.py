@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from ..errors import OpArgumentError
+from ..errors import FluidError, OpArgumentError
 from ..passes.transpiler import TranspilePlan, transpile
 from .errors import DistributedError
 from .interface import PServer
@@ -50,6 +50,13 @@ JOB_VAR = "FLUID_JOB"
 ENGINE_VAR = "FLUID_ENGINE"
 TIMEOUT_VAR = "FLUID_TIMEOUT"
 STATE_VAR = "FLUID_STATE_DIR"
+#: Set by `fluid run` for a first run of the script that only checks the split, before
+#: anything starts: ``Compile()`` transpiles, says whether it could, and ends the script.
+CHECK_VAR = "FLUID_PLAN_CHECK"
+#: What that run prints when the program splits.
+PLAN_OK = "fluid: the program splits as asked"
+#: Its exit status when the program cannot be split (the reason on stderr).
+PLAN_REFUSED = 3
 
 
 def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
@@ -61,6 +68,8 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
     if not _requested(argv, env):
         return compiled  # a plain script never reads (or trips over) the role variables
     cfg = role_from_env(env, argv)
+    if env.get(CHECK_VAR):
+        _check_split(compiled, cfg)
     plan = transpile(compiled, **cfg.transpile_kwargs())
     if cfg.role == "TRAINER":
         return start_trainer(plan, cfg, env)
@@ -68,6 +77,17 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
         raise SystemExit(serve(plan, cfg, env))
     from .launch import launch
     return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
+
+
+def _check_split(compiled: Any, cfg: RoleConfig) -> None:
+    """Transpile as the roles will, say whether it worked, and end the script."""
+    try:
+        transpile(compiled, **cfg.transpile_kwargs())
+    except FluidError as e:
+        print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(PLAN_REFUSED) from None
+    print(PLAN_OK, flush=True)
+    raise SystemExit(0)
 
 
 def _requested(argv: Sequence[str], env: Mapping[str, str]) -> bool:

@@ -183,3 +183,22 @@ def test_exit_statuses_of_roles_killed_by_a_signal_are_128_plus_the_signal():
     assert [exit_status(c) for c in (0, 1, -9, -15)] == [0, 1, 137, 143]
     assert describe_exit(-9) == "was killed by SIGKILL"
     assert describe_exit(3) == "exited with status 3"
+
+
+def test_a_method_the_program_lacks_is_refused_before_anything_starts(tmp_path):
+    """The launcher runs the script once to check the split: no cluster, no role."""
+    args = ["-m", "fluid_interactive.distributed", "run", JOB_SCRIPT, "--distributed",
+            "main=nosuch", "--trainers", "2", "--pservers", "2"]
+    line = _one_line_usage_error(_run(args, tmp_path))
+    assert line.startswith("fluid run: the program cannot be split: ProgramDefinitionError: ")
+    assert "no method 'nosuch'; its methods are: train_step" in line
+
+
+def test_a_script_that_never_compiles_is_refused_before_anything_starts(tmp_path):
+    script = tmp_path / "idle.py"
+    script.write_text("print('nothing to train')\n")
+    args = ["-m", "fluid_interactive.distributed", "run", str(script), "--distributed",
+            "main=train_step", "--trainers", "1", "--pservers", "1"]
+    line = _one_line_usage_error(_run(args, tmp_path))
+    assert line == (f"fluid run: {script} ended without compiling a fluid.Program: a job "
+                    f"needs the script to call Compile()")
