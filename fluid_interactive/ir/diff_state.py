@@ -43,11 +43,14 @@ def _persistables(program: ProgramDesc) -> dict[str, VarDesc]:
     return {v.name: v for v in program.global_block().vars.values() if v.persistable}
 
 
-def _creator(program: ProgramDesc, name: str) -> OpDesc | None:
+def _creators(program: ProgramDesc) -> dict[str, OpDesc]:
+    """Each var of block 0 -> the first op there that writes it (its initialiser): one
+    pass, so that diffing stays linear in the program's size."""
+    found: dict[str, OpDesc] = {}
     for op in program.global_block().ops:
-        if name in op.output_names():
-            return op
-    return None
+        for name in op.output_names():
+            found.setdefault(name, op)
+    return found
 
 
 def _creator_change(old: OpDesc | None, new: OpDesc | None) -> str | None:
@@ -78,16 +81,23 @@ def _var_change(old: VarDesc, new: VarDesc) -> str | None:
 def optimizer_state_of(program: ProgramDesc, param: str) -> list[str]:
     """The persistable vars optimizer ops keep for ``param``: everything written by an op
     with the Optimize role whose ``op_role_var`` names it, except the parameter itself."""
-    found: list[str] = []
+    return _optimizer_states(program).get(param, [])
+
+
+def _optimizer_states(program: ProgramDesc) -> dict[str, list[str]]:
+    """`optimizer_state_of` for every parameter, in one pass over the ops."""
+    found: dict[str, dict[str, None]] = {}
     state = _persistables(program)
     for block in program.blocks:
         for op in block.ops:
-            if not op.role & OpRole.OPTIMIZE or param not in op.role_var[:1]:
+            if not op.role & OpRole.OPTIMIZE or not op.role_var:
                 continue
+            param = op.role_var[0]
+            names = found.setdefault(param, {})
             for name in op.output_names():
-                if name != param and name in state and name not in found:
-                    found.append(name)
-    return found
+                if name != param and name in state:
+                    names[name] = None
+    return {param: list(names) for param, names in found.items()}
 
 
 def state_changes(old: ProgramDesc, new: ProgramDesc,
@@ -98,6 +108,7 @@ def state_changes(old: ProgramDesc, new: ProgramDesc,
     initialises (arrays the trace supplied, such as in-memory reader data); without it
     such a var is kept."""
     old_vars, new_vars = _persistables(old), _persistables(new)
+    old_creators, new_creators = _creators(old), _creators(new)
     changes: dict[str, StateChange] = {}
     for name, nv in new_vars.items():
         ov = old_vars.get(name)
@@ -106,15 +117,16 @@ def state_changes(old: ProgramDesc, new: ProgramDesc,
             continue
         reason = _var_change(ov, nv)
         if reason is None and not nv.is_parameter:
-            creator = _creator(new, name)
-            reason = _creator_change(_creator(old, name), creator)
+            creator = new_creators.get(name)
+            reason = _creator_change(old_creators.get(name), creator)
             if reason is None and creator is None and same_constant is not None and \
                     not same_constant(name):
                 reason = "its value (given when the program compiled) differs"
         status = "kept" if reason is None else "reinitialised"
         changes[name] = StateChange(name, status, ov, nv, reason or "")
+    states = _optimizer_states(new)
     for param in [n for n, c in changes.items() if c.status != "kept" and c.is_parameter]:
-        for name in optimizer_state_of(new, param):
+        for name in states.get(param, []):
             change = changes.get(name)
             if change is not None and change.status == "kept":
                 change.status = "reinitialised"
