@@ -176,8 +176,13 @@ class DistributedProgram:
         succeeded = [r for r in results if r is not None and r.error is None]
         if len(succeeded) == len(results):
             return [r.value for r in succeeded]
-        self._settle_failed_step(step, results)
-        raise self._step_error(step, results)
+        error = self._step_error(step, results)
+        try:
+            self._settle_failed_step(step, results)
+        except Exception as settling:   # a server gone meanwhile: the step's cause comes first
+            add_note(error, f"settling step {step} on the servers failed too: "
+                            f"{type(settling).__name__}: {settling}")
+        raise error
 
     def _settle_failed_step(self, step: int, results: list[CallResult | None]) -> None:
         """A trainer that received the step's values from every server saw it succeed

@@ -262,6 +262,30 @@ def test_a_failing_trainer_stops_the_step_and_leaves_state_alone():
         assert max_diff(dist.parameters(), single.parameters()) <= TOL
 
 
+def test_a_server_lost_while_settling_a_failed_step_does_not_hide_the_step_error():
+    """The step fails on a trainer; then aborting it on the servers fails too (a server
+    exited meanwhile): the error raised is still the step's own, with the settling failure
+    added as a note."""
+    from fluid_interactive.distributed.errors import ServerUnreachable
+    plan = transpile(FitALine().Compile(seed=0), trainers=2, pservers=2, min_block_size=4)
+    data = linear_data()
+    with launch(plan, timeout=30) as dist:
+        dist.train_step(*[a[:8] for a in data])
+
+        def broken(*args):
+            raise OSError("link down")
+
+        def gone(*args):
+            raise ServerUnreachable("pserver 0 is unreachable")
+        dist.trainers[1].comm.send = broken
+        for server in dist.pservers.values():
+            server.abort = gone
+        with pytest.raises(KernelError, match="link down") as info:
+            dist.train_step(*[a[:8] for a in data])
+        assert any("settling step 2 on the servers failed too: ServerUnreachable: pserver 0 "
+                   "is unreachable" in n for n in info.value.__notes__)
+
+
 def test_a_failed_update_on_one_server_is_applied_on_none():
     """The weight's 13 rows are split 7 + 6 over two servers; the second server's update
     fails after the first computed its part: no row may change anywhere."""
