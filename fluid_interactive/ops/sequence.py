@@ -41,7 +41,7 @@ def _check_sequence(ctx: InferContext, what: str, min_rank: int = 2):
     return x
 
 
-class _Valid:
+class ValidPositions:
     """The valid positions of a padded batch [B, T, ...], for one call."""
 
     def __init__(self, xp: Any, shape: tuple[int, ...]):
@@ -114,7 +114,7 @@ class _Pool:
         xp = self.xp = ctx.xp
         x = ctx.input("X")
         self.kind, self.pad = ctx.attrs["pooltype"], float(ctx.attrs["pad_value"])
-        self.valid = _Valid(xp, x.shape)
+        self.valid = ValidPositions(xp, x.shape)
         self.has_len = ctx.has_input("Lengths")
         self.out = ctx.buffer("Out")
         self.want_index = ctx.has_output("MaxIndex")
@@ -184,7 +184,7 @@ def _pool_grad_kernel(ctx: KernelContext):
     """dX is dOut spread over the valid positions (SUM), divided by the length (AVERAGE)
     or its root (SQRT), or put at the one position the output came from."""
     xp, x = ctx.xp, ctx.input("X")
-    kind, valid = ctx.attrs["pooltype"], _Valid(ctx.xp, x.shape)
+    kind, valid = ctx.attrs["pooltype"], ValidPositions(ctx.xp, x.shape)
     has_len, out = ctx.has_input("Lengths"), ctx.buffer("X@GRAD")
     t_grid = valid.t_row.reshape((1, valid.time) + (1,) * (len(x.shape) - 2))
 
@@ -209,7 +209,7 @@ def _pool_grad_kernel(ctx: KernelContext):
     return fn
 
 
-def _spread(xp, valid: _Valid, kind: str, lengths: Any, dout: Any, dx: Any) -> Any:
+def _spread(xp, valid: ValidPositions, kind: str, lengths: Any, dout: Any, dx: Any) -> Any:
     g = dout[:, None]
     if kind != "SUM":
         n = valid.time if lengths is None else valid.per_row(
@@ -243,7 +243,7 @@ def _softmax_infer(ctx: InferContext) -> None:
 
 def _softmax_kernel(ctx: KernelContext):
     xp, x = ctx.xp, ctx.input("X")
-    valid, out = _Valid(xp, x.shape), ctx.buffer("Out")
+    valid, out = ValidPositions(xp, x.shape), ctx.buffer("Out")
 
     def fn(a, lengths=None):
         if lengths is None:
@@ -287,7 +287,7 @@ def _reverse_infer(ctx: InferContext) -> None:
 
 def _reverse_kernel(ctx: KernelContext):
     xp, x = ctx.xp, ctx.input("X")
-    valid, out = _Valid(xp, x.shape), ctx.buffer("Y")
+    valid, out = ValidPositions(xp, x.shape), ctx.buffer("Y")
     t_row, rows = valid.t_row, valid.rows.reshape(-1, 1)
 
     def fn(a, lengths=None):
