@@ -1,7 +1,8 @@
 """Sequence ops over a padded batch: X [B, T, ...] plus optional int Lengths [B].
 
-``sequence_mask``     Y [B, maxlen] = (t < Lengths[b]) in ``out_dtype``; ``maxlen=-1``
-                      takes the longest length (read back from the device on a GPU)
+``sequence_mask``     Y [..., maxlen] = (t < X[...]) in ``out_dtype`` for lengths X of any
+                      rank; ``maxlen=-1`` takes the longest length, a ``MaxLenTensor``
+                      input the value it holds (read back from the device on a GPU)
 ``sequence_pool``     Out [B, ...]: SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, FIRST or
                       LAST over each row's valid positions; ``pad_value`` for an empty row
 ``sequence_softmax``  softmax over the valid positions of each row of X [B, T] (or
@@ -67,24 +68,34 @@ class ValidPositions:
 
 def _mask_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    if x.dtype not in INT_DTYPES or x.rank != 1:
-        ctx.fail(f"sequence_mask: X must be int lengths [B], got {x.dtype}{_fmt(x.shape)}")
+    if x.dtype not in INT_DTYPES:
+        ctx.fail_dtype(f"sequence_mask: X must hold int lengths, got {x.dtype}{_fmt(x.shape)}")
     maxlen = int(ctx.attrs["maxlen"])
     if maxlen < -1:
         ctx.fail(f"sequence_mask: maxlen must be >= 0 (or -1: the longest length), got {maxlen}")
-    ctx.set_output("Y", (x.shape[0], maxlen), ctx.attrs["out_dtype"])
+    if ctx.has_input("MaxLenTensor"):
+        m = ctx.input("MaxLenTensor")
+        if m.dtype not in INT_DTYPES or m.shape not in ((), (1,)):
+            ctx.fail(f"sequence_mask: maxlen must be an int var of shape [1], got "
+                     f"{m.dtype}{_fmt(m.shape)}")
+        maxlen = -1
+    ctx.set_output("Y", x.shape + (maxlen,), ctx.attrs["out_dtype"])
 
 
 def _mask_kernel(ctx: KernelContext):
+    """Y[..., t] = t < X[...]: one more dim than the lengths X, of any rank."""
     xp, maxlen, dtype = ctx.xp, int(ctx.attrs["maxlen"]), ctx.attrs["out_dtype"]
-    out = ctx.buffer("Y") if maxlen >= 0 else None
-    fixed = xp.arange(max(maxlen, 0)).reshape(1, -1)
+    given = ctx.has_input("MaxLenTensor")
+    out = ctx.buffer("Y") if maxlen >= 0 and not given else None
+    fixed = xp.arange(max(maxlen, 0))
 
-    def fn(lengths):
+    def fn(lengths, maxlen_var=None):
         t = fixed
-        if maxlen < 0:
-            t = xp.arange(int(lengths.max()) if lengths.size else 0).reshape(1, -1)
-        m = t < lengths.reshape(-1, 1)
+        if given:
+            t = xp.arange(int(maxlen_var.reshape(-1)[0]))
+        elif maxlen < 0:
+            t = xp.arange(int(lengths.max()) if lengths.size else 0)
+        m = t < lengths[..., None]
         if out is None:
             return m.astype(dtype)
         xp.copyto(out, m)
@@ -92,10 +103,11 @@ def _mask_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("sequence_mask", slots("X"), slots("Y"), _mask_infer, _mask_kernel,
-                attrs={"maxlen": -1, "out_dtype": "int64"}, host_access="reads",
-                doc="Y[b, t] = t < X[b] for lengths X [B], Y [B, maxlen] (maxlen=-1: the "
-                    "longest length) in out_dtype."))
+register(OpSpec("sequence_mask", slots("X", "MaxLenTensor?"), slots("Y"), _mask_infer,
+                _mask_kernel, attrs={"maxlen": -1, "out_dtype": "int64"}, host_access="reads",
+                doc="Y[..., t] = t < X[...] for int lengths X of any rank: Y has one more dim, "
+                    "maxlen long (MaxLenTensor when given; maxlen=-1: the longest length), "
+                    "in out_dtype."))
 
 
 # --- sequence_pool -------------------------------------------------------------------------------

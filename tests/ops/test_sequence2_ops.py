@@ -407,3 +407,110 @@ def test_sequence_scatter_bad_id():
     with pytest.raises(IndexError, match=r"ids must lie in \[0, 3\)"):
         run_forward("sequence_scatter", {"X": np.zeros((1, 3)), "Ids": np.array([[1, 3]]),
                                          "Updates": np.zeros((1, 2))})
+
+
+# --- the layers in a compiled program -----------------------------------------------------------
+
+def _data(name, shape, dtype="float32"):
+    import fluid
+    return fluid.layers.data(name, shape=shape, dtype=dtype, append_batch_size=False)
+
+
+class SequenceModel:
+    """Every new sequence layer on one padded batch, with Paddle's positional calls."""
+
+    @staticmethod
+    def build():
+        import fluid
+        L = fluid.layers
+
+        class Model(fluid.Program):
+            @fluid.network("x", "lengths")
+            def infer(self, x, lengths):
+                x, n = _data("x", [-1, -1, 4]), _data("lengths", [-1], "int64")
+                conv = L.sequence_conv(x, 6, 3, 1, True, None, None, None, "tanh", lengths=n)
+                look = L.row_conv(x, 2, lengths=n)
+                pos = L.add_position_encoding(x, 0.5, 1.0, lengths=n)
+                padded, length = L.sequence_pad(x, L.fill_constant([1], "float32", -1.0),
+                                                6, lengths=n)
+                both, both_n = L.sequence_concat([x, look], lengths=[n, n])
+                flat, flat_n = L.sequence_reshape(x, 2, lengths=n)
+                pooled = L.sequence_pool(conv, "sum", False, 0.0, lengths=n)
+                mask = L.sequence_mask(n, L.fill_constant([1], "int64", 5), "float32")
+                expanded = L.sequence_expand_as(pooled, x, y_lengths=n)
+                return {"conv": L.sequence_unpad(conv, n), "look": look, "pos": pos,
+                        "padded": padded, "length": length, "both": both, "both_n": both_n,
+                        "flat_n": flat_n, "pooled": pooled, "mask": mask,
+                        "expanded": expanded, "flat": flat}
+        return Model().Compile(seed=0)
+
+
+def test_the_layers_compile_run_and_ignore_padding(rng):
+    prog = SequenceModel.build()
+    x = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    n = lengths([4, 0, 2])
+    clean, dirty = prog.infer(_repad(x, n, 0.0), n), prog.infer(_repad(x, n, 1e30), n)
+    for key in clean:
+        np.testing.assert_array_equal(clean[key], dirty[key], err_msg=key)
+    assert clean["padded"].shape == (3, 6, 4) and (clean["padded"][1] == -1).all()
+    np.testing.assert_array_equal(clean["both_n"], [8, 0, 4])
+    np.testing.assert_array_equal(clean["flat_n"], [8, 0, 4])
+    assert clean["mask"].shape == (3, 5) and clean["mask"].sum() == 6
+    assert clean["expanded"].shape == (3, 4, 6)
+    np.testing.assert_allclose(clean["expanded"][0, 3], clean["pooled"][0])
+    assert not clean["conv"][2, 2:].any() and not clean["expanded"][1].any()
+
+
+def test_sequence_conv_trains_through_its_filter(rng):
+    import fluid
+
+    class Train(fluid.Program):
+        @fluid.network("x", "lengths")
+        def step(self, x, lengths):
+            x, n = _data("x", [-1, -1, 3]), _data("lengths", [-1], "int64")
+            h = fluid.layers.sequence_conv(x, 2, 3, lengths=n)
+            loss = fluid.layers.mean(fluid.layers.square(
+                fluid.layers.sequence_pool(h, "sum", lengths=n)))
+            fluid.optimizer.SGD(0.05).minimize(loss)
+            return loss
+    prog = Train().Compile(seed=0)
+    x, n = rng.standard_normal((4, 5, 3)).astype(np.float32), lengths([5, 3, 1, 4])
+    losses = [prog.step(x, n) for _ in range(20)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda L, x, n: L.sequence_conv(x, 2, filter_stride=2), "filter_stride must be 1"),
+    (lambda L, x, n: L.sequence_conv(x, 0), "num_filters must be an int >= 1"),
+    (lambda L, x, n: L.row_conv(n, 2), r"must be a padded batch \[B, T, D\]"),
+    (lambda L, x, n: L.sequence_expand(x, x, ref_level=1), "ref_level must be -1 or 0"),
+    (lambda L, x, n: L.sequence_concat(x), "must be a non-empty list"),
+    (lambda L, x, n: L.sequence_concat([x, x], lengths=[n]), "a list of 2 vars"),
+    (lambda L, x, n: L.sequence_enumerate(n, 0), "win_size must be an int >= 1"),
+    (lambda L, x, n: L.sequence_slice(x, n, x), "length .* must be int64"),
+    (lambda L, x, n: L.sequence_pad(x, 0.0), "pad_value must be a fluid Variable"),
+    (lambda L, x, n: L.sequence_mask(n, maxlen=1.5), "maxlen must be a non-negative int"),
+    (lambda L, x, n: L.sequence_reshape(x, 0), "new_dim must be an int >= 1"),
+])
+def test_layer_errors_name_the_line(call, error):
+    import fluid
+    from fluid_interactive.errors import OpArgumentError
+
+    class Bad(fluid.Program):
+        @fluid.network("x", "lengths")
+        def f(self, x, lengths):
+            x, n = _data("x", [-1, -1, 4]), _data("lengths", [-1], "int64")
+            return call(fluid.layers, x, n)
+    with pytest.raises((OpArgumentError, ShapeError), match=error) as info:
+        Bad().Compile()
+    assert "test_sequence2_ops.py" in str(info.value)
+
+
+def test_sequence_mask_of_any_rank_and_a_maxlen_var():
+    n = np.array([[2, 0], [3, 1]], np.int64)
+    got = run_forward("sequence_mask", {"X": n, "MaxLenTensor": np.array([4])},
+                      {"out_dtype": "float32"})["Y"][0]
+    np.testing.assert_array_equal(got, np.arange(4) < n[..., None])
+    check_op("sequence_mask", {"X": n}, {"maxlen": 3, "out_dtype": "int64"},
+             reference=lambda X, **_: (np.arange(3) < X[..., None]).astype(np.int64),
+             batch_unknown=False)

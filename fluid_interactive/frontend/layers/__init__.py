@@ -20,6 +20,8 @@ from . import (
     recurrent,
     rnn,
     sequence,
+    sequence_edit,
+    sequence_filters,
     tensor,
     tensor_array,
 )
@@ -38,11 +40,14 @@ from .norm import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
+from .sequence_edit import *  # noqa: F403
+from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
+                                sequence_edit, sequence_filters,
                                 tensor, tensor_array)
                   for name in module.__all__})
 
