@@ -6,6 +6,7 @@ import difflib as _difflib
 
 from . import (
     activations,
+    branches,
     compare,
     control_flow,
     conv,
@@ -26,6 +27,7 @@ from . import (
     tensor_array,
 )
 from .activations import *  # noqa: F403
+from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
@@ -45,10 +47,10 @@ from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                sequence_edit, sequence_filters,
-                                tensor, tensor_array)
+__all__ = sorted({name for module in (activations, branches, compare, control_flow, conv,
+                                dynamic_rnn, io, loss, lr, math, metric, nn, norm, recurrent,
+                                rnn, sequence, sequence_edit, sequence_filters, tensor,
+                                tensor_array)
                   for name in module.__all__})
 
 
