@@ -15,6 +15,7 @@ from . import (  # noqa: F401
                linalg,
                lr,
                lstm,
+               lstmp,
                mask,
                metric,
                nn_misc,

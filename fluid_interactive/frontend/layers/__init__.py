@@ -14,6 +14,7 @@ from . import (
     io,
     loss,
     lr,
+    lstm_layers,
     math,
     metric,
     nn,
@@ -35,6 +36,7 @@ from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .lr import *  # noqa: F403
+from .lstm_layers import *  # noqa: F403
 from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
@@ -48,9 +50,9 @@ from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, branches, compare, control_flow, conv,
-                                dynamic_rnn, io, loss, lr, math, metric, nn, norm, recurrent,
-                                rnn, sequence, sequence_edit, sequence_filters, tensor,
-                                tensor_array)
+                                dynamic_rnn, io, loss, lr, lstm_layers, math, metric, nn,
+                                norm, recurrent, rnn, sequence, sequence_edit,
+                                sequence_filters, tensor, tensor_array)
                   for name in module.__all__})
 
 
