@@ -181,11 +181,10 @@ def _scatter_places(ctx: KernelContext, x_slot: str = "X"):
         n = row_lengths(xp, lengths, batch, time)
         m = time_mask(xp, n, time, 2)
         ids = ids.reshape(batch, time)
-        if on_host(xp) and m.any():
+        if on_host(xp) and (((ids < 0) | (ids >= width)) & m).any():
             lo, hi = int(ids[m].min()), int(ids[m].max())
-            if lo < 0 or hi >= width:
-                raise IndexError(f"sequence_scatter: ids must lie in [0, {width}) (X's "
-                                 f"width), got ids from {lo} to {hi}")
+            raise IndexError(f"sequence_scatter: ids must lie in [0, {width}) (X's width), "
+                             f"got ids from {lo} to {hi}")
         return xp.where(m, base + ids, 0), m
     return places
 
