@@ -112,32 +112,35 @@ def _forward_kernel(ctx: KernelContext):
         r, cell = c.start(a, "H0", c.P), c.start(a, "C0", h)
         peep = c.peepholes(a) if c.peep else None
         for t in range(c.T):
-            r, cell = _step(c, t, x[t] + r @ a["Weight"], r, cell, a["ProjWeight"], peep,
-                            kept)
+            xp.matmul(r, a["Weight"], out=kept[0][t])
+            kept[0][t] += x[t]
+            r, cell = _step(c, t, r, cell, a["ProjWeight"], peep, kept)
         proj = steps.to_batch(kept[3], None)
         cells = steps.to_batch(c.clip(kept[1], c.cell_clip), None)
         return (proj, cells) + tuple(kept)
     return lstmp
 
 
-def _step(c: _Cell, t: int, z: Any, r_prev: Any, c_prev: Any, proj_w: Any, peep: Any,
+def _step(c: _Cell, t: int, r_prev: Any, c_prev: Any, proj_w: Any, peep: Any,
           kept: list) -> tuple[Any, Any]:
-    """One step into ``kept`` (gates, c before clipping, h, r); returns the new state."""
-    h = c.H
+    """One step on the pre-activations in ``kept[0][t]``, into ``kept`` (gates, c before
+    clipping, h, r); returns the new state."""
+    xp, h = c.xp, c.H
     gates = kept[0][t]
-    gates[:] = z
     if peep is not None:
         gates[:, h:2 * h] += peep[0] * c_prev
         gates[:, 2 * h:3 * h] += peep[1] * c_prev
     c.act(gates[:, :h], "candidate_activation")
-    c.act(gates[:, h:3 * h], "gate_activation")
-    kept[1][t] = gates[:, 2 * h:3 * h] * c_prev + gates[:, h:2 * h] * gates[:, :h]
+    c.act(gates[:, h:3 * h] if peep is not None else gates[:, h:], "gate_activation")
+    xp.multiply(gates[:, 2 * h:3 * h], c_prev, out=kept[1][t])
+    kept[1][t] += gates[:, h:2 * h] * gates[:, :h]
     cell = c.clip(kept[1][t], c.cell_clip)
     if peep is not None:
         gates[:, 3 * h:] += peep[2] * cell
-    c.act(gates[:, 3 * h:], "gate_activation")
-    kept[2][t] = gates[:, 3 * h:] * c.act(cell.copy(), "cell_activation")
-    kept[3][t] = c.clip(c.act(kept[2][t] @ proj_w, "proj_activation"), c.proj_clip)
+        c.act(gates[:, 3 * h:], "gate_activation")
+    xp.multiply(gates[:, 3 * h:], c.act(cell.copy(), "cell_activation"), out=kept[2][t])
+    xp.matmul(kept[2][t], proj_w, out=kept[3][t])
+    kept[3][t] = c.clip(c.act(kept[3][t], "proj_activation"), c.proj_clip)
     if c.steps.frozen is not None:
         c.steps.freeze(t, kept[3][t], r_prev)
         c.steps.freeze(t, cell, c_prev)
