@@ -242,3 +242,14 @@ def test_ifelse_sides_must_give_as_many_outputs():
         return ie()
     with pytest.raises(OpArgumentError, match="gives 2 outputs and the false block 1"):
         _compile(body)
+
+
+def test_dynamic_rnn_step_input_takes_paddles_level_before_lengths():
+    def body(x):
+        drnn = L.DynamicRNN()
+        seq = L.reshape(x, [-1, 3, 1])
+        with drnn.block():
+            drnn.output(drnn.step_input(seq, 1))
+        return drnn()
+    with pytest.raises(OpArgumentError, match="level must be 0"):
+        _compile(body)
