@@ -55,6 +55,13 @@ def padded_input(ctx: InferContext, what: str, slot: str = "X", min_rank: int = 
     return x
 
 
+def batch_with_lengths(ctx: InferContext, what: str):
+    """X, a padded batch [B, T, ...], and its optional Lengths [B], checked."""
+    x = padded_input(ctx, what)
+    check_len_slot(ctx, "Lengths", x.shape[0], what)
+    return x
+
+
 def on_host(xp: Any) -> bool:
     """Whether values may be read for a check without a device round trip."""
     return xp.__name__ == "numpy"
@@ -101,8 +108,7 @@ def _x_grad(g: GradContext, grad_type: str, uses: tuple[str, ...],
 # --- sequence_unpad ----------------------------------------------------------------------------
 
 def _unpad_infer(ctx: InferContext) -> None:
-    x = padded_input(ctx, "sequence_unpad")
-    check_len_slot(ctx, "Lengths", x.shape[0], "sequence_unpad")
+    x = batch_with_lengths(ctx, "sequence_unpad")
     ctx.set_output("Out", x.shape, x.dtype)
 
 
@@ -132,8 +138,7 @@ register(OpSpec("sequence_unpad", slots("X", "Lengths"), slots("Out"), _unpad_in
 # --- sequence_pad --------------------------------------------------------------------------------
 
 def _pad_infer(ctx: InferContext) -> None:
-    x = padded_input(ctx, "sequence_pad")
-    check_len_slot(ctx, "Lengths", x.shape[0], "sequence_pad")
+    x = batch_with_lengths(ctx, "sequence_pad")
     length = int(ctx.attrs["padded_length"])
     if length < -1:
         ctx.fail(f"sequence_pad: padded_length must be >= 0 (or -1: the longest length), "

@@ -16,6 +16,7 @@ from ..ir.text import format_shape as _fmt
 from .registry import register
 from .rnn import Unpack, new_or
 from .sequence_edit import (
+    batch_with_lengths,
     check_len_slot,
     masked,
     on_host,
@@ -82,8 +83,7 @@ register(OpSpec("sequence_enumerate", slots("X", "Lengths?"), slots("Out"), _enu
 # --- sequence_reshape ----------------------------------------------------------------------------
 
 def _reshape_infer(ctx: InferContext) -> None:
-    x = padded_input(ctx, "sequence_reshape")
-    check_len_slot(ctx, "Lengths", x.shape[0], "sequence_reshape")
+    x = batch_with_lengths(ctx, "sequence_reshape")
     new_dim = int(ctx.attrs["new_dim"])
     if x.rank != 3 or x.shape[2] < 1:
         ctx.fail(f"sequence_reshape: X must be [B, T, D] with D known, got {_fmt(x.shape)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...errors import OpArgumentError, ShapeError
+from ...errors import ShapeError
 from ...ir.text import short_type
 from ..initializer import Uniform
 from ..param_attr import ParamAttr
@@ -18,13 +18,13 @@ from .helpers import LayerHelper, as_variable
 from .nn import fc
 from .norm import dropout
 from .recurrent import (
-    _bias,
     _optional,
     _positive_int,
     _sequence_input,
     _weight,
     check_dtype_name,
     dynamic_lstm,
+    lstm_bias,
 )
 from .tensor import concat, transpose, unsqueeze
 
@@ -62,11 +62,7 @@ def dynamic_lstmp(input: Variable, size: int, proj_size: int, param_attr: Any = 
                           else pattr.name + ".proj",
                           initializer=None if pattr is None else pattr.initializer)
     proj_weight = helper.create_parameter(proj_attr, [h, p], x.dtype)
-    if bias_attr is False and use_peepholes:
-        raise error_at(OpArgumentError, "dynamic_lstmp: use_peepholes=True keeps the peephole "
-                                        "weights in the bias; bias_attr=False needs "
-                                        "use_peepholes=False")
-    bias = _bias(helper, bias_attr, (7 if use_peepholes else 4) * h, x.dtype)
+    bias = lstm_bias(helper, bias_attr, use_peepholes, h, x.dtype, layer)
     inputs = {"Input": x, "H0": _optional(h_0, "h_0"), "C0": _optional(c_0, "c_0"),
               "Weight": weight, "ProjWeight": proj_weight, "Bias": bias,
               "Lengths": _optional(lengths, "lengths")}

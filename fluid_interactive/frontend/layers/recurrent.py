@@ -64,6 +64,16 @@ def _weight(helper: LayerHelper, param_attr: Any, shape: list[int], dtype: str,
     return helper.create_parameter(pattr, shape, dtype)
 
 
+def lstm_bias(helper: LayerHelper, bias_attr: Any, use_peepholes: bool, hidden: int,
+              dtype: str, layer: str) -> Variable | None:
+    """An LSTM's bias: [1, 4H], or [1, 7H] holding the peepholes too."""
+    if bias_attr is False and use_peepholes:
+        raise error_at(OpArgumentError, f"{layer}: use_peepholes=True keeps the peephole "
+                                        f"weights in the bias; bias_attr=False needs "
+                                        f"use_peepholes=False")
+    return _bias(helper, bias_attr, (7 if use_peepholes else 4) * hidden, dtype)
+
+
 def _bias(helper: LayerHelper, bias_attr: Any, width: int, dtype: str) -> Variable | None:
     """The bias [1, width] (zeros by default), or None for bias_attr=False."""
     battr = helper.param_attr(bias_attr, "bias_attr")
@@ -103,11 +113,7 @@ def dynamic_lstm(input: Variable, size: int, h_0: Variable | None = None,
     h = size // 4
     helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
     weight = _weight(helper, param_attr, [h, 4 * h], x.dtype, layer)
-    if bias_attr is False and use_peepholes:
-        raise error_at(OpArgumentError, "dynamic_lstm: use_peepholes=True keeps the peephole "
-                                        "weights in the bias; bias_attr=False needs "
-                                        "use_peepholes=False")
-    bias = _bias(helper, bias_attr, (7 if use_peepholes else 4) * h, x.dtype)
+    bias = lstm_bias(helper, bias_attr, use_peepholes, h, x.dtype, layer)
     inputs = {"Input": x, "H0": _optional(h_0, "h_0"), "C0": _optional(c_0, "c_0"),
               "Weight": weight, "Bias": bias, "Lengths": _optional(lengths, "lengths")}
     attrs = {"use_peepholes": bool(use_peepholes), "is_reverse": bool(is_reverse),
