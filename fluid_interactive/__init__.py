@@ -28,6 +28,7 @@ from .errors import (
 from .frontend import backward, initializer, layers, nets, optimizer, regularizer
 from .frontend.backward import gradients
 from .frontend.diff import diff
+from .frontend.input import data, embedding, one_hot
 from .frontend.naming import var_scope
 from .frontend.param_attr import ParamAttr
 from .frontend.parameters import parameters
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "nets",
+    "data", "embedding", "one_hot",
     "optimizer",
     "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",

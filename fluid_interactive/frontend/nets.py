@@ -11,14 +11,17 @@
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import OpArgumentError, ShapeError
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import short_type
 from . import layers
+from .layers.helpers import as_variable
 from .tracing import error_at
 from .variable import Variable
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "sequence_conv_pool", "glu"]
 
 #: What a masked-out key adds to its attention logit: exp of it is 0 in float32 and 64.
 MASKED_LOGIT = -1e9
@@ -98,3 +101,26 @@ def scaled_dot_product_attention(queries: Variable, keys: Variable, values: Vari
     if dropout_rate:
         weights = layers.dropout(weights, dropout_prob=dropout_rate)
     return _combine_heads(layers.matmul(weights, v))
+
+
+def sequence_conv_pool(input: Variable, num_filters: int, filter_size: int,
+                       param_attr: Any = None, act: str = "sigmoid", pool_type: str = "max",
+                       bias_attr: Any = None, lengths: Variable | None = None) -> Variable:
+    """`layers.sequence_conv` then `layers.sequence_pool`: ``[B, T, D] -> [B,
+    num_filters]``, each row pooled over its valid steps (``pool_type``: 'max', 'sum',
+    'average', 'sqrt', 'first' or 'last')."""
+    conv = layers.sequence_conv(input, num_filters, filter_size, param_attr=param_attr,
+                                bias_attr=bias_attr, act=act, lengths=lengths)
+    return layers.sequence_pool(conv, pool_type, lengths=lengths)
+
+
+def glu(input: Variable, dim: int = -1) -> Variable:
+    """The gated linear unit: ``input`` cut in two halves ``a, b`` along ``dim`` (its size
+    must be even), then ``a * sigmoid(b)``."""
+    x = as_variable(input, "glu: input")
+    size = x.shape[dim] if -len(x.shape) <= dim < len(x.shape) else None
+    if size is None or size < 0 or size % 2:
+        raise error_at(ShapeError, f"glu: dim {dim} of {x.name}:{short_type(x.desc)} must be "
+                                   f"known and even, to cut it in two halves")
+    a, b = layers.split(x, 2, dim=dim)
+    return layers.elementwise_mul(a, layers.sigmoid(b))

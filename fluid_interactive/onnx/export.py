@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (the rules)
     export_nn,
     export_rnn,
     export_rnn_unit,
+    export_seq,
     export_shape,
 )
 from .export_control import ssa_view

@@ -1,7 +1,8 @@
 """Sequence ops over a padded batch: X [B, T, ...] plus optional int Lengths [B].
 
-``sequence_mask``     Y [B, maxlen] = (t < Lengths[b]) in ``out_dtype``; ``maxlen=-1``
-                      takes the longest length (read back from the device on a GPU)
+``sequence_mask``     Y [..., maxlen] = (t < X[...]) in ``out_dtype`` for lengths X of any
+                      rank; ``maxlen=-1`` takes the longest length, a ``MaxLenTensor``
+                      input the value it holds (read back from the device on a GPU)
 ``sequence_pool``     Out [B, ...]: SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, FIRST or
                       LAST over each row's valid positions; ``pad_value`` for an empty row
 ``sequence_softmax``  softmax over the valid positions of each row of X [B, T] (or
@@ -41,7 +42,7 @@ def _check_sequence(ctx: InferContext, what: str, min_rank: int = 2):
     return x
 
 
-class _Valid:
+class ValidPositions:
     """The valid positions of a padded batch [B, T, ...], for one call."""
 
     def __init__(self, xp: Any, shape: tuple[int, ...]):
@@ -67,24 +68,34 @@ class _Valid:
 
 def _mask_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    if x.dtype not in INT_DTYPES or x.rank != 1:
-        ctx.fail(f"sequence_mask: X must be int lengths [B], got {x.dtype}{_fmt(x.shape)}")
+    if x.dtype not in INT_DTYPES:
+        ctx.fail_dtype(f"sequence_mask: X must hold int lengths, got {x.dtype}{_fmt(x.shape)}")
     maxlen = int(ctx.attrs["maxlen"])
     if maxlen < -1:
         ctx.fail(f"sequence_mask: maxlen must be >= 0 (or -1: the longest length), got {maxlen}")
-    ctx.set_output("Y", (x.shape[0], maxlen), ctx.attrs["out_dtype"])
+    if ctx.has_input("MaxLenTensor"):
+        m = ctx.input("MaxLenTensor")
+        if m.dtype not in INT_DTYPES or m.shape not in ((), (1,)):
+            ctx.fail(f"sequence_mask: maxlen must be an int var of shape [1], got "
+                     f"{m.dtype}{_fmt(m.shape)}")
+        maxlen = -1
+    ctx.set_output("Y", x.shape + (maxlen,), ctx.attrs["out_dtype"])
 
 
 def _mask_kernel(ctx: KernelContext):
+    """Y[..., t] = t < X[...]: one more dim than the lengths X, of any rank."""
     xp, maxlen, dtype = ctx.xp, int(ctx.attrs["maxlen"]), ctx.attrs["out_dtype"]
-    out = ctx.buffer("Y") if maxlen >= 0 else None
-    fixed = xp.arange(max(maxlen, 0)).reshape(1, -1)
+    given = ctx.has_input("MaxLenTensor")
+    out = ctx.buffer("Y") if maxlen >= 0 and not given else None
+    fixed = xp.arange(max(maxlen, 0))
 
-    def fn(lengths):
+    def fn(lengths, maxlen_var=None):
         t = fixed
-        if maxlen < 0:
-            t = xp.arange(int(lengths.max()) if lengths.size else 0).reshape(1, -1)
-        m = t < lengths.reshape(-1, 1)
+        if given:
+            t = xp.arange(int(maxlen_var.reshape(-1)[0]))
+        elif maxlen < 0:
+            t = xp.arange(int(lengths.max()) if lengths.size else 0)
+        m = t < lengths[..., None]
         if out is None:
             return m.astype(dtype)
         xp.copyto(out, m)
@@ -92,10 +103,11 @@ def _mask_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("sequence_mask", slots("X"), slots("Y"), _mask_infer, _mask_kernel,
-                attrs={"maxlen": -1, "out_dtype": "int64"}, host_access="reads",
-                doc="Y[b, t] = t < X[b] for lengths X [B], Y [B, maxlen] (maxlen=-1: the "
-                    "longest length) in out_dtype."))
+register(OpSpec("sequence_mask", slots("X", "MaxLenTensor?"), slots("Y"), _mask_infer,
+                _mask_kernel, attrs={"maxlen": -1, "out_dtype": "int64"}, host_access="reads",
+                doc="Y[..., t] = t < X[...] for int lengths X of any rank: Y has one more dim, "
+                    "maxlen long (MaxLenTensor when given; maxlen=-1: the longest length), "
+                    "in out_dtype."))
 
 
 # --- sequence_pool -------------------------------------------------------------------------------
@@ -114,7 +126,7 @@ class _Pool:
         xp = self.xp = ctx.xp
         x = ctx.input("X")
         self.kind, self.pad = ctx.attrs["pooltype"], float(ctx.attrs["pad_value"])
-        self.valid = _Valid(xp, x.shape)
+        self.valid = ValidPositions(xp, x.shape)
         self.has_len = ctx.has_input("Lengths")
         self.out = ctx.buffer("Out")
         self.want_index = ctx.has_output("MaxIndex")
@@ -184,7 +196,7 @@ def _pool_grad_kernel(ctx: KernelContext):
     """dX is dOut spread over the valid positions (SUM), divided by the length (AVERAGE)
     or its root (SQRT), or put at the one position the output came from."""
     xp, x = ctx.xp, ctx.input("X")
-    kind, valid = ctx.attrs["pooltype"], _Valid(ctx.xp, x.shape)
+    kind, valid = ctx.attrs["pooltype"], ValidPositions(ctx.xp, x.shape)
     has_len, out = ctx.has_input("Lengths"), ctx.buffer("X@GRAD")
     t_grid = valid.t_row.reshape((1, valid.time) + (1,) * (len(x.shape) - 2))
 
@@ -209,7 +221,7 @@ def _pool_grad_kernel(ctx: KernelContext):
     return fn
 
 
-def _spread(xp, valid: _Valid, kind: str, lengths: Any, dout: Any, dx: Any) -> Any:
+def _spread(xp, valid: ValidPositions, kind: str, lengths: Any, dout: Any, dx: Any) -> Any:
     g = dout[:, None]
     if kind != "SUM":
         n = valid.time if lengths is None else valid.per_row(
@@ -243,7 +255,7 @@ def _softmax_infer(ctx: InferContext) -> None:
 
 def _softmax_kernel(ctx: KernelContext):
     xp, x = ctx.xp, ctx.input("X")
-    valid, out = _Valid(xp, x.shape), ctx.buffer("Out")
+    valid, out = ValidPositions(xp, x.shape), ctx.buffer("Out")
 
     def fn(a, lengths=None):
         if lengths is None:
@@ -287,7 +299,7 @@ def _reverse_infer(ctx: InferContext) -> None:
 
 def _reverse_kernel(ctx: KernelContext):
     xp, x = ctx.xp, ctx.input("X")
-    valid, out = _Valid(xp, x.shape), ctx.buffer("Y")
+    valid, out = ValidPositions(xp, x.shape), ctx.buffer("Y")
     t_row, rows = valid.t_row, valid.rows.reshape(-1, 1)
 
     def fn(a, lengths=None):

@@ -117,6 +117,9 @@ class OpSpec:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     cupy_kernel: Callable[[KernelContext], Callable | Forward] | None = None
     random: bool = False      # draws random numbers: never constant-folded
+    # Does something besides computing its outputs (prints): a plan keeps it though no one
+    # reads its outputs, and never runs it early as a constant.
+    side_effect: bool = False
     # In inference mode (its ``is_test`` attr, else its block's mode) the op draws nothing
     # and its persistable outputs are its inputs, unchanged (dropout, batch_norm).
     inert_in_test: bool = False

@@ -6,6 +6,7 @@ import difflib as _difflib
 
 from . import (
     activations,
+    branches,
     compare,
     control_flow,
     conv,
@@ -13,6 +14,7 @@ from . import (
     io,
     loss,
     lr,
+    lstm_layers,
     math,
     metric,
     nn,
@@ -20,10 +22,13 @@ from . import (
     recurrent,
     rnn,
     sequence,
+    sequence_edit,
+    sequence_filters,
     tensor,
     tensor_array,
 )
 from .activations import *  # noqa: F403
+from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
@@ -31,6 +36,7 @@ from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .lr import *  # noqa: F403
+from .lstm_layers import *  # noqa: F403
 from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
@@ -38,12 +44,15 @@ from .norm import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
+from .sequence_edit import *  # noqa: F403
+from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+__all__ = sorted({name for module in (activations, branches, compare, control_flow, conv,
+                                dynamic_rnn, io, loss, lr, lstm_layers, math, metric, nn,
+                                norm, recurrent, rnn, sequence, sequence_edit,
+                                sequence_filters, tensor, tensor_array)
                   for name in module.__all__})
 
 

@@ -92,11 +92,17 @@ class DynamicRNN(StepNetwork):
 
     # --- the user's verbs ----------------------------------------------------------------
 
-    def step_input(self, x: Variable, lengths: Variable | None = None) -> Variable:
+    def step_input(self, x: Variable, level: int = 0,
+                   lengths: Variable | None = None) -> Variable:
         """The slice ``x[:, t]`` ([B, ...]) of the padded batch ``x`` ([B, T, ...]) at the
         current step. ``lengths`` (int64 [B]) ends each row; it holds for every step
-        input of the network, so give it once (or the same var each time)."""
+        input of the network, so give it once (or the same var each time). ``level`` is
+        Paddle's LoD level: a padded batch has one, so it must be 0."""
         body = self._inside("step_input")
+        if level != 0:
+            raise error_at(OpArgumentError, f"DynamicRNN.step_input: level must be 0 (a "
+                                            f"padded batch has one level of lengths), got "
+                                            f"{level!r}")
         x = as_variable(x, "DynamicRNN.step_input")
         self._outside(x, "step_input")
         if len(x.shape) < 2:

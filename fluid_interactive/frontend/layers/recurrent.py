@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import OpArgumentError, ShapeError
+from ...ir.records import canonical_dtype
 from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
@@ -41,6 +42,14 @@ def _sequence_input(input: Any, columns: int, layer: str, size_hint: str) -> Var
     return x
 
 
+def check_dtype_name(dtype: Any, layer: str) -> str:
+    """A layer's ``dtype=``: a dtype name, or an error at the user's line."""
+    try:
+        return canonical_dtype(dtype)
+    except TypeError as e:
+        raise error_at(OpArgumentError, f"{layer}: {e}") from None
+
+
 def _optional(value: Any, what: str) -> Variable | None:
     return None if value is None else as_variable(value, what)
 
@@ -55,6 +64,16 @@ def _weight(helper: LayerHelper, param_attr: Any, shape: list[int], dtype: str,
     return helper.create_parameter(pattr, shape, dtype)
 
 
+def lstm_bias(helper: LayerHelper, bias_attr: Any, use_peepholes: bool, hidden: int,
+              dtype: str, layer: str) -> Variable | None:
+    """An LSTM's bias: [1, 4H], or [1, 7H] holding the peepholes too."""
+    if bias_attr is False and use_peepholes:
+        raise error_at(OpArgumentError, f"{layer}: use_peepholes=True keeps the peephole "
+                                        f"weights in the bias; bias_attr=False needs "
+                                        f"use_peepholes=False")
+    return _bias(helper, bias_attr, (7 if use_peepholes else 4) * hidden, dtype)
+
+
 def _bias(helper: LayerHelper, bias_attr: Any, width: int, dtype: str) -> Variable | None:
     """The bias [1, width] (zeros by default), or None for bias_attr=False."""
     battr = helper.param_attr(bias_attr, "bias_attr")
@@ -62,12 +81,13 @@ def _bias(helper: LayerHelper, bias_attr: Any, width: int, dtype: str) -> Variab
                                                               is_bias=True)
 
 
-def dynamic_lstm(input: Variable, size: int, lengths: Variable | None = None,
-                 h_0: Variable | None = None, c_0: Variable | None = None,
-                 param_attr: Any = None, bias_attr: Any = None, use_peepholes: bool = True,
-                 is_reverse: bool = False, gate_activation: str = "sigmoid",
-                 cell_activation: str = "tanh", candidate_activation: str = "tanh",
-                 name: str | None = None) -> tuple[Variable, Variable]:
+def dynamic_lstm(input: Variable, size: int, h_0: Variable | None = None,
+                 c_0: Variable | None = None, param_attr: Any = None, bias_attr: Any = None,
+                 use_peepholes: bool = True, is_reverse: bool = False,
+                 gate_activation: str = "sigmoid", cell_activation: str = "tanh",
+                 candidate_activation: str = "tanh", dtype: str = "float32",
+                 name: str | None = None, lengths: Variable | None = None
+                 ) -> tuple[Variable, Variable]:
     """An LSTM over a whole padded batch in one op: returns ``(hidden, cell)``, each
     ``[B, T, H]``.
 
@@ -83,20 +103,17 @@ def dynamic_lstm(input: Variable, size: int, lengths: Variable | None = None,
     ``bias_attr=False`` leaves the bias out (then ``use_peepholes`` must be False).
     ``h_0``/``c_0`` ``[B, H]`` start the state (default zeros); ``is_reverse`` runs each
     row from its last valid position back to its first. Activations: sigmoid, tanh, relu
-    or identity.
+    or identity. The parameters take the input's dtype (``dtype`` must name a dtype).
     """
     layer = "dynamic_lstm"
+    check_dtype_name(dtype, layer)
     helper = LayerHelper("lstm", name)
     size = _positive_int(size, "size (4 * hidden size)", layer, multiple=4)
     x = _sequence_input(input, size, layer, f"size={size}")
     h = size // 4
     helper.context = f" (input {x.name}:{short_type(x.desc)}, size={size})"
     weight = _weight(helper, param_attr, [h, 4 * h], x.dtype, layer)
-    if bias_attr is False and use_peepholes:
-        raise error_at(OpArgumentError, "dynamic_lstm: use_peepholes=True keeps the peephole "
-                                        "weights in the bias; bias_attr=False needs "
-                                        "use_peepholes=False")
-    bias = _bias(helper, bias_attr, (7 if use_peepholes else 4) * h, x.dtype)
+    bias = lstm_bias(helper, bias_attr, use_peepholes, h, x.dtype, layer)
     inputs = {"Input": x, "H0": _optional(h_0, "h_0"), "C0": _optional(c_0, "c_0"),
               "Weight": weight, "Bias": bias, "Lengths": _optional(lengths, "lengths")}
     attrs = {"use_peepholes": bool(use_peepholes), "is_reverse": bool(is_reverse),
@@ -106,10 +123,10 @@ def dynamic_lstm(input: Variable, size: int, lengths: Variable | None = None,
     return outs["Hidden"][0], outs["Cell"][0]
 
 
-def dynamic_gru(input: Variable, size: int, lengths: Variable | None = None,
-                h_0: Variable | None = None, param_attr: Any = None, bias_attr: Any = None,
+def dynamic_gru(input: Variable, size: int, param_attr: Any = None, bias_attr: Any = None,
                 is_reverse: bool = False, gate_activation: str = "sigmoid",
-                candidate_activation: str = "tanh", origin_mode: bool = False) -> Variable:
+                candidate_activation: str = "tanh", h_0: Variable | None = None,
+                origin_mode: bool = False, lengths: Variable | None = None) -> Variable:
     """A GRU over a whole padded batch in one op: returns hidden ``[B, T, H]``.
 
     ``input`` is already projected to ``[B, T, 3H]`` and ``size`` is ``H``. Gates, in

@@ -1,7 +1,7 @@
 """Analysing a block for concrete feed types, before code is generated for it.
 
 1. `_concrete_types`: rerun every op's shape rule with the real batch size;
-2. `_live_ops`: drop ops whose results nobody needs;
+2. `_live_ops`: drop ops whose results nobody needs (unless the op has a side effect);
 3. `_fold_constants`: evaluate once, at plan time, ops that depend on no feed, parameter or
    random draw (the loss-gradient seed and what follows from it alone);
 4. `buffers.assign_buffers`: give each temporary a preallocated buffer, reusing a buffer
@@ -46,12 +46,23 @@ class BlockAnalysis:
     collected: set[str] = field(default_factory=set)
 
 
-def _live_ops(block: BlockDesc, persistables: set[str], needed: set[str]) -> list[OpDesc]:
+def has_effect(program: ProgramDesc, op: OpDesc) -> bool:
+    """Whether ``op`` does something besides computing its outputs, or owns a block
+    holding such an op (a Print inside a loop): it runs though no one reads its outputs."""
+    if get_spec(op.type).side_effect:
+        return True
+    idx = sub_block_index(op)
+    return idx is not None and any(has_effect(program, inner)
+                                   for inner in program.blocks[idx].ops)
+
+
+def _live_ops(program: ProgramDesc, block: BlockDesc, persistables: set[str],
+              needed: set[str]) -> list[OpDesc]:
     needed = set(needed)
     live = []
     for op in reversed(block.ops):
         outs = op.output_names()
-        if any(n in needed or n in persistables for n in outs):
+        if any(n in needed or n in persistables for n in outs) or has_effect(program, op):
             live.append(op)
             needed.update(op.input_names())
     live.reverse()
@@ -80,7 +91,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
         spec = get_spec(op.type)
         value_inputs = [n for s in spec.inputs if s.name not in spec.shape_only
                         for n in op.inputs.get(s.name, ())]
-        foldable = (not spec.random and spec.kernel is not None
+        foldable = (not spec.random and not spec.side_effect and spec.kernel is not None
                     and all(n in constants for n in value_inputs)
                     and not any(n in fixed for n in op.output_names())
                     and not any(d < 0 for n in op.input_names() + op.output_names()
@@ -117,7 +128,8 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
                     if program.var(block, n).persistable}
     returned = set(returned_names(block.returns))
     collected = {n for n in returned if program.find_var(block, n) is None}
-    ops = _live_ops(block, persistables, returned | _owners_of(program, block, collected))
+    ops = _live_ops(program, block, persistables,
+                    returned | _owners_of(program, block, collected))
     ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
     steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
@@ -146,7 +158,7 @@ def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType]
     start = inherited(typing, block, inputs)
     start.update(inputs)
     types = concrete_types(typing, block, start)
-    ops = _live_ops(block, set(), set(results))
+    ops = _live_ops(typing.program, block, set(), set(results))
     ops, constants = _fold_constants(ops, types, xp, set(), rng_for(-1), set(inputs))
     steps = _steps(block, ops)
     assign_buffers(steps, types, xp, set(results) | set(inputs))
