@@ -13,6 +13,8 @@ from . import (  # noqa: F401
                fill,
                gru,
                linalg,
+               loss_pointwise,
+               loss_rank,
                lr,
                lstm,
                mask,

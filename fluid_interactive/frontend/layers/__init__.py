@@ -17,6 +17,8 @@ from . import (
     metric,
     nn,
     norm,
+    pointwise_loss,
+    ranking,
     recurrent,
     rnn,
     sequence,
@@ -35,6 +37,8 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .pointwise_loss import *  # noqa: F403
+from .ranking import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
@@ -42,8 +46,8 @@ from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+                                loss, lr, math, metric, nn, norm, pointwise_loss, ranking,
+                                recurrent, rnn, sequence, tensor, tensor_array)
                   for name in module.__all__})
 
 

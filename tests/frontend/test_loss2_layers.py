@@ -1,0 +1,215 @@
+"""The losses added for Paddle 1.8 as layers: each built in a compiled method and checked
+against NumPy, gradients through a whole program against finite differences where the
+layer is a composition of ops (mse_loss, dice_loss, npair_loss), centre updates of
+center_loss in training calls only, and the trace-time errors."""
+import numpy as np
+import pytest
+from ops.harness import check_block
+
+import fluid
+from fluid_interactive.errors import DTypeError, OpArgumentError, ShapeError
+
+L = fluid.layers
+
+
+def run(build, feeds, seed=0, **data_kwargs):
+    """Compile a one-method program whose data vars have the feeds' exact shapes and
+    return what ``build(*vars)`` returns."""
+    names = list(feeds)
+
+    class One(fluid.Program):
+        @fluid.network(*names)
+        def f(self, *args):
+            vs = [L.data(n, shape=list(np.shape(a)), dtype=np.asarray(a).dtype.name,
+                         append_batch_size=False) for n, a in feeds.items()]
+            return build(*vs)
+    return One().Compile(seed=seed).f(**feeds)
+
+
+def data(name, value):
+    return L.data(name, shape=list(value.shape), dtype=value.dtype.name,
+                  append_batch_size=False, stop_gradient=False)
+
+
+# --- values through compiled methods ------------------------------------------------------------
+
+def test_huber_smooth_l1_mse_values(rng):
+    x, y = rng.standard_normal((4, 3)).astype("float32"), rng.standard_normal((4, 3)).astype(
+        "float32")
+    iw, ow = rng.random((4, 3)).astype("float32"), rng.random((4, 3)).astype("float32")
+    hub, sl1, sl1w, mse = run(lambda a, b, c, d: (
+        L.huber_loss(a, b, delta=0.5), L.smooth_l1(a, b), L.smooth_l1(a, b, c, d, sigma=2.0),
+        L.mse_loss(a, b)), {"x": x, "y": y, "iw": iw, "ow": ow})
+    r = y - x
+    np.testing.assert_allclose(hub, np.where(abs(r) <= 0.5, 0.5 * r * r, 0.5 * (abs(r) - 0.25)),
+                               rtol=1e-6)
+    d = x - y
+    np.testing.assert_allclose(sl1, np.where(abs(d) < 1, 0.5 * d * d, abs(d) - 0.5).sum(
+        1, keepdims=True), rtol=1e-6)
+    dw = d * iw
+    np.testing.assert_allclose(sl1w, (ow * np.where(abs(dw) < 0.25, 2 * dw * dw,
+                                                    abs(dw) - 0.125)).sum(1, keepdims=True),
+                               rtol=1e-5)
+    assert isinstance(mse, float)
+    np.testing.assert_allclose(mse, ((x - y) ** 2).mean(), rtol=1e-6)
+
+
+def test_kldiv_log_loss_teacher_student_label_smooth(rng):
+    x = np.log(rng.dirichlet(np.ones(4), 3)).astype("float32")
+    t = rng.dirichlet(np.ones(4), 3).astype("float32")
+    p = rng.uniform(0.1, 0.9, (3, 1)).astype("float32")
+    lab = np.array([[0.0], [1.0], [1.0]], "float32")
+    onehot = np.eye(4, dtype="float32")[[0, 2, 3]]
+    prior = np.full((1, 4), 0.25, "float32")
+    kl, kl_none, ll, ts, sm, smp = run(lambda a, b, c, d, e, f: (
+        L.kldiv_loss(a, b), L.kldiv_loss(a, b, reduction="none"), L.log_loss(c, d),
+        L.teacher_student_sigmoid_loss(c, d), L.label_smooth(e, epsilon=0.2),
+        L.label_smooth(e, prior_dist=f, epsilon=0.2, dtype="float64")),
+        {"x": x, "t": t, "p": p, "lab": lab, "onehot": onehot, "prior": prior})
+    np.testing.assert_allclose(kl_none, t * (np.log(t) - x), rtol=1e-5)
+    np.testing.assert_allclose(kl, (t * (np.log(t) - x)).mean(), rtol=1e-5)
+    np.testing.assert_allclose(ll, -lab * np.log(p + 1e-4) - (1 - lab) * np.log(1 - p + 1e-4),
+                               rtol=1e-5)
+    sp = np.log1p(np.exp(p))
+    np.testing.assert_allclose(ts, 2 * sp - p * lab, rtol=1e-5)
+    np.testing.assert_allclose(sm, 0.8 * onehot + 0.05, rtol=1e-6)
+    assert smp.dtype == np.float64
+
+
+def test_rank_margin_bpr_values(rng):
+    lab = rng.integers(0, 2, (5, 1)).astype("float32")
+    a, b = rng.standard_normal((5, 1)).astype("float32"), rng.standard_normal((5, 1)).astype(
+        "float32")
+    scores = rng.standard_normal((5, 4)).astype("float32")
+    item = rng.integers(0, 4, (5, 1))
+    rk, mr, bpr = run(lambda l_, x1, x2, s, i: (
+        L.rank_loss(l_, x1, x2), L.margin_rank_loss(l_ * 2 - 1, x1, x2, margin=0.2),
+        L.bpr_loss(s, i)), {"lab": lab, "a": a, "b": b, "scores": scores, "item": item})
+    np.testing.assert_allclose(rk, np.log1p(np.exp(a - b)) - lab * (a - b), rtol=1e-5)
+    np.testing.assert_allclose(mr, np.maximum(0, -(lab * 2 - 1) * (a - b) + 0.2), rtol=1e-6)
+    pos = np.take_along_axis(scores, item, 1)
+    terms = np.log1p(np.exp(scores - pos))
+    np.testing.assert_allclose(bpr, (terms.sum(1, keepdims=True) - np.log(2)) / 3, rtol=1e-5)
+
+
+# --- the composed layers: values and gradients --------------------------------------------------
+
+def test_mse_loss_gradient(rng):
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    check_block(lambda: L.mse_loss(data("x", x), data("y", y)), {"x": x, "y": y},
+                wrt=["x", "y"])
+
+
+def ref_dice(x, label, eps):
+    onehot = np.eye(x.shape[-1])[label[..., 0]]
+    axes = tuple(range(1, x.ndim))
+    inse = (x * onehot).sum(axes)
+    return (1 - 2 * inse / (x.sum(axes) + onehot.sum(axes) + eps)).mean()
+
+
+def test_dice_loss(rng):
+    x = rng.dirichlet(np.ones(3), (2, 4, 5))
+    label = rng.integers(0, 3, (2, 4, 5, 1))
+    got = check_block(lambda: L.dice_loss(data("x", x), data("label", label)),
+                      {"x": x, "label": label}, wrt=["x"])
+    np.testing.assert_allclose(got[0], ref_dice(x, label, 1e-5), rtol=1e-9)
+
+
+def ref_npair(anchor, positive, labels, l2_reg):
+    n = len(labels)
+    lab = labels.reshape(n, 1)
+    t = (lab == lab.T).astype(np.float64)
+    t /= t.sum(1, keepdims=True)
+    l2 = ((anchor ** 2).sum(1).mean() + (positive ** 2).sum(1).mean()) * 0.25 * l2_reg
+    sim = anchor @ positive.T
+    z = sim - sim.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    ce = -(t * logp).sum(1, keepdims=True)
+    return l2 + (t * ce).sum(0).mean()
+
+
+@pytest.mark.parametrize("label_dtype", ["float64", "int64"])
+def test_npair_loss(rng, label_dtype):
+    anchor, positive = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
+    labels = rng.integers(0, 3, 6).astype(label_dtype)
+    got = check_block(lambda: L.npair_loss(data("a", anchor), data("p", positive),
+                                           data("labels", labels)),
+                      {"a": anchor, "p": positive, "labels": labels}, wrt=["a", "p"])
+    np.testing.assert_allclose(got[0], ref_npair(anchor, positive, labels, 0.002), rtol=1e-9)
+
+
+# --- center_loss: the centres move in training calls only ---------------------------------------
+
+class CenterNet(fluid.Program):
+    def model(self, x, y):
+        feat = L.fc(x, size=3, param_attr=fluid.ParamAttr(name="w"), bias_attr=False)
+        return L.center_loss(feat, y, num_classes=2, alpha=0.5,
+                             param_attr=fluid.ParamAttr(name="centers"))
+
+    @fluid.network("x", "y")
+    def train(self, x, y):
+        x = L.data("x", shape=[4], dtype="float64")
+        y = L.data("y", shape=[1], dtype="int64")
+        loss = L.mean(self.model(x, y))
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        return loss
+
+    @fluid.network("x", "y")
+    def evaluate(self, x, y):
+        x = L.data("x", shape=[4], dtype="float64")
+        y = L.data("y", shape=[1], dtype="int64")
+        return L.mean(self.model(x, y))
+
+
+def test_center_loss_updates_centres_as_paddle_does(rng):
+    prog = CenterNet().Compile(seed=0)
+    x = rng.standard_normal((6, 4))
+    y = np.array([[0], [1], [1], [0], [1], [1]])
+    centers, w = prog.get_var("centers").copy(), prog.get_var("w").copy()
+    prog.evaluate(x, y)
+    np.testing.assert_array_equal(prog.get_var("centers"), centers)   # inference: no move
+    loss = prog.train(x, y)
+    feat = x @ w
+    diff = feat - centers[y[:, 0]]
+    np.testing.assert_allclose(loss, (0.5 * (diff ** 2).sum(1)).mean(), rtol=1e-9)
+    want = centers.copy()
+    for k in range(2):
+        rows = y[:, 0] == k
+        want[k] += 0.5 * diff[rows].sum(0) / (rows.sum() + 1)
+    np.testing.assert_allclose(prog.get_var("centers"), want, rtol=1e-9)
+    assert not np.allclose(prog.get_var("w"), w)       # the features still train
+
+
+# --- errors at the user's line ------------------------------------------------------------------
+
+def _raises(build, feeds, error, match):
+    with pytest.raises(error, match=match) as info:
+        run(build, feeds)
+    assert "test_loss2_layers.py" in str(info.value)
+
+
+F32 = np.ones((3, 2), "float32")
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda a, i: L.huber_loss(a, np.ones((3, 2)), 1.0), OpArgumentError,
+     "label must be a fluid Variable"),
+    (lambda a, i: L.huber_loss(i, i, 1.0), DTypeError, "input .* must be float"),
+    (lambda a, i: L.huber_loss(a, a, delta="big"), OpArgumentError, "delta must be a number"),
+    (lambda a, i: L.smooth_l1(a, a, inside_weight=a), ShapeError, "give both inside_weight"),
+    (lambda a, i: L.kldiv_loss(a, a, reduction="avg"), OpArgumentError,
+     "reduction must be one of"),
+    (lambda a, i: L.log_loss(a, a), ShapeError, r"must be \[N, 1\]"),
+    (lambda a, i: L.label_smooth(a, epsilon=2.0), OpArgumentError, r"epsilon must lie in"),
+    (lambda a, i: L.rank_loss(a, a, a), ShapeError, r"\[N\] or \[N, 1\]"),
+    (lambda a, i: L.bpr_loss(a, L.cast(i, "int64")), ShapeError, "one id per row"),
+    (lambda a, i: L.dice_loss(a, a), DTypeError, "label .* must be integer"),
+    (lambda a, i: L.npair_loss(a, L.transpose(a, [1, 0]), L.cast(i, "int64")), ShapeError,
+     "positive .* has shape"),
+    (lambda a, i: L.center_loss(a, L.cast(i, "int64"), 0, 0.1, None), OpArgumentError,
+     "num_classes must be an int >= 1"),
+    (lambda a, i: L.teacher_student_sigmoid_loss([512, 1], a), OpArgumentError,
+     "input must be a fluid Variable"),
+])
+def test_layer_errors(build, error, match):
+    _raises(build, {"a": F32, "i": np.ones((3, 2), "int32")}, error, match)

@@ -1,0 +1,341 @@
+"""Forward, shape-rule and gradient checks of the losses added for Paddle 1.8 (huber_loss,
+smooth_l1_loss, kldiv_loss, log_loss, teacher_student_sigmoid_loss, label_smooth,
+rank_loss, margin_rank_loss, bpr_loss, center_loss, nce, hierarchical_sigmoid,
+sample_logits, warpctc, ctc_align, edit_distance): each forward against the NumPy
+reference of Paddle's unit test on that test's inputs and attributes, each gradient
+against float64 central differences, and against PyTorch where it has the loss."""
+import numpy as np
+import pytest
+from ops.harness import analytic_grads, build_op, check_grad, check_op, run_forward
+
+from fluid_interactive.errors import ShapeError
+from fluid_interactive.ops.interpret import run_ops
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+def t64(a, grad=True):
+    return torch.tensor(np.asarray(a, np.float64), requires_grad=grad)
+
+
+def grads_of(op_type, inputs, attrs, wrt, out_slot, seed=0):
+    """Our op's output ``out_slot`` and the gradients of sum(out * cot) (float64)."""
+    inputs = {k: (np.asarray(v, np.float64) if np.asarray(v).dtype.kind == "f" else v)
+              for k, v in inputs.items()}
+    op, env = build_op(op_type, inputs, attrs)
+    run_ops([op], env)
+    rng = np.random.default_rng(seed)
+    cot = {n: (rng.standard_normal(np.shape(env[n])) if slot == out_slot
+               else np.zeros(np.shape(env[n])))
+           for slot, names in op.outputs.items() for n in names}
+    grads = analytic_grads(op, env, cot, wrt)
+    out = op.outputs[out_slot][0]
+    return env[out], {s: grads[s][0] for s in wrt}, cot[out]
+
+
+def torch_grads(fn, arrays, cot):
+    """fn(*tensors) -> tensor; returns (value, gradients) of sum(value * cot)."""
+    ts = [t64(a) for a in arrays]
+    y = fn(*ts)
+    (y * torch.tensor(np.asarray(cot, np.float64))).sum().backward()
+    return y.detach().numpy(), [x.grad.numpy() for x in ts]
+
+
+def close(a, b, rtol=1e-9, atol=1e-10):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+# --- huber_loss ---------------------------------------------------------------------------------
+
+def ref_huber(X, Y, delta, **a):
+    r = Y.astype(np.float64) - X
+    return {"Residual": r, "Out": np.where(np.abs(r) <= delta, 0.5 * r * r,
+                                           delta * (np.abs(r) - 0.5 * delta))}
+
+
+@pytest.mark.parametrize("shape", [(100, 1), (64,), (6, 6), (6, 6, 1)])
+def test_huber_loss(rng, shape):
+    x = rng.uniform(0, 1, shape).astype("float32")
+    y = rng.uniform(0, 1, shape).astype("float32")
+    check_op("huber_loss", {"X": x, "Y": y}, {"delta": 1.0}, reference=ref_huber)
+    check_op("huber_loss", {"X": x, "Y": y}, {"delta": 0.3}, reference=ref_huber)
+    check_grad("huber_loss", {"X": x, "Y": y}, {"delta": 0.3}, wrt=["X", "Y"],
+               through=["Out"])
+
+
+def test_huber_loss_matches_torch(rng):
+    x, y = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    out, grads, cot = grads_of("huber_loss", {"X": x, "Y": y}, {"delta": 0.7}, ["X", "Y"],
+                               "Out")
+    want, (gx, gy) = torch_grads(lambda a, b: F.huber_loss(a, b, reduction="none",
+                                                           delta=0.7), [x, y], cot)
+    close(out, want)
+    close(grads["X"], gx)
+    close(grads["Y"], gy)
+
+
+def test_huber_loss_rejects_mismatched_shapes(rng):
+    with pytest.raises(ShapeError, match="label Y has shape"):
+        check_op("huber_loss", {"X": np.ones((3, 2), "float32"), "Y": np.ones((3, 1), "float32")})
+
+
+# --- smooth_l1_loss -----------------------------------------------------------------------------
+
+def ref_smooth_l1(X, Y, sigma, InsideWeight=None, OutsideWeight=None, **a):
+    s2 = sigma * sigma
+    d = X.astype(np.float64) - Y
+    if InsideWeight is not None:
+        d = d * InsideWeight
+    v = np.where(np.abs(d) < 1.0 / s2, 0.5 * d * d * s2, np.abs(d) - 0.5 / s2)
+    if OutsideWeight is not None:
+        v = v * OutsideWeight
+    return {"Diff": d, "Out": v.reshape(len(v), -1).sum(1, keepdims=True)}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_smooth_l1_loss(rng, weighted):
+    dims = (5, 20)
+    ins = {"X": rng.random(dims).astype("float32"), "Y": rng.random(dims).astype("float32")}
+    if weighted:
+        ins["InsideWeight"] = rng.random(dims).astype("float32")
+        ins["OutsideWeight"] = rng.random(dims).astype("float32")
+    check_op("smooth_l1_loss", ins, {"sigma": 3.0}, reference=ref_smooth_l1)
+    check_grad("smooth_l1_loss", ins, {"sigma": 3.0}, wrt=["X", "Y"], through=["Out"])
+
+
+def test_smooth_l1_loss_matches_torch(rng):
+    x, y = rng.standard_normal((6, 3, 2)), rng.standard_normal((6, 3, 2))
+    out, grads, cot = grads_of("smooth_l1_loss", {"X": x, "Y": y}, {"sigma": 1.0},
+                               ["X", "Y"], "Out")
+    want, (gx, gy) = torch_grads(
+        lambda a, b: F.smooth_l1_loss(a, b, reduction="none").reshape(6, -1).sum(1, True),
+        [x, y], cot)
+    close(out, want)
+    close(grads["X"], gx)
+    close(grads["Y"], gy)
+
+
+def test_smooth_l1_loss_wants_both_weights(rng):
+    x = np.ones((2, 3), "float32")
+    with pytest.raises(ShapeError, match="both InsideWeight and OutsideWeight"):
+        check_op("smooth_l1_loss", {"X": x, "Y": x, "InsideWeight": x})
+    with pytest.raises(ShapeError, match="rank >= 2"):
+        check_op("smooth_l1_loss", {"X": x[0], "Y": x[0]})
+
+
+# --- kldiv_loss ---------------------------------------------------------------------------------
+
+def ref_kldiv(X, Target, reduction, **a):
+    with np.errstate(invalid="ignore"):
+        out = np.where(Target > 0, Target * (np.log(np.abs(Target)) - X), 0.0)
+    return {"none": out, "batchmean": out.sum() / X.shape[0], "mean": out.mean(),
+            "sum": out.sum()}[reduction]
+
+
+@pytest.mark.parametrize("shape,reduction", [((4, 5, 5), "batchmean"), ((3, 2, 7, 7), "none"),
+                                             ((2, 3, 5, 7, 9), "mean"), ((5, 20), "sum")])
+def test_kldiv_loss(rng, shape, reduction):
+    x = rng.uniform(-10, 10, shape)
+    target = rng.uniform(-10, 10, shape)
+    check_op("kldiv_loss", {"X": x, "Target": target}, {"reduction": reduction},
+             reference=ref_kldiv, rtol=1e-9)
+    small = tuple(min(d, 3) for d in shape)
+    xs, ts = x[tuple(slice(0, d) for d in small)], target[tuple(slice(0, d) for d in small)]
+    check_grad("kldiv_loss", {"X": xs, "Target": ts}, {"reduction": reduction})
+
+
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")
+@pytest.mark.parametrize("reduction", ["none", "batchmean", "mean", "sum"])
+def test_kldiv_loss_matches_torch(rng, reduction):
+    x = np.log(rng.dirichlet(np.ones(5), 4))
+    target = rng.dirichlet(np.ones(5), 4)
+    out, grads, cot = grads_of("kldiv_loss", {"X": x, "Target": target},
+                               {"reduction": reduction}, ["X"], "Loss")
+    ts = t64(target, grad=False)
+    want, (gx,) = torch_grads(lambda a: F.kl_div(a, ts, reduction=reduction), [x], cot)
+    close(out, want)
+    close(grads["X"], gx)
+
+
+def test_kldiv_loss_rejects_unknown_reduction():
+    with pytest.raises(ShapeError, match="reduction must be one of"):
+        check_op("kldiv_loss", {"X": np.ones((2, 2)), "Target": np.ones((2, 2))},
+                 {"reduction": "avg"})
+
+
+# --- log_loss -----------------------------------------------------------------------------------
+
+def test_log_loss(rng):
+    p = (1 / (1 + np.exp(-rng.random((100, 1))))).astype("float32")
+    lab = rng.integers(0, 2, (100, 1)).astype("float32")
+    eps = 1e-7
+    check_op("log_loss", {"Predicted": p, "Labels": lab}, {"epsilon": eps},
+             reference=lambda Predicted, Labels, epsilon: (
+                 -Labels * np.log(Predicted + epsilon)
+                 - (1 - Labels) * np.log(1 - Predicted + epsilon)), rtol=1e-5)
+    check_grad("log_loss", {"Predicted": p[:20], "Labels": lab[:20]}, {"epsilon": 1e-4},
+               wrt=["Predicted"])
+
+
+def test_log_loss_matches_torch_binary_cross_entropy(rng):
+    p, lab = rng.uniform(0.05, 0.95, (7, 1)), rng.uniform(0, 1, (7, 1))
+    out, grads, cot = grads_of("log_loss", {"Predicted": p, "Labels": lab}, {"epsilon": 0.0},
+                               ["Predicted"], "Loss")
+    want, (gp,) = torch_grads(
+        lambda a: F.binary_cross_entropy(a, t64(lab, False), reduction="none"), [p], cot)
+    close(out, want)
+    close(grads["Predicted"], gp)
+
+
+def test_log_loss_wants_one_column(rng):
+    with pytest.raises(ShapeError, match=r"\[N, 1\]"):
+        check_op("log_loss", {"Predicted": np.ones((3, 2), "float32"),
+                              "Labels": np.ones((3, 2), "float32")})
+
+
+# --- teacher_student_sigmoid_loss ---------------------------------------------------------------
+
+def ref_teacher_student(X, Label, **a):
+    out = []
+    for x, lab in zip(X[:, 0], Label[:, 0]):
+        sp = max(x, 0.0) + np.log(1.0 + np.exp(-abs(x)))
+        if lab < -1.0:
+            out.append(sp)
+        elif lab < 0.0:
+            out.append(sp - x)
+        elif lab < 1.0:
+            out.append(2 * sp - x * lab)
+        else:
+            out.append(sp - x + sp - x * (lab - 1.0))
+    return np.array(out).reshape(-1, 1)
+
+
+def test_teacher_student_sigmoid_loss(rng):
+    p = rng.uniform(0, 1, (100, 1))
+    x = np.log(p / (1 - p))
+    label = rng.uniform(0, 2, (100, 1))
+    check_op("teacher_student_sigmoid_loss", {"X": x, "Label": label},
+             reference=ref_teacher_student, rtol=1e-9)
+    every = np.array([[-2.0], [-1.0], [-0.5], [0.0], [0.3], [1.0], [1.7]])
+    xs = rng.standard_normal((7, 1))
+    check_op("teacher_student_sigmoid_loss", {"X": xs, "Label": every},
+             reference=ref_teacher_student, rtol=1e-9)
+    check_grad("teacher_student_sigmoid_loss", {"X": xs, "Label": every})
+
+
+def test_teacher_student_gradient_stops_past_the_bounds():
+    x = np.array([[20.0], [-20.0], [1.0]])
+    lab = np.array([[0.5], [0.5], [0.5]])
+    op, env = build_op("teacher_student_sigmoid_loss", {"X": x, "Label": lab})
+    run_ops([op], env)
+    grads = analytic_grads(op, env, {"out_Y_0": np.ones((3, 1))}, ["X"])
+    assert grads["X"][0][:2].tolist() == [[0.0], [0.0]] and grads["X"][0][2, 0] != 0
+
+
+# --- label_smooth -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prior,shape", [(False, (10, 12)), (True, (10, 12)),
+                                         (False, (2, 5, 12)), (True, (2, 5, 12))])
+def test_label_smooth(rng, prior, shape):
+    label = np.zeros((10, 12))
+    label[np.arange(10), rng.integers(0, 12, 10)] = 1
+    label = label.reshape(shape)
+    ins = {"X": label}
+    if prior:
+        ins["PriorDist"] = rng.random((1, 12))
+    check_op("label_smooth", ins, {"epsilon": 0.1},
+             reference=lambda X, epsilon, PriorDist=None: (
+                 (1 - epsilon) * X + epsilon * (PriorDist if PriorDist is not None
+                                                else 1.0 / X.shape[-1])))
+    check_grad("label_smooth", ins, {"epsilon": 0.1})
+
+
+def test_label_smooth_checks_the_prior(rng):
+    with pytest.raises(ShapeError, match="one probability per class"):
+        check_op("label_smooth", {"X": np.ones((2, 4)), "PriorDist": np.ones((1, 3))})
+    with pytest.raises(ShapeError, match=r"epsilon must lie in \[0, 1\]"):
+        check_op("label_smooth", {"X": np.ones((2, 4))}, {"epsilon": 1.5})
+
+
+# --- rank_loss ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shapes", [((100, 1), (100, 1), (100, 1)), ((100,), (100, 1), (100, 1)),
+                                    ((100, 1), (100,), (100, 1)), ((100, 1), (100, 1), (100,)),
+                                    ((100,), (100,), (100, 1)), ((100,), (100,), (100,))])
+def test_rank_loss(rng, shapes):
+    label = rng.integers(0, 2, (100, 1)).astype("float32")
+    left, right = rng.random((100, 1)).astype("float32"), rng.random((100, 1)).astype("float32")
+    ins = {"Label": label.reshape(shapes[0]), "Left": left.reshape(shapes[1]),
+           "Right": right.reshape(shapes[2])}
+    check_op("rank_loss", ins, reference=lambda Label, Left, Right: (
+        np.log(1.0 + np.exp(left - right)) - label * (left - right)).reshape(shapes[0]))
+    small = {k: v[:12] for k, v in ins.items()}
+    check_grad("rank_loss", small, wrt=["Left", "Right"])
+
+
+def test_rank_loss_is_stable_for_large_differences():
+    got = run_forward("rank_loss", {"Label": np.array([[1.0]]), "Left": np.array([[800.0]]),
+                                    "Right": np.array([[0.0]])})["Out"][0]
+    assert got[0, 0] == 0.0
+
+
+def test_rank_loss_rejects_wide_inputs():
+    with pytest.raises(ShapeError, match=r"\[N\] or \[N, 1\]"):
+        check_op("rank_loss", {"Label": np.ones((3, 2)), "Left": np.ones((3, 1)),
+                               "Right": np.ones((3, 1))})
+
+
+# --- margin_rank_loss ---------------------------------------------------------------------------
+
+def test_margin_rank_loss(rng):
+    label = 2 * rng.integers(0, 2, (5, 1)).astype("float32") - 1
+    x1, x2 = rng.random((5, 1)).astype("float32"), rng.random((5, 1)).astype("float32")
+
+    def ref(Label, X1, X2, margin):
+        loss = np.maximum(-Label * (X1 - X2) + margin, 0)
+        return {"Out": loss, "Activated": (loss > 0).astype("float32")}
+    check_op("margin_rank_loss", {"Label": label, "X1": x1, "X2": x2}, {"margin": 0.5},
+             reference=ref)
+    check_grad("margin_rank_loss", {"Label": label, "X1": x1, "X2": x2}, {"margin": 0.5},
+               wrt=["X1", "X2"], through=["Out"])
+
+
+def test_margin_rank_loss_matches_torch(rng):
+    label = np.array([[1.0], [-1.0], [1.0], [-1.0]])
+    x1, x2 = rng.standard_normal((4, 1)), rng.standard_normal((4, 1))
+    out, grads, cot = grads_of("margin_rank_loss", {"Label": label, "X1": x1, "X2": x2},
+                               {"margin": 0.3}, ["X1", "X2"], "Out")
+    want, (g1, g2) = torch_grads(lambda a, b: F.margin_ranking_loss(
+        a, b, t64(label, False), margin=0.3, reduction="none"), [x1, x2], cot)
+    close(out, want)
+    close(grads["X1"], g1)
+    close(grads["X2"], g2)
+
+
+# --- bpr_loss -----------------------------------------------------------------------------------
+
+def ref_bpr(X, Label, **a):
+    out = []
+    for row, lab in zip(X, Label[:, 0]):
+        s = sum(-np.log(1.0 + np.exp(row[j] - row[lab])) for j in range(len(row)) if j != lab)
+        out.append([-s / (len(row) - 1)])
+    return np.array(out)
+
+
+def test_bpr_loss(rng):
+    x = rng.random((40, 5))
+    x /= x.sum(1, keepdims=True)
+    label = rng.integers(0, 5, (40, 1))
+    check_op("bpr_loss", {"X": x, "Label": label}, reference=ref_bpr, rtol=1e-9)
+    check_grad("bpr_loss", {"X": x[:6] * 4, "Label": label[:6]})
+    three = rng.standard_normal((2, 3, 4))
+    lab3 = rng.integers(0, 4, (2, 3, 1))
+    got = check_op("bpr_loss", {"X": three, "Label": lab3})["Y"][0]
+    close(got.reshape(6, 1), ref_bpr(three.reshape(6, 4), lab3.reshape(6, 1)))
+    check_grad("bpr_loss", {"X": three, "Label": lab3})
+
+
+def test_bpr_loss_label_out_of_range():
+    with pytest.raises(ValueError, match="label 5 is out of range"):
+        run_forward("bpr_loss", {"X": np.ones((2, 5)), "Label": np.array([[1], [5]])})
