@@ -5,9 +5,11 @@ Importing this package registers every op. See `spec.py` for what a spec holds.
 from . import (  # noqa: F401
                accumulate,
                chain,
+               chunk_eval,
                compare,
                control,
                conv,
+               crf,
                dist,
                elementwise,
                fill,

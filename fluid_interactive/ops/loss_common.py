@@ -164,3 +164,17 @@ def into(xp: Any, out: Any, value: Any) -> Any:
         return value
     xp.copyto(out, value.reshape(out.shape))
     return out
+
+
+def scalars_into(xp: Any, bufs: Sequence[Any], values: Sequence[Any],
+                 dtypes: Sequence[str]) -> tuple:
+    """0-d results, each written into its output buffer or made as a device array of its
+    dtype (no value crosses to the host)."""
+    out = []
+    for buf, v, dtype in zip(bufs, values, dtypes):
+        if buf is None:
+            out.append(xp.asarray(v, dtype=dtype))
+        else:
+            buf[...] = v
+            out.append(buf)
+    return tuple(out)

@@ -9,6 +9,7 @@ from . import (
     compare,
     control_flow,
     conv,
+    crf,
     dynamic_rnn,
     io,
     loss,
@@ -29,6 +30,7 @@ from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .crf import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -45,8 +47,8 @@ from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, pointwise_loss, ranking,
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, crf, dynamic_rnn,
+                                io, loss, lr, math, metric, nn, norm, pointwise_loss, ranking,
                                 recurrent, rnn, sequence, tensor, tensor_array)
                   for name in module.__all__})
 
