@@ -26,9 +26,8 @@ from .loss_common import (
     check_int,
     check_lengths,
     check_range,
-    grad_maker,
     logsumexp,
-    register_grad,
+    register_with_grad,
     row_lengths,
     time_mask,
 )
@@ -210,18 +209,14 @@ def _crf_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("linear_chain_crf", slots("Emission", "Transition", "Label", "Length?"),
-                slots("Alpha", "LogLikelihood"), _crf_infer, _crf_kernel,
-                grad_maker("linear_chain_crf_grad",
-                           ("Emission", "Transition", "Label", "Length", "Alpha"),
-                           ("Emission", "Transition"), "LogLikelihood"),
-                doc="Negative log-likelihood [B, 1] of the gold tags Label under a linear-"
-                    "chain CRF with emissions [B, T, D] and transitions [D + 2, D] (start, "
-                    "end, tag to tag), over each row's first Length steps; Alpha [B, T, D]: "
-                    "the log-space forward variables."))
-register_grad("linear_chain_crf_grad",
-              ("Emission", "Transition", "Label", "Length?", "Alpha", "LogLikelihood@GRAD"),
-              {"Emission@GRAD": "Emission", "Transition@GRAD": "Transition"}, _crf_grad_kernel)
+register_with_grad(
+    "linear_chain_crf", ("Emission", "Transition", "Label", "Length?"),
+    ("Alpha", "LogLikelihood"), _crf_infer, _crf_kernel, _crf_grad_kernel,
+    uses=("Emission", "Transition", "Label", "Length?", "Alpha"),
+    wrt=("Emission", "Transition"), out_slot="LogLikelihood",
+    doc="Negative log-likelihood [B, 1] of the gold tags Label under a linear-chain CRF "
+        "with emissions [B, T, D] and transitions [D + 2, D] (start, end, tag to tag), over "
+        "each row's first Length steps; Alpha [B, T, D]: the log-space forward variables.")
 
 
 # --- crf_decoding -------------------------------------------------------------------------------

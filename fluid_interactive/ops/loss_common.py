@@ -178,3 +178,31 @@ def scalars_into(xp: Any, bufs: Sequence[Any], values: Sequence[Any],
             buf[...] = v
             out.append(buf)
     return tuple(out)
+
+
+def register_with_grad(op_type: str, inputs: Sequence[str], outputs: Sequence[str],
+                       infer: Callable[[InferContext], None],
+                       kernel: Callable[[KernelContext], Any],
+                       grad_kernel: Callable[[KernelContext], Any], *, uses: Sequence[str],
+                       wrt: Sequence[str], out_slot: str,
+                       like: Mapping[str, str] | None = None,
+                       attrs: Mapping[str, Any] | None = None, doc: str = "",
+                       **spec: Any) -> None:
+    """Register ``op_type`` and its ``<op_type>_grad``: the gradient op reads the forward
+    slots ``uses`` ('?' marks optional ones) and ``<out_slot>@GRAD``, and writes the
+    gradients of the slots in ``wrt``, each typed like its slot (or as ``like`` says)."""
+    grad_type = f"{op_type}_grad"
+    names = [u.rstrip("?") for u in uses]
+    register(OpSpec(op_type, slots(*inputs), slots(*outputs), infer, kernel,
+                    grad_maker(grad_type, names, wrt, out_slot), attrs=dict(attrs or {}),
+                    doc=doc, **spec))
+    types = {f"{s}@GRAD": (like or {}).get(s, s) for s in wrt}
+    register_grad(grad_type, tuple(uses) + (f"{out_slot}@GRAD",), types, grad_kernel, attrs)
+
+
+def check_length_pair(ctx: InferContext, pair: tuple[str, str], batch: int, what: str) -> None:
+    """Two lengths inputs that come together or not at all."""
+    if ctx.has_input(pair[0]) != ctx.has_input(pair[1]):
+        ctx.fail(f"{what}: give both {pair[0]} and {pair[1]}, or neither")
+    for slot in pair:
+        check_lengths(ctx, slot, batch, what)

@@ -21,9 +21,8 @@ from math import prod
 from typing import Any
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_float, check_same, grad_maker, into, register_grad
-from .registry import register
-from .spec import InferContext, KernelContext, OpSpec, slots
+from .loss_common import check_float, check_same, into, register_with_grad
+from .spec import InferContext, KernelContext
 
 # --- huber_loss -------------------------------------------------------------------------------
 
@@ -37,8 +36,7 @@ def _huber_infer(ctx: InferContext) -> None:
 
 
 def _huber_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    delta = float(ctx.attrs["delta"])
+    xp, delta = ctx.xp, float(ctx.attrs["delta"])
     out, res = ctx.buffer("Out"), ctx.buffer("Residual")
 
     def fn(x, y):
@@ -70,13 +68,12 @@ def _huber_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("huber_loss", slots("X", "Y"), slots("Out", "Residual"), _huber_infer,
-                _huber_kernel, grad_maker("huber_loss_grad", ("Residual",), ("X", "Y"), "Out"),
-                attrs={"delta": 1.0},
-                doc="Residual = Y - X; Out = 0.5 r^2 where |r| <= delta, else "
-                    "delta * (|r| - delta / 2), elementwise."))
-register_grad("huber_loss_grad", ("Residual", "Out@GRAD"),
-              {"X@GRAD": "Residual", "Y@GRAD": "Residual"}, _huber_grad_kernel, {"delta": 1.0})
+register_with_grad(
+    "huber_loss", ("X", "Y"), ("Out", "Residual"), _huber_infer, _huber_kernel,
+    _huber_grad_kernel, uses=("Residual",), wrt=("X", "Y"), out_slot="Out",
+    like={"X": "Residual", "Y": "Residual"}, attrs={"delta": 1.0},
+    doc="Residual = Y - X; Out = 0.5 r^2 where |r| <= delta, else delta * (|r| - delta / 2), "
+        "elementwise.")
 
 
 # --- smooth_l1_loss ---------------------------------------------------------------------------
@@ -148,15 +145,13 @@ def _smooth_l1_grad_kernel(ctx: KernelContext):
 
 
 _SL1_ATTRS = {"sigma": 1.0}
-register(OpSpec("smooth_l1_loss", slots("X", "Y", "InsideWeight?", "OutsideWeight?"),
-                slots("Diff", "Out"), _smooth_l1_infer, _smooth_l1_kernel,
-                grad_maker("smooth_l1_loss_grad", ("InsideWeight", "OutsideWeight", "Diff"),
-                           ("X", "Y"), "Out"), attrs=_SL1_ATTRS,
-                doc="Diff = (X - Y) * InsideWeight; Out [N, 1] = per-row sum of "
-                    "OutsideWeight * smooth_l1(Diff) with the quadratic part inside "
-                    "|d| < 1 / sigma^2."))
-register_grad("smooth_l1_loss_grad", ("InsideWeight?", "OutsideWeight?", "Diff", "Out@GRAD"),
-              {"X@GRAD": "Diff", "Y@GRAD": "Diff"}, _smooth_l1_grad_kernel, _SL1_ATTRS)
+register_with_grad(
+    "smooth_l1_loss", ("X", "Y", "InsideWeight?", "OutsideWeight?"), ("Diff", "Out"),
+    _smooth_l1_infer, _smooth_l1_kernel, _smooth_l1_grad_kernel,
+    uses=("InsideWeight?", "OutsideWeight?", "Diff"), wrt=("X", "Y"), out_slot="Out",
+    like={"X": "Diff", "Y": "Diff"}, attrs=_SL1_ATTRS,
+    doc="Diff = (X - Y) * InsideWeight; Out [N, 1] = per-row sum of OutsideWeight * "
+        "smooth_l1(Diff) with the quadratic part inside |d| < 1 / sigma^2.")
 
 
 # --- kldiv_loss -------------------------------------------------------------------------------
@@ -223,14 +218,13 @@ def _kldiv_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("kldiv_loss", slots("X", "Target"), slots("Loss"), _kldiv_infer, _kldiv_kernel,
-                grad_maker("kldiv_loss_grad", ("Target",), ("X",), "Loss"),
-                attrs={"reduction": "mean"},
-                doc="Target * (log Target - X) where Target > 0, else 0; reduction 'none' "
-                    "keeps X's shape, 'mean' / 'sum' / 'batchmean' (sum / N) give a 0-d "
-                    "loss. X holds log-probabilities."))
-register_grad("kldiv_loss_grad", ("Target", "Loss@GRAD"), {"X@GRAD": "Target"},
-              _kldiv_grad_kernel, {"reduction": "mean"})
+register_with_grad(
+    "kldiv_loss", ("X", "Target"), ("Loss",), _kldiv_infer, _kldiv_kernel, _kldiv_grad_kernel,
+    uses=("Target",), wrt=("X",), out_slot="Loss", like={"X": "Target"},
+    attrs={"reduction": "mean"},
+    doc="Target * (log Target - X) where Target > 0, else 0; reduction 'none' keeps X's "
+        "shape, 'mean' / 'sum' / 'batchmean' (sum / N) give a 0-d loss. X holds "
+        "log-probabilities.")
 
 
 # --- log_loss ---------------------------------------------------------------------------------
@@ -272,13 +266,11 @@ def _log_loss_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("log_loss", slots("Predicted", "Labels"), slots("Loss"), _log_loss_infer,
-                _log_loss_kernel,
-                grad_maker("log_loss_grad", ("Predicted", "Labels"), ("Predicted",), "Loss"),
-                attrs={"epsilon": 1e-4},
-                doc="Loss = -L log(P + eps) - (1 - L) log(1 - P + eps), P and L [N, 1]."))
-register_grad("log_loss_grad", ("Predicted", "Labels", "Loss@GRAD"),
-              {"Predicted@GRAD": "Predicted"}, _log_loss_grad_kernel, {"epsilon": 1e-4})
+register_with_grad(
+    "log_loss", ("Predicted", "Labels"), ("Loss",), _log_loss_infer, _log_loss_kernel,
+    _log_loss_grad_kernel, uses=("Predicted", "Labels"), wrt=("Predicted",), out_slot="Loss",
+    attrs={"epsilon": 1e-4},
+    doc="Loss = -L log(P + eps) - (1 - L) log(1 - P + eps), P and L [N, 1].")
 
 
 # --- teacher_student_sigmoid_loss -------------------------------------------------------------
@@ -327,15 +319,12 @@ def _ts_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("teacher_student_sigmoid_loss", slots("X", "Label"), slots("Y"), _ts_infer,
-                _ts_kernel,
-                grad_maker("teacher_student_sigmoid_loss_grad", ("X", "Label"), ("X",), "Y"),
-                attrs=_TS_ATTRS,
-                doc="Logistic loss of one logit X [N, 1] against a click and an optional "
-                    "teacher value encoded in Label: -2 / -1 no teacher value (no click / "
-                    "click), z' / 1 + z' a teacher value z' in [0, 1] (no click / click)."))
-register_grad("teacher_student_sigmoid_loss_grad", ("X", "Label", "Y@GRAD"), {"X@GRAD": "X"},
-              _ts_grad_kernel, _TS_ATTRS)
+register_with_grad(
+    "teacher_student_sigmoid_loss", ("X", "Label"), ("Y",), _ts_infer, _ts_kernel,
+    _ts_grad_kernel, uses=("X", "Label"), wrt=("X",), out_slot="Y", attrs=_TS_ATTRS,
+    doc="Logistic loss of one logit X [N, 1] against a click and an optional teacher value "
+        "encoded in Label: -2 / -1 no teacher value (no click / click), z' / 1 + z' a "
+        "teacher value z' in [0, 1] (no click / click).")
 
 
 # --- label_smooth -----------------------------------------------------------------------------
@@ -384,11 +373,10 @@ def _smooth_grad_kernel(ctx: KernelContext):
     return lambda g: xp.multiply(g, 1.0 - eps, out=out)
 
 
-register(OpSpec("label_smooth", slots("X", "PriorDist?"), slots("Out"), _smooth_infer,
-                _smooth_kernel, grad_maker("label_smooth_grad", (), ("X",), "Out"),
-                attrs={"epsilon": 0.0},
-                doc="Out = (1 - epsilon) * X + epsilon / K, or + epsilon * PriorDist; K is "
-                    "X's last dim (the number of classes)."))
-register_grad("label_smooth_grad", ("Out@GRAD",), {"X@GRAD": "Out@GRAD"}, _smooth_grad_kernel,
-              {"epsilon": 0.0})
+register_with_grad(
+    "label_smooth", ("X", "PriorDist?"), ("Out",), _smooth_infer, _smooth_kernel,
+    _smooth_grad_kernel, uses=(), wrt=("X",), out_slot="Out", like={"X": "Out@GRAD"},
+    attrs={"epsilon": 0.0},
+    doc="Out = (1 - epsilon) * X + epsilon / K, or + epsilon * PriorDist; K is X's last dim "
+        "(the number of classes).")
 

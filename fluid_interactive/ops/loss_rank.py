@@ -15,15 +15,12 @@ from __future__ import annotations
 from math import prod
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_float, check_int, check_range, grad_maker, into, register_grad
-from .registry import register
+from .loss_common import check_float, check_int, check_range, into, register_with_grad
 from .spec import (
     InferContext,
     KernelContext,
-    OpSpec,
     TensorType,
     dims_compatible,
-    slots,
 )
 
 
@@ -98,14 +95,11 @@ def _rank_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("rank_loss", slots("Label", "Left", "Right"), slots("Out"), _rank_infer,
-                _rank_kernel,
-                grad_maker("rank_loss_grad", ("Label", "Left", "Right"), ("Left", "Right"),
-                           "Out"),
-                doc="RankNet loss: Out = log(1 + exp(Left - Right)) - Label * (Left - "
-                    "Right), each input [N] or [N, 1]; Out has Label's shape."))
-register_grad("rank_loss_grad", ("Label", "Left", "Right", "Out@GRAD"),
-              {"Left@GRAD": "Left", "Right@GRAD": "Right"}, _rank_grad_kernel)
+register_with_grad(
+    "rank_loss", ("Label", "Left", "Right"), ("Out",), _rank_infer, _rank_kernel,
+    _rank_grad_kernel, uses=("Label", "Left", "Right"), wrt=("Left", "Right"), out_slot="Out",
+    doc="RankNet loss: Out = log(1 + exp(Left - Right)) - Label * (Left - Right), each input "
+        "[N] or [N, 1]; Out has Label's shape.")
 
 
 # --- margin_rank_loss -------------------------------------------------------------------------
@@ -150,14 +144,12 @@ def _margin_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("margin_rank_loss", slots("Label", "X1", "X2"), slots("Out", "Activated"),
-                _margin_infer, _margin_kernel,
-                grad_maker("margin_rank_loss_grad", ("Activated", "Label"), ("X1", "X2"), "Out"),
-                attrs={"margin": 0.0},
-                doc="Out = max(0, -Label * (X1 - X2) + margin) and Activated = (Out > 0) "
-                    "as 0/1, all [N, 1]; Label holds +1 (X1 should rank higher) or -1."))
-register_grad("margin_rank_loss_grad", ("Activated", "Label", "Out@GRAD"),
-              {"X1@GRAD": "Label", "X2@GRAD": "Label"}, _margin_grad_kernel, {"margin": 0.0})
+register_with_grad(
+    "margin_rank_loss", ("Label", "X1", "X2"), ("Out", "Activated"), _margin_infer,
+    _margin_kernel, _margin_grad_kernel, uses=("Activated", "Label"), wrt=("X1", "X2"),
+    out_slot="Out", like={"X1": "Label", "X2": "Label"}, attrs={"margin": 0.0},
+    doc="Out = max(0, -Label * (X1 - X2) + margin) and Activated = (Out > 0) as 0/1, all "
+        "[N, 1]; Label holds +1 (X1 should rank higher) or -1.")
 
 
 # --- bpr_loss ---------------------------------------------------------------------------------
@@ -222,11 +214,11 @@ def _bpr_grad_kernel(ctx: KernelContext):
     return fn
 
 
-register(OpSpec("bpr_loss", slots("X", "Label"), slots("Y"), _bpr_infer, _bpr_kernel,
-                grad_maker("bpr_loss_grad", ("X", "Label"), ("X",), "Y"),
-                doc="Y [..., 1] = mean over the classes j other than the label of "
-                    "log(1 + exp(X[j] - X[label])), X [..., C] scores."))
-register_grad("bpr_loss_grad", ("X", "Label", "Y@GRAD"), {"X@GRAD": "X"}, _bpr_grad_kernel)
+register_with_grad(
+    "bpr_loss", ("X", "Label"), ("Y",), _bpr_infer, _bpr_kernel, _bpr_grad_kernel,
+    uses=("X", "Label"), wrt=("X",), out_slot="Y",
+    doc="Y [..., 1] = mean over the classes j other than the label of "
+        "log(1 + exp(X[j] - X[label])), X [..., C] scores.")
 
 
 # --- center_loss ------------------------------------------------------------------------------
@@ -292,13 +284,10 @@ def _center_grad_kernel(ctx: KernelContext):
     return lambda diff, g: xp.multiply(diff, g, out=out)
 
 
-register(OpSpec("center_loss", slots("X", "Label", "Centers", "CenterUpdateRate"),
-                slots("SampleCenterDiff", "Loss", "CentersOut"), _center_infer,
-                _center_kernel,
-                grad_maker("center_loss_grad", ("SampleCenterDiff",), ("X",), "Loss"),
-                attrs=_CENTER_ATTRS, inert_in_test=True,
-                doc="Loss [N, 1] = |X - Centers[label]|^2 / 2; in a training call with "
-                    "need_update, CentersOut = Centers + rate * (sum of the class's "
-                    "differences) / (its count + 1)."))
-register_grad("center_loss_grad", ("SampleCenterDiff", "Loss@GRAD"),
-              {"X@GRAD": "SampleCenterDiff"}, _center_grad_kernel, _CENTER_ATTRS)
+register_with_grad(
+    "center_loss", ("X", "Label", "Centers", "CenterUpdateRate"),
+    ("SampleCenterDiff", "Loss", "CentersOut"), _center_infer, _center_kernel,
+    _center_grad_kernel, uses=("SampleCenterDiff",), wrt=("X",), out_slot="Loss",
+    like={"X": "SampleCenterDiff"}, attrs=_CENTER_ATTRS, inert_in_test=True,
+    doc="Loss [N, 1] = |X - Centers[label]|^2 / 2; in a training call with need_update, "
+        "CentersOut = Centers + rate * (sum of the class's differences) / (its count + 1).")

@@ -213,3 +213,96 @@ F32 = np.ones((3, 2), "float32")
 ])
 def test_layer_errors(build, error, match):
     _raises(build, {"a": F32, "i": np.ones((3, 2), "int32")}, error, match)
+
+
+# --- CTC, greedy decoding, edit distance ----------------------------------------------------------
+
+def test_warpctc_layer_gradient_through_a_program(rng):
+    logits = rng.standard_normal((3, 5, 4))
+    labels = np.array([[1, 2, 0], [3, 0, 0], [2, 2, 1]])
+    n, m = np.array([5, 2, 5]), np.array([2, 1, 3])
+
+    def build():
+        x = data("x", logits)
+        return L.warpctc(x, data("labels", labels), input_length=data("n", n),
+                         label_length=data("m", m))
+    check_block(build, {"x": logits, "labels": labels, "n": n, "m": m}, wrt=["x"])
+
+
+class Recognizer(fluid.Program):
+    """fc over frames -> CTC; greedy decoding and the edit distance to the labels."""
+
+    def scores(self, frames):
+        with fluid.var_scope("am"):
+            return L.fc(frames, size=5, num_flatten_dims=2)
+
+    @staticmethod
+    def inputs(label_dtype):
+        return (L.data("frames", shape=[-1, -1, 6], dtype="float32", append_batch_size=False),
+                L.data("labels", shape=[-1, -1], dtype=label_dtype, append_batch_size=False),
+                L.data("n", shape=[-1], dtype="int64", append_batch_size=False),
+                L.data("m", shape=[-1], dtype="int64", append_batch_size=False))
+
+    @fluid.network("frames", "labels", "n", "m")
+    def train(self, *feeds):
+        frames, labels, n, m = self.inputs("int32")
+        loss = L.mean(L.warpctc(self.scores(frames), labels, blank=0, input_length=n,
+                                label_length=m))
+        fluid.optimizer.Adam(learning_rate=0.1).minimize(loss)
+        return loss
+
+    @fluid.network("frames", "labels", "n", "m")
+    def decode(self, *feeds):
+        frames, labels, n, m = self.inputs("int64")
+        best, lengths = L.ctc_greedy_decoder(L.softmax(self.scores(frames)), blank=0,
+                                             input_length=n)
+        dist, count = L.edit_distance(best, labels, normalized=False,
+                                      input_length=L.reshape(lengths, [-1]), label_length=m)
+        return best, lengths, dist, count
+
+
+def test_ctc_recognizer_trains_decodes_and_scores():
+    """Each frame's features name its symbol (or the blank): a linear model learns it."""
+    rng = np.random.default_rng(0)
+    b, t = 8, 7
+    labels = rng.integers(1, 5, (b, 3))
+    m = np.array([3, 2, 3, 1, 3, 2, 3, 3])
+    path = np.zeros((b, t), "int64")
+    for i in range(b):                      # label symbols at frames 1, 3, 5; blanks between
+        path[i, 1:2 * m[i]:2] = labels[i, :m[i]]
+    n = 2 * m + 1
+    frames = (np.eye(6)[path] * 3 + rng.normal(0, 0.3, (b, t, 6))).astype("float32")
+    prog = Recognizer().Compile(seed=0)
+    losses = [prog.train(frames, labels.astype("int32"), n, m) for _ in range(40)]
+    assert losses[-1] < 0.1 * losses[0]
+    best, lengths, dist, count = prog.decode(frames, labels, n, m)
+    assert lengths[:, 0].tolist() == m.tolist() and count == b
+    for i in range(b):
+        assert best[i, :m[i]].tolist() == labels[i, :m[i]].tolist()
+        assert (best[i, m[i]:] == 0).all()
+    assert (dist == 0).all()
+
+
+def test_ctc_greedy_decoder_and_edit_distance_values():
+    probs = np.eye(4, dtype="float32")[[[0, 1, 1, 0, 2, 2, 3], [3, 3, 0, 3, 0, 0, 0]]]
+    best, dist = run(lambda p: (L.ctc_greedy_decoder(p, blank=0),
+                                L.edit_distance(L.ctc_greedy_decoder(p, blank=0),
+                                                L.cast(L.argmax(p, axis=2), "int64"))[0]),
+                     {"p": probs})
+    assert best.tolist() == [[1, 2, 3, 0, 0, 0, 0], [3, 3, 0, 0, 0, 0, 0]]
+    # [1,2,3,0,0,0,0] vs [0,1,1,0,2,2,3]: 6 edits of 7; [3,3,0,...] vs [3,3,0,3,0,0,0]: 1
+    np.testing.assert_allclose(dist[:, 0], [6 / 7, 1 / 7], rtol=1e-6)
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda x, i: L.warpctc(x, i, input_length=L.reshape(i, [-1])), ShapeError,
+     "give both input_length and label_length"),
+    (lambda x, i: L.warpctc(L.reshape(x, [-1, 4]), i), ShapeError, r"padded batch \[B, T, C\]"),
+    (lambda x, i: L.warpctc(x, i, blank=-1), OpArgumentError, "blank must be an int >= 0"),
+    (lambda x, i: L.edit_distance(i, i), DTypeError, "input .* must be integer"),
+    (lambda x, i: L.ctc_greedy_decoder(x, blank=0, padding_value=0.5), OpArgumentError,
+     "padding_value must be an int"),
+])
+def test_ctc_layer_errors(build, error, match):
+    _raises(build, {"x": np.ones((2, 3, 4), "float32"), "i": np.ones((2, 3), "int32")},
+            error, match)

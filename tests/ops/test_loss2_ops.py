@@ -4,6 +4,8 @@ rank_loss, margin_rank_loss, bpr_loss, center_loss, nce, hierarchical_sigmoid,
 sample_logits, warpctc, ctc_align, edit_distance): each forward against the NumPy
 reference of Paddle's unit test on that test's inputs and attributes, each gradient
 against float64 central differences, and against PyTorch where it has the loss."""
+import itertools
+
 import numpy as np
 import pytest
 from ops.harness import analytic_grads, build_op, check_grad, check_op, run_forward
@@ -339,3 +341,244 @@ def test_bpr_loss(rng):
 def test_bpr_loss_label_out_of_range():
     with pytest.raises(ValueError, match="label 5 is out of range"):
         run_forward("bpr_loss", {"X": np.ones((2, 5)), "Label": np.array([[1], [5]])})
+
+
+# --- warpctc ------------------------------------------------------------------------------------
+
+def log_softmax(x):
+    z = x - x.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def ctc_reference(logp, label, blank):
+    """Paddle's per-sequence recursion (Graves, ch. 7.3) in log space: -log p(label), 0
+    when the label cannot fit its frames."""
+    t_len, s_len = len(logp), 2 * len(label) + 1
+    repeats = sum(1 for a, b in zip(label[:-1], label[1:]) if a == b)
+    if t_len < len(label) + repeats:
+        return 0.0
+    ext = [blank if s % 2 == 0 else label[s // 2] for s in range(s_len)]
+    alpha = np.full((t_len, s_len), -np.inf)
+    alpha[0, 0] = logp[0, blank]
+    if s_len > 1:
+        alpha[0, 1] = logp[0, ext[1]]
+    for t in range(1, t_len):
+        for s in range(s_len):
+            terms = [alpha[t - 1, s]] + ([alpha[t - 1, s - 1]] if s > 0 else [])
+            if s > 1 and ext[s] != blank and ext[s] != ext[s - 2]:
+                terms.append(alpha[t - 1, s - 2])
+            alpha[t, s] = np.logaddexp.reduce(terms) + logp[t, ext[s]]
+    ends = alpha[-1, -2:] if s_len > 1 else alpha[-1, -1:]
+    return -np.logaddexp.reduce(ends)
+
+
+def ctc_brute_force(logp, label, blank):
+    """-log of the summed probability of every frame-level path collapsing to label (0
+    when none does, as warp-ctc gives)."""
+    t_len, c = logp.shape
+    total = -np.inf
+    for path in itertools.product(range(c), repeat=t_len):
+        collapsed = [k for i, k in enumerate(path) if k != blank and (i == 0 or
+                                                                       path[i - 1] != k)]
+        if collapsed == list(label):
+            total = np.logaddexp(total, sum(logp[t, k] for t, k in enumerate(path)))
+    return -total if np.isfinite(total) else 0.0
+
+
+def ctc_batch(rng, logits_len, label_len, classes, blank, pad=0.0):
+    b, t, lm = len(logits_len), max(logits_len), max(max(label_len), 1)
+    logits = rng.uniform(0.1, 1.0, (b, t, classes))
+    labels = rng.integers(0, classes - 1, (b, lm))
+    labels = np.where(labels >= blank, labels + 1, labels)       # labels are never blank
+    for i, (n, m) in enumerate(zip(logits_len, label_len)):
+        logits[i, n:] = pad
+        labels[i, m:] = 999
+    return logits, labels
+
+
+@pytest.mark.parametrize("classes,blank", [(12, 11), (8, 7), (514, 0)])
+def test_warpctc_matches_paddles_reference(rng, classes, blank):
+    logits_len, label_len = np.array([4, 1, 3, 3]), np.array([3, 1, 4, 4])  # Paddle's
+    logits, labels = ctc_batch(rng, logits_len, label_len, classes, blank, pad=3.0)
+
+    def ref(Logits, Label, LogitsLength, LabelLength, blank, **a):
+        return {"Loss": np.array([[ctc_reference(log_softmax(Logits[i, :n]),
+                                                 list(Label[i, :m]), blank)]
+                                  for i, (n, m) in enumerate(zip(LogitsLength, LabelLength))])}
+    got = check_op("warpctc", {"Logits": logits.astype("float32"),
+                               "Label": labels.astype("int32"),
+                               "LogitsLength": logits_len, "LabelLength": label_len},
+                   {"blank": blank}, reference=ref, rtol=1e-5)
+    assert got["Loss"][0][3, 0] == 0.0            # 4 labels cannot fit 3 frames
+
+
+def test_warpctc_matches_brute_force(rng):
+    logits_len, label_len = np.array([4, 3, 4, 2, 0]), np.array([2, 1, 0, 2, 0])
+    logits, labels = ctc_batch(rng, logits_len, label_len, 3, 0, pad=1e30)
+    labels[0, :2] = [1, 1]                        # a repeat needs a blank between
+    logits = logits * 3
+    got = run_forward("warpctc", {"Logits": logits, "Label": labels,
+                                  "LogitsLength": logits_len,
+                                  "LabelLength": label_len})["Loss"][0]
+    for i, (n, m) in enumerate(zip(logits_len, label_len)):
+        want = ctc_brute_force(log_softmax(logits[i, :n]), list(labels[i, :m]), 0) if n \
+            else 0.0
+        np.testing.assert_allclose(got[i, 0], want, rtol=1e-10)
+
+
+def test_warpctc_without_lengths(rng):
+    logits = rng.standard_normal((2, 5, 4))
+    labels = np.array([[1, 2], [3, 3]])
+    got = run_forward("warpctc", {"Logits": logits, "Label": labels})["Loss"][0]
+    for i in range(2):
+        np.testing.assert_allclose(got[i, 0], ctc_reference(log_softmax(logits[i]),
+                                                            list(labels[i]), 0), rtol=1e-10)
+
+
+def test_warpctc_gradient_with_lengths_and_padding(rng):
+    logits_len, label_len = np.array([5, 3, 4, 2]), np.array([2, 1, 3, 2])
+    logits, labels = ctc_batch(rng, logits_len, label_len, 4, 0, pad=4.0)
+    labels[2, :3] = [2, 2, 1]
+    ins = {"Logits": logits, "Label": labels, "LogitsLength": logits_len,
+           "LabelLength": label_len}
+    check_grad("warpctc", ins, wrt=["Logits"], through=["Loss"], max_elements=80)
+    # row 3: 2 distinct labels in 2 frames just fit; make it infeasible: no gradient
+    labels[3, :2] = [1, 1]
+    _, grads, _ = grads_of("warpctc", dict(ins, Label=labels), {}, ["Logits"], "Loss")
+    assert (grads["Logits"][3] == 0).all() and (grads["Logits"][0] != 0).any()
+
+
+def test_warpctc_norm_by_times_scales_the_gradient_only(rng):
+    logits_len, label_len = np.array([5, 3]), np.array([2, 1])
+    logits, labels = ctc_batch(rng, logits_len, label_len, 5, 0)
+    ins = {"Logits": logits, "Label": labels, "LogitsLength": logits_len,
+           "LabelLength": label_len}
+    loss, plain, _ = grads_of("warpctc", ins, {}, ["Logits"], "Loss")
+    loss_n, normed, _ = grads_of("warpctc", ins, {"norm_by_times": True}, ["Logits"], "Loss")
+    np.testing.assert_array_equal(loss, loss_n)
+    np.testing.assert_allclose(normed["Logits"], plain["Logits"] / logits_len[:, None, None],
+                               rtol=1e-12)
+
+
+def test_warpctc_matches_torch_ctc_loss(rng):
+    logits_len, label_len = np.array([6, 4, 5]), np.array([3, 2, 1])
+    logits, labels = ctc_batch(rng, logits_len, label_len, 6, 2)
+    ins = {"Logits": logits, "Label": labels, "LogitsLength": logits_len,
+           "LabelLength": label_len}
+    out, grads, cot = grads_of("warpctc", ins, {"blank": 2}, ["Logits"], "Loss")
+    x = t64(logits)
+    lp = torch.log_softmax(x, dim=2).transpose(0, 1)
+    want = F.ctc_loss(lp, torch.tensor(labels), torch.tensor(logits_len),
+                      torch.tensor(label_len), blank=2, reduction="none")
+    (want * torch.tensor(cot[:, 0])).sum().backward()
+    close(out[:, 0], want.detach().numpy())
+    close(grads["Logits"], x.grad.numpy(), atol=1e-9)
+
+
+def test_warpctc_is_stable_on_long_inputs(rng):
+    """1000 frames of confident float32 scores: finite, equal to a float64 recursion."""
+    logits = (rng.standard_normal((1, 1000, 6)) * 20).astype("float32")
+    labels = rng.integers(1, 6, (1, 40))
+    got = run_forward("warpctc", {"Logits": logits, "Label": labels})["Loss"][0]
+    x = torch.tensor(logits.astype(np.float64))
+    want = F.ctc_loss(torch.log_softmax(x, 2).transpose(0, 1), torch.tensor(labels),
+                      torch.tensor([1000]), torch.tensor([40]), reduction="none")
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got[0, 0], want.item(), rtol=1e-4)
+
+
+def test_warpctc_errors():
+    x, lab = np.zeros((2, 3, 4)), np.zeros((2, 2), "int64")
+    with pytest.raises(ShapeError, match="give both LogitsLength and LabelLength"):
+        check_op("warpctc", {"Logits": x, "Label": lab, "LogitsLength": np.array([3, 3])})
+    with pytest.raises(ShapeError, match=r"blank=4 must be a class of Logits"):
+        check_op("warpctc", {"Logits": x, "Label": lab}, {"blank": 4})
+    with pytest.raises(ShapeError, match=r"padded batch \[B, T, C\]"):
+        check_op("warpctc", {"Logits": x[0], "Label": lab})
+    with pytest.raises(ValueError, match="label 7 is out of range"):
+        run_forward("warpctc", {"Logits": x, "Label": lab + 7})
+
+
+# --- ctc_align ----------------------------------------------------------------------------------
+
+def ref_align(Input, InputLength, blank, merge_repeated, padding_value, **a):
+    out = np.full(Input.shape, padding_value)
+    lengths = []
+    for i, row in enumerate(Input):
+        kept, prev = [], -1
+        for tok in row[:InputLength[i]]:
+            if tok != blank and not (merge_repeated and tok == prev):
+                kept.append(tok)
+            prev = tok
+        out[i, :len(kept)] = kept
+        lengths.append([len(kept)])
+    return {"Output": out, "OutputLength": np.array(lengths)}
+
+
+@pytest.mark.parametrize("merge,blank,pad", [(False, 0, 0), (True, 0, 0), (True, 7, -1)])
+def test_ctc_align(merge, blank, pad):
+    ids = np.array([[0, 1, 2, 2, 0, 4, 0, 4, 5, 0, 6], [6, 0, 0, 7, 7, 7, 0, 9, 9, 9, 9]])
+    lengths = np.array([11, 7])
+    check_op("ctc_align", {"Input": ids, "InputLength": lengths},
+             {"merge_repeated": merge, "blank": blank, "padding_value": pad},
+             reference=ref_align, output_counts={"OutputLength": 1})
+
+
+def test_ctc_align_without_lengths():
+    ids = np.array([[1, 1, 0, 1, 2, 0, 0]])
+    got = run_forward("ctc_align", {"Input": ids})["Output"][0]
+    assert got.tolist() == [[1, 1, 2, 0, 0, 0, 0]]
+
+
+# --- edit_distance ------------------------------------------------------------------------------
+
+def levenshtein(hyp, ref):
+    d = np.zeros((len(hyp) + 1, len(ref) + 1))
+    d[:, 0], d[0, :] = np.arange(len(hyp) + 1), np.arange(len(ref) + 1)
+    for i in range(1, len(hyp) + 1):
+        for j in range(1, len(ref) + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
+                          d[i - 1, j - 1] + (hyp[i - 1] != ref[j - 1]))
+    return d[-1, -1]
+
+
+def ref_edit(Hyps, Refs, HypsLength, RefsLength, normalized, ignored_tokens, **a):
+    out = []
+    for h, r, m, n in zip(Hyps, Refs, HypsLength, RefsLength):
+        h = [v for v in h[:m] if v not in ignored_tokens]
+        r = [v for v in r[:n] if v not in ignored_tokens]
+        d = levenshtein(h, r)
+        out.append([d / len(r) if normalized else d])
+    return {"Out": np.array(out), "SequenceNum": np.array(len(Hyps))}
+
+
+def test_edit_distance_paddles_cases():
+    """Paddle's tests: one pair, then two pairs padded, normalized or not."""
+    h, r = np.array([[12, 3, 5, 8, 2]]), np.array([[12, 4, 7, 8]])
+    check_op("edit_distance", {"Hyps": h, "Refs": r}, reference=lambda **a: np.array([[3.0]]),
+             batch_unknown=False)
+    hyps = np.array([[1, 2, 1, 3, 2], [1, 9, 9, 9, 9]])
+    refs = np.array([[1, 3, 7, 2, 0], [2, 5, 8, 0, 0]])
+    ins = {"Hyps": hyps, "Refs": refs, "HypsLength": np.array([5, 1]),
+           "RefsLength": np.array([4, 3])}
+    for normalized in (False, True):
+        check_op("edit_distance", ins, {"normalized": normalized}, reference=ref_edit)
+
+
+@pytest.mark.parametrize("ignored", [[], [0, 3]])
+def test_edit_distance_random_rows(rng, ignored):
+    b = 9
+    hyps, refs = rng.integers(0, 5, (b, 7)), rng.integers(0, 5, (b, 6))
+    m, n = rng.integers(0, 8, b), rng.integers(1, 7, b)
+    m[0], n[1] = 0, 6
+    ins = {"Hyps": hyps, "Refs": refs, "HypsLength": m, "RefsLength": n}
+    attrs = {"normalized": False, "ignored_tokens": ignored}
+    check_op("edit_distance", ins, attrs, reference=ref_edit)
+
+
+def test_edit_distance_empty_reference_cannot_be_normalized():
+    with pytest.raises(ValueError, match="a reference is empty"):
+        run_forward("edit_distance", {"Hyps": np.ones((1, 2), "int64"),
+                                      "Refs": np.ones((1, 2), "int64"),
+                                      "HypsLength": np.array([2]), "RefsLength": np.array([0])},
+                    {"normalized": True})

@@ -10,6 +10,7 @@ from . import (
     control_flow,
     conv,
     crf,
+    ctc,
     dynamic_rnn,
     io,
     loss,
@@ -31,6 +32,7 @@ from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .crf import *  # noqa: F403
+from .ctc import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -47,9 +49,10 @@ from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, crf, dynamic_rnn,
-                                io, loss, lr, math, metric, nn, norm, pointwise_loss, ranking,
-                                recurrent, rnn, sequence, tensor, tensor_array)
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, crf, ctc,
+                                dynamic_rnn, io, loss, lr, math, metric, nn, norm,
+                                pointwise_loss, ranking, recurrent, rnn, sequence, tensor,
+                                tensor_array)
                   for name in module.__all__})
 
 
