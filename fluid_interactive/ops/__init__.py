@@ -4,6 +4,7 @@ Importing this package registers every op. See `spec.py` for what a spec holds.
 """
 from . import (  # noqa: F401
                accumulate,
+               auc,
                chain,
                chunk_eval,
                compare,

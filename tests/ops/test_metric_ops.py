@@ -147,3 +147,109 @@ def test_chunk_eval_errors():
     with pytest.raises(ValueError, match="tag id 9 is out of range"):
         run_forward("chunk_eval", {"Inference": ids + 9, "Label": ids},
                     {"num_chunk_types": 2})
+
+
+# --- auc ----------------------------------------------------------------------------------------
+
+def paddle_auc_counts(pred, labels, nt):
+    """Paddle's Python Auc metric: bucket counts of one batch."""
+    pos, neg = [0] * (nt + 1), [0] * (nt + 1)
+    for p, lab in zip(pred[:, -1], labels.reshape(-1)):
+        b = int(p * nt)
+        if lab:
+            pos[b] += 1
+        else:
+            neg[b] += 1
+    return pos, neg
+
+
+def paddle_auc_eval(pos, neg):
+    tot_pos = tot_neg = auc = 0.0
+    for idx in range(len(pos) - 1, -1, -1):
+        prev_pos, prev_neg = tot_pos, tot_neg
+        tot_pos += pos[idx]
+        tot_neg += neg[idx]
+        auc += abs(tot_neg - prev_neg) * (tot_pos + prev_pos) / 2.0
+    return auc / tot_pos / tot_neg if tot_pos > 0 and tot_neg > 0 else 0.0
+
+
+def pr_auc_reference(pos, neg):
+    """Trapezoids under precision over recall, thresholds from the top, from (0, 1)."""
+    total = sum(pos)
+    tp = fp = 0
+    r_prev, p_prev, area = 0.0, 1.0, 0.0
+    for idx in range(len(pos) - 1, -1, -1):
+        tp += pos[idx]
+        fp += neg[idx]
+        prec = tp / (tp + fp) if tp + fp else 1.0
+        rec = tp / total if total else 0.0
+        area += (rec - r_prev) * (prec + p_prev) / 2
+        r_prev, p_prev = rec, prec
+    return area
+
+
+@pytest.mark.parametrize("slide_steps", [0, 1])
+def test_auc_matches_paddles_metric(rng, slide_steps):
+    pred = rng.random((128, 2)).astype("float32")
+    labels = rng.integers(0, 2, (128, 1))
+    nt = 200
+    shape = ((1 + slide_steps) * (nt + 1) + 1,) if slide_steps else (1, nt + 1)
+    zeros = np.zeros(shape, "int64")
+    pos, neg = paddle_auc_counts(pred, labels, nt)
+    extra = [1] if slide_steps else []
+    want = {"AUC": np.array(paddle_auc_eval(pos, neg)),
+            "StatPosOut": np.array(pos * (1 + slide_steps) + extra).reshape(shape),
+            "StatNegOut": np.array(neg * (1 + slide_steps) + extra).reshape(shape)}
+    check_op("auc", {"Predict": pred, "Label": labels, "StatPos": zeros, "StatNeg": zeros},
+             {"curve": "ROC", "num_thresholds": nt, "slide_steps": slide_steps},
+             reference=lambda **a: want, rtol=1e-12, batch_unknown=False)
+
+
+def test_auc_slides_over_the_last_calls(rng):
+    """slide_steps=3: the batch AUC covers the last 3 calls' predictions."""
+    nt, slide = 50, 3
+    stats = [np.zeros((1 + slide) * (nt + 1) + 1, "int64") for _ in range(2)]
+    batches = [(rng.random((20, 1)), rng.integers(0, 2, (20, 1))) for _ in range(6)]
+    for k, (pred, lab) in enumerate(batches):
+        got = run_forward("auc", {"Predict": pred, "Label": lab, "StatPos": stats[0],
+                                  "StatNeg": stats[1]},
+                          {"num_thresholds": nt, "slide_steps": slide})
+        stats = [got["StatPosOut"][0], got["StatNegOut"][0]]
+        window = batches[max(0, k - slide + 1):k + 1]
+        pos, neg = paddle_auc_counts(np.concatenate([p for p, _ in window]),
+                                     np.concatenate([lab for _, lab in window]), nt)
+        np.testing.assert_allclose(got["AUC"][0], paddle_auc_eval(pos, neg), rtol=1e-12)
+        assert stats[0][-1] == k + 1
+
+
+def test_auc_pr_curve(rng):
+    pred = rng.random((300, 2))
+    labels = (rng.random((300, 1)) < pred[:, 1:]).astype("int64")   # informative scores
+    nt = 100
+    zeros = np.zeros((1, nt + 1), "int64")
+    got = run_forward("auc", {"Predict": pred, "Label": labels, "StatPos": zeros,
+                              "StatNeg": zeros},
+                      {"curve": "PR", "num_thresholds": nt, "slide_steps": 0})["AUC"][0]
+    pos, neg = paddle_auc_counts(pred, labels, nt)
+    np.testing.assert_allclose(got, pr_auc_reference(pos, neg), rtol=1e-12)
+    assert 0.6 < got < 1.0
+
+
+def test_auc_single_class_and_errors():
+    zeros = np.zeros((1, 11), "int64")
+    got = run_forward("auc", {"Predict": np.full((4, 1), 0.3), "Label": np.ones((4, 1), "int64"),
+                              "StatPos": zeros, "StatNeg": zeros},
+                      {"num_thresholds": 10, "slide_steps": 0})
+    assert float(got["AUC"][0]) == 0.0
+    with pytest.raises(ValueError, match=r"predictions must lie in \[0, 1\]"):
+        run_forward("auc", {"Predict": np.full((2, 1), 1.5), "Label": np.ones((2, 1), "int64"),
+                            "StatPos": zeros, "StatNeg": zeros},
+                    {"num_thresholds": 10, "slide_steps": 0})
+    with pytest.raises(ShapeError, match=r"StatPos must be int64 counts \[1, 11\]"):
+        check_op("auc", {"Predict": np.ones((2, 1)), "Label": np.ones((2, 1), "int64"),
+                         "StatPos": np.zeros(5, "int64"), "StatNeg": zeros},
+                 {"num_thresholds": 10, "slide_steps": 0})
+    with pytest.raises(ShapeError, match=r"\[N, 1\] or \[N, 2\]"):
+        check_op("auc", {"Predict": np.ones((2, 3)), "Label": np.ones((2, 1), "int64"),
+                         "StatPos": zeros, "StatNeg": zeros},
+                 {"num_thresholds": 10, "slide_steps": 0})
