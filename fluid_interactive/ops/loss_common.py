@@ -206,3 +206,16 @@ def check_length_pair(ctx: InferContext, pair: tuple[str, str], batch: int, what
         ctx.fail(f"{what}: give both {pair[0]} and {pair[1]}, or neither")
     for slot in pair:
         check_lengths(ctx, slot, batch, what)
+
+
+def check_rows(ctx: InferContext, x_slot: str, ids_slot: str, what: str
+               ) -> tuple[TensorType, TensorType]:
+    """Float features ``x_slot`` [N, D] and integer ids ``ids_slot`` [N] or [N, K], one
+    row of ids per row of features."""
+    x, ids = ctx.input(x_slot), ctx.input(ids_slot)
+    check_float(ctx, x, f"{what}: {x_slot}")
+    check_int(ctx, ids, f"{what}: {ids_slot}")
+    if x.rank != 2 or ids.rank not in (1, 2) or not dims_compatible(ids.shape[0], x.shape[0]):
+        ctx.fail(f"{what}: {x_slot} must be [N, D] and {ids_slot} [N, K] class ids, one row "
+                 f"per row of {x_slot}; got {fmt(x.shape)} and {fmt(ids.shape)}")
+    return x, ids

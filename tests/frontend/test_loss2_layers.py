@@ -306,3 +306,70 @@ def test_ctc_greedy_decoder_and_edit_distance_values():
 def test_ctc_layer_errors(build, error, match):
     _raises(build, {"x": np.ones((2, 3, 4), "float32"), "i": np.ones((2, 3), "int32")},
             error, match)
+
+
+# --- nce, hsigmoid, sampled softmax -------------------------------------------------------------
+
+def sampled_program(loss_fn, classes=20):
+    """Embeddings of one word predict the next one; ``loss_fn(emb, label)`` is the loss."""
+    class Model(fluid.Program):
+        @fluid.network("word", "next_word")
+        def train(self, word, next_word):
+            word = L.data("word", shape=[1], dtype="int64")
+            next_word = L.data("next_word", shape=[1], dtype="int64")
+            emb = L.reshape(L.embedding(word, size=[classes, 8]), [-1, 8])
+            loss = L.mean(loss_fn(emb, next_word))
+            fluid.optimizer.Adam(learning_rate=0.05).minimize(loss)
+            return loss
+    return Model().Compile(seed=0)
+
+
+@pytest.mark.parametrize("loss_fn", [
+    lambda e, y: L.nce(e, y, num_total_classes=20, num_neg_samples=5),
+    lambda e, y: L.nce(e, y, num_total_classes=20, sampler="log_uniform", seed=3),
+    lambda e, y: L.nce(e, y, num_total_classes=20, sampler="custom_dist",
+                       custom_dist=np.full(20, 0.05), bias_attr=False),
+    lambda e, y: L.hsigmoid(e, y, num_classes=20),
+    lambda e, y: L.sampled_softmax_with_cross_entropy(
+        L.fc(e, size=20), y, num_samples=6),
+], ids=["nce_uniform", "nce_log_uniform", "nce_custom", "hsigmoid", "sampled_softmax"])
+def test_sampled_losses_train(loss_fn):
+    rng = np.random.default_rng(0)
+    word = rng.integers(0, 20, (64, 1))
+    nxt = (word * 7 + 3) % 20
+    prog = sampled_program(loss_fn)
+    losses = [prog.train(word, nxt) for _ in range(40)]
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:5])
+
+
+def test_hsigmoid_custom_tree_and_nce_values(rng):
+    x = rng.standard_normal((4, 3)).astype("float32")
+    table = np.array([[0, 2, -1], [0, 1, 3], [0, 1, 4], [0, 2, -1]])
+    code = np.array([[0, 0, -1], [1, 1, 1], [1, 0, 0], [0, 1, -1]])
+    label = np.array([[0], [1], [4], [5]])
+    out = run(lambda a, t, c, y: L.hsigmoid(a, y, num_classes=5, path_table=t, path_code=c,
+                                            is_custom=True, bias_attr=False,
+                                            param_attr=fluid.ParamAttr(name="hw")),
+              {"x": x, "t": table, "c": code, "y": label})
+    assert out.shape == (4, 1) and np.isfinite(out).all() and (out > 0).all()
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda a, y: L.nce(a, y, num_total_classes=1), OpArgumentError,
+     "num_total_classes must be an int >= 2"),
+    (lambda a, y: L.nce(a, y, 10, sampler="zipf"), OpArgumentError, "sampler must be one of"),
+    (lambda a, y: L.nce(a, y, 10, sampler="custom_dist", custom_dist=[0.5, 0.5]),
+     OpArgumentError, "10 probabilities"),
+    (lambda a, y: L.hsigmoid(a, y, num_classes=1), OpArgumentError, "num_classes must be"),
+    (lambda a, y: L.hsigmoid(a, y, 5, path_table=y), OpArgumentError, "need is_custom=True"),
+    (lambda a, y: L.hsigmoid(a, y, 5, is_custom=True), OpArgumentError,
+     "needs both path_table and path_code"),
+    (lambda a, y: L.sampled_softmax_with_cross_entropy(a, y, 2, use_customized_samples=True),
+     OpArgumentError, "needs customized_samples"),
+    (lambda a, y: L.sampled_softmax_with_cross_entropy(a, y, 2, num_true=2), ShapeError,
+     r"\[N, num_true\]"),
+])
+def test_sampled_layer_errors(build, error, match):
+    _raises(build, {"a": np.ones((3, 4), "float32"), "y": np.ones((3, 1), "int64")}, error,
+            match)

@@ -582,3 +582,193 @@ def test_edit_distance_empty_reference_cannot_be_normalized():
                                       "Refs": np.ones((1, 2), "int64"),
                                       "HypsLength": np.array([2]), "RefsLength": np.array([0])},
                     {"normalized": True})
+
+
+# --- nce ----------------------------------------------------------------------------------------
+
+def ref_nce(Input, Weight, Bias, SampleWeight, Label, num_total_classes, custom_neg_classes,
+            **a):
+    """Paddle's reference: the negatives are custom_neg_classes, q = S / C (uniform)."""
+    n, nt = Label.shape
+    negs = list(custom_neg_classes)
+    labels = np.array([list(row) + negs for row in Label])
+    o = 1 / (1 + np.exp(-(np.einsum("nd,nsd->ns", Input, Weight[labels])
+                         + Bias.reshape(-1)[labels])))
+    q = len(negs) / num_total_classes
+    cost = np.where(np.arange(labels.shape[1]) < nt, -np.log(o / (o + q)),
+                    -np.log(q / (o + q)))
+    w = 1 if SampleWeight is None else SampleWeight.reshape(n, 1)
+    return {"Cost": (cost * w).sum(1, keepdims=True), "SampleLogits": o,
+            "SampleLabels": labels}
+
+
+@pytest.mark.parametrize("dim,batch,classes,true,neg", [(5, 25, 100, 1, 2), (10, 20, 100, 2, 5)])
+def test_nce_matches_paddles_reference(rng, dim, batch, classes, true, neg):
+    ins = {"Input": rng.standard_normal((batch, dim)),
+           "Label": rng.integers(0, classes, (batch, true)),
+           "Weight": rng.standard_normal((classes, dim)), "Bias": rng.standard_normal(classes),
+           "SampleWeight": rng.standard_normal(batch)}
+    attrs = {"num_total_classes": classes, "num_neg_samples": neg,
+             "custom_neg_classes": list(range(neg)), "sampler": 0}
+    check_op("nce", ins, attrs, reference=lambda **a: ref_nce(**a), rtol=1e-9)
+    small = {k: (v[:4] if k in ("Input", "Label", "SampleWeight") else v) for k, v in ins.items()}
+    check_grad("nce", small, attrs, wrt=["Input", "Weight", "Bias"], through=["Cost"])
+
+
+@pytest.mark.parametrize("sampler", [0, 1, 2])
+def test_nce_samplers(sampler):
+    c, n = 6, 4000
+    dist = np.array([0.5, 0.2, 0.1, 0.1, 0.05, 0.05], "float32")
+    ins = {"Input": np.zeros((n, 2)), "Label": np.zeros((n, 1), "int64"),
+           "Weight": np.zeros((c, 2))}
+    if sampler == 2:
+        ins["CustomDistProbs"] = dist
+    attrs = {"num_total_classes": c, "num_neg_samples": 3, "sampler": sampler}
+    got = run_forward("nce", ins, attrs, rng=np.random.default_rng(0))
+    drawn = got["SampleLabels"][0][:, 1:]
+    freq = np.bincount(drawn.reshape(-1), minlength=c) / drawn.size
+    want = {0: np.full(c, 1 / c),
+            1: np.r_[np.log((np.arange(c - 1) + 2) / (np.arange(c - 1) + 1)) / np.log(c - 1 + 1),
+                     0],
+            2: dist}[sampler]
+    np.testing.assert_allclose(freq, want, atol=0.02)
+    # every logit is 0, so o = 1/2 and each row's cost follows from q alone
+    q = 3 * (want[got["SampleLabels"][0]] if sampler else np.full((n, 4), 1 / c))
+    o = 0.5
+    cost = np.where(np.arange(4) < 1, -np.log(o / (o + q)), -np.log(q / (o + q))).sum(1)
+    np.testing.assert_allclose(got["Cost"][0][:, 0], cost, rtol=1e-6)
+
+
+def test_nce_seed_repeats_its_draws():
+    ins = {"Input": np.ones((5, 2)), "Label": np.zeros((5, 1), "int64"),
+           "Weight": np.ones((50, 2))}
+    attrs = {"num_total_classes": 50, "num_neg_samples": 4, "seed": 7}
+    a = run_forward("nce", ins, attrs)["SampleLabels"][0]
+    b = run_forward("nce", ins, attrs)["SampleLabels"][0]
+    np.testing.assert_array_equal(a, b)
+
+
+# --- hierarchical_sigmoid -----------------------------------------------------------------------
+
+def ref_hsigmoid(X, W, Label, num_classes, Bias=None, PathTable=None, PathCode=None, **a):
+    """Paddle's reference, default tree or custom paths."""
+    n = len(X)
+    if PathTable is None:
+        length = int(num_classes - 1).bit_length()
+        paths = []
+        for lab in Label.reshape(-1):
+            c = int(lab) + num_classes
+            steps = c.bit_length() - 1
+            paths.append([((c >> (j + 1)) - 1, (c >> j) & 1) for j in range(steps)])
+    else:
+        length = PathTable.shape[1]
+        paths = [[(t, b) for t, b in zip(tab, code)][:int(np.argmax(np.r_[tab, -1] < 0))]
+                 for tab, code in zip(PathTable, PathCode)]
+    pre = np.zeros((n, length))
+    for i, path in enumerate(paths):
+        for j, (node, _) in enumerate(path):
+            pre[i, j] = W[node] @ X[i] + (Bias[node, 0] if Bias is not None else 0)
+    pre = np.clip(pre, -40, 40)
+    out = -np.array([[sum(pre[i, j] for j, (_, bit) in enumerate(p) if bit)]
+                     for i, p in enumerate(paths)])
+    pre = np.log1p(np.exp(pre))
+    return {"PreOut": pre, "Out": out + pre.sum(1, keepdims=True)}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_hsigmoid_default_tree(rng, bias):
+    classes, feat, batch = 101, 5, 20            # Paddle's test
+    ins = {"X": rng.uniform(-1, 1, (batch, feat)), "W": rng.uniform(-1, 1, (classes - 1, feat)),
+           "Label": rng.integers(0, classes, (batch, 1))}
+    if bias:
+        ins["Bias"] = rng.uniform(-1, 1, (classes - 1, 1))
+    attrs = {"num_classes": classes}
+    check_op("hierarchical_sigmoid", ins, attrs, reference=ref_hsigmoid, rtol=1e-9)
+    small = dict(ins, X=ins["X"][:6], Label=ins["Label"][:6])
+    check_grad("hierarchical_sigmoid", small, attrs, wrt=["X", "W"] + (["Bias"] if bias else []),
+               through=["Out"], max_elements=60)
+
+
+def test_hsigmoid_custom_tree(rng):
+    """Paddle's sparse test: 6 classes, paths of 2 or 3 nodes ended by -1."""
+    table = np.array([(0, 2, -1, -1, -1), (0, 1, 3, -1, -1), (0, 1, 4, -1, -1),
+                      (0, 2, -1, -1, -1)])
+    code = np.array([(0, 0, -1, -1, -1), (1, 1, 1, -1, -1), (1, 0, 0, -1, -1),
+                     (0, 1, -1, -1, -1)])
+    ins = {"X": rng.random((4, 8)), "W": rng.random((5, 8)), "Label": np.array([0, 1, 4, 5]),
+           "PathTable": table, "PathCode": code, "Bias": rng.random((5, 1))}
+    attrs = {"num_classes": 6, "is_sparse": True}
+    check_op("hierarchical_sigmoid", ins, attrs, reference=ref_hsigmoid, rtol=1e-9)
+    check_grad("hierarchical_sigmoid", ins, attrs, wrt=["X", "W", "Bias"], through=["Out"])
+
+
+def test_hsigmoid_is_a_distribution_over_the_classes(rng):
+    """exp(-Out) summed over every class is 1 for the default tree once the log 2 of the
+    steps past a short path is taken back."""
+    classes = 7
+    x, w = rng.standard_normal((1, 3)), rng.standard_normal((classes - 1, 3))
+    labels = np.arange(classes).reshape(-1, 1)
+    got = run_forward("hierarchical_sigmoid", {"X": np.repeat(x, classes, 0), "W": w,
+                                               "Label": labels}, {"num_classes": classes})
+    length = int(classes - 1).bit_length()
+    steps = np.array([int(c + classes).bit_length() - 1 for c in range(classes)])
+    log_p = -got["Out"][0][:, 0] + (length - steps) * np.log(2)
+    np.testing.assert_allclose(np.exp(log_p).sum(), 1.0, rtol=1e-12)
+
+
+# --- sample_logits ------------------------------------------------------------------------------
+
+def test_sample_logits(rng):
+    """Paddle's test: 2 rows, K = 20, NT = 10 true classes, S = 5 samples."""
+    k, nt, s = 20, 10, 5
+    labels = np.tile(np.arange(nt), (2, 1))
+    logits = rng.random((2, k))
+    got = run_forward("sample_logits", {"Logits": logits, "Labels": labels},
+                      {"num_samples": s}, rng=np.random.default_rng(3))
+    samples, probs = got["Samples"][0], got["Probabilities"][0]
+    assert samples.shape == probs.shape == (2, nt + s)
+    assert (got["SampledLabels"][0] == np.arange(nt)).all()
+    assert (samples[:, :nt] == labels).all() and (samples[0] == samples[1]).all()
+    assert len(set(samples[0, nt:])) == s                     # distinct samples
+    want = logits[:, samples[0]] - np.log(probs)
+    accidental = np.isin(samples[:, nt:], labels[0])
+    want[:, nt:] -= 1e20 * accidental
+    np.testing.assert_allclose(got["SampledLogits"][0], np.clip(want, -1e20, 1e20), rtol=1e-12)
+
+
+def test_sample_logits_probabilities_and_gradient(rng):
+    k, s = 50, 8
+    labels = rng.integers(0, k, (3, 1))
+    logits = rng.standard_normal((3, k))
+    from fluid_interactive.ops.sampled_loss import unique_log_uniform
+    drawn, tries = unique_log_uniform(np.random.default_rng(5), s, k)
+    got = run_forward("sample_logits", {"Logits": logits, "Labels": labels},
+                      {"num_samples": s, "remove_accidental_hits": False},
+                      rng=np.random.default_rng(5))
+    assert (got["Samples"][0][0, 1:] == drawn).all()
+    p = np.log((drawn + 2.0) / (drawn + 1.0)) / np.log(k + 1)
+    q = p * s if tries == s else -np.expm1(tries * np.log1p(-p))
+    np.testing.assert_allclose(got["Probabilities"][0][0, 1:], q, rtol=1e-12)
+    custom = {"Logits": logits, "Labels": labels,
+              "CustomizedSamples": np.concatenate([labels, np.tile(np.arange(s), (3, 1))], 1),
+              "CustomizedProbabilities": rng.uniform(0.1, 1, (3, s + 1))}
+    attrs = {"num_samples": s, "use_customized_samples": True}
+    check_grad("sample_logits", custom, attrs, wrt=["Logits"], through=["SampledLogits"])
+    out = run_forward("sample_logits", custom, attrs)["SampledLogits"][0]
+    want = np.take_along_axis(logits, custom["CustomizedSamples"], 1) - np.log(
+        custom["CustomizedProbabilities"])
+    want[:, 1:] -= 1e20 * (custom["CustomizedSamples"][:, 1:] == labels)
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
+def test_sampled_ops_errors():
+    with pytest.raises(ShapeError, match=r"num_samples must lie in \[1, K\]"):
+        check_op("sample_logits", {"Logits": np.ones((2, 4)), "Labels": np.zeros((2, 1), "int64")},
+                 {"num_samples": 5})
+    with pytest.raises(ShapeError, match="custom_dist sampler needs CustomDistProbs"):
+        check_op("nce", {"Input": np.ones((2, 3)), "Label": np.zeros((2, 1), "int64"),
+                         "Weight": np.ones((4, 3))}, {"num_total_classes": 4, "sampler": 2})
+    with pytest.raises(ShapeError, match=r"W must be \[5, D\]"):
+        check_op("hierarchical_sigmoid", {"X": np.ones((2, 3)), "W": np.ones((4, 3)),
+                                          "Label": np.zeros((2, 1), "int64")},
+                 {"num_classes": 6})

@@ -23,6 +23,7 @@ from . import (
     ranking,
     recurrent,
     rnn,
+    sampled,
     sequence,
     tensor,
     tensor_array,
@@ -45,14 +46,15 @@ from .pointwise_loss import *  # noqa: F403
 from .ranking import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, crf, ctc,
                                 dynamic_rnn, io, loss, lr, math, metric, nn, norm,
-                                pointwise_loss, ranking, recurrent, rnn, sequence, tensor,
-                                tensor_array)
+                                pointwise_loss, ranking, recurrent, rnn, sampled, sequence,
+                                tensor, tensor_array)
                   for name in module.__all__})
 
 
