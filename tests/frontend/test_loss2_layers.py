@@ -373,3 +373,45 @@ def test_hsigmoid_custom_tree_and_nce_values(rng):
 def test_sampled_layer_errors(build, error, match):
     _raises(build, {"a": np.ones((3, 4), "float32"), "y": np.ones((3, 1), "int64")}, error,
             match)
+
+
+# --- the existing loss layers against Paddle 1.8's signatures -------------------------------------
+
+def test_softmax_with_cross_entropy_takes_paddles_positional_arguments(rng):
+    logits = rng.standard_normal((4, 3)).astype("float32")
+    label = np.array([[0], [2], [1], [2]])
+    # Paddle 1.8: (logits, label, soft_label, ignore_index, numeric_stable_mode,
+    #              return_softmax, axis)
+    loss, softmax = run(lambda x, y: L.softmax_with_cross_entropy(x, y, False, -100, True, True,
+                                                                  -1),
+                        {"x": logits, "y": label})
+    z = logits - logits.max(1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    np.testing.assert_allclose(softmax, p, rtol=1e-6)
+    np.testing.assert_allclose(loss[:, 0], -np.log(p[np.arange(4), label[:, 0]]), rtol=1e-5)
+    again = run(lambda x, y: L.softmax_with_cross_entropy(x, y, numeric_stable_mode=False),
+                {"x": logits, "y": label})
+    np.testing.assert_allclose(again, loss, rtol=1e-6)
+
+
+def test_sigmoid_cross_entropy_ignores_labels_whose_integer_part_is_ignore_index(rng):
+    x = rng.standard_normal((1, 4)).astype("float32")
+    label = np.array([[0.0, 1.0, -1.5, -1.0]], "float32")
+    out = run(lambda a, b: L.sigmoid_cross_entropy_with_logits(a, b, ignore_index=-1),
+              {"x": x, "label": label})
+    assert out[0, 2] == 0 and out[0, 3] == 0 and (out[0, :2] > 0).all()
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda x, i: L.square_error_cost(i, i), DTypeError, "input .* must be float"),
+    (lambda x, i: L.square_error_cost(x, np.ones((3, 4))), OpArgumentError,
+     "label must be a fluid Variable"),
+    (lambda x, i: L.softmax_with_cross_entropy(x, L.cast(i, "int64"), numeric_stable_mode=False,
+                                               axis=0), OpArgumentError,
+     "numeric_stable_mode=False needs the last axis"),
+    (lambda x, i: L.softmax_with_cross_entropy(x, L.cast(i, "int64"), numeric_stable_mode=1),
+     OpArgumentError, "numeric_stable_mode must be True or False"),
+])
+def test_fixed_loss_layer_errors(build, error, match):
+    _raises(build, {"x": np.ones((3, 4), "float32"), "i": np.ones((3, 1), "int32")}, error,
+            match)
