@@ -28,10 +28,10 @@ from .loss_common import (
     check_length_pair,
     check_lengths,
     check_range,
-    register_with_grad,
     row_lengths,
     time_mask,
 )
+from .loss_grads import register_with_grad
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, dims_compatible, slots
 

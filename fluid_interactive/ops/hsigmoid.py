@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_range, check_rows, register_with_grad
+from .loss_common import check_range, check_rows
+from .loss_grads import register_with_grad
 from .sampled_loss import scatter_rows
 from .spec import InferContext, KernelContext, dims_compatible
 

@@ -21,7 +21,8 @@ from math import prod
 from typing import Any
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_float, check_same, into, register_with_grad
+from .loss_common import check_float, check_same, into
+from .loss_grads import register_with_grad
 from .spec import InferContext, KernelContext
 
 # --- huber_loss -------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from __future__ import annotations
 from math import prod
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_float, check_int, check_range, into, register_with_grad
+from .loss_common import check_float, check_int, check_range, into
+from .loss_grads import register_with_grad
 from .spec import (
     InferContext,
     KernelContext,

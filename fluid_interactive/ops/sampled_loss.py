@@ -33,8 +33,8 @@ from .loss_common import (
     check_range,
     check_rows,
     host_generator,
-    register_with_grad,
 )
+from .loss_grads import register_with_grad
 from .spec import InferContext, KernelContext, dims_compatible
 
 # --- samplers (on the host) -------------------------------------------------------------------
