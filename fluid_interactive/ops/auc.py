@@ -28,7 +28,7 @@ import numpy as np
 from ..ir.text import format_shape as fmt
 from .loss_common import check_float, check_int
 from .registry import register
-from .spec import InferContext, KernelContext, OpSpec, dims_compatible, slots
+from .spec import InferContext, KeptFrom, KernelContext, OpSpec, dims_compatible, slots
 
 _ATTRS = {"curve": "ROC", "num_thresholds": 4095, "slide_steps": 1}
 
@@ -92,17 +92,27 @@ def _kernel(ctx: KernelContext):
     buckets = nt + 1
     out_bufs = (ctx.buffer("AUC"), ctx.buffer("StatPosOut"), ctx.buffer("StatNegOut"))
     rows = xp.arange(slide).reshape(slide, 1) if slide else None
+    # the batch AUC and the global AUC of one layer count the same predictions: the second
+    # op takes the first one's counts (kept with the Predict array they came from)
+    kept = ctx.shared(("auc counts", ctx.input_name("Predict"), ctx.input_name("Label"), nt),
+                      KeptFrom)
 
     def counts(predict: Any, label: Any) -> tuple[Any, Any]:
+        again = kept.get(predict)
+        if again is not None:
+            return again
         prob = predict[:, -1]
         if xp is np and n and (float(prob.min()) < 0 or float(prob.max()) > 1):
             raise ValueError("auc: predictions must lie in [0, 1] (probabilities, e.g. a "
                              "softmax or sigmoid output)")
-        bins = xp.clip((prob * nt).astype("int64"), 0, nt)
+        bins = (prob * nt).astype("int64")
+        if xp is not np:
+            bins = xp.clip(bins, 0, nt)            # unchecked on a device
         lab = label.reshape(n)
-        pos = xp.bincount(bins, weights=(lab > 0).astype("float64"), minlength=buckets)
-        neg = xp.bincount(bins, weights=(lab == 0).astype("float64"), minlength=buckets)
-        return pos.astype("int64"), neg.astype("int64")
+        # one count over (bucket, positive?) pairs; a label < 0 counts in an extra slot
+        key = xp.where(lab < 0, 2 * buckets, 2 * bins + (lab > 0))
+        both = xp.bincount(key, minlength=2 * buckets + 1)
+        return kept.keep(predict, (both[1:2 * buckets:2], both[0:2 * buckets:2]))
 
     def update(stat: Any, new: Any, out: Any) -> tuple[Any, Any]:
         """The stats with this call's counts in; returns (new stats, the summed counts)."""
