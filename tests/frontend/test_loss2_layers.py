@@ -415,3 +415,22 @@ def test_sigmoid_cross_entropy_ignores_labels_whose_integer_part_is_ignore_index
 def test_fixed_loss_layer_errors(build, error, match):
     _raises(build, {"x": np.ones((3, 4), "float32"), "i": np.ones((3, 1), "int32")}, error,
             match)
+
+
+def test_mse_loss_matches_torch(rng):
+    import torch
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+
+    class Mse(fluid.Program):
+        @fluid.network("x", "y")
+        def f(self, *feeds):
+            xv, yv = data("x", x), data("y", y)
+            loss = L.mse_loss(xv, yv)
+            return (loss,) + tuple(fluid.gradients(loss, [xv, yv]))
+    loss, gx, gy = Mse().Compile().f(x, y)
+    tx, ty = (torch.tensor(v, requires_grad=True) for v in (x, y))
+    want = torch.nn.functional.mse_loss(tx, ty)
+    want.backward()
+    np.testing.assert_allclose(loss, want.item(), rtol=1e-12)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gy, ty.grad.numpy(), rtol=1e-12)

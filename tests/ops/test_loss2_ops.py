@@ -772,3 +772,49 @@ def test_sampled_ops_errors():
         check_op("hierarchical_sigmoid", {"X": np.ones((2, 3)), "W": np.ones((4, 3)),
                                           "Label": np.zeros((2, 1), "int64")},
                  {"num_classes": 6})
+
+
+# --- center_loss --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("need_update", [True, False])
+def test_center_loss_matches_paddles_reference(rng, need_update):
+    batch, feat, clusters = 12, 10, 8                   # Paddle's test
+    labels = rng.integers(0, clusters, batch)
+    x, centers = rng.random((batch, feat)), rng.random((clusters, feat))
+    diff = x - centers[labels]
+    moved = centers.copy()
+    if need_update:
+        for k in range(clusters):
+            rows = labels == k
+            moved[k] += 0.1 * diff[rows].sum(0) / (1 + rows.sum())
+    ins = {"X": x, "Label": labels, "Centers": centers, "CenterUpdateRate": np.array([0.1])}
+    attrs = {"cluster_num": clusters, "need_update": need_update}
+    check_op("center_loss", ins, attrs,
+             reference=lambda **a: {"SampleCenterDiff": diff, "CentersOut": moved,
+                                    "Loss": 0.5 * (diff ** 2).sum(1, keepdims=True)})
+    check_grad("center_loss", ins, attrs, wrt=["X"], through=["Loss"])
+
+
+# --- more against PyTorch -----------------------------------------------------------------------
+
+def test_rank_loss_matches_torch_bce_with_logits(rng):
+    label = rng.integers(0, 2, (6, 1)).astype(np.float64)
+    left, right = rng.standard_normal((6, 1)) * 3, rng.standard_normal((6, 1))
+    out, grads, cot = grads_of("rank_loss", {"Label": label, "Left": left, "Right": right}, {},
+                               ["Left", "Right"], "Out")
+    want, (gl, gr) = torch_grads(lambda a, b: F.binary_cross_entropy_with_logits(
+        a - b, t64(label, False), reduction="none"), [left, right], cot)
+    close(out, want)
+    close(grads["Left"], gl)
+    close(grads["Right"], gr)
+
+
+def test_cross_entropy_matches_torch_nll_loss(rng):
+    p = rng.dirichlet(np.ones(5), 7)
+    label = rng.integers(0, 5, (7, 1))
+    label[2, 0] = -100                                  # ignore_index, as torch's default
+    out, grads, cot = grads_of("cross_entropy", {"X": p, "Label": label}, {}, ["X"], "Y")
+    want, (gp,) = torch_grads(lambda a: F.nll_loss(torch.log(a), torch.tensor(label[:, 0]),
+                                                   reduction="none")[:, None], [p], cot)
+    close(out, want)
+    close(grads["X"], gp)
