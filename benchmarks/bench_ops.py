@@ -27,7 +27,8 @@ LIMIT = 2.0   # the slowest an op may be against its NumPy expression
 
 
 def compiled(case: OpCase):
-    """The case's layer as the one method of a compiled program: ``run(*arrays)``."""
+    """The case's layer as the one method of a compiled program: ``one_op(*arrays)``
+    (not ``run``, a name the compiled program keeps for itself)."""
     names = list(case.inputs)
 
     class OneOp(fluid.Program):

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ..ir.text import format_shape as _shape
+from .loss_common import scalars_into
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, dims_compatible, slots
 
@@ -111,15 +112,8 @@ def _accuracy_kernel(ctx: KernelContext):
     def fn(*args):
         label = args[-1]
         correct = count(args[-2] if use_indices else args[0], label)
-        values = (correct * inv_n, correct, total)
-        outs = []
-        for buf, v, dt in zip(bufs, values, ("float32", "int64", "int64")):
-            if buf is None:
-                outs.append(xp.asarray(v, dtype=dt))
-            else:
-                buf[...] = v
-                outs.append(buf)
-        return tuple(outs)
+        return scalars_into(xp, bufs, (correct * inv_n, correct, total),
+                            ("float32", "int64", "int64"))
     return fn
 
 

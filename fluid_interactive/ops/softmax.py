@@ -356,7 +356,9 @@ register(OpSpec("cross_entropy_grad", slots("X", "Label", "Y@GRAD"), slots("X@GR
 
 # --- softmax_with_cross_entropy -----------------------------------------------------------------
 
-_SWCE_ATTRS = {"soft_label": False, "ignore_index": -100, "axis": -1}
+# numeric_stable_mode is Paddle's attr: the kernels here are always the stable ones
+_SWCE_ATTRS = {"soft_label": False, "ignore_index": -100, "numeric_stable_mode": True,
+               "axis": -1}
 
 
 def _swce_infer(ctx: InferContext) -> None:
@@ -499,7 +501,8 @@ def _sce_infer(ctx: InferContext) -> None:
 
 
 def _sce_scale(xp: Any, valid: Any, normalize: bool) -> Any:
-    """1 for kept elements, 0 for ignored ones, divided by the count kept if normalize."""
+    """1 for kept elements, 0 for ignored ones (a label whose integer part is
+    ignore_index, as Paddle compares them), divided by the count kept if normalize."""
     if not normalize:
         return valid
     return valid / xp.maximum(valid.sum(), 1)   # stays on the device: no sync
@@ -516,7 +519,7 @@ def _sce_kernel(ctx: KernelContext):
         r = xp.maximum(x, 0, out=out)
         xp.subtract(r, xp.multiply(x, z), out=r)
         xp.add(r, t, out=r)
-        return xp.multiply(r, _sce_scale(xp, z != ignore, normalize), out=r)
+        return xp.multiply(r, _sce_scale(xp, xp.trunc(z) != ignore, normalize), out=r)
     return fn
 
 
@@ -541,7 +544,7 @@ def _sce_grad_kernel(ctx: KernelContext):
         xp.divide(sig, xp.add(e, 1, out=e), out=sig)
         r = xp.subtract(sig, z, out=out)
         xp.multiply(r, dout, out=r)
-        return xp.multiply(r, _sce_scale(xp, z != ignore, normalize), out=r)
+        return xp.multiply(r, _sce_scale(xp, xp.trunc(z) != ignore, normalize), out=r)
     return fn
 
 

@@ -60,3 +60,28 @@ def canonical_ops(compiled, method: str = "infer") -> list[str]:
                  if k not in NOT_CARRIED}
         lines.append(f"{', '.join(outs)} = {op.type}({', '.join(ins)}) {attrs}")
     return lines
+
+
+def check_exported(net, path: str, batches: list, opset: int = 17):
+    """Export ``net.infer`` to ``path`` (checked by onnx.checker), then for each feed dict
+    of ``batches``: onnxruntime and the file imported back give ``infer``'s outputs.
+    Returns the imported program."""
+    fluid.export_onnx(net, path, opset=opset)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    back = fluid.import_onnx(path)
+    for feeds in batches:
+        want = _as_list(net.infer(**feeds))
+        got = ort_run(path, feeds)
+        again = _as_list(back.infer(**feeds))
+        assert len(got) == len(want) == len(again)
+        for w, g, a in zip(want, got, again):
+            if isinstance(w, float):   # a 0-d float result comes back as a Python float
+                w = np.float32(w)
+            assert g.shape == np.shape(w) and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
+    return back
+
+
+def _as_list(result) -> list:
+    return list(result) if isinstance(result, tuple) else [result]

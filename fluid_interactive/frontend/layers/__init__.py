@@ -10,6 +10,8 @@ from . import (
     compare,
     control_flow,
     conv,
+    crf,
+    ctc,
     dynamic_rnn,
     io,
     loss,
@@ -19,8 +21,11 @@ from . import (
     metric,
     nn,
     norm,
+    pointwise_loss,
+    ranking,
     recurrent,
     rnn,
+    sampled,
     sequence,
     sequence_edit,
     sequence_filters,
@@ -32,6 +37,8 @@ from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .crf import *  # noqa: F403
+from .ctc import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -41,18 +48,22 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .pointwise_loss import *  # noqa: F403
+from .ranking import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_edit import *  # noqa: F403
 from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, branches, compare, control_flow, conv,
-                                dynamic_rnn, io, loss, lr, lstm_layers, math, metric, nn,
-                                norm, recurrent, rnn, sequence, sequence_edit,
-                                sequence_filters, tensor, tensor_array)
+__all__ = sorted({name for module in (activations, branches, compare, control_flow, conv, crf,
+                                ctc, dynamic_rnn, io, loss, lr, lstm_layers, math, metric,
+                                nn, norm, pointwise_loss, ranking, recurrent, rnn, sampled,
+                                sequence, sequence_edit, sequence_filters, tensor,
+                                tensor_array)
                   for name in module.__all__})
 
 

@@ -16,6 +16,7 @@ from ...ir.text import format_shape as _dims
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
+from .loss_checks import FLOATS, flag, var_of
 
 
 def _same_shape(layer: str, input: Variable, label: Variable) -> None:
@@ -28,9 +29,11 @@ def _same_shape(layer: str, input: Variable, label: Variable) -> None:
 
 
 def square_error_cost(input: Variable, label: Variable) -> Variable:
-    """Per-sample ``(input - label) ** 2`` (no 1/2 factor); average it with `mean`."""
+    """Per-sample ``(input - label) ** 2`` (no 1/2 factor); average it with `mean`.
+    ``input`` and ``label`` are float32 or float64 of one shape."""
     helper = LayerHelper("square_error_cost")
-    input, label = as_variable(input, "input"), as_variable(label, "label")
+    input = var_of("square_error_cost", input, "input", FLOATS)
+    label = var_of("square_error_cost", label, "label", FLOATS)
     _same_shape("square_error_cost", input, label)
     diff = helper.append_one("elementwise_sub", {"X": input, "Y": label}, final=False)
     return helper.append_one("square", {"X": diff})
@@ -119,8 +122,8 @@ def cross_entropy(input: Variable, label: Variable, soft_label: bool = False,
 
 
 def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bool = False,
-                               ignore_index: int = -100, return_softmax: bool = False,
-                               axis: int = -1
+                               ignore_index: int = -100, numeric_stable_mode: bool = True,
+                               return_softmax: bool = False, axis: int = -1
                                ) -> Variable | tuple[Variable, Variable]:
     """Softmax of ``logits`` along ``axis`` and its cross entropy with ``label``, fused into
     one numerically stable op (log-sum-exp; large logits never overflow).
@@ -132,7 +135,9 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
       ``ignore_index`` gives loss 0 and no gradient.
     * ``soft_label=True``: float probabilities of ``logits``' shape.
 
-    The gradient to ``logits`` is ``(softmax - onehot(label)) * dloss``.
+    The gradient to ``logits`` is ``(softmax - onehot(label)) * dloss``. The op is always
+    the numerically stable one; ``numeric_stable_mode=False`` is accepted as Paddle accepts
+    it, with ``axis`` the last one as Paddle requires then.
     """
     helper = LayerHelper("softmax_with_cross_entropy")
     logits, label = as_variable(logits, "logits"), as_variable(label, "label")
@@ -145,10 +150,14 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
         raise error_at(OpArgumentError, f"{layer}: axis={axis} does not fit logits "
                                         f"{logits.name!r} of shape {_dims(logits.shape)}; "
                                         f"use an axis in [{-rank}, {rank - 1}]")
+    stable = flag(layer, "numeric_stable_mode", numeric_stable_mode)
+    if not stable and axis % rank != rank - 1:
+        raise error_at(OpArgumentError, f"{layer}: numeric_stable_mode=False needs the last "
+                                        f"axis (Paddle's rule), got axis={axis}")
     _check_label(layer, logits, label, bool(soft_label), axis % rank, what="logits")
     outs = helper.append("softmax_with_cross_entropy", {"Logits": logits, "Label": label},
                          {"soft_label": bool(soft_label), "ignore_index": ignore_index,
-                          "axis": axis},
+                          "numeric_stable_mode": stable, "axis": axis},
                          outputs={"Softmax": [helper.tmp()], "Loss": [helper.out_name()]},
                          final=False)
     loss, softmax = outs["Loss"][0], outs["Softmax"][0]
