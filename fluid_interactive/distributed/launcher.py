@@ -196,7 +196,7 @@ class Launcher:
         started = time.monotonic()
         head = RayHead(temp_root=None, name=self.job, watchdog=watchdog)
         try:
-            head.start()
+            head.start(progress=self.say)
         except BaseException:
             head.stop()
             raise

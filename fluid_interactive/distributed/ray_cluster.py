@@ -17,6 +17,12 @@ Three facts about Ray 2.60 shape this module (docs/distributed.md, "Ray"):
   Every port it listens on is chosen free (two of Ray's metrics ports and its client
   server's are fixed numbers unless set), so private clusters run side by side.
 
+Starting is bounded, and says how it goes: ``ray start --head`` may take minutes on a
+busy machine, so the wait scales with the machine's load (`start_timeout`, or
+``FLUID_RAY_START_TIMEOUT`` seconds), progress is reported every few seconds, and a start
+that fails or runs out of time reports the last lines of Ray's own log and leaves no
+process behind.
+
 Joining a cluster is bounded too: Ray retries an address where nothing answers for ever,
 so `connect` first waits (up to the job's timeout) for the address to accept connections,
 then gives ``ray.init`` what is left of it.
@@ -35,8 +41,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, NoReturn
 
 from .errors import DistributedError
 from .server_spec import DEFAULT_TIMEOUT
@@ -45,7 +51,37 @@ from .watchdog import GRACE, Watchdog, alive, psutil_or_none, stop_pids
 #: Environment variables every process of a private local cluster needs.
 LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 DEFAULT_OBJECT_STORE = 256 << 20
+#: Seconds a private cluster may take to start on a quiet machine (`start_timeout`).
 START_TIMEOUT = 120.0
+#: The most `start_timeout` grows to on a busy machine.
+MAX_START_TIMEOUT = 900.0
+START_TIMEOUT_VAR = "FLUID_RAY_START_TIMEOUT"
+#: Seconds between progress reports while Ray starts.
+PROGRESS_S = 10.0
+#: Lines of Ray's log a failed start reports.
+LOG_TAIL = 25
+
+
+def start_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds to wait for ``ray start --head``: ``FLUID_RAY_START_TIMEOUT`` when set, else
+    `START_TIMEOUT` times the machine's load per CPU (the last minute's) when above 1, at
+    most `MAX_START_TIMEOUT`: at load 9 on 2 CPUs Ray's head takes several times as long."""
+    env = os.environ if environ is None else environ
+    raw = env.get(START_TIMEOUT_VAR)
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise DistributedError(f"{START_TIMEOUT_VAR}={raw!r} is not a positive number of "
+                                   f"seconds")
+        return value
+    try:
+        busy = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        busy = 0.0
+    return min(MAX_START_TIMEOUT, START_TIMEOUT * max(1.0, busy))
 
 
 def import_ray() -> Any:
@@ -145,7 +181,12 @@ class RayHead:
         env["DASHBOARD_METRIC_PORT"] = str(free_port())
         return env
 
-    def start(self, timeout: float = START_TIMEOUT) -> RayHead:
+    def start(self, timeout: float | None = None,
+              progress: Callable[[str], None] | None = None) -> RayHead:
+        """Start the cluster within ``timeout`` seconds (default: `start_timeout`),
+        telling ``progress`` every `PROGRESS_S` seconds how long it has waited. On
+        failure every process it started is stopped and the error quotes Ray's log."""
+        timeout = start_timeout() if timeout is None else timeout
         if self._watchdog is None:
             self._watchdog = Watchdog()
         self._watchdog.guard_dir(self.temp_dir)
@@ -156,29 +197,41 @@ class RayHead:
         self._watchdog.guard_session(self._proc.pid)
         self._pids.add(self._proc.pid)
         try:
-            self._await_start(log, timeout)
+            self._await_start(log, timeout, progress)
         finally:
             log.close()
         self._remember_children()
         return self
 
-    def _await_start(self, log: Any, timeout: float) -> None:
+    def _await_start(self, log: Any, timeout: float,
+                     progress: Callable[[str], None] | None) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        reported = started
+        while (waited := time.monotonic() - started) < timeout:
             log.seek(0)
             text = log.read()
             if "Ray runtime started" in text:
                 return
             if self._proc.poll() is not None:
-                status = self._proc.returncode
-                self.stop()
-                raise DistributedError(f"ray start --head exited with status {status}:\n"
-                                       f"{text[-2000:]}")
+                self._fail(f"ray start --head exited with status {self._proc.returncode}",
+                           text)
+            if progress is not None and time.monotonic() - reported >= PROGRESS_S:
+                reported = time.monotonic()
+                progress(f"ray: still starting after {waited:.0f}s (waiting up to "
+                         f"{timeout:.0f}s; {START_TIMEOUT_VAR} sets the limit)")
             time.sleep(0.1)
+        log.seek(0)
+        self._fail(f"Ray did not start within {timeout:g}s (set {START_TIMEOUT_VAR} to "
+                   f"wait longer on a busy machine)", log.read())
+
+    def _fail(self, what: str, log_text: str) -> NoReturn:
+        """Stop every process of the cluster (its log goes with its directory), then
+        raise ``what`` with the log's last lines."""
         self.stop()
-        raise DistributedError(f"Ray did not start within {timeout:g}s (log in "
-                               f"{self.temp_dir}/head.log)")
+        tail = "\n".join(log_text.rstrip().splitlines()[-LOG_TAIL:]) or "(Ray wrote nothing)"
+        raise DistributedError(f"{what}; no process of it is left. The last lines of its "
+                               f"log:\n{tail}")
 
     def _remember_children(self) -> None:
         """Add the head's descendants and the other processes of its session (Ray's

@@ -127,7 +127,8 @@ def ensure_connected(address: str | None, namespace: str, timeout: float = DEFAU
             "ray was imported before RAY_AUTH_MODE=token was set, so this process cannot "
             "join the private cluster the Ray engine would start; set RAY_AUTH_MODE=token "
             "before importing ray, or join a running cluster with RAY_ADDRESS")
-    head = RayHead(token=os.environ.get("RAY_AUTH_TOKEN")).start()
+    head = RayHead(token=os.environ.get("RAY_AUTH_TOKEN")).start(
+        progress=lambda line: print(line, file=sys.stderr, flush=True))
     _PRIVATE_HEAD.append(head)
     import atexit
     atexit.register(shutdown)
