@@ -14,7 +14,7 @@ from . import (  # noqa: F401
                elementwise,
                fill,
                gru,
-               hash,
+               hashing,
                linalg,
                lr,
                lr_decay,

@@ -21,17 +21,35 @@ def _shape_dtype_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", shape, ctx.attrs["dtype"])
 
 
+def _fill_constant_infer(ctx: InferContext) -> None:
+    if ctx.has_input("ValueTensor") and any(d not in (1, -1)
+                                            for d in ctx.input("ValueTensor").shape):
+        ctx.fail(f"ValueTensor must hold one value, got shape "
+                 f"{format_shape(ctx.input('ValueTensor').shape)}")
+    _shape_dtype_infer(ctx)
+
+
 def _fill_constant_kernel(ctx: KernelContext):
     xp = ctx.xp
     o = ctx.output("Out")
+    if ctx.has_input("ValueTensor"):   # the value is known when the op runs
+        out = ctx.buffer("Out")
+
+        def fill(v):
+            target = out if out is not None else xp.empty(o.shape, o.dtype)
+            xp.copyto(target, v.reshape(()).astype(o.dtype, copy=False))
+            return target
+        return fill
     value = xp.full(o.shape, ctx.attrs["value"], dtype=o.dtype)
     # Kernels never write into their inputs, so handing out one array every call is safe.
     return lambda: value
 
 
-register(OpSpec("fill_constant", (), slots("Out"), _shape_dtype_infer, _fill_constant_kernel,
+register(OpSpec("fill_constant", slots("ValueTensor?"), slots("Out"), _fill_constant_infer,
+                _fill_constant_kernel,
                 attrs={"shape": [1], "dtype": "float32", "value": 0.0},
-                doc="Out = a tensor of `shape` filled with `value`."))
+                doc="Out = a tensor of `shape` filled with `value` (or the one value of "
+                    "ValueTensor)."))
 
 
 def random_kernel(draw):

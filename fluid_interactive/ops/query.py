@@ -1,5 +1,5 @@
 """Ops that ask questions of tensors: isinf, isnan, isfinite, allclose, shape, size,
-argsort, shard_index. (``hash`` has a file of its own: ops/hash.py.)
+argsort, shard_index. (``hash`` has a file of its own: ops/hashing.py.)
 
 ``isinf`` / ``isnan``  Out [1] (X's dtype) = 1 if any element of X is infinite / NaN, else 0.
 ``isfinite``           Out [1] bool = whether every element of X is finite.

@@ -12,7 +12,7 @@ from ops.harness import analytic_grads, build_op, check_grad, check_op, run_forw
 from ops.test_against_torch import close, ours, t
 
 from fluid_interactive.errors import DTypeError, ShapeError
-from fluid_interactive.ops.hash import xxh64
+from fluid_interactive.ops.hashing import xxh64
 from fluid_interactive.ops.interpret import run_ops
 
 torch = pytest.importorskip("torch")

@@ -9,6 +9,7 @@ from . import (
     compare,
     control_flow,
     conv,
+    creation,
     dynamic_rnn,
     io,
     loss,
@@ -17,16 +18,19 @@ from . import (
     metric,
     nn,
     norm,
+    random,
     recurrent,
     rnn,
     sequence,
     tensor,
     tensor_array,
+    utility,
 )
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .creation import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
@@ -35,15 +39,18 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .random import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
+from .utility import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+__all__ = sorted({name for module in (activations, compare, control_flow, conv, creation,
+                                dynamic_rnn, io,
+                                loss, lr, math, metric, nn, norm, random, recurrent, rnn,
+                                sequence, tensor, tensor_array, utility)
                   for name in module.__all__})
 
 
