@@ -27,6 +27,7 @@ from . import (  # noqa: F401
                optim,
                optim_fused,
                pool,
+               py_func,
                query,
                random,
                reader,

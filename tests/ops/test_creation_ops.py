@@ -1,7 +1,7 @@
 """Forward, shape-rule and gradient checks of the ops that make and rearrange tensors for
 Paddle 1.8's creation and utility layers: fill_any_like, range, linspace, eye, diag,
 diag_embed, trace, tril_triu, kron, meshgrid, reverse, argsort, argmin, isinf / isnan /
-isfinite, allclose, shape, size, hash, shard_index. References are Paddle 1.8's unit-test
+isfinite, allclose, shape, size, hash, shard_index, py_func. References are Paddle 1.8's unit-test
 NumPy references, on those tests' inputs and attributes."""
 import ctypes
 import ctypes.util
@@ -11,9 +11,10 @@ import pytest
 from ops.harness import analytic_grads, build_op, check_grad, check_op, run_forward
 from ops.test_against_torch import close, ours, t
 
-from fluid_interactive.errors import DTypeError, ShapeError
+from fluid_interactive.errors import DTypeError, OpArgumentError, ShapeError
 from fluid_interactive.ops.hashing import xxh64
 from fluid_interactive.ops.interpret import run_ops
+from fluid_interactive.ops.py_func import register_py_func
 
 torch = pytest.importorskip("torch")
 
@@ -417,3 +418,21 @@ def test_shard_index_checks_its_indices():
     with pytest.raises(ShapeError, match=r"shard_id=2 must be in \[0, nshards=2\)"):
         run_forward("shard_index", {"X": np.array([[3]])},
                     {"index_num": 20, "nshards": 2, "shard_id": 2})
+
+
+# --- py_func ------------------------------------------------------------------------------------
+
+def test_py_func_op_calls_the_registered_function(rng):
+    register_py_func("test_creation_ops.affine", lambda a, b: (a * 2 + b, a.sum(keepdims=True)))
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    attrs = {"func": "test_creation_ops.affine", "out_shapes": [[3, 4], [1, 1]],
+             "out_dtypes": ["float64", "float32"]}
+    got = check_op("py_func", {"X": [x, y]}, attrs, output_counts={"Out": 2},
+                   reference=lambda X, **a: {"Out": [X[0] * 2 + X[1],
+                                                     np.float32(X[0].sum()).reshape(1, 1)]})
+    assert got["Out"][1].dtype == np.float32
+
+
+def test_py_func_op_needs_a_registered_name():
+    with pytest.raises(OpArgumentError, match="register_py_func\\('not.there', "):
+        run_forward("py_func", {"X": [np.zeros(2)]}, {"func": "not.there"})

@@ -18,6 +18,7 @@ from . import (
     metric,
     nn,
     norm,
+    python_func,
     random,
     recurrent,
     rnn,
@@ -39,6 +40,7 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .python_func import *  # noqa: F403
 from .random import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -49,7 +51,8 @@ from .utility import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, creation,
                                 dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, random, recurrent, rnn,
+                                loss, lr, math, metric, nn, norm, python_func, random, recurrent,
+                                rnn,
                                 sequence, tensor, tensor_array, utility)
                   for name in module.__all__})
 

@@ -45,15 +45,17 @@ def plan_view(block: BlockDesc, reads: list[OpDesc]) -> BlockDesc:
 
 def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool:
     """Whether a call of ``block`` changes anything that outlives it: it writes a
-    persistable var, takes a reader's batch, or draws random numbers. Such calls run one
-    at a time; the others may run concurrently."""
+    persistable var, takes a reader's batch, draws random numbers or calls out of the
+    program (`OpSpec.effects`). Such calls run one at a time; the others may run
+    concurrently."""
     for inner, op in walk_ops(program, block):   # a loop's body counts
         spec = get_spec(op.type)
         if spec.entry:
             return True
         if spec.inert(spec.full_attrs(op.attrs), is_test):
             continue
-        if spec.random or any(_persistable(program, inner, n) for n in op.output_names()):
+        if spec.random or spec.effects or any(_persistable(program, inner, n)
+                                              for n in op.output_names()):
             return True
     return False
 

@@ -51,7 +51,7 @@ def _live_ops(block: BlockDesc, persistables: set[str], needed: set[str]) -> lis
     live = []
     for op in reversed(block.ops):
         outs = op.output_names()
-        if any(n in needed or n in persistables for n in outs):
+        if get_spec(op.type).effects or any(n in needed or n in persistables for n in outs):
             live.append(op)
             needed.update(op.input_names())
     live.reverse()
@@ -80,7 +80,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
         spec = get_spec(op.type)
         value_inputs = [n for s in spec.inputs if s.name not in spec.shape_only
                         for n in op.inputs.get(s.name, ())]
-        foldable = (not spec.random and spec.kernel is not None
+        foldable = (not spec.random and not spec.effects and spec.kernel is not None
                     and all(n in constants for n in value_inputs)
                     and not any(n in fixed for n in op.output_names())
                     and not any(d < 0 for n in op.input_names() + op.output_names()
