@@ -32,13 +32,13 @@ def compiled(case: OpCase):
 
     class OneOp(fluid.Program):
         @fluid.network(*names)
-        def run(self, *args):
+        def call(self, *args):
             vs = [fluid.layers.data(name=n, shape=list(case.shapes.get(n, a.shape)),
                                     dtype=a.dtype.name, append_batch_size=False)
                   for n, a in case.inputs.items()]
             return case.layer(*vs)
 
-    return OneOp().Compile(seed=0).run
+    return OneOp().Compile(seed=0).call
 
 
 def check(case: OpCase) -> None:

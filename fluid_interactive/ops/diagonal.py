@@ -31,14 +31,29 @@ def diagonal_positions(xp: Any, rows: int, cols: int, offset: int) -> tuple[Any,
     return index + max(-offset, 0), index + max(offset, 0)
 
 
-def put_diagonal(xp: Any, out: Any, values: Any, offset: int, d1: int, d2: int) -> Any:
-    """``out`` (written in place) zero but for ``values`` [..., m] on the diagonals of the
-    planes of dims d1, d2 (the other dims of out, in order, are values' leading dims)."""
+def zeroed(xp: Any, out: Any, t: Any) -> Any:
+    """The planner's buffer ``out`` filled with zeros, or new zeros of type ``t`` (whose
+    pages the allocator hands out zeroed, untouched until written)."""
+    if out is None:
+        return xp.zeros(t.shape, t.dtype)
     out.fill(0)
-    planes = xp.moveaxis(out, (d1, d2), (-2, -1))   # a view: writes reach out
-    rows, cols = diagonal_positions(xp, planes.shape[-2], planes.shape[-1], offset)
-    planes[..., rows, cols] = values
     return out
+
+
+class DiagonalPut:
+    """Puts ``values`` [..., m] on the diagonals ``offset`` of the planes of dims d1, d2 of
+    an array of ``shape`` (its other dims, in order, are values' leading dims), into zeros:
+    ``put(xp, out, values)``. The positions are found once, for the shape."""
+
+    def __init__(self, xp: Any, shape: tuple[int, ...], offset: int, d1: int, d2: int):
+        self.dims = (d1, d2)
+        self.rows, self.cols = diagonal_positions(xp, shape[d1], shape[d2], offset)
+        self.plain = (d1, d2) == (len(shape) - 2, len(shape) - 1)
+
+    def put(self, xp: Any, out: Any, values: Any) -> Any:
+        planes = out if self.plain else xp.moveaxis(out, self.dims, (-2, -1))   # a view
+        planes[..., self.rows, self.cols] = values
+        return out
 
 
 def _axis(ctx: InferContext, d: int, rank: int, what: str) -> int:
@@ -81,12 +96,9 @@ def _diag_embed_infer(ctx: InferContext) -> None:
 def _diag_embed_kernel(ctx: KernelContext):
     xp, o = ctx.xp, ctx.output("Out")
     d1, d2 = _plane_dims(ctx, o.rank)
-    offset, out = int(ctx.attrs["offset"]), ctx.buffer("Out")
-
-    def fn(x: Any) -> Any:
-        target = out if out is not None else xp.empty(o.shape, o.dtype)
-        return put_diagonal(xp, target, x, offset, d1, d2)
-    return fn
+    diagonal = DiagonalPut(xp, o.shape, int(ctx.attrs["offset"]), d1, d2)
+    out = ctx.buffer("Out")
+    return lambda x: diagonal.put(xp, zeroed(xp, out, o), x)
 
 
 def _take_diagonal_kernel(ctx: KernelContext):
@@ -132,11 +144,8 @@ def _diag_infer(ctx: InferContext) -> None:
 
 def _diag_kernel(ctx: KernelContext):
     xp, o, out = ctx.xp, ctx.output("Out"), ctx.buffer("Out")
-
-    def fn(d: Any) -> Any:
-        return put_diagonal(xp, out if out is not None else xp.empty(o.shape, o.dtype), d,
-                            0, 0, 1)
-    return fn
+    diagonal = DiagonalPut(xp, o.shape, 0, 0, 1)
+    return lambda d: diagonal.put(xp, zeroed(xp, out, o), d)
 
 
 register(OpSpec("diag", slots("Diagonal"), slots("Out"), _diag_infer, _diag_kernel,
@@ -169,13 +178,10 @@ def _trace_grad_kernel(ctx: KernelContext):
     """dInput = dOut on every position of the diagonal it summed, zeros elsewhere."""
     xp, x = ctx.xp, ctx.input("Input")
     d1, d2 = _plane_dims(ctx, x.rank)
-    offset, out = int(ctx.attrs["offset"]), ctx.buffer("Input@GRAD")
+    diagonal = DiagonalPut(xp, x.shape, int(ctx.attrs["offset"]), d1, d2)
+    out = ctx.buffer("Input@GRAD")
     rest = tuple(d for i, d in enumerate(x.shape) if i not in (d1, d2))
-
-    def fn(_x: Any, g: Any) -> Any:
-        target = out if out is not None else xp.empty(x.shape, x.dtype)
-        return put_diagonal(xp, target, g.reshape(rest + (1,)), offset, d1, d2)
-    return fn
+    return lambda _x, g: diagonal.put(xp, zeroed(xp, out, x), g.reshape(rest + (1,)))
 
 
 def _trace_grad(g: GradContext) -> None:

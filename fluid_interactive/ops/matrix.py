@@ -33,14 +33,6 @@ from .spec import (
 _NUMERIC = ("float16", "float32", "float64", "int32", "int64")
 
 
-def _copy_into(xp: Any, out: Any, value: Any) -> Any:
-    """``value`` (a view, or a broadcast) written into the buffer ``out``, or a copy."""
-    if out is None:
-        return xp.array(value, copy=True)
-    xp.copyto(out, value)
-    return out
-
-
 def _self_grad(op_type: str, x: str = "X"):
     """The gradient maker of a linear op that is its own adjoint (up to attrs): the same
     op on dOut."""
@@ -169,15 +161,15 @@ def _meshgrid_infer(ctx: InferContext) -> None:
 
 
 def _meshgrid_kernel(ctx: KernelContext):
+    """Read-only broadcast views of the inputs: nothing is copied (``aliases``)."""
     xp = ctx.xp
     shape = ctx.output("Out").shape
     rank = len(shape)
     spots = [tuple(d if i == k else 1 for i, d in enumerate(shape)) for k in range(rank)]
-    outs = [ctx.buffer("Out", k) for k in range(rank)]
 
     def fn(*xs: Any) -> Any:
-        return tuple(_copy_into(xp, o, xp.broadcast_to(x.reshape(s), shape))
-                     for x, s, o in zip(xs, spots, outs))
+        grids = tuple(xp.broadcast_to(x.reshape(s), shape) for x, s in zip(xs, spots))
+        return grids[0] if rank == 1 else grids
     return fn
 
 
@@ -212,7 +204,8 @@ def _meshgrid_grad(g: GradContext) -> None:
 
 
 register(OpSpec("meshgrid", slots("X*"), slots("Out*"), _meshgrid_infer, _meshgrid_kernel,
-                _meshgrid_grad, doc="Out[i] = X[i] spread over the grid of all inputs' sizes"))
+                _meshgrid_grad, aliases=True,
+                doc="Out[i] = X[i] spread over the grid of all inputs' sizes"))
 register(OpSpec("meshgrid_grad", slots("X*", "Out@GRAD*"), slots("X@GRAD*"),
                 infer_like({"X@GRAD": "X"}), _meshgrid_grad_kernel, shape_only=("X",)))
 
@@ -238,11 +231,12 @@ def _reverse_infer(ctx: InferContext) -> None:
 
 
 def _reverse_kernel(ctx: KernelContext):
-    xp, out = ctx.xp, ctx.buffer("Out")
+    """A view of X with negative strides: nothing is copied (``aliases``)."""
+    xp = ctx.xp
     axes = _reverse_axes(ctx, ctx.input("X").rank)
-    return lambda x: _copy_into(xp, out, xp.flip(x, axes))
+    return lambda x: xp.flip(x, axes)
 
 
 register(OpSpec("reverse", slots("X"), slots("Out"), _reverse_infer, _reverse_kernel,
-                _self_grad("reverse"), attrs={"axis": []},
+                _self_grad("reverse"), attrs={"axis": []}, aliases=True,
                 doc="Out = X with the order along each dim in `axis` reversed"))

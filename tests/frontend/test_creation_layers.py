@@ -341,3 +341,11 @@ def test_create_global_var_refuses_a_name_with_another_type():
     with pytest.raises(NameConflictError, match=r"state 'g' already exists as f32\[2\] but "
                                                 r"this layer needs persistable state f32\[3\]"):
         run(build)
+
+
+def test_a_method_may_return_state_that_no_op_reads():
+    """A global var or parameter returned as it is (no op of the method reads it)."""
+    prog, (g, w) = run(lambda: (L.create_global_var([2], 3.0, "float32", name="g"),
+                                L.create_parameter([3], "float32", name="w")))
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+    np.testing.assert_array_equal(w, prog.get_var("w"))

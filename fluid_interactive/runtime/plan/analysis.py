@@ -17,7 +17,7 @@ from ...ir.blocks import declared_within, sub_block_index
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
-from ...ops.spec import Forward, OpSpec, TensorType
+from ...ops.spec import Forward, OpSpec, TensorType, var_type
 from .buffers import assign_buffers
 from .shapes import Typing, concrete_types, describe_op, inherited
 
@@ -117,6 +117,11 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
                     if program.var(block, n).persistable}
     returned = set(returned_names(block.returns))
     collected = {n for n in returned if program.find_var(block, n) is None}
+    for name in returned - collected - types.keys():   # state returned as it is
+        var = program.var(block, name)
+        if var.persistable:
+            persistables.add(name)
+            types[name] = var_type(var)
     ops = _live_ops(block, persistables, returned | _owners_of(program, block, collected))
     ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
     steps = _steps(block, ops)
