@@ -34,8 +34,12 @@ _LOCK = threading.Lock()
 
 
 def register_py_func(name: str, func: Callable[..., Any]) -> str:
-    """Make ``name`` stand for ``func`` in py_func ops, replacing an earlier function of
-    that name. Returns the name."""
+    """Make ``name`` stand for ``func`` in the py_func ops of every program of this
+    process, replacing an earlier function of that name; returns the name. Programs,
+    their JSON and checkpoints keep only such names: `fluid.layers.py_func` registers the
+    functions it is given under ``module.qualname``, and before `fluid.load` of a program
+    that calls one in another process, register it again:
+    ``fluid.layers.register_py_func('train.clip', clip)``."""
     if not isinstance(name, str) or not name:
         raise OpArgumentError(f"register_py_func: name must be a non-empty str, got {name!r}")
     if not callable(func):
