@@ -1,7 +1,8 @@
 """ONNX export of the creation and utility ops (fill_any_like, range, linspace, eye,
-tril_triu, reverse, argmin, argsort, shape, size): each file passes onnx.checker, runs in
-onnxruntime with the outputs of ``infer`` on batches of 1 and 5, and imports back to a
-program with the same outputs; the ops with a node of their own come back as themselves."""
+tril_triu, reverse, argmin, argsort, shape, size, a fill_constant of a Variable value):
+each file passes onnx.checker, runs in onnxruntime with the outputs of ``infer`` on
+batches of 1 and 5, and imports back to a program with the same outputs; the ops with a
+node of their own come back as themselves."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,8 @@ L = fluid.layers
 
 def _made(x):
     return (L.full_like(x, 2.5), L.zeros_like(x), L.arange(0, 5), L.range(10, 1, -3, "int64"),
-            L.eye(3, 4), L.linspace(0.0, 1.0, 5, "float32"), L.shape(x), L.size(x))
+            L.eye(3, 4), L.linspace(0.0, 1.0, 5, "float32"), L.shape(x), L.size(x),
+            L.fill_constant([2, 3], "float64", L.reduce_sum(x)))
 
 
 def _arranged(x):
