@@ -349,3 +349,24 @@ def test_a_method_may_return_state_that_no_op_reads():
                                 L.create_parameter([3], "float32", name="w")))
     np.testing.assert_array_equal(g, [3.0, 3.0])
     np.testing.assert_array_equal(w, prog.get_var("w"))
+
+
+def test_a_persistable_create_tensor_becomes_state_its_writer_types():
+    class Kept(fluid.Program):
+        @fluid.network("x")
+        def write(self, x):
+            x = L.data("x", shape=[2], dtype="float32")
+            kept = L.create_tensor("float32", name="kept", persistable=True)
+            L.assign(L.reduce_sum(x, dim=0), output=kept)
+            return x * 1.0
+
+        @fluid.network()
+        def read(self):
+            return L.create_global_var([2], 0.0, "float32", name="kept") * 2.0
+
+    prog = Kept().Compile(seed=0)
+    var = prog.program.global_block().vars["kept"]
+    assert var.persistable and var.shape == (2,)
+    prog.write(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    np.testing.assert_array_equal(prog.get_var("kept"), [4.0, 6.0])
+    np.testing.assert_array_equal(prog.read(), [8.0, 12.0])   # another method reads it
