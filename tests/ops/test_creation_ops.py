@@ -36,6 +36,15 @@ def test_fill_any_like_takes_another_dtype(rng):
     assert got["Out"][0].dtype == np.float32
 
 
+@pytest.mark.parametrize("value", [np.array([2.5]), np.array(-3, np.int64)])
+def test_fill_constant_of_a_value_tensor(value):
+    attrs = {"shape": [2, 3], "dtype": "float32"}
+    check_op("fill_constant", {"ValueTensor": value}, attrs, batch_unknown=False,
+             reference=lambda ValueTensor, **a: np.full((2, 3), ValueTensor, np.float32))
+    with pytest.raises(ShapeError, match=r"ValueTensor must hold one value, got shape \[2\]"):
+        run_forward("fill_constant", {"ValueTensor": np.zeros(2)}, attrs)
+
+
 def test_fill_any_like_refuses_a_value_the_dtype_cannot_hold():
     with pytest.raises(ShapeError, match=r"value=1e\+100 does not fit int32"):
         run_forward("fill_any_like", {"X": np.zeros((2, 2), np.int32)}, {"value": 1e100})
