@@ -247,11 +247,14 @@ class Placeholder(Variable):
     def resolve(self) -> Variable:
         """The data var this argument stands for, once declared."""
         if not self.declared:
-            raise error_at(OpArgumentError,
-                           f"argument {self.name!r} of {self.method}() is used before its data "
-                           f"var is declared; first write {self.name} = fluid.layers.data("
-                           f"name={self.name!r}, shape=[...], dtype='float32')")
+            raise error_at(OpArgumentError, self.undeclared())
         return Variable(self._trace, self.name)
+
+    def undeclared(self) -> str:
+        """What using it before it is declared is, and what to do."""
+        return (f"argument {self.name!r} of {self.method}() is used before its data var is "
+                f"declared; first write {self.name} = fluid.layers.data(name={self.name!r}, "
+                f"shape=[...], dtype='float32')")
 
     def __repr__(self) -> str:
         state = "declared" if self.declared else "not declared yet"

@@ -371,6 +371,12 @@ def _mod(e: OpExport) -> None:
 @export_rule("fill_constant")
 def _fill_constant(e: OpExport) -> None:
     a = e.attrs
+    if e.has_input("ValueTensor"):   # zeros plus the value, cast to the dtype, broadcast
+        given = e.node("Cast", [e.node("Reshape", [e.input("ValueTensor"), e.ints([])])[0]],
+                       to=e.onnx_dtype(a["dtype"]))[0]
+        zeros = e.const(np.zeros([int(d) for d in a["shape"]]), a["dtype"], "zeros")
+        e.node("Add", [zeros, given], [e.output("Out")])
+        return
     value = np.full([int(d) for d in a["shape"]], a["value"], dtype=a["dtype"])
     e.node("Constant", [], [e.output("Out")],
            value=onnx_module().numpy_helper.from_array(value, e.output("Out")))

@@ -141,6 +141,7 @@ def _mean(e: OpExport) -> None:
         e.node("ReduceMean", [x], [e.output("Out")], axes=list(range(rank)), keepdims=0)
 
 
-@export_rule("argmax")
+@export_rule("argmax", "argmin")
 def _argmax(e: OpExport) -> None:
-    e.node("ArgMax", [e.input("X")], [e.output("Out")], axis=int(e.attrs["axis"]), keepdims=0)
+    node = "ArgMax" if e.op.type == "argmax" else "ArgMin"
+    e.node(node, [e.input("X")], [e.output("Out")], axis=int(e.attrs["axis"]), keepdims=0)

@@ -159,6 +159,10 @@ def _softmax(n: NodeImport) -> None:
 def _cast(n: NodeImport) -> None:
     from .proto import dtype_from_onnx
     to = dtype_from_onnx(int(n.attr("to")), f"{n.replay.graph.path}: {n.node.label}")
+    shape = n.pending(0, "shape")
+    if shape is not None and to == "int32":   # Paddle's shape op: an int32 shape
+        n.op("shape", {"Input": shape.base}, {})
+        return
     n.op("cast", {"X": n.var(0)}, {"out_dtype": to})
 
 

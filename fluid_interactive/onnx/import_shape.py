@@ -84,9 +84,29 @@ def _slice(n: NodeImport) -> None:
     if starts is None or ends is None:
         n.fail("has no starts or ends")
     if steps is not None and any(s != 1 for s in steps):
-        n.fail(f"has steps {steps}; only step 1 is supported")
+        if _reverses(n, x, starts, ends, axes, steps):
+            return
+        n.fail(f"has steps {steps}; only step 1, or -1 over a whole dim, is supported")
     axes = list(axes) if axes is not None else list(range(len(starts)))
     n.op("slice", {"X": x}, {"axes": axes, "starts": list(starts), "ends": list(ends)})
+
+
+def _reverses(n: NodeImport, x: str, starts, ends, axes, steps) -> bool:
+    """A Slice taking whole dims backwards (step -1 from the last element past the first)
+    is a reverse of those dims: appended, True."""
+    shape = n.shape(x)
+    axes = [_axis(n, int(a), len(shape), "axis")
+            for a in (axes if axes is not None else range(len(starts)))]
+
+    def backwards(start: int, end: int, size: int) -> bool:
+        from_last = start == -1 or (size >= 0 and start >= size - 1)
+        past_first = end <= -2 ** 31 or (size >= 0 and end < -size)
+        return from_last and past_first
+    if not all(s == -1 for s in steps) or not all(
+            backwards(int(b), int(e), shape[a]) for b, e, a in zip(starts, ends, axes)):
+        return False
+    n.op("reverse", {"X": x}, {"axis": axes})
+    return True
 
 
 @import_rule("Squeeze")
@@ -134,14 +154,15 @@ def _reduce(n: NodeImport) -> None:
                                              "keep_dim": keep, "reduce_all": every})
 
 
-@import_rule("ArgMax")
+@import_rule("ArgMax", "ArgMin")
 def _argmax(n: NodeImport) -> None:
+    op = n.node.op_type.lower()
     if n.attr("select_last_index", 0):
-        n.fail("has select_last_index=1; argmax picks the first maximum")
+        n.fail(f"has select_last_index=1; {op} picks the first one")
     x = n.var(0)
     axis = _axis(n, int(n.attr("axis", 0)), len(n.shape(x)), "axis")
     if not n.attr("keepdims", 1):
-        n.op("argmax", {"X": x}, {"axis": axis})
+        n.op(op, {"X": x}, {"axis": axis})
         return
-    flat = n.op("argmax", {"X": x}, {"axis": axis}, name=f"{n.node.outputs[0]}.flat")
+    flat = n.op(op, {"X": x}, {"axis": axis}, name=f"{n.node.outputs[0]}.flat")
     n.op("unsqueeze", {"X": flat}, {"axes": [axis]})

@@ -1,7 +1,9 @@
 """Ops that create values: constants and the random initialisers.
 
 Random initialisers draw on the host with NumPy (so a seed gives the same values on every
-backend) and copy to the device once; they run in block 0 when a program compiles.
+backend) and copy to the device once; they run in block 0 when a program compiles. The
+same ops inside a method draw on every call (`random_kernel`; ops/random.py has the other
+random ops).
 """
 from __future__ import annotations
 
@@ -19,26 +21,50 @@ def _shape_dtype_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", shape, ctx.attrs["dtype"])
 
 
+def _fill_constant_infer(ctx: InferContext) -> None:
+    if ctx.has_input("ValueTensor") and any(d not in (1, -1)
+                                            for d in ctx.input("ValueTensor").shape):
+        ctx.fail(f"ValueTensor must hold one value, got shape "
+                 f"{format_shape(ctx.input('ValueTensor').shape)}")
+    _shape_dtype_infer(ctx)
+
+
 def _fill_constant_kernel(ctx: KernelContext):
     xp = ctx.xp
     o = ctx.output("Out")
+    if ctx.has_input("ValueTensor"):   # the value is known when the op runs
+        out = ctx.buffer("Out")
+
+        def fill(v):
+            target = out if out is not None else xp.empty(o.shape, o.dtype)
+            xp.copyto(target, v.reshape(()).astype(o.dtype, copy=False))
+            return target
+        return fill
     value = xp.full(o.shape, ctx.attrs["value"], dtype=o.dtype)
     # Kernels never write into their inputs, so handing out one array every call is safe.
     return lambda: value
 
 
-register(OpSpec("fill_constant", (), slots("Out"), _shape_dtype_infer, _fill_constant_kernel,
+register(OpSpec("fill_constant", slots("ValueTensor?"), slots("Out"), _fill_constant_infer,
+                _fill_constant_kernel,
                 attrs={"shape": [1], "dtype": "float32", "value": 0.0},
-                doc="Out = a tensor of `shape` filled with `value`."))
+                doc="Out = a tensor of `shape` filled with `value` (or the one value of "
+                    "ValueTensor)."))
 
 
-def _random_kernel(draw):
+def random_kernel(draw):
+    """The kernel of an op drawing ``draw(rng, shape, attrs)`` on the host in Out's shape.
+    With ``seed`` 0 it draws from the program's generator for the op (``ctx.rng``: the
+    stream goes on from call to call); with another seed, as in Paddle, from a generator
+    seeded with it afresh on every call, so every call draws the same values. Inputs (a
+    ``*_batch_size_like`` op's Input) are read for their shape only."""
     def factory(ctx: KernelContext):
         xp = ctx.xp
         o = ctx.output("Out")
-        rng = ctx.rng if ctx.attrs["seed"] == 0 else np.random.default_rng(ctx.attrs["seed"])
+        seed = int(ctx.attrs["seed"])
 
-        def fn():
+        def fn(*shape_inputs):
+            rng = ctx.rng if seed == 0 else np.random.default_rng(seed & (2 ** 63 - 1))
             return xp.asarray(draw(rng, o.shape, ctx.attrs).astype(o.dtype, copy=False))
         return fn
     return factory
@@ -65,13 +91,13 @@ def _truncated_gaussian(rng, shape, attrs):
 
 _RANDOM = {"shape": [1], "dtype": "float32", "seed": 0}
 register(OpSpec("uniform_random", (), slots("Out"), _shape_dtype_infer,
-                _random_kernel(_uniform), attrs={**_RANDOM, "min": -1.0, "max": 1.0},
+                random_kernel(_uniform), attrs={**_RANDOM, "min": -1.0, "max": 1.0},
                 random=True, host_access="draws", doc="Uniform values in [min, max)."))
 register(OpSpec("gaussian_random", (), slots("Out"), _shape_dtype_infer,
-                _random_kernel(_gaussian), attrs={**_RANDOM, "mean": 0.0, "std": 1.0},
+                random_kernel(_gaussian), attrs={**_RANDOM, "mean": 0.0, "std": 1.0},
                 random=True, host_access="draws", doc="Normal values."))
 register(OpSpec("truncated_gaussian_random", (), slots("Out"), _shape_dtype_infer,
-                _random_kernel(_truncated_gaussian),
+                random_kernel(_truncated_gaussian),
                 attrs={**_RANDOM, "mean": 0.0, "std": 1.0}, random=True, host_access="draws",
                 doc="Normal values, redrawn until within two standard deviations of the mean."))
 
@@ -88,7 +114,7 @@ register(OpSpec("assign_value", (), slots("Out"), _shape_dtype_infer, _assign_va
                 doc="Out = the listed values (row-major) in `shape`."))
 
 
-def _batch_size_like_infer(ctx: InferContext) -> None:
+def batch_size_like_infer(ctx: InferContext) -> None:
     x = ctx.input("Input")
     shape = [int(d) for d in ctx.attrs["shape"]]
     i, o = ctx.attrs["input_dim_idx"], ctx.attrs["output_dim_idx"]
@@ -106,8 +132,22 @@ def _batch_size_like_kernel(ctx: KernelContext):
 
 
 register(OpSpec("fill_constant_batch_size_like", slots("Input"), slots("Out"),
-                _batch_size_like_infer, _batch_size_like_kernel, shape_only=("Input",),
+                batch_size_like_infer, _batch_size_like_kernel, shape_only=("Input",),
                 attrs={"shape": [1], "dtype": "float32", "value": 0.0, "input_dim_idx": 0,
                        "output_dim_idx": 0},
                 doc="Out = `value` in `shape`, whose dim output_dim_idx is Input's dim "
                     "input_dim_idx (a batch size known only at run time)"))
+
+
+# The random ops again, with a dim (a batch size) taken from Input when the method runs.
+_LIKE = {"shape": [1], "dtype": "float32", "seed": 0, "input_dim_idx": 0, "output_dim_idx": 0}
+register(OpSpec("uniform_random_batch_size_like", slots("Input"), slots("Out"),
+                batch_size_like_infer, random_kernel(_uniform), shape_only=("Input",),
+                attrs={**_LIKE, "min": -1.0, "max": 1.0}, random=True, host_access="draws",
+                doc="Uniform values in [min, max) in `shape`, whose dim output_dim_idx is "
+                    "Input's dim input_dim_idx"))
+register(OpSpec("gaussian_random_batch_size_like", slots("Input"), slots("Out"),
+                batch_size_like_infer, random_kernel(_gaussian), shape_only=("Input",),
+                attrs={**_LIKE, "mean": 0.0, "std": 1.0}, random=True, host_access="draws",
+                doc="Normal values in `shape`, whose dim output_dim_idx is Input's dim "
+                    "input_dim_idx"))

@@ -1,4 +1,5 @@
 """Learning-rate schedules (role LRSched): ops computing the rate from a step counter.
+(ops/lr_decay.py has the rest of Paddle's schedules.)
 
 ``increment``
     ``Out = X + step`` for a one-element ``X`` (the global step counter
@@ -25,6 +26,7 @@ layer records.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from numbers import Real
 
 import numpy as np
@@ -45,12 +47,12 @@ def _integral(v) -> bool:
     return _number(v) and math.isfinite(float(v)) and float(v) == int(v)
 
 
-def _check_attr(ok: bool, op: str, message: str) -> None:
+def check_attr(ok: bool, op: str, message: str) -> None:
     if not ok:
         raise OpArgumentError(f"{op}: {message}")
 
 
-def _single(ctx: InferContext, slot: str) -> TensorType:
+def single_value(ctx: InferContext, slot: str) -> TensorType:
     """``slot`` holds one value (shape [1] or []; -1 dims allowed while tracing), of an
     int or float dtype."""
     t = ctx.input(slot)
@@ -61,17 +63,17 @@ def _single(ctx: InferContext, slot: str) -> TensorType:
     return t
 
 
-def _finish(ctx: KernelContext, compute):
+def finish_rate(ctx: KernelContext, compute):
     """A kernel ``fn(step)``: ``compute(k)`` gets the step as a float64 array of one
-    element and returns the rate (float64); the result is float32[1], written into the
-    planner's buffer when it offers one."""
+    element and returns the rate (float64); the result is Out's type (float32[1]),
+    written into the planner's buffer when it offers one."""
     xp = ctx.xp
-    out = ctx.buffer("Out")
+    out, dtype = ctx.buffer("Out"), ctx.output("Out").dtype
 
     def fn(step):
         rate = compute(step.reshape(1).astype(xp.float64))
         if out is None:
-            return rate.astype(RATE_DTYPE)
+            return rate.astype(dtype)
         out[...] = rate
         return out
     return fn
@@ -80,12 +82,12 @@ def _finish(ctx: KernelContext, compute):
 # --- increment ----------------------------------------------------------------------------------
 
 def _increment_infer(ctx: InferContext) -> None:
-    x = _single(ctx, "X")
+    x = single_value(ctx, "X")
     step = ctx.attrs["step"]
-    _check_attr(_number(step) and math.isfinite(float(step)), "increment",
+    check_attr(_number(step) and math.isfinite(float(step)), "increment",
                 f"step must be a finite number, got {step!r}")
     if x.dtype in INT_DTYPES:
-        _check_attr(_integral(step), "increment",
+        check_attr(_integral(step), "increment",
                     f"an {x.dtype} counter takes whole steps, got step={step!r}")
     ctx.set_output("Out", x.shape, x.dtype)
 
@@ -107,24 +109,30 @@ register(OpSpec("increment", slots("X"), slots("Out"), _increment_infer, _increm
 
 # --- exponential_decay --------------------------------------------------------------------------
 
-def _rate_output(ctx: InferContext) -> None:
-    _single(ctx, "Step")
+def rate_output(ctx: InferContext) -> None:
+    single_value(ctx, "Step")
     ctx.set_output("Out", (1,), RATE_DTYPE)
 
 
-def _positive(ctx: InferContext, op: str, name: str, integral: bool = False) -> float:
+def positive_attr(ctx: InferContext, op: str, name: str, integral: bool = False) -> float:
     v = ctx.attrs[name]
     ok = _number(v) and math.isfinite(float(v)) and float(v) > 0 and (
         not integral or _integral(v))
     kind = "a positive integer" if integral else "a positive number"
-    _check_attr(ok, op, f"{name} must be {kind}, got {v!r}")
+    check_attr(ok, op, f"{name} must be {kind}, got {v!r}")
     return float(v)
 
 
-def _exponential_infer(ctx: InferContext) -> None:
-    for name in ("learning_rate", "decay_steps", "decay_rate"):
-        _positive(ctx, "exponential_decay", name)
-    _rate_output(ctx)
+def positive_rate_infer(*names: str) -> Callable[[InferContext], None]:
+    """The shape rule of a schedule whose attrs ``names`` must be positive numbers."""
+    def infer(ctx: InferContext) -> None:
+        for name in names:
+            positive_attr(ctx, ctx.spec.type, name)
+        rate_output(ctx)
+    return infer
+
+
+_exponential_infer = positive_rate_infer("learning_rate", "decay_steps", "decay_rate")
 
 
 def _exponential_kernel(ctx: KernelContext):
@@ -134,12 +142,14 @@ def _exponential_kernel(ctx: KernelContext):
     rate = float(ctx.attrs["decay_rate"])
     staircase = bool(ctx.attrs["staircase"])
 
-    def compute(k):
-        e = k / steps
-        if staircase:
-            e = xp.floor(e)
-        return lr * xp.power(rate, e)
-    return _finish(ctx, compute)
+    return finish_rate(ctx, lambda k: lr * xp.power(rate, decay_exponent(xp, k, steps,
+                                                                         staircase)))
+
+
+def decay_exponent(xp, k, steps: float, staircase: bool):
+    """``k / steps``, floored with ``staircase``: the exponent of the decays."""
+    e = k / steps
+    return xp.floor(e) if staircase else e
 
 
 register(OpSpec(
@@ -154,17 +164,17 @@ register(OpSpec(
 def _piecewise_infer(ctx: InferContext) -> None:
     op = "piecewise_decay"
     b, v = ctx.attrs["boundaries"], ctx.attrs["values"]
-    _check_attr(isinstance(b, (list, tuple)) and all(_integral(x) for x in b), op,
+    check_attr(isinstance(b, (list, tuple)) and all(_integral(x) for x in b), op,
                 f"boundaries must be a list of integer steps, got {b!r}")
-    _check_attr(isinstance(v, (list, tuple)) and len(v) > 0
+    check_attr(isinstance(v, (list, tuple)) and len(v) > 0
                 and all(_number(x) and math.isfinite(float(x)) for x in v), op,
                 f"values must be a non-empty list of numbers, got {v!r}")
-    _check_attr(all(int(x) < int(y) for x, y in zip(b, b[1:])), op,
+    check_attr(all(int(x) < int(y) for x, y in zip(b, b[1:])), op,
                 f"boundaries must be strictly increasing, got {list(b)}")
-    _check_attr(len(v) == len(b) + 1, op,
+    check_attr(len(v) == len(b) + 1, op,
                 f"needs one more value than boundaries (a rate before the first boundary and "
                 f"one after each), got {len(b)} boundaries and {len(v)} values")
-    _rate_output(ctx)
+    rate_output(ctx)
 
 
 def _piecewise_kernel(ctx: KernelContext):
@@ -175,7 +185,7 @@ def _piecewise_kernel(ctx: KernelContext):
     def compute(k):
         # The number of boundaries <= k is the index of the value in force at k.
         return values[xp.searchsorted(bounds, k, side="right")]
-    return _finish(ctx, compute)
+    return finish_rate(ctx, compute)
 
 
 register(OpSpec(
@@ -187,10 +197,10 @@ register(OpSpec(
 # --- cosine_decay -------------------------------------------------------------------------------
 
 def _cosine_infer(ctx: InferContext) -> None:
-    _positive(ctx, "cosine_decay", "learning_rate")
-    _positive(ctx, "cosine_decay", "step_each_epoch", integral=True)
-    _positive(ctx, "cosine_decay", "epochs", integral=True)
-    _rate_output(ctx)
+    positive_attr(ctx, "cosine_decay", "learning_rate")
+    positive_attr(ctx, "cosine_decay", "step_each_epoch", integral=True)
+    positive_attr(ctx, "cosine_decay", "epochs", integral=True)
+    rate_output(ctx)
 
 
 def _cosine_kernel(ctx: KernelContext):
@@ -202,7 +212,7 @@ def _cosine_kernel(ctx: KernelContext):
     def compute(k):
         epoch = xp.floor(k / per_epoch)
         return lr * 0.5 * (xp.cos(epoch * (math.pi / epochs)) + 1.0)
-    return _finish(ctx, compute)
+    return finish_rate(ctx, compute)
 
 
 register(OpSpec(

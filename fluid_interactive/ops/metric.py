@@ -1,7 +1,8 @@
-"""Ops without gradients that measure: argmax, accuracy.
+"""Ops without gradients that measure: argmax, argmin, accuracy.
 
 ``argmax``    Out (int64) = the index of the largest entry along ``axis``, which is removed
-              from the shape; ties go to the first index.
+              from the shape; ties go to the first index. ``argmin`` likewise, the
+              smallest.
 ``accuracy``  The fraction of samples whose label is among their top ``k`` classes.
               Accuracy is a 0-d float32 (like ``mean``; a compiled method returns it as a
               Python float); Correct and Total are 0-d int64 counts.
@@ -30,27 +31,34 @@ def _argmax_axis(ctx, rank: int) -> int:
 def _argmax_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
     if x.dtype not in _FLOATS + _INTS:
-        ctx.fail_dtype(f"argmax needs a numeric input, got {x.dtype}")
+        ctx.fail_dtype(f"{ctx.spec.type} needs a numeric input, got {x.dtype}")
     if x.rank == 0:
-        ctx.fail("argmax needs an input of rank >= 1, got a 0-d value")
+        ctx.fail(f"{ctx.spec.type} needs an input of rank >= 1, got a 0-d value")
     ax = _argmax_axis(ctx, x.rank)
     if x.shape[ax] == 0:
-        ctx.fail(f"argmax over axis {ax} of X {_shape(x.shape)}: that axis is empty")
+        ctx.fail(f"{ctx.spec.type} over axis {ax} of X {_shape(x.shape)}: that axis is empty")
     ctx.set_output("Out", x.shape[:ax] + x.shape[ax + 1:], "int64")
 
 
-def _argmax_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    ax = _argmax_axis(ctx, ctx.input("X").rank)
-    out = ctx.buffer("Out")
-    if out is not None and out.dtype == xp.dtype(xp.intp) and out.ndim > 0:
-        return lambda a: xp.argmax(a, axis=ax, out=out)
-    return lambda a: xp.asarray(xp.argmax(a, axis=ax)).astype("int64", copy=False)
+def _arg_kernel(find: str):
+    """The kernel of argmax / argmin: ``xp.<find>`` along the axis, as int64."""
+    def kernel(ctx: KernelContext):
+        xp = ctx.xp
+        fn = getattr(xp, find)
+        ax = _argmax_axis(ctx, ctx.input("X").rank)
+        out = ctx.buffer("Out")
+        if out is not None and out.dtype == xp.dtype(xp.intp) and out.ndim > 0:
+            return lambda a: fn(a, axis=ax, out=out)
+        return lambda a: xp.asarray(fn(a, axis=ax)).astype("int64", copy=False)
+    return kernel
 
 
-register(OpSpec("argmax", slots("X"), slots("Out"), _argmax_infer, _argmax_kernel, None,
+register(OpSpec("argmax", slots("X"), slots("Out"), _argmax_infer, _arg_kernel("argmax"), None,
                 attrs={"axis": -1},
                 doc="Out = index of the largest entry of X along axis (int64; axis removed)"))
+register(OpSpec("argmin", slots("X"), slots("Out"), _argmax_infer, _arg_kernel("argmin"), None,
+                attrs={"axis": -1},
+                doc="Out = index of the smallest entry of X along axis (int64; axis removed)"))
 
 
 # --- accuracy -----------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ register(OpSpec("print", slots("In"), slots("Out"), _print_infer, _print_kernel,
                        "print_tensor_name": True, "print_tensor_type": True,
                        "print_tensor_shape": True, "print_tensor_lod": True,
                        "print_phase": "BOTH", "is_forward": True},
-                aliases=True, side_effect=True, host_access="io",
+                aliases=True, effects=True, host_access="io",
                 doc="Out = In, printing In (name, dtype, shape, first values) each run"))
 
 

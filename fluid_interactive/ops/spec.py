@@ -103,6 +103,8 @@ HOST_ACCESS = {
           "pass through the host by nature",
     "index": "indexes a tensor array (a list on the host): reads its index back as a "
              "Python number, and hands a length or sizes to the device",
+    "python": "calls a Python function on NumPy arrays (py_func): its inputs come to the "
+              "host and its outputs go back to the device on every call",
 }
 
 
@@ -117,9 +119,10 @@ class OpSpec:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     cupy_kernel: Callable[[KernelContext], Callable | Forward] | None = None
     random: bool = False      # draws random numbers: never constant-folded
-    # Does something besides computing its outputs (prints): a plan keeps it though no one
-    # reads its outputs, and never runs it early as a constant.
-    side_effect: bool = False
+    # Does something besides computing its outputs (prints, calls a Python function): a
+    # plan runs it on every call even when nothing reads its outputs, never folds it into
+    # a constant, and its method runs one call at a time.
+    effects: bool = False
     # In inference mode (its ``is_test`` attr, else its block's mode) the op draws nothing
     # and its persistable outputs are its inputs, unchanged (dropout, batch_norm).
     inert_in_test: bool = False

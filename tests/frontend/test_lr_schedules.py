@@ -16,7 +16,9 @@ from fluid_interactive.ir.records import OpRole
 
 THIS_FILE = os.path.basename(__file__)
 STEPS = 12
-SCHEDULE_OPS = ("exponential_decay", "piecewise_decay", "cosine_decay")
+SCHEDULE_OPS = ("exponential_decay", "piecewise_decay", "cosine_decay", "noam_decay",
+                "polynomial_decay", "inverse_time_decay", "natural_exp_decay",
+                "linear_lr_warmup")
 
 # name -> (the layer call, the rate at step k by Paddle's formula)
 SCHEDULES = {
@@ -31,6 +33,28 @@ SCHEDULES = {
     "cosine": (lambda: fluid.layers.cosine_decay(learning_rate=0.25, step_each_epoch=2,
                                                  epochs=5),
                lambda k: 0.25 * 0.5 * (math.cos(math.pi * math.floor(k / 2) / 5) + 1)),
+    "noam": (lambda: fluid.layers.noam_decay(d_model=16, warmup_steps=4, learning_rate=0.5),
+             lambda k: 0.5 * 16 ** -0.5 * min((k + 1) ** -0.5, 4 ** -1.5 * (k + 1))),
+    "polynomial": (lambda: fluid.layers.polynomial_decay(0.3, 5, end_learning_rate=0.01,
+                                                         power=2.0),
+                   lambda k: (0.3 - 0.01) * (1 - min(k, 5) / 5) ** 2.0 + 0.01),
+    "polynomial_cycle": (lambda: fluid.layers.polynomial_decay(0.3, 4, 0.01, 1.0, cycle=True),
+                         lambda k: (0.3 - 0.01) * (1 - k / (4 * max(math.ceil(k / 4), 1)))
+                         + 0.01),
+    "inverse_time": (lambda: fluid.layers.inverse_time_decay(0.2, 3, 0.5),
+                     lambda k: 0.2 / (1 + 0.5 * k / 3)),
+    "inverse_time_staircase": (lambda: fluid.layers.inverse_time_decay(0.2, 3, 0.5, True),
+                               lambda k: 0.2 / (1 + 0.5 * math.floor(k / 3))),
+    "natural_exp": (lambda: fluid.layers.natural_exp_decay(0.2, 4, 0.3),
+                    lambda k: 0.2 * math.exp(-0.3 * k / 4)),
+    "natural_exp_staircase": (lambda: fluid.layers.natural_exp_decay(0.2, 4, 0.3, True),
+                              lambda k: 0.2 * math.exp(-0.3 * math.floor(k / 4))),
+    "warmup": (lambda: fluid.layers.linear_lr_warmup(0.2, 5, 0.0, 0.1),
+               lambda k: 0.1 * k / 5 if k < 5 else 0.2),
+    "warmup_of_a_schedule": (
+        lambda: fluid.layers.linear_lr_warmup(fluid.layers.piecewise_decay([7], [0.3, 0.1]),
+                                              warmup_steps=4, start_lr=0.05, end_lr=0.25),
+        lambda k: 0.05 + 0.2 * k / 4 if k < 4 else (0.3 if k < 7 else 0.1)),
 }
 
 
@@ -133,12 +157,30 @@ def test_momentum_and_adam_take_a_scheduled_rate(kind, schedule):
     check_training(prog, kind, SCHEDULES[schedule][1])
 
 
+@pytest.mark.parametrize("schedule", ["polynomial_cycle", "noam", "warmup_of_a_schedule"])
+def test_rewind_takes_the_schedule_back(schedule):
+    """Rewinding calls rewinds the step counter with them: the calls after it see the rates
+    of the steps they replay."""
+    prog = Linear(schedule=schedule).Compile(seed=0)
+    prog.keep_history()
+    batches = list(data(n=6))
+    first = [prog.train(x, y)["lr"] for x, y in batches]
+    prog.rewind(4)
+    again = [prog.train(x, y)["lr"] for x, y in batches[2:]]
+    assert again == first[2:]
+    rate = SCHEDULES[schedule][1]
+    assert again == pytest.approx([rate(k) for k in range(2, 6)], rel=1e-6)
+
+
 def test_step_zero_uses_the_initial_rate():
     for name, (_, rate) in SCHEDULES.items():
         prog = Linear(schedule=name).Compile(seed=0)
         x, y = next(data())
         assert prog.train(x, y)["lr"] == pytest.approx(rate(0), rel=1e-7)
-        assert rate(0) == {"cosine": 0.25, "piecewise": 0.3}.get(name, 0.2)
+        first = {"cosine": 0.25, "piecewise": 0.3, "noam": 0.5 * 16 ** -0.5 * 4 ** -1.5,
+                 "polynomial": 0.3, "polynomial_cycle": 0.3, "warmup": 0.0,
+                 "warmup_of_a_schedule": 0.05}
+        assert rate(0) == pytest.approx(first.get(name, 0.2), rel=1e-12)
 
 
 # --- the counter and roles ------------------------------------------------------------------------

@@ -70,7 +70,8 @@ def run_on_device(ops: Sequence[OpDesc], host_inputs: Mapping[str, Any],
         with _transfers() as moved:
             result = args[fn.input_index] if isinstance(fn, Forward) else fn(*args)
         allowed = {"reads": {"sync"}, "draws": {"to_device"},
-                   "io": {"to_host"}}.get(spec.host_access, set())
+                   "io": {"to_host"},
+                   "python": {"to_host", "to_device"}}.get(spec.host_access, set())
         crossings = {k: v for k, v in moved.items() if v and k not in allowed}
         assert not crossings, (f"{op.type}: its kernel moved data between host and device "
                                f"({crossings}); keep every array on the device "

@@ -1,5 +1,6 @@
 """The learning-rate schedule ops (increment, exponential_decay, piecewise_decay,
-cosine_decay) against NumPy/Python references of Paddle's formulas, for int64 and float32
+cosine_decay, noam_decay, polynomial_decay, inverse_time_decay, natural_exp_decay,
+linear_lr_warmup) against NumPy/Python references of Paddle's formulas, for int64 and float32
 step counters; shape rules, attribute checks, no gradients, pure kernels and planner
 buffers."""
 import math
@@ -14,7 +15,8 @@ from fluid_interactive.ops import get_spec, infer_op, prepare_kernel
 from fluid_interactive.ops.spec import TensorType
 
 STEPS = list(range(0, 25)) + [99, 100, 101, 12345]
-SCHEDULES = ("exponential_decay", "piecewise_decay", "cosine_decay")
+SCHEDULES = ("exponential_decay", "piecewise_decay", "cosine_decay", "noam_decay",
+             "polynomial_decay", "inverse_time_decay", "natural_exp_decay", "linear_lr_warmup")
 
 
 def step(k, dtype=np.int64):
@@ -185,6 +187,13 @@ def test_schedules_give_one_float32_rate(op_type):
     ("cosine_decay", {"step_each_epoch": 0}, r"step_each_epoch must be a positive integer"),
     ("cosine_decay", {"epochs": 2.5}, r"epochs must be a positive integer, got 2.5"),
     ("cosine_decay", {"learning_rate": -1.0}, r"learning_rate must be a positive number"),
+    ("noam_decay", {"d_model": 0}, r"d_model must be a positive number"),
+    ("polynomial_decay", {"power": -1.0}, r"power must be a number >= 0, got -1.0"),
+    ("polynomial_decay", {"decay_steps": 0}, r"decay_steps must be a positive number"),
+    ("inverse_time_decay", {"decay_rate": -0.5}, r"decay_rate must be a positive number"),
+    ("natural_exp_decay", {"decay_steps": 0}, r"decay_steps must be a positive number"),
+    ("linear_lr_warmup", {"warmup_steps": 0}, r"warmup_steps must be a positive number"),
+    ("linear_lr_warmup", {"end_lr": float("inf")}, r"end_lr must be a finite number"),
 ])
 def test_bad_attributes_are_argument_errors(op_type, attrs, message):
     with pytest.raises(OpArgumentError, match=op_type + ": " + message):
@@ -208,7 +217,12 @@ def _prepare(op_type, attrs, value, buffers=None):
 
 CASES = [("increment", {}), ("exponential_decay", {"decay_steps": 2, "decay_rate": 0.5}),
          ("piecewise_decay", {"boundaries": [2], "values": [1.0, 0.5]}),
-         ("cosine_decay", {"step_each_epoch": 2, "epochs": 3})]
+         ("cosine_decay", {"step_each_epoch": 2, "epochs": 3}),
+         ("noam_decay", {"d_model": 4, "warmup_steps": 3}),
+         ("polynomial_decay", {"decay_steps": 4, "cycle": True}),
+         ("inverse_time_decay", {"decay_steps": 2, "decay_rate": 0.5}),
+         ("natural_exp_decay", {"decay_steps": 2, "decay_rate": 0.5, "staircase": True}),
+         ("linear_lr_warmup", {"warmup_steps": 8})]
 
 
 @pytest.mark.parametrize("op_type,attrs", CASES)
@@ -230,3 +244,71 @@ def test_schedules_write_into_an_offered_buffer(op_type, attrs):
     assert out is buf and buf[0] > 0
     expected = _prepare(op_type, attrs, step(5))(step(5))
     np.testing.assert_array_equal(buf, expected)
+
+
+# --- the schedules of ops/lr_decay.py -------------------------------------------------------------
+
+def noam_ref(Step, d_model, warmup_steps, learning_rate, **_):
+    s = float(Step[0]) + 1
+    return np.array([learning_rate * d_model ** -0.5 * min(s ** -0.5, warmup_steps ** -1.5 * s)])
+
+
+def polynomial_ref(Step, learning_rate, decay_steps, end_learning_rate, power, cycle, **_):
+    k, n = float(Step[0]), float(decay_steps)
+    if cycle:
+        n = n * (math.ceil(k / n) or 1)
+    else:
+        k = min(k, n)
+    return np.array([(learning_rate - end_learning_rate) * (1 - k / n) ** power
+                     + end_learning_rate])
+
+
+def time_ref(natural):
+    def ref(Step, learning_rate, decay_steps, decay_rate, staircase, **_):
+        e = float(Step[0]) / decay_steps
+        e = math.floor(e) if staircase else e
+        return np.array([learning_rate * math.exp(-decay_rate * e) if natural
+                         else learning_rate / (1 + decay_rate * e)])
+    return ref
+
+
+def warmup_ref(Step, warmup_steps, start_lr, end_lr, learning_rate, LearningRate=None, **_):
+    k = float(Step[0])
+    after = learning_rate if LearningRate is None else float(LearningRate[0])
+    return np.array([start_lr + (end_lr - start_lr) * k / warmup_steps if k < warmup_steps
+                     else after])
+
+
+@pytest.mark.parametrize("op_type,attrs,reference", [
+    ("noam_decay", {"d_model": 512, "warmup_steps": 4000, "learning_rate": 2.0}, noam_ref),
+    ("noam_decay", {"d_model": 8, "warmup_steps": 3}, noam_ref),
+    ("polynomial_decay", {"learning_rate": 0.5, "decay_steps": 10, "power": 2.0},
+     polynomial_ref),
+    ("polynomial_decay", {"learning_rate": 0.5, "decay_steps": 7, "end_learning_rate": 0.1,
+                          "cycle": True}, polynomial_ref),
+    ("inverse_time_decay", {"learning_rate": 0.3, "decay_steps": 5, "decay_rate": 0.5},
+     time_ref(False)),
+    ("inverse_time_decay", {"learning_rate": 0.3, "decay_steps": 5, "decay_rate": 0.5,
+                            "staircase": True}, time_ref(False)),
+    ("natural_exp_decay", {"learning_rate": 0.3, "decay_steps": 5, "decay_rate": 0.5},
+     time_ref(True)),
+    ("natural_exp_decay", {"learning_rate": 0.3, "decay_steps": 5, "decay_rate": 0.5,
+                           "staircase": True}, time_ref(True)),
+    ("linear_lr_warmup", {"warmup_steps": 20, "start_lr": 0.01, "end_lr": 0.2,
+                          "learning_rate": 0.3}, warmup_ref),
+])
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_more_schedules(op_type, attrs, reference, dtype):
+    for k in STEPS:
+        check_op(op_type, {"Step": step(k, dtype)}, attrs, reference=reference,
+                 rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("rate_dtype", [np.float32, np.float64])
+def test_linear_lr_warmup_before_another_rate(rate_dtype):
+    attrs = {"warmup_steps": 6, "start_lr": 0.0, "end_lr": 0.6}
+    for k in (0, 3, 5, 6, 50):
+        got = check_op("linear_lr_warmup", {"Step": step(k),
+                                            "LearningRate": np.array([0.25], rate_dtype)},
+                       attrs, reference=warmup_ref, rtol=1e-6, atol=0)
+        assert got["Out"][0].dtype == rate_dtype

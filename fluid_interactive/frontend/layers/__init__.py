@@ -1,42 +1,17 @@
 """`fluid.layers`: functions that append ops to the method being traced.
 
-Each module lists its public layers in ``__all__``; this package re-exports exactly those.
+Each layer module lists its public layers in ``__all__``; this package re-exports exactly
+those (modules of helpers for layers define no ``__all__``).
 """
 import difflib as _difflib
+import types as _types
 
-from . import (
-    activations,
-    branches,
-    compare,
-    control_flow,
-    conv,
-    crf,
-    ctc,
-    dynamic_rnn,
-    io,
-    loss,
-    lr,
-    lstm_layers,
-    math,
-    metric,
-    nn,
-    norm,
-    pointwise_loss,
-    ranking,
-    recurrent,
-    rnn,
-    sampled,
-    sequence,
-    sequence_edit,
-    sequence_filters,
-    tensor,
-    tensor_array,
-)
 from .activations import *  # noqa: F403
 from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .creation import *  # noqa: F403
 from .crf import *  # noqa: F403
 from .ctc import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
@@ -49,6 +24,8 @@ from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .pointwise_loss import *  # noqa: F403
+from .python_func import *  # noqa: F403
+from .random import *  # noqa: F403
 from .ranking import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -58,13 +35,13 @@ from .sequence_edit import *  # noqa: F403
 from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
+from .utility import *  # noqa: F403
 
-__all__ = sorted({name for module in (activations, branches, compare, control_flow, conv, crf,
-                                ctc, dynamic_rnn, io, loss, lr, lstm_layers, math, metric,
-                                nn, norm, pointwise_loss, ranking, recurrent, rnn, sampled,
-                                sequence, sequence_edit, sequence_filters, tensor,
-                                tensor_array)
-                  for name in module.__all__})
+# every layer module imported above (a submodule import binds its name here; derived, so
+# a new module is never left out)
+_MODULES = [m for m in list(globals().values())
+            if isinstance(m, _types.ModuleType) and m.__name__.startswith(__name__ + ".")]
+__all__ = sorted({name for module in _MODULES for name in getattr(module, '__all__', ())})
 
 
 def __getattr__(name: str) -> object:

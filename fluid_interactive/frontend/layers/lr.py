@@ -1,4 +1,5 @@
-"""Learning-rate schedules: exponential, piecewise and cosine decay.
+"""Learning-rate schedules: exponential, piecewise, cosine, noam, polynomial, inverse-time
+and natural-exponential decay, and a linear warmup before a rate or another schedule.
 
 Each layer records one op (role LRSched) that computes the rate of the current step from
 the program's global step counter ``@LR_DECAY_COUNTER@`` and returns it as a ``float32[1]``
@@ -30,7 +31,9 @@ from ..tracing import TraceContext, error_at
 from ..variable import Variable
 from .helpers import LayerHelper
 
-__all__: list[str] = ["exponential_decay", "piecewise_decay", "cosine_decay"]
+__all__: list[str] = ["exponential_decay", "piecewise_decay", "cosine_decay", "noam_decay",
+                      "polynomial_decay", "inverse_time_decay", "natural_exp_decay",
+                      "linear_lr_warmup"]
 
 #: The global step counter's name (Paddle's).
 LR_COUNTER = "@LR_DECAY_COUNTER@"
@@ -75,12 +78,14 @@ def _increment_last(trace: TraceContext, counter: str) -> None:
                     role=OpRole.LRSCHED)
 
 
-def _schedule(op_type: str, attrs: dict[str, Any]) -> Variable:
+def _schedule(op_type: str, attrs: dict[str, Any],
+              inputs: dict[str, list[str]] | None = None) -> Variable:
     helper = LayerHelper(op_type)
     trace = helper.trace
     counter = _step_counter(trace)
     out = helper.out_name()
-    trace.append_op(op_type, {"Step": [counter]}, {"Out": [out]}, attrs, role=OpRole.LRSCHED)
+    trace.append_op(op_type, {"Step": [counter], **(inputs or {})}, {"Out": [out]}, attrs,
+                    role=OpRole.LRSCHED)
     trace.program.var(trace.block, out).stop_gradient = True
     _increment_last(trace, counter)
     return Variable(trace, out)
@@ -182,3 +187,94 @@ def cosine_decay(learning_rate: float, step_each_epoch: int, epochs: int) -> Var
              "step_each_epoch": _positive_int(layer, "step_each_epoch", step_each_epoch),
              "epochs": _positive_int(layer, "epochs", epochs)}
     return _schedule(layer, attrs)
+
+
+def _non_negative(layer: str, what: str, value: Any) -> float:
+    if not _is_number(value) or value < 0:
+        raise error_at(OpArgumentError, f"{layer}: {what} must be a number >= 0, got "
+                                        f"{value!r}")
+    return float(value)
+
+
+def noam_decay(d_model: float, warmup_steps: float, learning_rate: float = 1.0) -> Variable:
+    """The rate of the Transformer paper, ``learning_rate * d_model ** -0.5 * min(s **
+    -0.5, warmup_steps ** -1.5 * s)`` at step ``s = k + 1``: it rises linearly for
+    ``warmup_steps`` steps, then falls as ``1 / sqrt(s)``.
+
+    Returns a ``float32[1]`` Variable for an optimizer's ``learning_rate=``."""
+    layer = "noam_decay"
+    return _schedule(layer, {"d_model": _positive(layer, "d_model", d_model),
+                             "warmup_steps": _positive(layer, "warmup_steps", warmup_steps),
+                             "learning_rate": _positive(layer, "learning_rate",
+                                                        learning_rate)})
+
+
+def polynomial_decay(learning_rate: float, decay_steps: int,
+                     end_learning_rate: float = 0.0001, power: float = 1.0,
+                     cycle: bool = False) -> Variable:
+    """The rate ``(learning_rate - end_learning_rate) * (1 - k / decay_steps) ** power +
+    end_learning_rate``: from ``learning_rate`` down to ``end_learning_rate`` at step
+    ``decay_steps``, and constant after it. With ``cycle`` the decay starts over instead:
+    ``decay_steps`` is multiplied by ``ceil(k / decay_steps)`` (1 at step 0), so each
+    cycle is longer and starts lower.
+
+    Returns a ``float32[1]`` Variable for an optimizer's ``learning_rate=``."""
+    layer = "polynomial_decay"
+    attrs = {"learning_rate": _positive(layer, "learning_rate", learning_rate),
+             "decay_steps": _positive(layer, "decay_steps", decay_steps),
+             "end_learning_rate": _non_negative(layer, "end_learning_rate",
+                                                end_learning_rate),
+             "power": _non_negative(layer, "power", power), "cycle": bool(cycle)}
+    return _schedule(layer, attrs)
+
+
+def _time_decay(layer: str, learning_rate: float, decay_steps: float, decay_rate: float,
+                staircase: bool) -> Variable:
+    return _schedule(layer, {"learning_rate": _positive(layer, "learning_rate", learning_rate),
+                             "decay_steps": _positive(layer, "decay_steps", decay_steps),
+                             "decay_rate": _positive(layer, "decay_rate", decay_rate),
+                             "staircase": bool(staircase)})
+
+
+def inverse_time_decay(learning_rate: float, decay_steps: float, decay_rate: float,
+                       staircase: bool = False) -> Variable:
+    """The rate ``learning_rate / (1 + decay_rate * k / decay_steps)``; with
+    ``staircase`` the quotient ``k / decay_steps`` is floored, so the rate changes once
+    every ``decay_steps`` steps.
+
+    Returns a ``float32[1]`` Variable for an optimizer's ``learning_rate=``."""
+    return _time_decay("inverse_time_decay", learning_rate, decay_steps, decay_rate,
+                       staircase)
+
+
+def natural_exp_decay(learning_rate: float, decay_steps: float, decay_rate: float,
+                      staircase: bool = False) -> Variable:
+    """The rate ``learning_rate * exp(-decay_rate * k / decay_steps)``; with
+    ``staircase`` the quotient ``k / decay_steps`` is floored.
+
+    Returns a ``float32[1]`` Variable for an optimizer's ``learning_rate=``."""
+    return _time_decay("natural_exp_decay", learning_rate, decay_steps, decay_rate,
+                       staircase)
+
+
+def linear_lr_warmup(learning_rate: float | Variable, warmup_steps: int, start_lr: float,
+                     end_lr: float) -> Variable:
+    """A warmup before a rate: ``start_lr + (end_lr - start_lr) * k / warmup_steps`` for
+    the first ``warmup_steps`` steps, then ``learning_rate``, a number or another
+    schedule's Variable (``linear_lr_warmup(fluid.layers.piecewise_decay(...), 100, 0.0,
+    0.1)``), which counts the same steps: it is not held back by the warmup.
+
+    Returns a Variable of ``learning_rate``'s dtype (``float32[1]`` for a number)."""
+    layer = "linear_lr_warmup"
+    attrs: dict[str, Any] = {"warmup_steps": _positive(layer, "warmup_steps", warmup_steps)}
+    for what, value in (("start_lr", start_lr), ("end_lr", end_lr)):
+        if not _is_number(value):
+            raise error_at(OpArgumentError, f"{layer}: {what} must be a number, got {value!r}")
+        attrs[what] = float(value)
+    if isinstance(learning_rate, Variable):
+        return _schedule(layer, attrs, {"LearningRate": [learning_rate.name]})
+    if not _is_number(learning_rate):
+        raise error_at(OpArgumentError, f"{layer}: learning_rate must be a number or a "
+                                        f"Variable (another schedule's rate), got "
+                                        f"{learning_rate!r}")
+    return _schedule(layer, {**attrs, "learning_rate": float(learning_rate)})

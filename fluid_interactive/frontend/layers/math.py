@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple
+from .targets import append_into
 
 
 def _elementwise(op_type: str, x: Variable, y: Variable, axis: int, act: str | None,
@@ -91,9 +92,11 @@ def matmul(x: Variable, y: Variable, transpose_x: bool = False, transpose_y: boo
                                                       "alpha": float(alpha)}, name=name)
 
 
-def sums(input: Sequence[Variable], name: str | None = None) -> Variable:
-    """The sum of a list of same-shaped vars."""
-    return append_simple("sum", {"X": list(input)}, layer="sum", name=name)
+def sums(input: Sequence[Variable] | Variable, out: Variable | None = None) -> Variable:
+    """The sum of a list of same-shaped vars (or of one var: a copy). With ``out`` the sum
+    is written into that var (one made by ``create_tensor``, or one of this type)."""
+    xs = [input] if isinstance(input, Variable) else list(input)
+    return append_into(LayerHelper("sum"), "sum", {"X": xs}, {}, out)
 
 
 def mean(x: Variable, name: str | None = None) -> Variable:

@@ -1,4 +1,4 @@
-"""Layers that measure without a gradient: argmax, accuracy, auc."""
+"""Layers that measure without a gradient: argmax, argmin, accuracy, auc."""
 from __future__ import annotations
 
 from ...errors import DTypeError, OpArgumentError, ShapeError
@@ -16,16 +16,28 @@ def argmax(x: Variable, axis: int = 0) -> Variable:
     """Index of the largest entry of ``x`` along ``axis`` (ties: the first), as int64;
     ``axis`` is removed from the shape, so ``argmax(scores, axis=1)`` of ``[N, C]`` scores
     is ``[N]``. No gradient flows through it."""
-    helper = LayerHelper("argmax")
+    return _arg("argmax", x, axis)
+
+
+def argmin(x: Variable, axis: int = 0) -> Variable:
+    """Index of the smallest entry of ``x`` along ``axis`` (ties: the first), as int64;
+    ``axis`` is removed from the shape. No gradient flows through it."""
+    return _arg("argmin", x, axis)
+
+
+def _arg(layer: str, x: Variable, axis: int) -> Variable:
+    helper = LayerHelper(layer)
     x = as_variable(x, "x")
     if isinstance(axis, bool) or not isinstance(axis, int):
-        raise error_at(OpArgumentError, f"argmax: axis must be an int, got {axis!r}")
+        raise error_at(OpArgumentError, f"{layer}: axis must be an int, got {axis!r}")
     rank = len(x.shape)
     if not -rank <= axis < rank:
-        raise error_at(OpArgumentError, f"argmax: axis={axis} does not fit x {x.name!r} of "
+        raise error_at(OpArgumentError, f"{layer}: axis={axis} does not fit x {x.name!r} of "
                                         f"shape {_dims(x.shape)}; use an axis in "
                                         f"[{-rank}, {rank - 1}]")
-    return helper.append_one("argmax", {"X": x}, {"axis": axis})
+    out = helper.append_one(layer, {"X": x}, {"axis": axis})
+    out.stop_gradient = True
+    return out
 
 
 def accuracy(input: Variable, label: Variable, k: int = 1, correct: Variable | None = None,
@@ -124,4 +136,4 @@ def auc(input: Variable, label: Variable, curve: str = "ROC",
     return results[1], results[0], stats
 
 
-__all__ = ['argmax', 'accuracy', 'auc']
+__all__ = ['argmax', 'argmin', 'accuracy', 'auc']

@@ -19,6 +19,7 @@ from ..param_attr import ParamAttr
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
+from .targets import NewTensor, append_into
 
 IntList = Sequence[int]
 
@@ -163,31 +164,55 @@ def reduce_min(input: Variable, dim: int | IntList | None = None, keep_dim: bool
     return _reduce("reduce_min", input, dim, keep_dim, name)
 
 
-def fill_constant(shape: IntList, dtype: Any, value: float, name: str | None = None
-                  ) -> Variable:
-    """A var of the given (fully known) ``shape`` and ``dtype`` filled with ``value``.
-    It is computed once when the method is planned; no gradient flows from it."""
+def fill_constant(shape: IntList, dtype: Any, value: float | Variable, force_cpu: bool = False,
+                  out: Variable | None = None) -> Variable:
+    """A var of the given (fully known) ``shape`` and ``dtype`` filled with ``value``: a
+    number, or a Variable holding one value (read when the method runs). With ``out`` the
+    values are written into that var (one made by ``create_tensor``, or an existing var of
+    this shape and dtype). No gradient flows from it. ``force_cpu`` is accepted for
+    Paddle's signature; arrays live where the program runs.
+
+    A constant value is computed once when the method is planned."""
     dims = _ints(shape, "shape", "fill_constant")
     if any(d < 0 for d in dims):
         raise error_at(OpArgumentError, f"fill_constant: shape {dims} must be fully known; "
-                                        f"give every dim as a non-negative int")
+                                        f"give every dim as a non-negative int (a batch dim "
+                                        f"known only at run time: "
+                                        f"fill_constant_batch_size_like)")
     dt = _dtype(dtype, "fill_constant")
-    val = float(value) if dt in FLOAT_DTYPES else (bool(value) if dt == "bool" else int(value))
-    out = append_simple("fill_constant", {}, {"shape": dims, "dtype": dt, "value": val},
-                        name=name)
-    out.stop_gradient = True
-    return out
+    inputs: dict[str, Variable] = {}
+    attrs: dict[str, Any] = {"shape": dims, "dtype": dt}
+    if isinstance(value, Variable):
+        inputs["ValueTensor"] = as_variable(value, "fill_constant value")
+        attrs["value"] = 0.0
+    else:
+        attrs["value"] = _typed_value(value, dt, "fill_constant")
+    result = append_into(LayerHelper("fill_constant"), "fill_constant", inputs, attrs, out)
+    result.stop_gradient = True
+    return result
+
+
+def _typed_value(value: Any, dtype: str, layer: str) -> float | int | bool:
+    """``value`` as a Python number of ``dtype``'s kind; an error for anything else."""
+    if isinstance(value, (np.ndarray, list, tuple)) or not isinstance(
+            value, (int, float, bool, np.number, np.bool_)):
+        raise error_at(OpArgumentError, f"{layer}: value must be a number, got "
+                                        f"{type(value).__name__}")
+    if dtype in FLOAT_DTYPES:
+        return float(value)
+    return bool(value) if dtype == "bool" else int(value)
 
 
 def fill_constant_batch_size_like(input: Variable, shape: IntList, dtype: Any, value: float,
-                                  input_dim_idx: int = 0, output_dim_idx: int = 0
-                                  ) -> Variable:
+                                  input_dim_idx: int = 0, output_dim_idx: int = 0,
+                                  force_cpu: bool = False) -> Variable:
     """A var of ``shape`` filled with ``value`` whose dim ``output_dim_idx`` is the size
     of ``input``'s dim ``input_dim_idx`` (a batch size known only when the method runs):
-    e.g. a loop's initial state ``[?, hidden]`` from the input ``[?, features]``."""
+    e.g. a loop's initial state ``[?, hidden]`` from the input ``[?, features]``.
+    ``force_cpu`` is accepted for Paddle's signature."""
     dims = _ints(shape, "shape", "fill_constant_batch_size_like")
     dt = _dtype(dtype, "fill_constant_batch_size_like")
-    val = float(value) if dt in FLOAT_DTYPES else (bool(value) if dt == "bool" else int(value))
+    val = _typed_value(value, dt, "fill_constant_batch_size_like")
     out = append_simple("fill_constant_batch_size_like", {"Input": input},
                         {"shape": dims, "dtype": dt, "value": val,
                          "input_dim_idx": int(input_dim_idx),
@@ -210,8 +235,9 @@ def assign(input: Variable | np.ndarray, output: Variable | None = None) -> Vari
     else:
         x = as_variable(input, "assign input")
         op_type, inputs, attrs, shape, dt = "assign", {"X": x}, {}, x.shape, x.dtype
-    if output is None:
-        return helper.append_one(op_type, inputs, attrs)
+    if output is None or (isinstance(output, NewTensor) and helper.trace.find(output.name)
+                          is None):   # nothing or a var create_tensor left untyped
+        return append_into(helper, op_type, inputs, attrs, output, "output")
     out = as_variable(output, "assign output")
     if out.dtype != dt or len(out.shape) != len(shape) or not all(
             dims_compatible(a, b) for a, b in zip(out.shape, shape)):

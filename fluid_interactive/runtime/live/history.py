@@ -8,7 +8,8 @@ an edited class. With history on, each change keeps what it replaced:
   the reference *is* the snapshot: nothing is copied, and a step costs a tuple of
   references and one append;
 * the positions of the readers it moved (a reader can go back to any batch, see
-  `BatchReader.seek`);
+  `BatchReader.seek`), and the states of the generators its random ops drew from
+  (`RandomStreams.tell`), so that the calls after a rewind draw the same values again;
 * for a recompilation, the program it replaced and every value of it.
 
 `CompiledProgram.rewind(n)` puts the last ``n`` changes back, newest first, so the scope
@@ -76,6 +77,9 @@ class Site:
     names: tuple[str, ...] = ()  # the values it replaces
     readers: tuple[str, ...] = ()  # the readers whose position it moves
     nbytes: int = 0              # bytes of the arrays it replaces
+    # the method's random generators (`RandomStreams`), whose states follow the readers'
+    # positions in each change's positions, or None: its calls draw nothing
+    streams: Any = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class RewindPlan:
     updates: dict[str, Any]      # name -> value to put back
     removed: set[str]            # names that did not exist before
     positions: dict[str, int]    # reader name -> position to seek to
+    # id(streams) -> (the `RandomStreams` of a method, the states to put back)
+    streams: dict[int, tuple[Any, dict]] = field(default_factory=dict)
     generation: Generation | None = None
     replace_all: bool = False    # the scope becomes exactly ``updates`` (past a recompile)
 
@@ -279,9 +285,12 @@ class History:
                 updates.update(generation.values)
                 positions.clear()
                 positions.update(generation.positions)
+                plan.streams.clear()   # the earlier program's methods start from the seed
                 continue
             updates.update(zip(site.names, old))
             positions.update(zip(site.readers, moved))
+            if site.streams is not None:
+                plan.streams[id(site.streams)] = (site.streams, moved[len(site.readers)])
         plan.removed = {name for name, value in updates.items() if value is None}
         for name in plan.removed:
             del updates[name]
@@ -319,8 +328,8 @@ def _mib(n: int) -> str:
 
 
 def method_site(label: str, names: Sequence[str], readers: Sequence[str],
-                nbytes: int) -> Site:
-    return Site("call", label, tuple(names), tuple(readers), nbytes)
+                nbytes: int, streams: Any = None) -> Site:
+    return Site("call", label, tuple(names), tuple(readers), nbytes, streams)
 
 
 def set_site(label: str, names: Iterable[str], old: Iterable[Any]) -> tuple[Site, tuple]:

@@ -26,6 +26,7 @@ from ...ops.registry import get_spec
 from ..plan.entry import MISSING, Recording, make_entry
 from ..plan.feed import bind_arguments, make_converter
 from ..plan.runner import BlockRunner
+from ..plan.streams import RandomStreams
 from .history import ARRAY_OVERHEAD, method_site
 from .owner import Owner
 from .watch import Watched
@@ -44,15 +45,27 @@ def plan_view(block: BlockDesc, reads: list[OpDesc]) -> BlockDesc:
 
 def changes_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool:
     """Whether a call of ``block`` changes anything that outlives it: it writes a
-    persistable var, takes a reader's batch, or draws random numbers. Such calls run one
-    at a time; the others may run concurrently."""
+    persistable var, takes a reader's batch, draws random numbers or calls out of the
+    program (`OpSpec.effects`). Such calls run one at a time; the others may run
+    concurrently."""
     for inner, op in walk_ops(program, block):   # a loop's body counts
         spec = get_spec(op.type)
         if spec.entry:
             return True
         if spec.inert(spec.full_attrs(op.attrs), is_test):
             continue
-        if spec.random or any(_persistable(program, inner, n) for n in op.output_names()):
+        if spec.random or spec.effects or any(_persistable(program, inner, n)
+                                              for n in op.output_names()):
+            return True
+    return False
+
+
+def draws(program: ProgramDesc, block: BlockDesc, is_test: bool) -> bool:
+    """Whether a call of ``block`` (or of a block nested in it) runs a random op that
+    draws in this mode."""
+    for _, op in walk_ops(program, block):
+        spec = get_spec(op.type)
+        if spec.random and not spec.inert(spec.full_attrs(op.attrs), is_test):
             return True
     return False
 
@@ -99,9 +112,13 @@ class CompiledMethod:
         self.__name__ = block.name
         self._feeds = list(block.feeds)
         reads = [op for op in block.ops if get_spec(op.type).entry]
+        #: the generators of its random ops, shared by every plan (streams.py)
+        self.streams = RandomStreams(owner.seed)
         self._runner = BlockRunner(owner.program, plan_view(block, reads),
-                                   owner.array_module, owner.seed, is_test=block.is_test)
+                                   owner.array_module, owner.seed, is_test=block.is_test,
+                                   streams=self.streams)
         self.changes_state = changes_state(owner.program, block, self._runner.is_test)
+        self._draws = draws(owner.program, block, self._runner.is_test)
         self._reads = [(op.input("Reader")[0], len(op.output("Out"))) for op in reads]
         #: its block and the blocks nested in it (the bodies of its loops and branches)
         self.blocks = list(nested_blocks(owner.program, block))
@@ -176,9 +193,10 @@ class CompiledMethod:
         if not history.enabled:
             return None
         descs = self._owner.scope.descs
+        streams = self.streams if self._draws else None
         site = method_site(self.block.name, self.writes, [r for r, _ in self._reads],
-                           sum(_nbytes(descs[n]) for n in self.writes if n in descs))
-        return Recording(site.names, history.recorder(site))
+                           sum(_nbytes(descs[n]) for n in self.writes if n in descs), streams)
+        return Recording(site.names, history.recorder(site), streams)
 
     def _watch_runner(self, names: tuple[str, ...]) -> BlockRunner:
         """A runner of this method's block whose plans also return ``names`` (kept per
@@ -189,7 +207,8 @@ class CompiledMethod:
             runner = BlockRunner(
                 self._owner.program,
                 dataclasses.replace(block, returns=(block.returns, {n: n for n in names})),
-                self._owner.array_module, self._owner.seed, is_test=self._runner.is_test)
+                self._owner.array_module, self._owner.seed, is_test=self._runner.is_test,
+                streams=self.streams)
             self._watch_runners = {names: runner}   # an earlier selection is not reused
         return runner
 

@@ -5,8 +5,8 @@ the program of an edited class (a recompilation, `runtime.live.recompile`).
 * `keep_history` turns the history on or off; each method then installs the entry that
   records its calls, or the one that does not;
 * `rewind(n)` computes what the last ``n`` changes replaced (`History.plan`), moves the
-  readers back first (all or none), then puts values, and past a recompilation the earlier
-  program, back, all under the scope's lock;
+  readers back first (all or none), then puts values, random generators' states, and past
+  a recompilation the earlier program, back, all under the scope's lock;
 * `swap` puts in a recompiled program with its state, recording the earlier program and
   state as one change.
 """
@@ -65,6 +65,8 @@ class Timeline:
                             if generation.origin is not None else owner.label)
             else:
                 scope.restore(plan.updates, plan.removed)
+            for streams, states in plan.streams.values():
+                streams.seek(states)
             staying = {id(v) for v in scope.values.values()}
             for value in leaving:
                 if id(value) not in staying:

@@ -17,7 +17,7 @@ from ...ir.blocks import declared_within, sub_block_index
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
-from ...ops.spec import Forward, OpSpec, TensorType
+from ...ops.spec import Forward, OpSpec, TensorType, var_type
 from .buffers import assign_buffers
 from .shapes import Typing, concrete_types, describe_op, inherited
 
@@ -49,7 +49,7 @@ class BlockAnalysis:
 def has_effect(program: ProgramDesc, op: OpDesc) -> bool:
     """Whether ``op`` does something besides computing its outputs, or owns a block
     holding such an op (a Print inside a loop): it runs though no one reads its outputs."""
-    if get_spec(op.type).side_effect:
+    if get_spec(op.type).effects:
         return True
     idx = sub_block_index(op)
     return idx is not None and any(has_effect(program, inner)
@@ -91,7 +91,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
         spec = get_spec(op.type)
         value_inputs = [n for s in spec.inputs if s.name not in spec.shape_only
                         for n in op.inputs.get(s.name, ())]
-        foldable = (not spec.random and not spec.side_effect and spec.kernel is not None
+        foldable = (not spec.random and not spec.effects and spec.kernel is not None
                     and all(n in constants for n in value_inputs)
                     and not any(n in fixed for n in op.output_names())
                     and not any(d < 0 for n in op.input_names() + op.output_names()
@@ -128,6 +128,11 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
                     if program.var(block, n).persistable}
     returned = set(returned_names(block.returns))
     collected = {n for n in returned if program.find_var(block, n) is None}
+    for name in returned - collected - types.keys():   # state returned as it is
+        var = program.var(block, name)
+        if var.persistable:
+            persistables.add(name)
+            types[name] = var_type(var)
     ops = _live_ops(program, block, persistables,
                     returned | _owners_of(program, block, collected))
     ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))

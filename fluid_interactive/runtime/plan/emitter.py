@@ -173,7 +173,8 @@ def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     args = ", ".join(em.local[n] for n in step.inputs)
     outs = [em.fresh_local(n) for n in step.outputs]
     target = outs[0] if len(outs) == 1 else ", ".join(outs)
-    em.emit(f"{target} = {k}({args})  # {text}{_tier_note(kernel)}", step.index)
+    assign = f"{target} = " if outs else ""   # an op of no outputs runs for its effects
+    em.emit(f"{assign}{k}({args})  # {text}{_tier_note(kernel)}", step.index)
     _mark_safe(em, step)
 
 

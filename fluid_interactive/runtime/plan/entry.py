@@ -20,8 +20,8 @@ retry reads the same samples.
 
 With the program's history on (`runtime.history`), the entry of a method that changes state
 also reads, before the plan runs, the values the call will replace (one ``itemgetter`` over
-the names the method writes) and its readers' positions, and records them after the call
-committed. With history off those lines are not generated at all.
+the names the method writes), its readers' positions and its random ops' generator states,
+and records them after the call committed. With history off those lines are not generated at all.
 """
 from __future__ import annotations
 
@@ -100,6 +100,8 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
     if recorded is None:
         lines.append(f"            return {call}")
     else:   # the arrays the call replaces, read before it runs (they are never changed)
+        if recorded.streams is not None:   # and where its random ops' streams stand
+            lines.append("            g = tell()")
         if recorded.names:
             lines += ["            try:", "                old = take(S)",
                       "            except KeyError:", "                old = take_missing(S)"]
@@ -119,6 +121,7 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
                   "            raise kernel_error(e, code) from e"]
     if recorded is not None:
         positions = "".join(f"p{k}, " for k in range(len(reads)))
+        positions += "g, " if recorded.streams is not None else ""
         lines += [f"        record(old, ({positions}), result)", "        return result"]
     return lines
 
@@ -145,9 +148,11 @@ def _pooled_body(n_feeds: int) -> list[str]:
 class Recording(NamedTuple):
     """How a call of a method that changes state goes into its program's history:
     ``record(old, positions, result)`` after the call committed, where ``old`` holds the
-    values of ``names`` before it and ``positions`` its readers' positions."""
+    values of ``names`` before it and ``positions`` its readers' positions, then, for a
+    method whose random ops draw, the state of their ``streams`` (`RandomStreams.tell`)."""
     names: tuple[str, ...]
     record: Callable[[tuple, tuple, Any], None]
+    streams: Any = None
 
 
 def _takers(names: tuple[str, ...]) -> tuple[Callable, Callable]:
@@ -188,6 +193,8 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
     if recorded is not None:
         namespace["take"], namespace["take_missing"] = _takers(recorded.names)
         namespace["record"] = recorded.record
+        if recorded.streams is not None:
+            namespace["tell"] = recorded.streams.tell
     for i, (dtype, shape, conv) in enumerate(zip(dtypes, feed_shapes, converters)):
         namespace[f"d{i}"], namespace[f"t{i}"], namespace[f"c{i}"] = dtype, tuple(shape[1:]), conv
     source = "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ from ...ops.spec import BufferSlot, TensorType
 from .analysis import Step, analyse_body, op_rng
 from .emitter import Emitter, GeneratedCode, StepPlan, emit_kernel_step, py_name
 from .sources import compile_source, release_with, source_filename
+from .streams import RandomStreams
 
 __all__ = ["SubPlans", "emit_steps", "generate_body"]
 
@@ -41,8 +42,8 @@ class SubPlans:
     built to run beside others (a pooled instance) gets its own: a function's buffers
     serve one call at a time."""
 
-    def __init__(self, seed: int | None):
-        self.seed = seed
+    def __init__(self, seed: int | None, streams: RandomStreams | None = None):
+        self.seed, self.streams = seed, streams
         self.cache: dict[tuple, GeneratedCode] = {}
 
     def body(self, plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, TensorType]],
@@ -56,6 +57,8 @@ class SubPlans:
         return code
 
     def rng_for(self, block: int) -> Callable[[int], Any]:
+        if self.streams is not None:   # the method's generators (streams.py)
+            return self.streams.rng_for(block)
         return lambda i: op_rng(self.seed, block, i, np)
 
 

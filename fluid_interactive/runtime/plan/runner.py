@@ -24,6 +24,7 @@ from .buffers import lent_arenas, over_arenas
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
 from .loops import SubPlans
+from .streams import RandomStreams
 from .turns import Turns
 
 SignatureKey = tuple
@@ -34,12 +35,16 @@ class BlockRunner:
 
     def __init__(self, program: ProgramDesc, block: BlockDesc, xp: Any,
                  seed: int | None, rng_for: Callable[[int], Any] | None = None,
-                 is_test: bool | None = None):
+                 is_test: bool | None = None, streams: RandomStreams | None = None):
         self.program, self.block, self.xp, self.seed = program, block, xp, seed
         # The block as plans run it: after the plan passes (fusion; passes/pipeline.py).
         self.plan_block = plan_passes(program, block)
         self.feed_names = list(block.feeds)
-        base_rng = rng_for or (lambda i: op_rng(seed, block.idx, i, np))
+        # Random ops draw from ``streams`` (one generator per op for every plan of the
+        # block) when given, else from a generator per op and plan.
+        self.streams = streams
+        base_rng = rng_for or (streams.rng_for(block.idx) if streams is not None
+                               else lambda i: op_rng(seed, block.idx, i, np))
         # Random draws stay keyed by an op's index in the block as written, so that fusing
         # the ops around a random op never changes what it draws.
         origin = {id(op): i for i, op in enumerate(block.ops)}
@@ -52,7 +57,7 @@ class BlockRunner:
         self.pools: dict[SignatureKey, list[GeneratedCode]] = {}
         self.cache = PlanCache(self.plans, self.pools)
         # The functions of sub-blocks (loop bodies), shared by the plans taking turns.
-        self.subplans = SubPlans(seed)
+        self.subplans = SubPlans(seed, streams)
 
     def plan(self, arrays: list[Any]) -> GeneratedCode:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -68,7 +73,7 @@ class BlockRunner:
         """A new plan instance for these shapes, for a call that runs beside others; the
         caller hands it back with ``code.pool.append(code)``."""
         key = tuple(a.shape for a in arrays)
-        code = self._build(arrays, SubPlans(self.seed), turns=False)
+        code = self._build(arrays, SubPlans(self.seed, self.streams), turns=False)
         code.pool = self.pools.setdefault(key, [])
         self.cache.add(key, code)
         return code
