@@ -4,7 +4,7 @@ plan, reference interpreter, device module), Print's lines from inside a compile
 loop and from the backward pass, and the errors each gives at the user's line."""
 import numpy as np
 import pytest
-from ops.harness import check_block, check_grad, check_op, run_forward
+from ops.harness import check_block, check_grad, run_forward
 
 import fluid
 from fluid_interactive.errors import OpArgumentError, ProgramDefinitionError, ShapeError
@@ -110,26 +110,9 @@ def test_ifelse_with_every_row_on_one_side(rng):
     np.testing.assert_allclose(out, (x * x.mean()) @ w * 2.0, rtol=1e-12)
 
 
-def test_row_split_and_merge_ops(rng):
-    x, mask = rng.standard_normal((4, 2)), np.array([[True], [False], [False], [True]])
-    got = run_forward("split_lod_tensor", {"X": x, "Mask": mask})   # sizes known when run
-    np.testing.assert_array_equal(got["OutTrue"][0], x[[0, 3]])
-    np.testing.assert_array_equal(got["OutFalse"][0], x[[1, 2]])
-    check_op("merge_lod_tensor", {"X": mask, "Mask": mask, "InTrue": x[:2], "InFalse": x[2:]},
-             reference=lambda **_: x[[0, 2, 3, 1]], batch_unknown=False)
-    # their gradients (each other) against finite differences: through IfElse above
-    with pytest.raises(ValueError, match="one row per input row"):
-        run_forward("merge_lod_tensor", {"X": mask, "Mask": mask, "InTrue": x[:1],
-                                         "InFalse": x[1:]})
-
-
 # --- is_empty -----------------------------------------------------------------------------------
 
 def test_is_empty(rng):
-    for shape, want in (((0, 3), True), ((2, 3), False)):
-        got = run_forward("is_empty", {"X": np.zeros(shape)})["Out"][0]
-        assert got.dtype == bool and got.tolist() == [want]
-
     class P(fluid.Program):
         @fluid.network("x")
         def f(self, x):
