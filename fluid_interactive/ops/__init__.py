@@ -4,6 +4,8 @@ Importing this package registers every op. See `spec.py` for what a spec holds.
 """
 from . import (  # noqa: F401
                accumulate,
+               activation,
+               activation_param,
                chain,
                compare,
                control,
@@ -22,16 +24,21 @@ from . import (  # noqa: F401
                optim,
                optim_fused,
                pool,
+               products,
                reader,
                recurrent,
                reduce,
+               reductions,
                rnn_unit,
+               segmentation,
                sequence,
                shape,
                softmax,
                tensor_array,
                transfer_layout,
                unary,
+               unary_math,
+               vector_norms,
 )
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops

@@ -17,11 +17,14 @@ from . import (
     metric,
     nn,
     norm,
+    products,
     recurrent,
+    reductions,
     rnn,
     sequence,
     tensor,
     tensor_array,
+    unary,
 )
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -35,15 +38,18 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .products import *  # noqa: F403
 from .recurrent import *  # noqa: F403
+from .reductions import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
+from .unary import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+                                loss, lr, math, metric, nn, norm, products, recurrent,
+                                reductions, rnn, sequence, tensor, tensor_array, unary)
                   for name in module.__all__})
 
 

@@ -93,30 +93,39 @@ def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
     return _compare("not_equal", x, y, axis, name, cond)
 
 
-def _logical(op_type: str, x: Variable, y: Variable | None, name: str | None) -> Variable:
+def _logical(op_type: str, x: Variable, y: Variable | None, out: Variable | None,
+             name: str | None) -> Variable:
     inputs = {"X": as_variable(x, f"{op_type}: x")}
     if y is not None:
         inputs["Y"] = as_variable(y, f"{op_type}: y")
-    out = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
-    out.stop_gradient = True
-    return out
+    result = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
+    result.stop_gradient = True
+    if out is None:
+        return result
+    from .tensor import assign
+    target = assign(result, output=as_variable(out, f"{op_type}: out"))
+    target.stop_gradient = True
+    return target
 
 
-def logical_and(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x and y`` elementwise, for bool vars."""
-    return _logical("logical_and", x, y, name)
+def logical_and(x: Variable, y: Variable, out: Variable | None = None,
+                name: str | None = None) -> Variable:
+    """``x and y`` elementwise, for bool vars; with ``out`` written into that var."""
+    return _logical("logical_and", x, y, out, name)
 
 
-def logical_or(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x or y`` elementwise, for bool vars."""
-    return _logical("logical_or", x, y, name)
+def logical_or(x: Variable, y: Variable, out: Variable | None = None,
+               name: str | None = None) -> Variable:
+    """``x or y`` elementwise, for bool vars; ``out`` as in `logical_and`."""
+    return _logical("logical_or", x, y, out, name)
 
 
-def logical_xor(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x xor y`` elementwise, for bool vars."""
-    return _logical("logical_xor", x, y, name)
+def logical_xor(x: Variable, y: Variable, out: Variable | None = None,
+                name: str | None = None) -> Variable:
+    """``x xor y`` elementwise, for bool vars; ``out`` as in `logical_and`."""
+    return _logical("logical_xor", x, y, out, name)
 
 
-def logical_not(x: Variable, name: str | None = None) -> Variable:
-    """``not x`` elementwise, for a bool var."""
-    return _logical("logical_not", x, None, name)
+def logical_not(x: Variable, out: Variable | None = None, name: str | None = None) -> Variable:
+    """``not x`` elementwise, for a bool var; ``out`` as in `logical_and`."""
+    return _logical("logical_not", x, None, out, name)
