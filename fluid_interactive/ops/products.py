@@ -34,8 +34,9 @@ LocalGrads = Callable[[KernelContext], Callable[..., dict[str, Any]]]
 
 def register_grad(name: str, uses: Sequence[str], wrt: Sequence[str], local: LocalGrads,
                   attrs: dict | None = None) -> Callable[[GradContext], None]:
-    """Register ``<name>_grad`` reading the forward slots ``uses`` and dOut and writing
-    ``S@GRAD`` for the wanted slots of ``wrt``; returns the forward op's gradient maker."""
+    """Register ``<name>_grad`` reading the forward slots ``uses`` ('?' marks an optional
+    one) and dOut and writing ``S@GRAD`` for the wanted slots of ``wrt``; returns the
+    forward op's gradient maker."""
     def kernel(ctx: KernelContext) -> Callable:
         fn = local(ctx)
         wanted = [s for s in wrt if ctx.has_output(s + "@GRAD")]
@@ -47,7 +48,7 @@ def register_grad(name: str, uses: Sequence[str], wrt: Sequence[str], local: Loc
         return run
 
     def maker(g: GradContext) -> None:
-        emit_default_grad(g, uses, name + "_grad", wrt)
+        emit_default_grad(g, [u.rstrip("?") for u in uses], name + "_grad", wrt)
 
     register(OpSpec(name + "_grad", slots(*uses, "Out@GRAD"),
                     slots(*(s + "@GRAD?" for s in wrt)),
@@ -316,7 +317,8 @@ def _btp_kernel(ctx: KernelContext) -> Callable:
 def _btp_grads(ctx: KernelContext) -> Callable[..., dict[str, Any]]:
     xp = ctx.xp
 
-    def fn(x, y, w, g):
+    def fn(x, y, w, *rest):   # [Bias,] dOut: Bias is read for its shape alone
+        g = rest[-1]
         return {"X": xp.einsum("bk,kmn,bn->bm", g, w, y, optimize=True),
                 "Y": xp.einsum("bk,kmn,bm->bn", g, w, x, optimize=True),
                 "Weight": xp.einsum("bk,bm,bn->kmn", g, x, y, optimize=True),
@@ -326,6 +328,6 @@ def _btp_grads(ctx: KernelContext) -> Callable[..., dict[str, Any]]:
 
 register(OpSpec("bilinear_tensor_product", slots("X", "Y", "Weight", "Bias?"), slots("Out"),
                 _btp_infer, _btp_kernel,
-                register_grad("bilinear_tensor_product", ("X", "Y", "Weight"),
+                register_grad("bilinear_tensor_product", ("X", "Y", "Weight", "Bias?"),
                               ("X", "Y", "Weight", "Bias"), _btp_grads),
                 doc="Out[b, k] = X[b] Weight[k] Y[b]^T + Bias[0, k]."))

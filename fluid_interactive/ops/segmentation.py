@@ -114,10 +114,11 @@ def _focus_kernel(ctx: KernelContext) -> Callable:
     axis, indexes = _focus_check(ctx, shape)
     rows, cols = [shape[d] for d in (1, 2, 3) if d != axis]
     steps = min(rows, cols)
+    where = xp.asarray(indexes)
 
     def fn(x):
         # [B, len(indexes), rows, cols]: the tables, taken from greatest to least
-        tables = xp.moveaxis(xp.take(x, xp.asarray(indexes), axis=axis), axis, 1).copy()
+        tables = xp.moveaxis(xp.take(x, where, axis=axis), axis, 1).copy()
         b, k = tables.shape[:2]
         flat = tables.reshape(b, k, rows * cols)
         picked = xp.zeros((b, rows, cols), dtype=bool)
