@@ -20,7 +20,7 @@ from typing import Any
 
 from ..ir.text import format_shape as _fmt
 from .registry import register
-from .spec import InferContext, KernelContext, OpSpec, slots
+from .spec import InferContext, KernelContext, OpSpec, Slot, slots
 
 _INTS = ("int32", "int64")
 
@@ -76,8 +76,9 @@ def _split(values: tuple, counts: list[int]) -> list[tuple]:
     return out
 
 
-register(OpSpec("mean_iou", slots("Predictions", "Labels", "InWrongs*", "InCorrects*",
-                                  "InMeanIou*"),
+_CARRIED = tuple(Slot(name, duplicable=True, optional=True)
+                 for name in ("InWrongs", "InCorrects", "InMeanIou"))
+register(OpSpec("mean_iou", slots("Predictions", "Labels") + _CARRIED,
                 slots("OutMeanIou", "OutWrong", "OutCorrect"), _iou_infer, _iou_kernel, None,
                 attrs={"num_classes": 2}, host_access="reads",
                 doc="The mean IoU of int class predictions against labels, with the "

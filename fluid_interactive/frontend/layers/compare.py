@@ -11,6 +11,7 @@ from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
+from .reductions import written_to
 from .tensor import fill_constant
 
 __all__ = ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
@@ -100,10 +101,7 @@ def _logical(op_type: str, x: Variable, y: Variable | None, out: Variable | None
         inputs["Y"] = as_variable(y, f"{op_type}: y")
     result = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
     result.stop_gradient = True
-    if out is None:
-        return result
-    from .tensor import assign
-    target = assign(result, output=as_variable(out, f"{op_type}: out"))
+    target = written_to(result, out, op_type)
     target.stop_gradient = True
     return target
 

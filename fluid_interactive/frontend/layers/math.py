@@ -9,7 +9,7 @@ from ...errors import OpArgumentError
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable, float_input
-from .tensor import assign
+from .reductions import written_to
 
 
 def _elementwise(op_type: str, x: Variable, y: Variable, axis: int, act: str | None,
@@ -129,7 +129,7 @@ def sums(input: Sequence[Variable] | Variable, out: Variable | None = None,
     """The sum of a list of same-shaped vars; with ``out`` it is written into that var."""
     items = [input] if isinstance(input, Variable) else list(input)
     result = append_simple("sum", {"X": items}, layer="sums", name=name)
-    return result if out is None else assign(result, output=as_variable(out, "sums: out"))
+    return written_to(result, out, "sums")
 
 
 def sum(x: Variable | Sequence[Variable]) -> Variable:

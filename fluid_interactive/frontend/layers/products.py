@@ -54,7 +54,7 @@ def addcmul(input: Variable, tensor1: Variable, tensor2: Variable, value: float 
               ((input, "input"), (tensor1, "tensor1"), (tensor2, "tensor2"))]
     product = scale(elementwise_mul(inputs[1], inputs[2]),
                     scale=_number(value, "addcmul", "value"))
-    return written_to(elementwise_add(inputs[0], product, name=name), out)
+    return written_to(elementwise_add(inputs[0], product, name=name), out, "addcmul")
 
 
 def cross(input: Variable, other: Variable, dim: int | None = None) -> Variable:

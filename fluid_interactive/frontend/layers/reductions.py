@@ -13,16 +13,28 @@ import numpy as np
 
 from ...errors import OpArgumentError
 from ...ir.text import short_type
-from ..tracing import error_at
+from ..tracing import current_trace, error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable, float_input
 from .tensor import IntList, _reduce, assign
 from .unary import unary
 
 
-def written_to(result: Variable, out: Any) -> Variable:
-    """``result``, or its copy into the existing var ``out`` (Paddle's ``out=``)."""
-    return result if out is None else assign(result, output=as_variable(out, "out"))
+def written_to(result: Variable, out: Any, layer: str) -> Variable:
+    """``result``, or its copy into the existing var ``out`` (Paddle's ``out=``): state
+    (a parameter, a global var), or a var no op of this method has written yet (inside a
+    loop's body, a var of the method around it)."""
+    if out is None:
+        return result
+    target = as_variable(out, f"{layer}: out")
+    trace, desc = current_trace(), target.desc
+    if trace.block.name and trace.has_value(target.name) and not (desc.persistable or
+                                                                 desc.is_data):
+        raise error_at(OpArgumentError,
+                       f"{layer}: out={target.name!r} already holds a value, and a method's "
+                       f"temporaries are written once; write into a parameter or state var, "
+                       f"or use the returned result instead of out=")
+    return assign(result, output=target)
 
 
 def _int(value: Any, layer: str, what: str) -> int:
@@ -73,12 +85,12 @@ def logsumexp(x: Variable, dim: int | IntList | None = None, keepdim: bool = Fal
     """``log(sum(exp(x)))`` over ``dim`` (None: every dim), computed stably; ``keepdim``
     keeps the reduced dims with size 1."""
     return written_to(_reduce("logsumexp", float_input(x, "logsumexp: x"), dim, keepdim,
-                              name), out)
+                              name), out, "logsumexp")
 
 
 def log1p(x: Variable, out: Variable | None = None, name: str | None = None) -> Variable:
     """``ln(1 + x)``, accurate for x near 0."""
-    return written_to(unary("log1p", x, name), out)
+    return written_to(unary("log1p", x, name), out, "log1p")
 
 
 def _bound(value: Any, what: str) -> tuple[Variable | None, float | None]:
@@ -114,7 +126,7 @@ def clamp(input: Variable, min: Any = None, max: Any = None, output: Variable | 
     attrs = {"min": -limit if lo is None else lo, "max": limit if hi is None else hi}
     out = append_simple("clip", {"X": x, "Min": lo_var, "Max": hi_var}, attrs, layer="clamp",
                         name=name)
-    return written_to(out, output)
+    return written_to(out, output, "clamp")
 
 
 def clip_by_norm(x: Variable, max_norm: float, name: str | None = None) -> Variable:
