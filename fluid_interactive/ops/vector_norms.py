@@ -97,9 +97,10 @@ def _cos_sim_kernel(ctx: KernelContext) -> Callable:
 
     def fn(x, y):
         a, b = x.reshape(nx, -1), y.reshape(ny, -1)
-        xn = xp.sqrt(xp.maximum(xp.sum(a * a, axis=1, keepdims=True), _EPS))
-        yn = xp.sqrt(xp.maximum(xp.sum(b * b, axis=1, keepdims=True), _EPS))
-        z = xp.sum(a * b, axis=1, keepdims=True) / (xn * yn)
+        xn = xp.sqrt(xp.maximum(xp.einsum("ij,ij->i", a, a), _EPS)).reshape(nx, 1)
+        yn = xp.sqrt(xp.maximum(xp.einsum("ij,ij->i", b, b), _EPS)).reshape(ny, 1)
+        inner = xp.einsum("ij,ij->i", a, b) if ny == nx else a @ b[0]
+        z = inner.reshape(nx, 1) / (xn * yn)
         return z.astype(x.dtype, copy=False), xn.astype(x.dtype, copy=False), \
             yn.astype(x.dtype, copy=False)
     return fn
@@ -145,7 +146,8 @@ def _p_norm(xp: Any, d: Any, p: float) -> Any:
     if p == -inf:
         return xp.amin(a)
     if p == 2:
-        return xp.sqrt(xp.sum(a * a))
+        flat = a.reshape(-1)
+        return xp.sqrt(xp.dot(flat, flat))
     return xp.sum(a ** p) ** (1.0 / p)
 
 
