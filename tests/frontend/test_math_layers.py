@@ -331,3 +331,26 @@ def test_each_trace_time_error_says_what_is_wrong(build, message):
             return build(x)
     with pytest.raises(FluidError, match=message):
         Net().Compile()
+
+
+def test_comparisons_take_cond_where_paddle_puts_it():
+    """less_than(x, y, force_cpu, cond) and the others' (x, y, cond), positionally."""
+    class Count(fluid.Program):
+        @fluid.network("n")
+        def f(self, n):
+            n = L.data("n", shape=[1], dtype="int64", append_batch_size=False)
+            i = L.fill_constant([1], "int64", 0)
+            j = L.fill_constant([1], "int64", 0)
+            cond = L.less_than(i, n, None)
+            loop = L.While(cond)
+            with loop.block():
+                L.increment(i, in_place=True)
+                L.less_than(i, n, None, cond)
+            cond2 = L.greater_than(n, j)
+            loop2 = L.While(cond2)
+            with loop2.block():
+                L.increment(j, value=2, in_place=True)
+                L.greater_than(n, j, cond2)
+            return i, j
+    i, j = Count().Compile().f(np.array([5]))
+    assert int(np.asarray(i).reshape(())) == 5 and int(np.asarray(j).reshape(())) == 6

@@ -57,39 +57,41 @@ def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None,
     return out
 
 
-def less_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-              cond: Variable | None = None) -> Variable:
+def less_than(x: Variable, y: Operand, force_cpu: bool | None = None,
+              cond: Variable | None = None, axis: int = -1,
+              name: str | None = None) -> Variable:
     """``x < y`` elementwise (bool); with ``cond`` the result is written into that bool
-    var (a loop's condition) and returned."""
+    var (a loop's condition) and returned. ``force_cpu`` is accepted for Paddle
+    compatibility and changes nothing; ``axis`` broadcasts y as in `elementwise_add`."""
     return _compare("less_than", x, y, axis, name, cond)
 
 
-def less_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-               cond: Variable | None = None) -> Variable:
+def less_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+               name: str | None = None) -> Variable:
     """``x <= y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("less_equal", x, y, axis, name, cond)
 
 
-def greater_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-                 cond: Variable | None = None) -> Variable:
+def greater_than(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+                 name: str | None = None) -> Variable:
     """``x > y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("greater_than", x, y, axis, name, cond)
 
 
-def greater_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-                  cond: Variable | None = None) -> Variable:
+def greater_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+                  name: str | None = None) -> Variable:
     """``x >= y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("greater_equal", x, y, axis, name, cond)
 
 
-def equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-          cond: Variable | None = None) -> Variable:
+def equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+          name: str | None = None) -> Variable:
     """``x == y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("equal", x, y, axis, name, cond)
 
 
-def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-              cond: Variable | None = None) -> Variable:
+def not_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+              name: str | None = None) -> Variable:
     """``x != y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("not_equal", x, y, axis, name, cond)
 
