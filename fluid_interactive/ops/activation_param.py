@@ -14,7 +14,7 @@ from math import prod
 from typing import Any
 
 from ..ir.text import format_shape as _fmt
-from .products import check_same_float, register_grad
+from .grad_rules import check_same_float, register_grad
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, slots
 

@@ -1,5 +1,5 @@
 """Products of Paddle 1.8: ``dot``, ``bmm``, ``addmm``, ``cross``, ``fsp`` and
-``bilinear_tensor_product``; and the grad-op helper the pairwise math ops share.
+``bilinear_tensor_product``.
 
 ``dot``    Out = sum(X * Y) over the last dim, kept as size 1 ([N] -> [1], [B, N] -> [B, 1])
 ``bmm``    Out[b] = X[b] @ Y[b] for 3-D X [B, M, K] and Y [B, K, N]
@@ -10,73 +10,15 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
+from .grad_rules import check_same_float, register_grad
+from .linalg import sum_to
 from .registry import register
-from .spec import (
-    GradContext,
-    InferContext,
-    KernelContext,
-    OpSpec,
-    TensorType,
-    dims_compatible,
-    emit_default_grad,
-    infer_like,
-    slots,
-)
-
-#: One gradient kernel's local rule: (ctx) -> fn(*inputs of the grad op) -> slot -> grad.
-LocalGrads = Callable[[KernelContext], Callable[..., dict[str, Any]]]
-
-
-def register_grad(name: str, uses: Sequence[str], wrt: Sequence[str], local: LocalGrads,
-                  attrs: dict | None = None) -> Callable[[GradContext], None]:
-    """Register ``<name>_grad`` reading the forward slots ``uses`` ('?' marks an optional
-    one) and dOut and writing ``S@GRAD`` for the wanted slots of ``wrt``; returns the
-    forward op's gradient maker."""
-    def kernel(ctx: KernelContext) -> Callable:
-        fn = local(ctx)
-        wanted = [s for s in wrt if ctx.has_output(s + "@GRAD")]
-
-        def run(*args: Any) -> Any:
-            grads = fn(*args)
-            picked = tuple(grads[s] for s in wanted)
-            return picked[0] if len(picked) == 1 else picked
-        return run
-
-    def maker(g: GradContext) -> None:
-        emit_default_grad(g, [u.rstrip("?") for u in uses], name + "_grad", wrt)
-
-    register(OpSpec(name + "_grad", slots(*uses, "Out@GRAD"),
-                    slots(*(s + "@GRAD?" for s in wrt)),
-                    infer_like({s + "@GRAD": s for s in wrt}), kernel, attrs=attrs or {}))
-    return maker
-
-
-def check_same_float(ctx: InferContext, *names: str) -> TensorType:
-    """The inputs share one float dtype; returns the first's type."""
-    first = ctx.input(names[0])
-    for n in names:
-        t = ctx.input(n)
-        if t.dtype not in FLOAT_DTYPES:
-            ctx.fail_dtype(f"{n} must be float16/32/64, got {t.dtype}; cast it first")
-        if t.dtype != first.dtype:
-            ctx.fail_dtype(f"{names[0]} is {first.dtype} but {n} is {t.dtype}; cast one "
-                           f"of them")
-    return first
-
-
-def sum_to(xp: Any, a: Any, shape: tuple[int, ...]) -> Any:
-    """A broadcast gradient summed back to ``shape`` (NumPy's broadcasting rule)."""
-    extra = a.ndim - len(shape)
-    if extra > 0:
-        a = a.sum(axis=tuple(range(extra)))
-    axes = tuple(i for i, (da, ds) in enumerate(zip(a.shape, shape)) if ds == 1 and da != 1)
-    return (a.sum(axis=axes, keepdims=True) if axes else a).reshape(shape)
-
+from .spec import GradContext, InferContext, KernelContext, OpSpec, dims_compatible, slots
 
 # --- dot ---------------------------------------------------------------------------------
 
@@ -131,13 +73,14 @@ def _bmm_kernel(ctx: KernelContext) -> Callable:
     return lambda a, b: xp.matmul(a, b, out=out)
 
 
-def _bmm_grad(g: GradContext) -> None:
-    """The gradients of a plain batched product: matmul's."""
-    emit_default_grad(g, ("X", "Y"), "matmul_grad", ("X", "Y"),
-                      attrs={"transpose_X": False, "transpose_Y": False, "alpha": 1.0})
+def _bmm_grads(ctx: KernelContext) -> Callable[..., dict[str, Any]]:
+    xp = ctx.xp
+    return lambda x, y, g: {"X": xp.matmul(g, y.swapaxes(1, 2)),
+                            "Y": xp.matmul(x.swapaxes(1, 2), g)}
 
 
-register(OpSpec("bmm", slots("X", "Y"), slots("Out"), _bmm_infer, _bmm_kernel, _bmm_grad,
+register(OpSpec("bmm", slots("X", "Y"), slots("Out"), _bmm_infer, _bmm_kernel,
+                register_grad("bmm", ("X", "Y"), ("X", "Y"), _bmm_grads),
                 doc="Out[b] = X[b] @ Y[b] for 3-D X and Y of the same batch."))
 
 

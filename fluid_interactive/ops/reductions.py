@@ -13,17 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
+from .grad_rules import register_grad
 from .reduce import REDUCE_ATTRS, reduced_axes, reduced_shape
 from .registry import register
-from .spec import (
-    GradContext,
-    InferContext,
-    KernelContext,
-    OpSpec,
-    emit_default_grad,
-    infer_like,
-    slots,
-)
+from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
 
 _NUMERIC = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "int32",
                       "int64"})
@@ -59,9 +52,9 @@ def _ufunc_kernel(ufunc: str) -> Callable[[KernelContext], Callable]:
     return kernel
 
 
-def _prod_grad_kernel(ctx: KernelContext) -> Callable:
+def _prod_grads(ctx: KernelContext) -> Callable[..., dict[str, Any]]:
     """dX = dOut * (the product of the group's other elements)."""
-    xp, out = ctx.xp, ctx.buffer("X@GRAD")
+    xp = ctx.xp
     axes, kept, _ = _geometry(ctx)
 
     def fn(x, g):
@@ -71,20 +64,15 @@ def _prod_grad_kernel(ctx: KernelContext) -> Callable:
         zeros = zero.sum(axis=axes, keepdims=True)
         others = xp.where(zero, xp.where(zeros == 1, rest, 0),
                           xp.where(zeros == 0, rest / nonzero, 0))
-        return xp.multiply(others, g.reshape(kept), out=out)
+        return {"X": others * g.reshape(kept)}
     return fn
-
-
-def _prod_maker(g: GradContext) -> None:
-    emit_default_grad(g, ("X",), "reduce_prod_grad", ("X",))
 
 
 register(OpSpec("reduce_prod", slots("X"), slots("Out"),
                 _infer("reduce_prod", _NUMERIC, "numeric (not bool)"), _ufunc_kernel("multiply"),
-                _prod_maker, attrs=REDUCE_ATTRS,
+                register_grad("reduce_prod", ("X",), ("X",), _prod_grads, REDUCE_ATTRS),
+                attrs=REDUCE_ATTRS,
                 doc="Product over the dims in dim (every dim if reduce_all or dim is empty)."))
-register(OpSpec("reduce_prod_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
-                infer_like({"X@GRAD": "X"}), _prod_grad_kernel, attrs=REDUCE_ATTRS))
 register(OpSpec("reduce_all", slots("X"), slots("Out"),
                 _infer("reduce_all", frozenset({"bool"}), "bool"),
                 _ufunc_kernel("logical_and"), None, attrs=REDUCE_ATTRS,
@@ -114,26 +102,19 @@ def _logsumexp_kernel(ctx: KernelContext) -> Callable:
     return fn
 
 
-def _logsumexp_grad_kernel(ctx: KernelContext) -> Callable:
+def _logsumexp_grads(ctx: KernelContext) -> Callable[..., dict[str, Any]]:
     """dX = dOut * exp(X - Out): the softmax of X over the group."""
-    xp, out = ctx.xp, ctx.buffer("X@GRAD")
+    xp = ctx.xp
     _, kept, _ = _geometry(ctx)
-
-    def fn(x, y, g):
-        return xp.multiply(xp.exp(x - y.reshape(kept)), g.reshape(kept), out=out)
-    return fn
-
-
-def _logsumexp_maker(g: GradContext) -> None:
-    emit_default_grad(g, ("X", "Out"), "logsumexp_grad", ("X",))
+    return lambda x, y, g: {"X": xp.exp(x - y.reshape(kept)) * g.reshape(kept)}
 
 
 register(OpSpec("logsumexp", slots("X"), slots("Out"),
                 _infer("logsumexp", FLOAT_DTYPES, "float"), _logsumexp_kernel,
-                _logsumexp_maker, attrs=REDUCE_ATTRS,
+                register_grad("logsumexp", ("X", "Out"), ("X",), _logsumexp_grads,
+                              REDUCE_ATTRS),
+                attrs=REDUCE_ATTRS,
                 doc="Out = log(sum(exp(X))) over the dims in dim, computed stably."))
-register(OpSpec("logsumexp_grad", slots("X", "Out", "Out@GRAD"), slots("X@GRAD"),
-                infer_like({"X@GRAD": "X"}), _logsumexp_grad_kernel, attrs=REDUCE_ATTRS))
 
 
 # --- cumsum ----------------------------------------------------------------------------------

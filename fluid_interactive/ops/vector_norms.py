@@ -18,7 +18,8 @@ from typing import Any
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
 from .broadcast import broadcast_shape
-from .products import check_same_float, register_grad, sum_to
+from .grad_rules import check_same_float, register_grad
+from .linalg import sum_to
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, dims_compatible, slots
 
