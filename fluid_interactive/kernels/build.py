@@ -80,7 +80,11 @@ class KernelSource:
 
     @property
     def key(self) -> str:
-        h = hashlib.sha256("\0".join((TIER_VERSION, sys.version, self.text)).encode())
+        # The argument types too: one text may serve several dtypes (a chain whose
+        # members name no constant), and a loaded kernel accepts only the types it was
+        # built for, so each gets a module of its own.
+        h = hashlib.sha256("\0".join((TIER_VERSION, sys.version, self.text,
+                                      repr(self.args))).encode())
         return f"{self.stem}_{h.hexdigest()[:16]}"
 
     def path(self) -> str:

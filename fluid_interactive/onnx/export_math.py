@@ -77,10 +77,21 @@ def _swish(e: OpExport) -> None:
     e.node("Mul", [x, gate], [e.output("Out")])
 
 
+def attr_or_tensor(e: OpExport, slot: str, attr: str, like: str) -> str:
+    """The value of ``attr``, or the 1-element tensor in ``slot`` that gives it instead
+    (cast to ``like``'s dtype; a [1] tensor broadcasts like a scalar)."""
+    if not e.has_input(slot):
+        return e.scalar(float(e.attrs[attr]), like, attr)
+    value = e.input(slot)
+    if e.dtype(value) == e.dtype(like):
+        return value
+    return e.node("Cast", [value], to=e.onnx_dtype(e.dtype(like)))[0]
+
+
 @export_rule("pow")
 def _pow(e: OpExport) -> None:
     x = e.input("X")
-    e.node("Pow", [x, e.scalar(float(e.attrs["factor"]), x, "factor")], [e.output("Out")])
+    e.node("Pow", [x, attr_or_tensor(e, "FactorTensor", "factor", x)], [e.output("Out")])
 
 
 @export_rule("softmax", "log_softmax")
@@ -91,27 +102,37 @@ def _softmax(e: OpExport) -> None:
 
 @export_rule("scale")
 def _scale(e: OpExport) -> None:
-    """scale * x + bias (or scale * (x + bias)); factors of 1 and biases of 0 are left out."""
+    """scale * x + bias (or scale * (x + bias)); factors of 1 and biases of 0 are left out
+    (a ScaleTensor is always multiplied)."""
     x, out = e.input("X"), e.output("Out")
     s, b = float(e.attrs["scale"]), float(e.attrs["bias"])
-    steps = [("Mul", s, 1.0), ("Add", b, 0.0)]
+    tensor = e.has_input("ScaleTensor")
+    steps = [("Mul", s, 1.0, tensor), ("Add", b, 0.0, False)]
     if not e.attrs["bias_after_scale"]:
         steps.reverse()
-    needed = [(node, v) for node, v, neutral in steps if v != neutral]
+    needed = [(node, v, t) for node, v, neutral, t in steps if v != neutral or t]
     if not needed:
         e.node("Identity", [x], [out])
         return
     value = x
-    for i, (node, v) in enumerate(needed):
+    for i, (node, v, t) in enumerate(needed):
         target = [out] if i == len(needed) - 1 else None
-        value = e.node(node, [value, e.scalar(v, x, node.lower())], target)[0]
+        operand = attr_or_tensor(e, "ScaleTensor", "scale", x) if t else \
+            e.scalar(v, x, node.lower())
+        value = e.node(node, [value, operand], target)[0]
 
 
 @export_rule("clip")
 def _clip(e: OpExport) -> None:
+    """Bounds given as [1] tensors (Min, Max) become the 0-d ones Clip takes."""
     x = e.input("X")
-    e.node("Clip", [x, e.scalar(float(e.attrs["min"]), x, "min"),
-                    e.scalar(float(e.attrs["max"]), x, "max")], [e.output("Out")])
+    bounds = []
+    for slot, attr in (("Min", "min"), ("Max", "max")):
+        value = attr_or_tensor(e, slot, attr, x)
+        if e.has_input(slot):
+            value = e.node("Reshape", [value, e.ints([], "scalar")])[0]
+        bounds.append(value)
+    e.node("Clip", [x, *bounds], [e.output("Out")])
 
 
 @export_rule("cast")

@@ -80,12 +80,16 @@ _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max":
 
 @export_rule(*_REDUCE)
 def _reduce(e: OpExport) -> None:
+    reduce_node(e, _REDUCE[e.op.type])
+
+
+def reduce_node(e: OpExport, node: str) -> None:
+    """A reduce op (attrs dim, keep_dim, reduce_all) as the ONNX reduction ``node``."""
     x = e.input("X")
     axes = list(reduced_axes(e, e.shape(x), e.attrs))   # checks them
     if len(axes) < len(e.shape(x)) and not e.attrs["reduce_all"]:
         axes = [int(d) for d in e.attrs["dim"]]   # as the layer recorded them
     keep = int(bool(e.attrs["keep_dim"]))
-    node = _REDUCE[e.op.type]
     if node == "ReduceSum" or e.opset >= 18:   # axes became an input (ReduceSum in 13)
         e.node(node, [x, e.ints(axes)], [e.output("Out")], keepdims=keep)
     else:

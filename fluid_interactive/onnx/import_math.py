@@ -168,19 +168,20 @@ def _cast(n: NodeImport) -> None:
 
 @import_rule("Clip")
 def _clip(n: NodeImport) -> None:
-    """Bounds from inputs 1 and 2 (opset 11+) or attributes; a missing bound is none."""
+    """Bounds from inputs 1 and 2 (opset 11+) or attributes; a missing bound is none; a
+    bound the file computes becomes the op's Min / Max tensor."""
     x = n.var(0)
     big = float(np.finfo(n.dtype(x)).max) if n.dtype(x).startswith("float") else float(2 ** 62)
-    bounds = []
-    for i, key, default in ((1, "min", -big), (2, "max", big)):
+    bounds, tensors = [], {}
+    for i, key, slot, default in ((1, "min", "Min", -big), (2, "max", "Max", big)):
         if n.has_input(i):
             value = n.static(i)
             if value is None:
-                n.fail(f"needs its {key} fixed in the file")
-            bounds.append(float(np.asarray(value).reshape(())))
+                tensors[slot] = n.var(i)
+            bounds.append(default if value is None else float(np.asarray(value).reshape(())))
         else:
             bounds.append(float(n.attr(key, default)))
-    n.op("clip", {"X": x}, {"min": bounds[0], "max": bounds[1]})
+    n.op("clip", {"X": x, **tensors}, {"min": bounds[0], "max": bounds[1]})
 
 
 @import_rule("Sum")

@@ -37,6 +37,7 @@ from . import (  # noqa: F401  (the rules)
     import_control,
     import_creation,
     import_math,
+    import_math2,
     import_nn,
     import_rnn,
     import_shape,

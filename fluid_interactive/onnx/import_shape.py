@@ -142,6 +142,11 @@ _REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": 
 
 @import_rule(*_REDUCE)
 def _reduce(n: NodeImport) -> None:
+    reduce_op(n, _REDUCE[n.node.op_type])
+
+
+def reduce_op(n: NodeImport, op_type: str) -> None:
+    """An ONNX reduction as the reduce op ``op_type`` (attrs dim, keep_dim, reduce_all)."""
     x = n.var(0)
     rank = len(n.shape(x))
     axes = n.ints(1, "axes", "axes") or []
@@ -150,8 +155,8 @@ def _reduce(n: NodeImport) -> None:
         n.bind(x)
         return
     every = sorted(_axis(n, a, rank, "axis") for a in axes) in ([], list(range(rank)))
-    n.op(_REDUCE[n.node.op_type], {"X": x}, {"dim": [] if every else list(axes),
-                                             "keep_dim": keep, "reduce_all": every})
+    n.op(op_type, {"X": x}, {"dim": [] if every else list(axes), "keep_dim": keep,
+                             "reduce_all": every})
 
 
 @import_rule("ArgMax", "ArgMin")

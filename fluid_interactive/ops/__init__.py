@@ -4,6 +4,8 @@ Importing this package registers every op. See `spec.py` for what a spec holds.
 """
 from . import (  # noqa: F401
                accumulate,
+               activation,
+               activation_param,
                auc,
                chain,
                chunk_eval,
@@ -37,15 +39,18 @@ from . import (  # noqa: F401
                optim_fused,
                pool,
                probe,
+               products,
                py_func,
                query,
                random,
                reader,
                recurrent,
                reduce,
+               reductions,
                rnn_unit,
                row_branch,
                sampled_loss,
+               segmentation,
                sequence,
                sequence_conv,
                sequence_edit,
@@ -55,6 +60,8 @@ from . import (  # noqa: F401
                tensor_array,
                transfer_layout,
                unary,
+               unary_math,
+               vector_norms,
 )
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .registry import get_spec, register, registered_ops

@@ -136,10 +136,13 @@ register(OpSpec("fused_elementwise", slots("X", "Ys*"), slots("Out"), _infer, _k
                     "chain-fusion pass; values bit-identical)."))
 
 
-def chainable(op_type: str) -> bool:
+def chainable(op: OpDesc) -> bool:
     """An op the chain pass may take: elementwise (its Out may be written into X's array),
-    one output Out, inputs X and at most one side input Y."""
-    spec = get_spec(op_type)
-    ins = [s.name for s in spec.inputs]
+    one output Out, inputs X and at most one side input Y (an op whose spec has optional
+    inputs besides, such as scale's ScaleTensor, only while it leaves them out)."""
+    spec = get_spec(op.type)
+    required = [s.name for s in spec.inputs if not s.optional]
+    given = {slot for slot, names in op.inputs.items() if names}
     return (("Out", "X") in spec.inplace and [s.name for s in spec.outputs] == ["Out"]
-            and ins in (["X"], ["X", "Y"]) and not spec.random and not spec.aliases)
+            and required in (["X"], ["X", "Y"]) and given <= {"X", "Y"}
+            and not spec.random and not spec.aliases)

@@ -77,17 +77,20 @@ def _infer(ctx) -> None:
     infer_binary(ctx)
 
 
-def _define(name: str, ufunc: str, local_grads: Callable, uses_out: bool = False,
+def _define(name: str, ufunc: str, local_grads: Callable | None, uses_out: bool = False,
             doc: str = "", identity_x: bool = False, scalar: str | None = None) -> None:
     """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
     shapes alone. ``scalar``: the op on one element pair, ``x`` and ``y``
-    (`OpSpec.scalar`)."""
+    (`OpSpec.scalar`). ``local_grads`` None: no gradient."""
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=binary_kernel(ufunc),
-                    grad=_grad_maker(name + "_grad", uses_out), doc=doc,
+                    grad=None if local_grads is None else _grad_maker(name + "_grad", uses_out),
+                    doc=doc,
                     inplace=(("Out", "X"), ("Out", "Y")),
                     scalar=None if scalar is None else (lambda a, c: scalar),
                     layout=LayoutRule(("X", "Y", "Out"), adapt=adapt_broadcast_axis)))
+    if local_grads is None:
+        return
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
     register(OpSpec(type=name + "_grad", inputs=slots(*grad_inputs),
                     outputs=slots("X@GRAD?", "Y@GRAD?"), attrs=_ATTRS,
@@ -153,3 +156,5 @@ def _mod_grads(xp, x, y, out, g, wx, wy):
 _define("elementwise_mod", "remainder", _mod_grads,
         doc="Out = X mod Y, with the sign of Y (as Python's % and NumPy's remainder)")
 
+_define("elementwise_floordiv", "floor_divide", None,
+        doc="Out = floor(X / Y) (Python's //; no gradient)", scalar="x // y")

@@ -167,7 +167,7 @@ def _matmul_grad(g: GradContext) -> None:
             "Y@GRAD": [n for n in g.in_grad("Y") if n]}, g.attrs)
 
 
-def _sum_to(xp, a, shape):
+def sum_to(xp, a, shape):
     """Sum a gradient of a broadcast matmul down to an operand's shape."""
     extra = a.ndim - len(shape)
     if extra > 0:
@@ -204,12 +204,12 @@ def _matmul_grad_kernel(ctx: KernelContext):
             opy = _swap(b2) if ty else b2
             dx = xp.matmul(g2, _swap(opy))
             dx = _swap(dx) if tx else dx
-            res.append(_sum_to(xp, dx, x.shape))
+            res.append(sum_to(xp, dx, x.shape))
         if want_y:
             opx = _swap(a2) if tx else a2
             dy = xp.matmul(_swap(opx), g2)
             dy = _swap(dy) if ty else dy
-            res.append(_sum_to(xp, dy, y.shape))
+            res.append(sum_to(xp, dy, y.shape))
         return res[0] if len(res) == 1 else tuple(res)
     return fn
 

@@ -72,7 +72,7 @@ register(OpSpec("mean_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
 # several tie, dOut is split evenly among them, so the gradient still sums to dOut.
 
 Shape = tuple[int, ...]
-_REDUCE = {"dim": [0], "keep_dim": False, "reduce_all": False}
+REDUCE_ATTRS = {"dim": [0], "keep_dim": False, "reduce_all": False}
 _NUMERIC = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "int32",
                       "int64"})
 
@@ -92,7 +92,7 @@ def reduced_axes(ctx: Any, shape: Shape, attrs: Mapping[str, Any]) -> Shape:
     return tuple(sorted(axes))
 
 
-def _reduced_shape(shape: Shape, axes: Shape, keep: bool) -> Shape:
+def reduced_shape(shape: Shape, axes: Shape, keep: bool) -> Shape:
     if keep:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
@@ -105,7 +105,7 @@ def _reduce_infer(name: str, dtypes: frozenset):
             kind = "float" if dtypes == FLOAT_DTYPES else "numeric (not bool)"
             ctx.fail_dtype(f"{name} needs a {kind} input, got {x.dtype}; cast it first")
         axes = reduced_axes(ctx, x.shape, ctx.attrs)
-        ctx.set_output("Out", _reduced_shape(x.shape, axes, ctx.attrs["keep_dim"]), x.dtype)
+        ctx.set_output("Out", reduced_shape(x.shape, axes, ctx.attrs["keep_dim"]), x.dtype)
     return infer
 
 
@@ -188,7 +188,7 @@ def _kept_shape(ctx: KernelContext) -> tuple[Shape, Shape, Shape]:
     """X's shape, the reduced axes, and Out's shape with those axes kept as size 1."""
     shape = ctx.input("X").shape
     axes = reduced_axes(ctx, shape, ctx.attrs)
-    return shape, axes, _reduced_shape(shape, axes, True)
+    return shape, axes, reduced_shape(shape, axes, True)
 
 
 def _sum_like_grad_kernel(mean: bool):
@@ -232,10 +232,10 @@ def _define_reduce(name: str, grad_kernel, uses: tuple[str, ...],
         emit_default_grad(g, uses, name + "_grad", ("X",))
 
     register(OpSpec(name, slots("X"), slots("Out"), _reduce_infer(name, dtypes),
-                    _reduce_kernel(name), maker, attrs=_REDUCE, doc=doc))
+                    _reduce_kernel(name), maker, attrs=REDUCE_ATTRS, doc=doc))
     grad_in = ("X", "Out", "Out@GRAD") if "Out" in uses else ("X", "Out@GRAD")
     register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
-                    infer_like({"X@GRAD": "X"}), grad_kernel, attrs=_REDUCE,
+                    infer_like({"X@GRAD": "X"}), grad_kernel, attrs=REDUCE_ATTRS,
                     shape_only=() if "Out" in uses else ("X",)))
 
 

@@ -8,6 +8,7 @@ op reads, so the planner can free the others early.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from math import prod
 from typing import Any
 
 from .layouts import LayoutRule
@@ -20,36 +21,97 @@ def _float_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", x.shape, x.dtype)
 
 
-def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[str],
-            attrs: Mapping[str, Any] | None = None, doc: str = "",
-            linear_grad: Callable[[KernelContext], Callable | None] | None = None,
-            inplace: bool = True, scalar: Callable | None = None) -> None:
-    """``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
-    may hand it X's own buffer (and likewise the gradient dOut's). ``scalar``: the
-    forward on one element (`OpSpec.scalar`)."""
-    attrs = dict(attrs or {})
+def _tensor_infer(tensors: Mapping[str, str]) -> Callable[[InferContext], None]:
+    """`_float_infer`, and each tensor given for an attr holds one number."""
+    def infer(ctx: InferContext) -> None:
+        for slot, attr in tensors.items():
+            if ctx.has_input(slot):
+                t = ctx.input(slot)
+                if all(d >= 0 for d in t.shape) and prod(t.shape) != 1:
+                    ctx.fail(f"{slot} gives the attr {attr!r} as a tensor, which must hold "
+                             f"one number; got shape {list(t.shape)}")
+        _float_infer(ctx)
+    return infer
 
+
+def _with_tensors(attrs: Mapping[str, Any], tensors: Mapping[str, str],
+                  values: Mapping[str, Any], dtype: str) -> dict[str, Any]:
+    """The attrs with those given as tensors replaced by their 0-d arrays (in X's dtype
+    when X is float), so that the value stays on the device."""
+    merged = dict(attrs)
+    for slot, attr in tensors.items():
+        if slot in values:
+            v = values[slot].reshape(())
+            merged[attr] = v.astype(dtype, copy=False) if dtype.startswith("float") else v
+    return merged
+
+
+def define_unary(name: str, forward: Callable, grad: Callable | None, uses: Sequence[str],
+                 attrs: Mapping[str, Any] | None = None, doc: str = "",
+                 linear_grad: Callable[[KernelContext], Callable | None] | None = None,
+                 inplace: bool = True, scalar: Callable | None = None,
+                 tensors: Mapping[str, str] | None = None,
+                 infer: Callable[[InferContext], None] | None = None) -> None:
+    """Register op ``name`` and its ``<name>_grad`` from one table row.
+
+    ``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
+    may hand it X's own buffer (and likewise the gradient dOut's). ``scalar``: the
+    forward on one element (`OpSpec.scalar`). ``tensors``: optional input slots that give
+    an attr as a 1-element tensor instead (Paddle's ``ScaleTensor`` of scale): the rules
+    then see that attr as a 0-d array. ``infer``: a shape rule other than X's type."""
+    attrs, tensors = dict(attrs or {}), dict(tensors or {})
+    extra = tuple(s + "?" for s in tensors)
+    register(OpSpec(name, slots("X", *extra), slots("Out"),
+                    infer or (_tensor_infer(tensors) if tensors else _float_infer),
+                    _forward_kernel(forward, tensors),
+                    _grad_maker(name, uses, tensors) if grad is not None else None,
+                    attrs=attrs, doc=doc, inplace=(("Out", "X"),) if inplace else (),
+                    scalar=scalar, layout=LayoutRule(("X", "Out"))))
+    if grad is not None:
+        grad_in = [s for s in ("X", "Out") if s in uses] + list(extra) + ["Out@GRAD"]
+        like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
+        register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
+                        infer_like({"X@GRAD": like}),
+                        _grad_kernel(grad, linear_grad, tensors), attrs=attrs,
+                        inplace=(("X@GRAD", "Out@GRAD"),),
+                        layout=LayoutRule(("X", "Out", "Out@GRAD", "X@GRAD"))))
+
+
+def _forward_kernel(forward: Callable, tensors: Mapping[str, str]):
     def kernel(ctx: KernelContext):
         xp, out, a = ctx.xp, ctx.buffer("Out"), ctx.attrs
-        return lambda x: forward(xp, x, out, a)
+        given = [s for s in tensors if ctx.has_input(s)]
+        if not given:
+            return lambda x: forward(xp, x, out, a)
+        dtype = ctx.input("X").dtype
+        return lambda x, *ts: forward(
+            xp, x, out, _with_tensors(a, tensors, dict(zip(given, ts)), dtype))
+    return kernel
 
+
+def _grad_maker(name: str, uses: Sequence[str], tensors: Mapping[str, str]):
     def maker(g: GradContext) -> None:
         dout = g.out_grad("Out")
         if not dout or not present(dout) or not g.wants("X"):
             return
         inputs: dict[str, Sequence[str | None]] = {
             "X": g.input("X"), "Out": g.output("Out"), "Out@GRAD": dout}
-        g.emit(name + "_grad", {k: v for k, v in inputs.items() if k in uses or k == "Out@GRAD"},
-               {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
+        inputs = {k: v for k, v in inputs.items() if k in uses or k == "Out@GRAD"}
+        inputs.update({s: g.input(s) for s in tensors if g.input(s)})
+        g.emit(name + "_grad", inputs, {"X@GRAD": [n for n in g.in_grad("X") if n]},
+               g.attrs)
+    return maker
 
+
+def _grad_kernel(grad: Callable, linear_grad: Callable | None, tensors: Mapping[str, str]):
     def grad_kernel(ctx: KernelContext):
-        assert grad is not None  # the grad op is registered only with a gradient
         xp, out, a = ctx.xp, ctx.buffer("X@GRAD"), ctx.attrs
         has_x, has_y = ctx.has_input("X"), ctx.has_input("Out")
         special = linear_grad(ctx) if linear_grad is not None else None
         if special is not None:
             return special
-
+        if any(ctx.has_input(s) for s in tensors):
+            return _tensor_grad_kernel(ctx, grad, tensors)
         if has_x and has_y:
             return lambda x, y, g: grad(xp, x, y, g, out, a)
         if has_x:
@@ -57,18 +119,20 @@ def _define(name: str, forward: Callable, grad: Callable | None, uses: Sequence[
         if has_y:
             return lambda y, g: grad(xp, None, y, g, out, a)
         return lambda g: grad(xp, None, None, g, out, a)
+    return grad_kernel
 
-    register(OpSpec(name, slots("X"), slots("Out"), _float_infer, kernel,
-                    maker if grad is not None else None, attrs=attrs, doc=doc,
-                    inplace=(("Out", "X"),) if inplace else (), scalar=scalar,
-                    layout=LayoutRule(("X", "Out"))))
-    if grad is not None:
-        grad_in = [s for s in ("X", "Out") if s in uses] + ["Out@GRAD"]
-        like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
-        register(OpSpec(name + "_grad", slots(*grad_in), slots("X@GRAD"),
-                        infer_like({"X@GRAD": like}), grad_kernel, attrs=attrs,
-                        inplace=(("X@GRAD", "Out@GRAD"),),
-                        layout=LayoutRule(("X", "Out", "Out@GRAD", "X@GRAD"))))
+
+def _tensor_grad_kernel(ctx: KernelContext, grad: Callable, tensors: Mapping[str, str]):
+    """A gradient kernel reading some attrs from tensors: its inputs by slot name."""
+    xp, out, a = ctx.xp, ctx.buffer("X@GRAD"), ctx.attrs
+    names = [s.name for s in ctx.spec.inputs if ctx.has_input(s.name)]
+    dtype = ctx.input("Out@GRAD").dtype
+
+    def fn(*args):
+        v = dict(zip(names, args))
+        return grad(xp, v.get("X"), v.get("Out"), v["Out@GRAD"], out,
+                    _with_tensors(a, tensors, v, dtype))
+    return fn
 
 
 def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:
@@ -80,38 +144,42 @@ def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:
     return lambda x, g: xp.multiply(x, factor, out=out)
 
 
-_define("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
+define_unary("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(xp.multiply(x, g, out=o), 2.0, out=o),
         ("X",), doc="Out = X * X", linear_grad=_square_grad_of_uniform)
-_define("relu", lambda xp, x, o, a: xp.maximum(x, 0, out=o),
+define_unary("relu", lambda xp, x, o, a: xp.maximum(x, 0, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y > 0, out=o), ("Out",),
         doc="Out = max(X, 0)",   # NumPy's maximum: +0 for -0, NaN stays NaN
         scalar=lambda a, c: f"x if x > {c(0)} else (x if x != x else {c(0)})")
-_define("leaky_relu",
+define_unary("leaky_relu",
         lambda xp, x, o, a: xp.where(x > 0, x, x * a["alpha"]),
         lambda xp, x, y, g, o, a: xp.multiply(
             g, xp.where(x > 0, 1.0, a["alpha"]).astype(g.dtype), out=o), ("X",),
         attrs={"alpha": 0.02}, doc="Out = X if X > 0 else alpha * X", inplace=False)
-_define("sigmoid",
+define_unary("sigmoid",
         lambda xp, x, o, a: xp.reciprocal(1 + xp.exp(-x), out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g * y, 1 - y, out=o), ("Out",),
         doc="Out = 1 / (1 + exp(-X))",
         scalar=lambda a, c: f"{c(1)} / ({c(1)} + np.exp(-x))")
-_define("tanh", lambda xp, x, o, a: xp.tanh(x, out=o),
+define_unary("tanh", lambda xp, x, o, a: xp.tanh(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, 1 - y * y, out=o), ("Out",),
         doc="Out = tanh(X)", scalar=lambda a, c: "np.tanh(x)")
-_define("exp", lambda xp, x, o, a: xp.exp(x, out=o),
+define_unary("exp", lambda xp, x, o, a: xp.exp(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y, out=o), ("Out",), doc="Out = exp(X)")
-_define("log", lambda xp, x, o, a: xp.log(x, out=o),
+define_unary("log", lambda xp, x, o, a: xp.log(x, out=o),
         lambda xp, x, y, g, o, a: xp.divide(g, x, out=o), ("X",), doc="Out = ln(X)")
-_define("sqrt", lambda xp, x, o, a: xp.sqrt(x, out=o),
+define_unary("sqrt", lambda xp, x, o, a: xp.sqrt(x, out=o),
         lambda xp, x, y, g, o, a: xp.divide(g * 0.5, y, out=o), ("Out",),
         doc="Out = sqrt(X)")
-_define("abs", lambda xp, x, o, a: xp.abs(x, out=o),
+define_unary("abs", lambda xp, x, o, a: xp.abs(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, xp.sign(x), out=o), ("X",),
         doc="Out = |X|")
-_define("sign", lambda xp, x, o, a: xp.sign(x, out=o), None, (),
-        doc="Out = -1, 0 or 1 by the sign of X (no gradient)")
+define_unary("sign", lambda xp, x, o, a: xp.sign(x, out=o), None, (),
+             doc="Out = -1, 0 or 1 by the sign of X (no gradient)",
+             scalar=lambda a, c: f"{c(1)} if x > {c(0)} else ({c(-1)} if x < {c(0)} else "
+                                 f"(x if x != x else {c(0)}))")
+
+
 def _scale_forward(xp, x, o, a):
     scale, bias = a["scale"], a["bias"]
     if x.dtype.kind != "f":  # integer vars stay integer: compute, then cast back
@@ -119,7 +187,7 @@ def _scale_forward(xp, x, o, a):
         return r.astype(x.dtype) if o is None else xp.copyto(o, r, casting="unsafe") or o
     if bias == 0.0:
         return xp.multiply(x, scale, out=o)
-    if scale == 1.0:
+    if isinstance(scale, float) and scale == 1.0:   # not a ScaleTensor's array
         return xp.add(x, bias, out=o)
     if a["bias_after_scale"]:
         return xp.add(xp.multiply(x, scale, out=o), bias, out=o)
@@ -138,15 +206,31 @@ def _scale_scalar(a, c):
     return f"(x + {c(bias)}) * {c(scale)}"
 
 
-_define("scale", _scale_forward,
-        lambda xp, x, y, g, o, a: xp.multiply(g, a["scale"], out=o), (),
-        attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True}, scalar=_scale_scalar,
-        doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is False)")
-_define("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
-        lambda xp, x, y, g, o, a: xp.multiply(g, (x >= a["min"]) & (x <= a["max"]), out=o),
-        ("X",),
-        attrs={"min": -1.0, "max": 1.0}, doc="Out = min(max(X, min), max)")
-_define("pow", lambda xp, x, o, a: xp.power(x, a["factor"], out=o),
-        lambda xp, x, y, g, o, a: xp.multiply(g * a["factor"], xp.power(x, a["factor"] - 1),
-                                              out=o), ("X",),
-        attrs={"factor": 1.0}, doc="Out = X ** factor")
+define_unary("scale", _scale_forward,
+             lambda xp, x, y, g, o, a: xp.multiply(g, a["scale"], out=o), (),
+             attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
+             scalar=_scale_scalar, tensors={"ScaleTensor": "scale"},
+             doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is "
+                 "False); ScaleTensor, a 1-element tensor, gives scale when present")
+
+
+def _clip_scalar(a, c):
+    """`xp.clip` on one element (min < max): NaN stays NaN."""
+    lo, hi = c(a["min"]), c(a["max"])
+    return f"{hi} if x > {hi} else ({lo} if x < {lo} else x)"
+
+
+# Paddle's clip passes the gradient strictly inside (min, max).
+define_unary("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
+             lambda xp, x, y, g, o, a: xp.multiply(g, (x > a["min"]) & (x < a["max"]),
+                                                   out=o),
+             ("X",), attrs={"min": -1.0, "max": 1.0}, tensors={"Min": "min", "Max": "max"},
+             scalar=_clip_scalar,
+             doc="Out = min(max(X, min), max); Min and Max, 1-element tensors, give the "
+                 "bounds when present")
+define_unary("pow", lambda xp, x, o, a: xp.power(x, a["factor"], out=o),
+             lambda xp, x, y, g, o, a: xp.multiply(
+                 g * a["factor"], xp.power(x, a["factor"] - 1), out=o), ("X",),
+             attrs={"factor": 1.0}, tensors={"FactorTensor": "factor"},
+             doc="Out = X ** factor; FactorTensor, a 1-element tensor, gives factor when "
+                 "present")

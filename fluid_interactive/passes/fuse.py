@@ -137,7 +137,7 @@ def _extends(program: ProgramDesc, block: BlockDesc, chain: list[OpDesc], op: Op
     nothing else reads that result, and its own result has the same declared type."""
     last = chain[-1]
     result = last.outputs["Out"][0]
-    if not chainable(op.type) or op.inputs.get("X") != [result] or \
+    if not chainable(op) or op.inputs.get("X") != [result] or \
             result in op.inputs.get("Y", ()) or reads.get(result) != 1 or \
             result in protected or op.role != last.role or op.role_var:
         return False
@@ -173,7 +173,7 @@ def fuse_elementwise_chains(program: ProgramDesc, block: BlockDesc) -> BlockDesc
             chain.append(op)
             continue
         flush()
-        if chainable(op.type) and not op.role_var:
+        if chainable(op) and not op.role_var:
             chain.append(op)
         else:
             new_ops.append(op)

@@ -24,10 +24,12 @@ from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
 from .pointwise_loss import *  # noqa: F403
+from .products import *  # noqa: F403
 from .python_func import *  # noqa: F403
 from .random import *  # noqa: F403
 from .ranking import *  # noqa: F403
 from .recurrent import *  # noqa: F403
+from .reductions import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
@@ -35,6 +37,7 @@ from .sequence_edit import *  # noqa: F403
 from .sequence_filters import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
+from .unary import *  # noqa: F403
 from .utility import *  # noqa: F403
 
 # every layer module imported above (a submodule import binds its name here; derived, so

@@ -11,6 +11,7 @@ from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
+from .targets import written_to
 from .tensor import fill_constant
 
 __all__ = ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
@@ -56,67 +57,75 @@ def _compare(op_type: str, x: Variable, y: Operand, axis: int, name: str | None,
     return out
 
 
-def less_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-              cond: Variable | None = None) -> Variable:
+def less_than(x: Variable, y: Operand, force_cpu: bool | None = None,
+              cond: Variable | None = None, axis: int = -1,
+              name: str | None = None) -> Variable:
     """``x < y`` elementwise (bool); with ``cond`` the result is written into that bool
-    var (a loop's condition) and returned."""
+    var (a loop's condition) and returned. ``force_cpu`` is accepted for Paddle
+    compatibility and changes nothing; ``axis`` broadcasts y as in `elementwise_add`."""
     return _compare("less_than", x, y, axis, name, cond)
 
 
-def less_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-               cond: Variable | None = None) -> Variable:
+def less_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+               name: str | None = None) -> Variable:
     """``x <= y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("less_equal", x, y, axis, name, cond)
 
 
-def greater_than(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-                 cond: Variable | None = None) -> Variable:
+def greater_than(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+                 name: str | None = None) -> Variable:
     """``x > y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("greater_than", x, y, axis, name, cond)
 
 
-def greater_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-                  cond: Variable | None = None) -> Variable:
+def greater_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+                  name: str | None = None) -> Variable:
     """``x >= y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("greater_equal", x, y, axis, name, cond)
 
 
-def equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-          cond: Variable | None = None) -> Variable:
+def equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+          name: str | None = None) -> Variable:
     """``x == y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("equal", x, y, axis, name, cond)
 
 
-def not_equal(x: Variable, y: Operand, axis: int = -1, name: str | None = None,
-              cond: Variable | None = None) -> Variable:
+def not_equal(x: Variable, y: Operand, cond: Variable | None = None, axis: int = -1,
+              name: str | None = None) -> Variable:
     """``x != y`` elementwise (bool); ``cond`` as in `less_than`."""
     return _compare("not_equal", x, y, axis, name, cond)
 
 
-def _logical(op_type: str, x: Variable, y: Variable | None, name: str | None) -> Variable:
+def _logical(op_type: str, x: Variable, y: Variable | None, out: Variable | None,
+             name: str | None) -> Variable:
     inputs = {"X": as_variable(x, f"{op_type}: x")}
     if y is not None:
         inputs["Y"] = as_variable(y, f"{op_type}: y")
-    out = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
-    out.stop_gradient = True
-    return out
+    result = append_simple(op_type, inputs, {} if y is None else {"axis": -1}, name=name)
+    result.stop_gradient = True
+    target = written_to(result, out, op_type)
+    target.stop_gradient = True
+    return target
 
 
-def logical_and(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x and y`` elementwise, for bool vars."""
-    return _logical("logical_and", x, y, name)
+def logical_and(x: Variable, y: Variable, out: Variable | None = None,
+                name: str | None = None) -> Variable:
+    """``x and y`` elementwise, for bool vars; with ``out`` written into that var."""
+    return _logical("logical_and", x, y, out, name)
 
 
-def logical_or(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x or y`` elementwise, for bool vars."""
-    return _logical("logical_or", x, y, name)
+def logical_or(x: Variable, y: Variable, out: Variable | None = None,
+               name: str | None = None) -> Variable:
+    """``x or y`` elementwise, for bool vars; ``out`` as in `logical_and`."""
+    return _logical("logical_or", x, y, out, name)
 
 
-def logical_xor(x: Variable, y: Variable, name: str | None = None) -> Variable:
-    """``x xor y`` elementwise, for bool vars."""
-    return _logical("logical_xor", x, y, name)
+def logical_xor(x: Variable, y: Variable, out: Variable | None = None,
+                name: str | None = None) -> Variable:
+    """``x xor y`` elementwise, for bool vars; ``out`` as in `logical_and`."""
+    return _logical("logical_xor", x, y, out, name)
 
 
-def logical_not(x: Variable, name: str | None = None) -> Variable:
-    """``not x`` elementwise, for a bool var."""
-    return _logical("logical_not", x, None, name)
+def logical_not(x: Variable, out: Variable | None = None, name: str | None = None) -> Variable:
+    """``not x`` elementwise, for a bool var; ``out`` as in `logical_and`."""
+    return _logical("logical_not", x, None, out, name)

@@ -16,7 +16,12 @@ from ..variable import Placeholder, Variable
 Inputs = Mapping[str, Variable | Sequence[Variable] | None]
 
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "softmax", "leaky_relu", "exp", "log", "sqrt",
-               "square", "abs", "gelu", "elu", "swish", "log_softmax")
+               "square", "abs", "gelu", "elu", "swish", "log_softmax",
+               # Paddle's act= takes any elementwise op by its type, with default attrs
+               "relu6", "hard_sigmoid", "hard_swish", "selu", "brelu", "soft_relu", "stanh",
+               "mish", "logsigmoid", "tanh_shrink", "softplus", "softsign", "softshrink",
+               "hard_shrink", "thresholded_relu", "sin", "cos", "atan", "asin", "acos", "ceil",
+               "floor", "round", "reciprocal", "rsqrt", "log1p", "erf", "sign")
 
 
 def as_variable(value: Any, what: str) -> Variable:
@@ -27,6 +32,15 @@ def as_variable(value: Any, what: str) -> Variable:
         return value
     raise error_at(OpArgumentError, f"{what} must be a fluid Variable (the result of a layer "
                                     f"or fluid.layers.data), got {type(value).__name__}")
+
+
+def float_input(value: Any, what: str) -> Variable:
+    """`as_variable`, and the var must be float16/32/64 (Paddle raises TypeError too)."""
+    x = as_variable(value, what)
+    if x.dtype not in ("float16", "float32", "float64"):
+        raise error_at(OpArgumentError, f"{what} {x.name}:{short_type(x.desc)} must be "
+                                        f"float16, float32 or float64; cast it first")
+    return x
 
 
 class LayerHelper:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import DTypeError, ShapeError
+from ...errors import DTypeError, OpArgumentError, ShapeError
 from ...ir.records import VarDesc
 from ...ir.text import short_type
 from ...ops.apply import declared_typer, infer_op
@@ -57,6 +57,12 @@ def append_into(helper: LayerHelper, op_type: str, inputs: Inputs, attrs: Mappin
                                                                       f"{what}")
     trace = helper.trace
     declared = trace.find(target.name)
+    if declared is not None and not (declared.persistable or declared.is_data) \
+            and trace.block.name and trace.has_value(target.name):
+        raise error_at(OpArgumentError,
+                       f"{helper.layer_type}: {what}={target.name!r} already holds a value, "
+                       f"and a method's temporaries are written once; write into a parameter "
+                       f"or state var, or use the returned result instead of {what}=")
     helper.append(op_type, inputs, attrs, outputs={slot: [target.name]})
     op = trace.block.ops[-1]
     got = infer_op(op, trace.type_of, declared_typer(trace.program))[slot][0]
@@ -69,6 +75,14 @@ def append_into(helper: LayerHelper, op_type: str, inputs: Inputs, attrs: Mappin
                             f"{list(got.shape)} but {what} {target.name!r} is "
                             f"{short_type(declared)}; they must match")
     return Variable(trace, target.name)
+
+
+def written_to(result: Variable, out: Any, layer: str, what: str = "out") -> Variable:
+    """``result``, or a copy of it written into ``out`` (Paddle's ``out=``) for a layer
+    built of several ops, as ``assign(result, output=out)`` writes it."""
+    if out is None:
+        return result
+    return append_into(LayerHelper(layer), "assign", {"X": result}, {}, out, what)
 
 
 def _fits(var: VarDesc, t: TensorType) -> bool:
