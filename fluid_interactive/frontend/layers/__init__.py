@@ -10,6 +10,7 @@ from . import (
     control_flow,
     conv,
     dynamic_rnn,
+    index,
     io,
     loss,
     lr,
@@ -28,6 +29,7 @@ from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
+from .index import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .lr import *  # noqa: F403
@@ -43,7 +45,7 @@ from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+                                tensor, tensor_array, index)
                   for name in module.__all__})
 
 

@@ -1,0 +1,133 @@
+"""Layers that index: pick the k largest entries, gather rows or elements by integer
+indices, scatter updates into a copy, and find the coordinates of true elements.
+
+Indices are int32 or int64 Variables. ``where``, ``nonzero``, ``unique`` and
+``unique_with_counts`` give results whose size depends on the values (a dim shown as ``?``
+while tracing); a compiled method sizes them, and the ops that follow, each time it runs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import OpArgumentError
+from ..tracing import error_at
+from ..variable import Variable
+from .helpers import LayerHelper, append_simple, as_variable
+from .tensor import slice as slice_layer
+
+__all__ = ["topk", "gather", "gather_nd", "index_select", "index_sample", "where", "nonzero"]
+
+
+def check_int(value: Any, what: str, layer: str, minimum: int | None = None) -> int:
+    """A Python int (a NumPy integer too; not a bool), at least ``minimum`` when given."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise error_at(OpArgumentError, f"{layer}: {what} must be an int, got "
+                                        f"{type(value).__name__} {value!r:.40}")
+    if minimum is not None and value < minimum:
+        raise error_at(OpArgumentError, f"{layer}: {what}={value} must be at least {minimum}")
+    return int(value)
+
+
+def check_bool(value: Any, what: str, layer: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise error_at(OpArgumentError, f"{layer}: {what} must be True or False, got "
+                                        f"{value!r:.40}")
+    return bool(value)
+
+
+def _no_gradient(*outs: Variable) -> None:
+    for v in outs:
+        v.stop_gradient = True
+
+
+def topk(input: Variable, k: int | Variable, name: str | None = None
+         ) -> tuple[Variable, Variable]:
+    """The ``k`` largest entries of each row along the last dim of ``input``, largest first,
+    and their positions (int64): two Variables of shape ``input.shape[:-1] + [k]``.
+
+    ``k`` may be an int or an int32/int64 Variable holding one value (the result's last
+    dim is then known only when the method runs). As in Paddle, both results have
+    ``stop_gradient=True``; set ``values.stop_gradient = False`` to pass a gradient back to
+    the selected entries of ``input``.
+    """
+    x = as_variable(input, "topk: input")
+    helper = LayerHelper("topk", name)
+    if isinstance(k, Variable):
+        inputs: dict[str, Any] = {"X": x, "K": k}
+        attrs: dict[str, Any] = {}
+    else:
+        inputs, attrs = {"X": x}, {"k": check_int(k, "k", "topk", minimum=1)}
+    outs = helper.append("top_k", inputs, attrs)
+    values, indices = outs["Out"][0], outs["Indices"][0]
+    _no_gradient(values, indices)
+    return values, indices
+
+
+def gather(input: Variable, index: Variable, overwrite: bool = True) -> Variable:
+    """The rows of ``input`` (along its first dim) listed in ``index`` (int32/int64, shape
+    ``[N]`` or ``[N, 1]``): shape ``[N] + input.shape[1:]``.
+
+    ``overwrite`` decides the gradient of a row listed more than once: True (Paddle's
+    default) keeps the gradient of its last occurrence, False adds them all up.
+    """
+    x = as_variable(input, "gather: input")
+    idx = as_variable(index, "gather: index")
+    return append_simple("gather", {"X": x, "Index": idx},
+                         {"overwrite": check_bool(overwrite, "overwrite", "gather")})
+
+
+def gather_nd(input: Variable, index: Variable, name: str | None = None) -> Variable:
+    """Slices or elements of ``input`` addressed by the rows of ``index``
+    (int32/int64, shape ``[..., k]`` with ``k <= rank(input)``): each row holds the
+    coordinates of the first ``k`` dims. The result is ``index.shape[:-1] +
+    input.shape[k:]``; e.g. ``gather_nd(x, fluid.layers.where(x > 0))`` gives the positive
+    entries of ``x``."""
+    x = as_variable(input, "gather_nd: input")
+    idx = as_variable(index, "gather_nd: index")
+    return append_simple("gather_nd", {"X": x, "Index": idx}, name=name)
+
+
+def index_select(input: Variable, index: Variable, dim: int = 0) -> Variable:
+    """``input`` re-indexed along ``dim`` by the int32/int64 vector ``index``: the result
+    has ``len(index)`` entries along ``dim``. Repeated indices repeat slices, and their
+    gradients add up."""
+    x = as_variable(input, "index_select: input")
+    idx = as_variable(index, "index_select: index")
+    return append_simple("index_select", {"X": x, "Index": idx},
+                         {"dim": check_int(dim, "dim", "index_select")})
+
+
+def index_sample(x: Variable, index: Variable) -> Variable:
+    """Per row, the entries of ``x`` [B, D] at the columns ``index`` [B, K] lists:
+    ``out[b, j] = x[b, index[b, j]]`` (e.g. the scores of each row's top-k ids)."""
+    xv = as_variable(x, "index_sample: x")
+    idx = as_variable(index, "index_sample: index")
+    return append_simple("index_sample", {"X": xv, "Index": idx})
+
+
+def where(condition: Variable) -> Variable:
+    """The coordinates of the true elements of ``condition``: an int64 Variable
+    ``[N, rank(condition)]``, one row per true element in row-major order. N depends on
+    the values (``?`` while tracing). No gradient flows through it."""
+    cond = as_variable(condition, "where: condition")
+    out = append_simple("where_index", {"Condition": cond}, layer="where")
+    _no_gradient(out)
+    return out
+
+
+def nonzero(input: Variable, as_tuple: bool = False) -> Variable | tuple[Variable, ...]:
+    """The coordinates of the non-zero elements of ``input``: an int64 Variable
+    ``[N, rank(input)]`` (as `where`). With ``as_tuple`` a tuple of ``rank`` Variables
+    ``[N, 1]``, one per dim of ``input``."""
+    x = as_variable(input, "nonzero: input")
+    as_tuple = check_bool(as_tuple, "as_tuple", "nonzero")
+    out = append_simple("where_index", {"Condition": x}, layer="nonzero")
+    _no_gradient(out)
+    if not as_tuple:
+        return out
+    rank = len(x.shape)
+    if rank == 1:
+        return (out,)
+    return tuple(slice_layer(out, axes=[1], starts=[i], ends=[i + 1]) for i in range(rank))
