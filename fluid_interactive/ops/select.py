@@ -1,4 +1,5 @@
-"""Selecting by value: the k largest entries, the coordinates of true elements.
+"""Selecting by value: the k largest entries, the coordinates of true elements, the
+sequences a beam search kept.
 
 ``top_k``        Out, Indices (int64) = the k largest entries of each last-axis row of X,
                  largest first (equal values are not ordered, as in Paddle); k from the ``k``
@@ -6,6 +7,9 @@
                  only when the op runs)
 ``where_index``  Out int64 [N, rank(Condition)] = the coordinates of the N elements of
                  Condition that are true (non-zero), in row-major order
+``gather_tree``  Out [T, B, beam] = the full id sequence of each beam of a beam search,
+                 traced back from the last step through Parents (the beam each step's
+                 id extended); Ids and Parents int [T, B, beam]
 
 The outputs of ``where_index`` (and of ``top_k`` with a K tensor) have a size that depends
 on values: their shape rules say so with a -1 dim, which a plan keeps (runtime/plan sizes
@@ -17,7 +21,7 @@ from math import prod
 from typing import Any
 
 from ..ir.text import format_shape as _fmt
-from .gather import INDEX_DTYPES
+from .gather import INDEX_DTYPES, check_bounds
 from .registry import register
 from .spec import (
     InferContext,
@@ -134,3 +138,44 @@ register(OpSpec("where_index", slots("Condition"), slots("Out"), _where_index_in
                 _where_index_kernel, host_access="reads",
                 doc="Out int64 [N, rank] = the coordinates of Condition's N true (non-zero) "
                     "elements, in row-major order; N is known when the op runs."))
+
+
+# --- gather_tree -----------------------------------------------------------------------------
+
+def _gather_tree_infer(ctx: InferContext) -> None:
+    ids, parents = ctx.input("Ids"), ctx.input("Parents")
+    for slot, t in (("Ids", ids), ("Parents", parents)):
+        if t.dtype not in INDEX_DTYPES:
+            ctx.fail_dtype(f"gather_tree: {slot} must be int32 or int64, got {t.dtype}")
+        if t.rank != 3:
+            ctx.fail(f"gather_tree: {slot} must be [max_len, batch, beam], got {_fmt(t.shape)}")
+    if len(ids.shape) != len(parents.shape) or any(
+            a >= 0 and b >= 0 and a != b for a, b in zip(ids.shape, parents.shape)):
+        ctx.fail(f"gather_tree: Ids {_fmt(ids.shape)} and Parents {_fmt(parents.shape)} must "
+                 f"have one shape")
+    ctx.set_output("Out", ids.shape, ids.dtype)
+
+
+def _gather_tree_kernel(ctx: KernelContext):
+    xp, t = ctx.xp, ctx.output("Out")
+    steps, beam = t.shape[0], t.shape[2]
+    out = ctx.buffer("Out")
+
+    def gather_tree(ids: Any, parents: Any) -> Any:
+        check_bounds(xp, parents, beam, "gather_tree: parent")
+        o = xp.empty(t.shape, t.dtype) if out is None else out
+        if steps == 0:
+            return o
+        o[-1] = ids[-1]
+        parent = parents[-1]
+        for step in range(steps - 2, -1, -1):   # back through time, every beam at once
+            o[step] = xp.take_along_axis(ids[step], parent, axis=1)
+            parent = xp.take_along_axis(parents[step], parent, axis=1)
+        return o
+    return gather_tree
+
+
+register(OpSpec("gather_tree", slots("Ids", "Parents"), slots("Out"), _gather_tree_infer,
+                _gather_tree_kernel, host_access="reads",
+                doc="Out [T, B, beam] = each beam's full id sequence, traced back from its "
+                    "last step through Parents (the beam each step came from)."))

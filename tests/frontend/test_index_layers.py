@@ -150,6 +150,14 @@ def test_training_through_a_selection_sized_by_values():
     np.testing.assert_array_equal(a.get_var("w"), b.get_var("w"))
 
 
+def test_gather_tree_traces_beams_back():
+    p = compile_one(L.gather_tree, {"ids": ([3, 1, 2], "int64", True),
+                                    "parents": ([3, 1, 2], "int64", True)})
+    ids = np.array([[[2, 3]], [[4, 5]], [[6, 7]]])
+    parents = np.array([[[0, 0]], [[1, 1]], [[1, 0]]])
+    np.testing.assert_array_equal(p.f(ids, parents)[:, 0], [[3, 3], [5, 4], [6, 7]])
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda x: L.topk(x, k=0), fluid.OpArgumentError, "topk: k=0 must be at least 1"),
     (lambda x: L.topk(x, k=2.5), fluid.OpArgumentError, "topk: k must be an int"),
@@ -160,6 +168,10 @@ def test_training_through_a_selection_sized_by_values():
     (lambda x: L.gather(x, L.cast(x, "int64"), overwrite=1), fluid.OpArgumentError,
      "overwrite must be True or False"),
     (lambda x: L.where([10]), TypeError, "where: condition must be a fluid Variable"),
+    (lambda x: L.gather_tree(np.zeros((5, 2, 2), "int64"), x), TypeError,
+     "gather_tree: ids must be a fluid Variable"),
+    (lambda x: L.gather_tree(L.reshape(x, [-1, 2, 2]), L.reshape(x, [-1, 2, 2])), TypeError,
+     "gather_tree: Ids must be int32 or int64, got float32"),
     (lambda x: L.nonzero(x, as_tuple="yes"), fluid.OpArgumentError,
      "as_tuple must be True or False"),
     (lambda x: L.index_select(x, L.cast(x, "int64"), dim=1.0), fluid.OpArgumentError,

@@ -100,3 +100,40 @@ def test_where_index_shape_is_known_only_when_it_runs():
     assert traced_types("where_index", {"Condition": ((4, 3), "bool")}) == [((-1, 2), "int64")]
     with pytest.raises(DTypeError, match="Condition must be bool or numeric, got uint8"):
         traced_types("where_index", {"Condition": ((4,), "uint8")})
+
+
+# --- gather_tree -----------------------------------------------------------------------------
+
+def _backtrace(Ids, Parents, **_):
+    """Paddle's test reference: each beam followed back step by step."""
+    out = np.zeros_like(Ids)
+    steps, batch, beam = Ids.shape
+    for b in range(batch):
+        for k in range(beam):
+            out[-1, b, k] = Ids[-1, b, k]
+            parent = Parents[-1, b, k]
+            for step in range(steps - 2, -1, -1):
+                out[step, b, k] = Ids[step, b, parent]
+                parent = Parents[step, b, parent]
+    return out
+
+
+@pytest.mark.parametrize("shape,dtype", [((5, 2, 2), "int64"), ((7, 3, 4), "int32"),
+                                         ((1, 2, 3), "int64")])
+def test_gather_tree_matches_paddle_backtrace(rng, shape, dtype):
+    ids = rng.integers(0, 10, shape).astype(dtype)
+    parents = rng.integers(0, shape[2], shape).astype(dtype)
+    check_op("gather_tree", {"Ids": ids, "Parents": parents}, reference=_backtrace, rtol=0,
+             atol=0, batch_unknown=False)
+
+
+def test_gather_tree_errors(rng):
+    with pytest.raises(IndexError, match=r"gather_tree: parent 2 .* \[0, 2\)"):
+        check_op("gather_tree", {"Ids": np.zeros((2, 1, 2), "int64"),
+                                 "Parents": np.full((2, 1, 2), 2, "int64")})
+    with pytest.raises(DTypeError, match="Ids must be int32 or int64, got float32"):
+        traced_types("gather_tree", {"Ids": ((5, 2, 2), "float32"),
+                                     "Parents": ((5, 2, 2), "int64")})
+    with pytest.raises(ShapeError, match=r"Ids \[5, 2, 2\] and Parents \[5, 2, 3\] must "):
+        traced_types("gather_tree", {"Ids": ((5, 2, 2), "int64"),
+                                     "Parents": ((5, 2, 3), "int64")})

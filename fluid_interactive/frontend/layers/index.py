@@ -17,7 +17,8 @@ from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
 from .tensor import slice as slice_layer
 
-__all__ = ["topk", "gather", "gather_nd", "index_select", "index_sample", "where", "nonzero"]
+__all__ = ["topk", "gather", "gather_nd", "index_select", "index_sample", "where", "nonzero",
+           "gather_tree"]
 
 
 def check_int(value: Any, what: str, layer: str, minimum: int | None = None) -> int:
@@ -131,3 +132,15 @@ def nonzero(input: Variable, as_tuple: bool = False) -> Variable | tuple[Variabl
     if rank == 1:
         return (out,)
     return tuple(slice_layer(out, axes=[1], starts=[i], ends=[i + 1]) for i in range(rank))
+
+
+def gather_tree(ids: Variable, parents: Variable) -> Variable:
+    """The full sequences a beam search kept, from the ids it chose at each step and the
+    beam each step extended: ``ids`` and ``parents`` are int32/int64 ``[max_len, batch,
+    beam]``; the result (same shape) holds, for each final beam, its ids from the first
+    step to the last, traced back through ``parents``."""
+    ids_v = as_variable(ids, "gather_tree: ids")
+    parents_v = as_variable(parents, "gather_tree: parents")
+    out = append_simple("gather_tree", {"Ids": ids_v, "Parents": parents_v})
+    _no_gradient(out)
+    return out
