@@ -27,6 +27,7 @@ from . import (  # noqa: F401
                recurrent,
                reduce,
                rnn_unit,
+               scatter,
                select,
                sequence,
                shape,

@@ -134,7 +134,7 @@ register(OpSpec("gather_grad", slots("X", "Index", "Out@GRAD"), slots("X@GRAD"),
 
 # --- gather_nd -------------------------------------------------------------------------------
 
-def _nd_depth(ctx: Any, x: TensorType, index: TensorType, op: str) -> int:
+def nd_depth(ctx: Any, x: TensorType, index: TensorType, op: str) -> int:
     check_index_dtype(ctx, index, f"{op}: Index")
     if index.rank == 0:
         ctx.fail(f"{op}: Index must have at least one dim [..., k], got a 0-d value")
@@ -150,7 +150,7 @@ def _nd_depth(ctx: Any, x: TensorType, index: TensorType, op: str) -> int:
 
 def _gather_nd_infer(ctx: InferContext) -> None:
     x, index = ctx.input("X"), ctx.input("Index")
-    k = _nd_depth(ctx, x, index, "gather_nd")
+    k = nd_depth(ctx, x, index, "gather_nd")
     ctx.set_output("Out", index.shape[:-1] + x.shape[k:], x.dtype)
 
 

@@ -7,13 +7,16 @@ sequences a beam search kept.
                  only when the op runs)
 ``where_index``  Out int64 [N, rank(Condition)] = the coordinates of the N elements of
                  Condition that are true (non-zero), in row-major order
+``unique``       Out = the distinct values of X [N] in the order they first appear,
+                 Index [N] = each element's position in Out (``dtype`` int32/int64);
+                 ``unique_with_counts`` adds Count = how often each appears
 ``gather_tree``  Out [T, B, beam] = the full id sequence of each beam of a beam search,
                  traced back from the last step through Parents (the beam each step's
                  id extended); Ids and Parents int [T, B, beam]
 
-The outputs of ``where_index`` (and of ``top_k`` with a K tensor) have a size that depends
-on values: their shape rules say so with a -1 dim, which a plan keeps (runtime/plan sizes
-such a step's outputs, and the steps after it, each time they run).
+The outputs of ``where_index`` and ``unique`` (and of ``top_k`` with a K tensor) have a
+size that depends on values: their shape rules say so with a -1 dim, which a plan keeps
+(runtime/plan sizes such a step's outputs, and the steps after it, each time they run).
 """
 from __future__ import annotations
 
@@ -179,3 +182,53 @@ register(OpSpec("gather_tree", slots("Ids", "Parents"), slots("Out"), _gather_tr
                 _gather_tree_kernel, host_access="reads",
                 doc="Out [T, B, beam] = each beam's full id sequence, traced back from its "
                     "last step through Parents (the beam each step came from)."))
+
+
+# --- unique, unique_with_counts -------------------------------------------------------------
+
+def _unique_infer(ctx: InferContext) -> None:
+    x, dtype = ctx.input("X"), ctx.attrs["dtype"]
+    op = ctx.spec.type
+    if x.rank != 1:
+        ctx.fail(f"{op}: X must be 1-D, got {_fmt(x.shape)}; flatten it with "
+                 f"fluid.layers.reshape(x, [-1])")
+    if x.dtype not in ("float32", "float64", "int32", "int64"):
+        ctx.fail_dtype(f"{op}: X must be float32/64 or int32/64, got {x.dtype}")
+    if dtype not in INDEX_DTYPES:
+        ctx.fail_dtype(f"{op}: dtype (of Index and Count) must be int32 or int64, got {dtype}")
+    ctx.set_output("Out", (-1,), x.dtype)   # as many as there are distinct values
+    ctx.set_output("Index", x.shape, dtype)
+    ctx.set_output("Count", (-1,), dtype)
+
+
+def first_seen_unique(xp: Any, x: Any) -> tuple[Any, Any, Any]:
+    """(distinct values in the order they first appear, each element's position among
+    them, how often each appears): Paddle's order, not NumPy's sorted one."""
+    values, first, inverse, counts = xp.unique(x, return_index=True, return_inverse=True,
+                                               return_counts=True)
+    order = xp.argsort(first)
+    rank = xp.empty_like(order)
+    rank[order] = xp.arange(order.size)
+    return values[order], rank[inverse.reshape(-1)], counts[order]
+
+
+def _unique_kernel(ctx: KernelContext):
+    xp, dtype = ctx.xp, ctx.attrs["dtype"]
+    with_counts = ctx.has_output("Count")
+
+    def unique(x: Any) -> tuple[Any, ...]:
+        values, index, counts = first_seen_unique(xp, x)
+        if with_counts:
+            return values, index.astype(dtype), counts.astype(dtype)
+        return values, index.astype(dtype)
+    return unique
+
+
+_UNIQUE = {"dtype": "int32"}
+register(OpSpec("unique", slots("X"), slots("Out", "Index"), _unique_infer, _unique_kernel,
+                attrs=_UNIQUE, host_access="reads",
+                doc="Out = X's distinct values in the order they first appear; Index[i] = "
+                    "the position of X[i] in Out (in dtype)."))
+register(OpSpec("unique_with_counts", slots("X"), slots("Out", "Index", "Count"),
+                _unique_infer, _unique_kernel, attrs=_UNIQUE, host_access="reads",
+                doc="unique's Out and Index, and Count[j] = how often Out[j] appears in X."))

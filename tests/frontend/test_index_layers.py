@@ -158,6 +158,49 @@ def test_gather_tree_traces_beams_back():
     np.testing.assert_array_equal(p.f(ids, parents)[:, 0], [[3, 3], [5, 4], [6, 7]])
 
 
+def test_scatter_layers():
+    def body(x, ids, updates):
+        replaced = L.scatter(x, ids, updates)
+        added = L.scatter(x, ids, updates, overwrite=False)
+        index = L.unsqueeze(ids, [1])
+        nd = L.scatter_nd_add(x, index, updates)
+        fresh = L.scatter_nd(index, updates, [5, 2])
+        return replaced, added, nd, fresh
+    p = compile_one(body, {"x": ([5, 2], "float32", True), "ids": ([-1], "int64", True),
+                           "updates": ([-1, 2], "float32", True)})
+    x = np.ones((5, 2), "float32")
+    ids = np.array([4, 0, 4])
+    updates = np.arange(6, dtype="float32").reshape(3, 2)
+    replaced, added, nd, fresh = p.f(x, ids, updates)
+    np.testing.assert_array_equal(replaced[[0, 4]], [[2, 3], [4, 5]])
+    np.testing.assert_array_equal(added[[0, 4]], [[2, 3], [4, 6]])
+    np.testing.assert_array_equal(nd[[0, 4]], [[3, 4], [5, 7]])
+    np.testing.assert_array_equal(fresh[[0, 1, 4]], [[2, 3], [0, 0], [4, 6]])
+
+
+def test_unique_feeds_a_lookup_trained_end_to_end():
+    """The distinct ids of a batch (their number known only when the method runs) pick
+    rows of a table, and a gather by the inverse index spreads them back: the table's
+    gradient is the sum over each id's occurrences, as a direct lookup's."""
+    def body(ids):
+        table = L.create_parameter([6, 3], "float64", name="table")
+        out, index, count = L.unique_with_counts(ids, dtype="int64")
+        rows = L.gather(table, out)
+        spread = L.gather(rows, index, overwrite=False)
+        loss = L.reduce_sum(spread * spread)
+        return out, count, spread, fluid.gradients(loss, [table])[0], \
+            fluid.gradients(L.reduce_sum(L.gather(table, ids, overwrite=False) ** 2),
+                            [table])[0]
+    p = compile_one(body, {"ids": ([-1], "int64", True)})
+    for ids in (np.array([3, 1, 3, 3, 5]), np.array([0, 0]), np.arange(6)):
+        out, count, spread, grad, direct = p.f(ids)
+        table = p.get_var("table")
+        np.testing.assert_array_equal(out, list(dict.fromkeys(ids.tolist())))
+        np.testing.assert_array_equal(count, [np.sum(ids == v) for v in out])
+        np.testing.assert_array_equal(spread, table[ids])
+        np.testing.assert_allclose(grad, direct)
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda x: L.topk(x, k=0), fluid.OpArgumentError, "topk: k=0 must be at least 1"),
     (lambda x: L.topk(x, k=2.5), fluid.OpArgumentError, "topk: k must be an int"),
@@ -168,6 +211,17 @@ def test_gather_tree_traces_beams_back():
     (lambda x: L.gather(x, L.cast(x, "int64"), overwrite=1), fluid.OpArgumentError,
      "overwrite must be True or False"),
     (lambda x: L.where([10]), TypeError, "where: condition must be a fluid Variable"),
+    (lambda x: L.unique([10]), TypeError, "unique: x must be a fluid Variable"),
+    (lambda x: L.unique(x), fluid.ShapeError, r"unique: X must be 1-D, got \[\?, 4\]"),
+    (lambda x: L.unique_with_counts(L.reshape(x, [-1]), dtype="float32"), TypeError,
+     "must be int32 or int64, got float32"),
+    (lambda x: L.scatter_nd_add(x, L.cast(x, "int64"), L.cast(x, "float64")),
+     fluid.OpArgumentError, "ref and updates must have the same dtype, got float32 and "
+                            "float64"),
+    (lambda x: L.scatter_nd(L.cast(x, "int64"), x, [4, -1.5]), fluid.OpArgumentError,
+     "scatter_nd: shape must be a list of ints"),
+    (lambda x: L.scatter(x, L.cast(x, "int64"), x), fluid.ShapeError,
+     r"scatter: Ids must be a vector \[N\] or a column \[N, 1\]"),
     (lambda x: L.gather_tree(np.zeros((5, 2, 2), "int64"), x), TypeError,
      "gather_tree: ids must be a fluid Variable"),
     (lambda x: L.gather_tree(L.reshape(x, [-1, 2, 2]), L.reshape(x, [-1, 2, 2])), TypeError,

@@ -2,6 +2,7 @@
 gather (index_select on dim 0), topk, and the others where torch has the same op."""
 import numpy as np
 import pytest
+from ops.harness import check_op
 from ops.test_against_torch import close, ours, t
 
 torch = pytest.importorskip("torch")
@@ -31,3 +32,15 @@ def test_top_k_matches_torch(rng):
     close(got["Out"], values)
     np.testing.assert_array_equal(got["Indices"], indices.numpy())
     close(grads["X"], _backward(values, cot, tx)[0])
+
+
+def test_unique_with_counts_matches_torch(rng):
+    x = rng.integers(0, 20, 300).astype("int64")
+    got = check_op("unique_with_counts", {"X": x}, {"dtype": "int64"},
+                   output_counts={"Out": 1, "Index": 1, "Count": 1})
+    got = {slot: values[0] for slot, values in got.items()}
+    values, counts = torch.unique(torch.tensor(x), sorted=True, return_counts=True)
+    order = np.argsort(got["Out"])
+    np.testing.assert_array_equal(got["Out"][order], values.numpy())
+    np.testing.assert_array_equal(got["Count"][order], counts.numpy())
+    np.testing.assert_array_equal(got["Out"][got["Index"]], x)

@@ -137,3 +137,43 @@ def test_gather_tree_errors(rng):
     with pytest.raises(ShapeError, match=r"Ids \[5, 2, 2\] and Parents \[5, 2, 3\] must "):
         traced_types("gather_tree", {"Ids": ((5, 2, 2), "int64"),
                                      "Parents": ((5, 2, 3), "int64")})
+
+
+# --- unique, unique_with_counts -----------------------------------------------------------------
+
+def _first_seen(X, dtype, **_):
+    """Paddle's test reference: NumPy's unique re-ordered by first appearance."""
+    values, first = np.unique(X, return_index=True)
+    out = values[np.argsort(first)]
+    index = np.array([list(out).index(v) for v in X], dtype)
+    counts = np.array([np.sum(v == X) for v in out], dtype)
+    return {"Out": out, "Index": index, "Count": counts}
+
+
+@pytest.mark.parametrize("x,dtype", [
+    (np.array([2, 3, 3, 1, 5, 3], "int64"), "int32"), (np.array([2], "int64"), "int32"),
+    ("random", "int64"), (np.array([0.5, -1.0, 0.5, 2.0], "float32"), "int64"),
+])
+def test_unique_matches_paddle_cases(rng, x, dtype):
+    if isinstance(x, str):
+        x = rng.integers(0, 100, 150).astype("int64")
+    got = check_op("unique", {"X": x}, {"dtype": dtype}, rtol=0, atol=0,
+                   reference=lambda **a: {k: v for k, v in _first_seen(**a).items()
+                                          if k != "Count"})
+    assert got["Index"][0].dtype == dtype
+    check_op("unique_with_counts", {"X": x}, {"dtype": dtype}, reference=_first_seen,
+             output_counts={"Out": 1, "Index": 1, "Count": 1}, rtol=0, atol=0)
+
+
+def test_unique_sizes_are_known_only_when_it_runs():
+    types = traced_types("unique_with_counts", {"X": ((-1,), "int64")}, {"dtype": "int64"},
+                         counts={"Out": 1, "Index": 1, "Count": 1})
+    assert types == [((-1,), "int64"), ((-1,), "int64"), ((-1,), "int64")]
+    with pytest.raises(ShapeError, match=r"unique: X must be 1-D, got \[2, 3\]"):
+        traced_types("unique", {"X": ((2, 3), "int64")}, counts={"Out": 1, "Index": 1})
+    with pytest.raises(DTypeError, match="must be int32 or int64, got float32"):
+        traced_types("unique", {"X": ((3,), "int64")}, {"dtype": "float32"},
+                     counts={"Out": 1, "Index": 1})
+    with pytest.raises(DTypeError, match="unique: X must be float32/64 or int32/64, got "
+                                         "float16"):
+        traced_types("unique", {"X": ((3,), "float16")}, counts={"Out": 1, "Index": 1})

@@ -7,6 +7,7 @@ while tracing); a compiled method sizes them, and the ops that follow, each time
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ from ...errors import OpArgumentError
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
+from .tensor import _dtype, _ints, fill_constant
 from .tensor import slice as slice_layer
 
 __all__ = ["topk", "gather", "gather_nd", "index_select", "index_sample", "where", "nonzero",
-           "gather_tree"]
+           "gather_tree", "scatter", "scatter_nd_add", "scatter_nd",
+           "unique", "unique_with_counts"]
 
 
 def check_int(value: Any, what: str, layer: str, minimum: int | None = None) -> int:
@@ -144,3 +147,71 @@ def gather_tree(ids: Variable, parents: Variable) -> Variable:
     out = append_simple("gather_tree", {"Ids": ids_v, "Parents": parents_v})
     _no_gradient(out)
     return out
+
+
+def scatter(input: Variable, index: Variable, updates: Variable, name: str | None = None,
+            overwrite: bool = True) -> Variable:
+    """A copy of ``input`` whose rows ``index`` (int32/int64 ``[N]``) are replaced by the
+    rows of ``updates`` ``[N] + input.shape[1:]``.
+
+    A row listed twice: with ``overwrite`` (the default) its last update wins; otherwise
+    the row is zeroed and all its updates are added. Gradients: ``input``'s reaches the
+    rows not replaced, each update's the row it landed in (none for an overwritten one).
+    """
+    x = as_variable(input, "scatter: input")
+    idx = as_variable(index, "scatter: index")
+    upd = as_variable(updates, "scatter: updates")
+    return append_simple("scatter", {"X": x, "Ids": idx, "Updates": upd},
+                         {"overwrite": check_bool(overwrite, "overwrite", "scatter")},
+                         name=name)
+
+
+def _same_dtype(ref: Variable, updates: Variable, layer: str) -> None:
+    if ref.dtype != updates.dtype:
+        raise error_at(OpArgumentError, f"{layer}: ref and updates must have the same dtype, "
+                                        f"got {ref.dtype} and {updates.dtype}")
+
+
+def scatter_nd_add(ref: Variable, index: Variable, updates: Variable,
+                   name: str | None = None) -> Variable:
+    """A copy of ``ref`` with ``updates`` added at the positions the rows of ``index``
+    (int32/int64 ``[..., k]``, as in `gather_nd`) address; ``updates`` is
+    ``index.shape[:-1] + ref.shape[k:]``, and updates to one position add up."""
+    r = as_variable(ref, "scatter_nd_add: ref")
+    idx = as_variable(index, "scatter_nd_add: index")
+    upd = as_variable(updates, "scatter_nd_add: updates")
+    _same_dtype(r, upd, "scatter_nd_add")
+    return append_simple("scatter_nd_add", {"X": r, "Index": idx, "Updates": upd}, name=name)
+
+
+def scatter_nd(index: Variable, updates: Variable, shape: Sequence[int],
+               name: str | None = None) -> Variable:
+    """`scatter_nd_add` into zeros of ``shape`` (a list of ints) and ``updates``' dtype."""
+    upd = as_variable(updates, "scatter_nd: updates")
+    zeros = fill_constant(_ints(shape, "shape", "scatter_nd"), upd.dtype, 0.0)
+    return scatter_nd_add(zeros, index, upd, name)
+
+
+def _unique(op_type: str, x: Variable, dtype: Any) -> list[Variable]:
+    xv = as_variable(x, f"{op_type}: x")
+    helper = LayerHelper(op_type)
+    outs = helper.append(op_type, {"X": xv}, {"dtype": _dtype(dtype, op_type)})
+    found = [v for slot in ("Out", "Index", "Count") for v in outs.get(slot, [])]
+    _no_gradient(*found)
+    return found
+
+
+def unique(x: Variable, dtype: Any = "int32") -> tuple[Variable, Variable]:
+    """The distinct values of the 1-D ``x`` in the order they first appear (their number
+    is known only when the method runs), and for each element of ``x`` its position among
+    them (``dtype`` int32 or int64): ``out[index]`` gives ``x`` back."""
+    out, index = _unique("unique", x, dtype)
+    return out, index
+
+
+def unique_with_counts(x: Variable, dtype: Any = "int32"
+                       ) -> tuple[Variable, Variable, Variable]:
+    """`unique`'s ``(out, index)``, and ``count``: how often each value of ``out``
+    appears in ``x`` (``dtype``)."""
+    out, index, count = _unique("unique_with_counts", x, dtype)
+    return out, index, count
