@@ -21,6 +21,7 @@ from . import (
     recurrent,
     rnn,
     sequence,
+    slicing,
     tensor,
     tensor_array,
 )
@@ -40,12 +41,13 @@ from .norm import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
+from .slicing import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array, index)
+                                tensor, tensor_array, index, slicing)
                   for name in module.__all__})
 
 
