@@ -25,6 +25,7 @@ from . import (  # noqa: F401
                pad,
                pool,
                reader,
+               rearrange,
                recurrent,
                reduce,
                rnn_unit,
@@ -35,6 +36,7 @@ from . import (  # noqa: F401
                slicing,
                softmax,
                tensor_array,
+               tile,
                transfer_layout,
                unary,
 )

@@ -9,6 +9,7 @@
                   Index.shape[:-1] + X.shape[k:]
 ``index_select``  Out = X with dim ``dim`` re-indexed by Index [N] (or [N, 1])
 ``index_sample``  Out[b, j] = X[b, Index[b, j]] for X [B, D], Index [B, K]
+``multiplex``     Out[i] = X[Ids[i, 0]][i]: each row taken from the candidate Ids names
 
 Indices must lie in [0, size): on the host a kernel checks them and fails with an
 `IndexError` naming the bad one (on a device the check would read values back every call,
@@ -25,6 +26,7 @@ from ..ir.text import format_shape as _fmt
 from .registry import register
 from .shape import normalize_axis
 from .spec import (
+    GradContext,
     InferContext,
     KernelContext,
     OpSpec,
@@ -300,3 +302,76 @@ register(OpSpec("index_sample", slots("X", "Index"), slots("Out"), _index_sample
 register(OpSpec("index_sample_grad", slots("X", "Index", "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "X"}), _index_sample_grad_kernel, shape_only=("X",),
                 doc="X@GRAD[b, Index[b, j]] += dOut[b, j]."))
+
+
+# --- multiplex ---------------------------------------------------------------------------------
+
+def _multiplex_infer(ctx: InferContext) -> None:
+    xs, ids = ctx.inputs("X"), ctx.input("Ids")
+    check_index_dtype(ctx, ids, "multiplex: Ids")
+    if ids.rank != 2 or ids.shape[1] not in (1, -1):
+        ctx.fail(f"multiplex: Ids must be a column [B, 1], got {_fmt(ids.shape)}")
+    if len(xs) < 2:
+        ctx.fail(f"multiplex needs at least 2 candidate inputs, got {len(xs)}")
+    first = xs[0]
+    if first.rank < 2:
+        ctx.fail(f"multiplex: the candidates must have rank >= 2, got {_fmt(first.shape)}")
+    for i, t in enumerate(xs[1:], 1):
+        if t.dtype != first.dtype or t.rank != first.rank or any(
+                a >= 0 and b >= 0 and a != b for a, b in zip(t.shape, first.shape)):
+            ctx.fail(f"multiplex: every candidate must have one shape and dtype; input 0 is "
+                     f"{first.dtype}{_fmt(first.shape)}, input {i} {t.dtype}{_fmt(t.shape)}")
+    ctx.set_output("Out", first.shape, first.dtype)
+
+
+def _row_mask(ids: Any, k: int, rank: int) -> Any:
+    """Rows choosing candidate ``k``, shaped to broadcast over a candidate's rows."""
+    return (ids.reshape(-1) == k).reshape((-1,) + (1,) * (rank - 1))
+
+
+def _multiplex_kernel(ctx: KernelContext):
+    xp, t, out = ctx.xp, ctx.output("Out"), ctx.buffer("Out")
+    count = len(ctx.inputs("X"))
+
+    def multiplex(*args: Any) -> Any:
+        *xs, ids = args
+        check_bounds(xp, ids, count, "multiplex: id")
+        o = xp.empty(t.shape, t.dtype) if out is None else out
+        for k, x in enumerate(xs):   # over the few candidates, every row at once
+            xp.copyto(o, x, where=_row_mask(ids, k, t.rank))
+        return o
+    return multiplex
+
+
+def _multiplex_grad(g: GradContext) -> None:
+    dout = g.out_grad("Out")
+    if not dout or dout[0] is None or not g.wants("X"):
+        return
+    names = [n if n is not None else g.tmp("multiplex_unused") for n in g.in_grad("X")]
+    g.emit("multiplex_grad", {"Ids": g.input("Ids"), "Out@GRAD": dout}, {"X@GRAD": names})
+
+
+def _multiplex_grad_infer(ctx: InferContext) -> None:
+    dout = ctx.input("Out@GRAD")
+    ctx.set_outputs("X@GRAD", [dout] * ctx.output_count("X@GRAD"))
+
+
+def _multiplex_grad_kernel(ctx: KernelContext):
+    xp, count, dout_t = ctx.xp, len(ctx.out_types), ctx.input("Out@GRAD")
+
+    def grad(ids: Any, dout: Any) -> Any:
+        parts = []
+        for k in range(count):
+            dx = xp.zeros(dout_t.shape, dout_t.dtype)
+            xp.copyto(dx, dout, where=_row_mask(ids, k, dout_t.rank))
+            parts.append(dx)
+        return parts[0] if count == 1 else tuple(parts)
+    return grad
+
+
+register(OpSpec("multiplex", slots("X*", "Ids"), slots("Out"), _multiplex_infer,
+                _multiplex_kernel, _multiplex_grad,
+                doc="Out[i] = X[Ids[i, 0]][i]: each row from the candidate Ids names."))
+register(OpSpec("multiplex_grad", slots("Ids", "Out@GRAD"), slots("X@GRAD*"),
+                _multiplex_grad_infer, _multiplex_grad_kernel,
+                doc="X@GRAD[k] = dOut in the rows that chose candidate k, zeros elsewhere."))

@@ -411,17 +411,25 @@ def _split_kernel(ctx: KernelContext) -> Callable | Forward:
     return _splitter(axis, [t.shape[axis] for t in ctx.out_slots["Out"]])
 
 
-def _split_grad(g: GradContext) -> None:
-    douts = g.out_grad("Out")
+def emit_parts_grad(g: GradContext, out_slot: str, grad_type: str) -> None:
+    """The gradient of an op cutting X into the parts of ``out_slot``: one ``grad_type``
+    op joining the parts' gradients (``<out_slot>@GRAD``) into X's, zeros standing for a
+    part no gradient reached."""
+    douts = g.out_grad(out_slot)
     if not g.wants("X") or not any(n is not None for n in douts):
         return
     parts = []
-    for fwd, name in zip(g.output("Out"), douts):
+    for fwd, name in zip(g.output(out_slot), douts):
         if name is None:  # a part no gradient reached contributes zeros
             name = g.tmp(fwd + "@ZERO")
             g.emit("fill_zeros_like", {"X": [fwd]}, {"Out": [name]})
         parts.append(name)
-    g.emit("split_grad", {"Out@GRAD": parts}, {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
+    g.emit(grad_type, {out_slot + "@GRAD": parts},
+           {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
+
+
+def _split_grad(g: GradContext) -> None:
+    emit_parts_grad(g, "Out", "split_grad")
 
 
 def _split_grad_infer(ctx: InferContext) -> None:

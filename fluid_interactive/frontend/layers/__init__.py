@@ -18,6 +18,7 @@ from . import (
     metric,
     nn,
     norm,
+    rearrange,
     recurrent,
     rnn,
     sequence,
@@ -38,6 +39,7 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
@@ -47,7 +49,8 @@ from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
-                                tensor, tensor_array, index, slicing)
+                                tensor, tensor_array, index, slicing,
+                                rearrange)
                   for name in module.__all__})
 
 

@@ -21,7 +21,7 @@ from .tensor import slice as slice_layer
 
 __all__ = ["topk", "gather", "gather_nd", "index_select", "index_sample", "where", "nonzero",
            "gather_tree", "scatter", "scatter_nd_add", "scatter_nd",
-           "unique", "unique_with_counts"]
+           "unique", "unique_with_counts", "multiplex"]
 
 
 def check_int(value: Any, what: str, layer: str, minimum: int | None = None) -> int:
@@ -215,3 +215,18 @@ def unique_with_counts(x: Variable, dtype: Any = "int32"
     appears in ``x`` (``dtype``)."""
     out, index, count = _unique("unique_with_counts", x, dtype)
     return out, index, count
+
+
+def multiplex(inputs: Sequence[Variable], index: Variable) -> Variable:
+    """Row by row, the row of the candidate ``index`` names: ``out[i] = inputs[index[i,
+    0]][i]`` for two or more candidates of one shape ``[B, ...]`` and ``index`` int32/int64
+    ``[B, 1]``. The gradient reaches only the rows chosen."""
+    if not isinstance(inputs, (list, tuple)):
+        raise error_at(OpArgumentError, f"multiplex: inputs must be a list of Variables, got "
+                                        f"{type(inputs).__name__}")
+    if len(inputs) < 2:
+        raise error_at(OpArgumentError, f"multiplex: inputs must hold at least 2 Variables, "
+                                        f"got {len(inputs)}")
+    xs = [as_variable(v, f"multiplex: inputs[{i}]") for i, v in enumerate(inputs)]
+    idx = as_variable(index, "multiplex: index")
+    return append_simple("multiplex", {"X": xs, "Ids": idx})
