@@ -35,6 +35,7 @@ from ..frontend.variable import Variable
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     import_control,
+    import_index,
     import_math,
     import_nn,
     import_rnn,

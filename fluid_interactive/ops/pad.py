@@ -30,7 +30,7 @@ from .spec import (
 )
 
 _MODES = ("constant", "reflect", "edge")
-_PADDINGS = IntList("paddings", "Paddings", "PaddingsList")
+PADDINGS = IntList("paddings", "Paddings", "PaddingsList")
 
 
 def _spatial_axes(ctx: Any, rank: int) -> tuple[int, int]:
@@ -66,7 +66,7 @@ def padded_shape(ctx: Any, shape: Sequence[int], pads: Sequence[int | None]
 
 def _pad2d_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    pads = _PADDINGS.traced(ctx, 4)
+    pads = PADDINGS.traced(ctx, 4)
     ctx.set_output("Out", padded_shape(ctx, x.shape, pads), x.dtype)
 
 
@@ -82,7 +82,7 @@ def _pad2d_kernel(ctx: KernelContext):
 
     def pad2d(*args: Any) -> Any:
         x = args[0]
-        pads = read_list(_PADDINGS, ctx.attrs, split_inputs(ctx, args))
+        pads = read_list(PADDINGS, ctx.attrs, split_inputs(ctx, args))
         padded_shape(RunTimeCheck(ctx.attrs), x.shape, pads)   # checks them
         widths = _widths(ctx, x.ndim, pads)
         if mode != "constant":
@@ -109,7 +109,7 @@ def _pad2d_grad_kernel(ctx: KernelContext):
 
     def grad(*args: Any) -> Any:
         dout = args[-1]
-        widths = _widths(ctx, x.rank, read_list(_PADDINGS, ctx.attrs, split_inputs(ctx, args)))
+        widths = _widths(ctx, x.rank, read_list(PADDINGS, ctx.attrs, split_inputs(ctx, args)))
         if mode == "constant":
             inner = dout[tuple(slice(a, a + d) for d, (a, _) in zip(x.shape, widths))]
             if out is None:
@@ -131,14 +131,14 @@ def _pad2d_grad_kernel(ctx: KernelContext):
 
 _PAD2D = {"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": 0.0,
           "data_format": "NCHW"}
-register(OpSpec("pad2d", slots("X", *_PADDINGS.slot_specs()), slots("Out"), _pad2d_infer,
+register(OpSpec("pad2d", slots("X", *PADDINGS.slot_specs()), slots("Out"), _pad2d_infer,
                 _pad2d_kernel,
                 lambda g: emit_default_grad(g, ("X", "Paddings", "PaddingsList"), "pad2d_grad",
                                             ("X",)),
                 attrs=_PAD2D, host_access="reads",
                 doc="Out = X padded around its height and width by [top, bottom, left, "
                     "right]: 'constant' (pad_value), 'reflect' or 'edge'."))
-register(OpSpec("pad2d_grad", slots("X", *_PADDINGS.slot_specs(), "Out@GRAD"),
+register(OpSpec("pad2d_grad", slots("X", *PADDINGS.slot_specs(), "Out@GRAD"),
                 slots("X@GRAD"), infer_like({"X@GRAD": "X"}), _pad2d_grad_kernel,
                 attrs=_PAD2D, shape_only=("X",), host_access="reads",
                 doc="X@GRAD = each padded position's dOut added to the position it copied."))

@@ -136,15 +136,15 @@ def _define_view(name: str, target: Callable, attr: str, doc: str) -> None:
 
 # The shape may come from tensors: Shape (Paddle's actual_shape, the whole list) or
 # ShapeTensor (one tensor per entry, the attr holding -1 where a tensor stands).
-_SHAPE = IntList("shape", "Shape", "ShapeTensor", marked_minus_one("shape"))
+RESHAPE_SHAPE = IntList("shape", "Shape", "ShapeTensor", marked_minus_one("shape"))
 
 
 def _reshape_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    if not _SHAPE.given_by_tensors(ctx):
+    if not RESHAPE_SHAPE.given_by_tensors(ctx):
         ctx.set_output("Out", reshape_target(ctx, x.shape, ctx.attrs["shape"]), x.dtype)
         return
-    spec = _SHAPE.traced(ctx)
+    spec = RESHAPE_SHAPE.traced(ctx)
     if ctx.has_input("Shape"):   # the tensor overrides the attr: nothing is known
         spec = [None] * len(spec)
     out = [x.shape[i] if d == 0 and i < x.rank else (-1 if d is None else d)
@@ -163,9 +163,9 @@ class RunTimeCheck:
 
 
 def _reshape_kernel(ctx: KernelContext) -> Callable | Forward:
-    if _SHAPE.given_by_tensors(ctx):   # a new shape each call
+    if RESHAPE_SHAPE.given_by_tensors(ctx):   # a new shape each call
         def reshape(*args: Any) -> Any:
-            spec = read_list(_SHAPE, ctx.attrs, split_inputs(ctx, args))
+            spec = read_list(RESHAPE_SHAPE, ctx.attrs, split_inputs(ctx, args))
             return args[0].reshape(reshape_target(RunTimeCheck(), args[0].shape, spec))
         return reshape
     shape = ctx.output("Out").shape
@@ -175,9 +175,9 @@ def _reshape_kernel(ctx: KernelContext) -> Callable | Forward:
 
 
 _RESHAPE: dict[str, list[int]] = {"shape": []}
-register(OpSpec("reshape", slots("X", *_SHAPE.slot_specs()), slots("Out"), _reshape_infer,
-                _reshape_kernel, _grad_of_view("reshape"), attrs=_RESHAPE, aliases=True,
-                host_access="reads",
+register(OpSpec("reshape", slots("X", *RESHAPE_SHAPE.slot_specs()), slots("Out"),
+                _reshape_infer, _reshape_kernel, _grad_of_view("reshape"), attrs=_RESHAPE,
+                aliases=True, host_access="reads",
                 doc="Out = X with a new shape; 0 copies X's dim at that index, one -1 is "
                     "inferred; the shape may come from int tensors. A view when X is "
                     "contiguous."))
@@ -451,8 +451,9 @@ register(OpSpec("split_grad", slots("Out@GRAD*"), slots("X@GRAD"), _split_grad_i
 
 # starts and ends may come from tensors (Paddle's StartsTensor, EndsTensorList, ...), their
 # tensor entries marked -1 in infer_flags
-_STARTS = IntList("starts", "StartsTensor", "StartsTensorList", marked_by_flags("infer_flags"))
-_ENDS = IntList("ends", "EndsTensor", "EndsTensorList", marked_by_flags("infer_flags"))
+SLICE_STARTS = IntList("starts", "StartsTensor", "StartsTensorList",
+                       marked_by_flags("infer_flags"))
+SLICE_ENDS = IntList("ends", "EndsTensor", "EndsTensorList", marked_by_flags("infer_flags"))
 
 
 def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int],
@@ -481,22 +482,22 @@ def _slice_index(ctx: Any, shape: Sequence[int], groups: Any = None) -> tuple:
     a = ctx.attrs
     starts, ends = a["starts"], a["ends"]
     if groups is not None:
-        starts, ends = read_list(_STARTS, a, groups), read_list(_ENDS, a, groups)
+        starts, ends = read_list(SLICE_STARTS, a, groups), read_list(SLICE_ENDS, a, groups)
     bounds = slice_bounds(ctx, shape, a["axes"], starts, ends)
     return tuple(slice(*bounds[i]) if i in bounds else slice(None) for i in range(len(shape)))
 
 
 def _slice_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    bounds = slice_bounds(ctx, x.shape, ctx.attrs["axes"], _STARTS.traced(ctx),
-                          _ENDS.traced(ctx))
+    bounds = slice_bounds(ctx, x.shape, ctx.attrs["axes"], SLICE_STARTS.traced(ctx),
+                          SLICE_ENDS.traced(ctx))
     shape = [d if (b := bounds.get(i)) is None else (-1 if b[0] is None else b[1] - b[0])
              for i, d in enumerate(x.shape)]
     ctx.set_output("Out", shape, x.dtype)
 
 
 def _from_tensors(ctx: KernelContext) -> bool:
-    return _STARTS.given_by_tensors(ctx) or _ENDS.given_by_tensors(ctx)
+    return SLICE_STARTS.given_by_tensors(ctx) or SLICE_ENDS.given_by_tensors(ctx)
 
 
 def _slice_kernel(ctx: KernelContext) -> Callable | Forward:
@@ -526,12 +527,12 @@ def _slice_grad_kernel(ctx: KernelContext) -> Callable:
 
 
 def _slice_grad(g: GradContext) -> None:
-    tensors = [s.rstrip("?*") for arg in (_STARTS, _ENDS) for s in arg.slot_specs()]
+    tensors = [s.rstrip("?*") for arg in (SLICE_STARTS, SLICE_ENDS) for s in arg.slot_specs()]
     emit_default_grad(g, ("X", *tensors), "slice_grad", ("X",))
 
 
 _SLICE: dict[str, list[int]] = {"axes": [], "starts": [], "ends": [], "infer_flags": []}
-_SLICE_TENSORS = (*_STARTS.slot_specs(), *_ENDS.slot_specs())
+_SLICE_TENSORS = (*SLICE_STARTS.slot_specs(), *SLICE_ENDS.slot_specs())
 register(OpSpec("slice", slots("X", *_SLICE_TENSORS), slots("Out"), _slice_infer,
                 _slice_kernel, _slice_grad, attrs=_SLICE, aliases=True, host_access="reads",
                 doc="Out = X[starts:ends] along each of axes; indices clamp like Python's. "

@@ -72,10 +72,11 @@ def _register_with_grad(op: str, x_slot: str, lists: Sequence[IntList], infer: C
 
 # --- strided_slice ----------------------------------------------------------------------------
 
-_STARTS = IntList("starts", "StartsTensor", "StartsTensorList", marked_by_flags("infer_flags"))
-_ENDS = IntList("ends", "EndsTensor", "EndsTensorList", marked_by_flags("infer_flags"))
-_STRIDES = IntList("strides", "StridesTensor", "StridesTensorList",
-                   marked_by_flags("infer_flags"))
+_FLAGGED = marked_by_flags("infer_flags")
+STRIDED_STARTS = IntList("starts", "StartsTensor", "StartsTensorList", _FLAGGED)
+STRIDED_ENDS = IntList("ends", "EndsTensor", "EndsTensorList", _FLAGGED)
+STRIDED_STRIDES = IntList("strides", "StridesTensor", "StridesTensorList", _FLAGGED)
+STRIDED_LISTS = (STRIDED_STARTS, STRIDED_ENDS, STRIDED_STRIDES)
 
 
 def _axes(ctx: Any, shape: Sequence[int]) -> list[int]:
@@ -90,7 +91,7 @@ def _strided_infer(ctx: InferContext) -> None:
     x = ctx.input("Input")
     axes = _axes(ctx, x.shape)
     n = len(axes)
-    starts, ends, strides = (arg.traced(ctx, n) for arg in (_STARTS, _ENDS, _STRIDES))
+    starts, ends, strides = (arg.traced(ctx, n) for arg in STRIDED_LISTS)
     out = list(x.shape)
     for a, s, e, st in zip(axes, starts, ends, strides):
         if st == 0:
@@ -102,7 +103,7 @@ def _strided_infer(ctx: InferContext) -> None:
 
 def _strided_index(ctx: KernelContext, groups: Any) -> Index:
     shape = ctx.input("Input").shape
-    lists = [read_list(arg, ctx.attrs, groups) for arg in (_STARTS, _ENDS, _STRIDES)]
+    lists = [read_list(arg, ctx.attrs, groups) for arg in STRIDED_LISTS]
     index = [slice(None)] * len(shape)
     for a, s, e, st in zip(_axes(ctx, shape), *lists):
         if st == 0:
@@ -115,7 +116,7 @@ def _strided_kernel(ctx: KernelContext) -> Callable:
     return lambda *args: args[0][_strided_index(ctx, split_inputs(ctx, args))]
 
 
-_register_with_grad("strided_slice", "Input", (_STARTS, _ENDS, _STRIDES), _strided_infer,
+_register_with_grad("strided_slice", "Input", STRIDED_LISTS, _strided_infer,
                     _strided_kernel, region_grad_kernel("Input", _strided_index),
                     {"axes": [], "starts": [], "ends": [], "strides": [], "infer_flags": []},
                     "Out = Input[starts:ends:strides] along each of axes (Python's "
@@ -124,8 +125,8 @@ _register_with_grad("strided_slice", "Input", (_STARTS, _ENDS, _STRIDES), _strid
 
 # --- crop_tensor, crop ------------------------------------------------------------------------
 
-_CROP_SHAPE = IntList("shape", "Shape", "ShapeTensor", marked_minus_one("shape"))
-_CROP_OFFSETS = IntList("offsets", "Offsets", "OffsetsTensor", marked_minus_one("offsets"))
+CROP_SHAPE = IntList("shape", "Shape", "ShapeTensor", marked_minus_one("shape"))
+CROP_OFFSETS = IntList("offsets", "Offsets", "OffsetsTensor", marked_minus_one("offsets"))
 
 
 def crop_sizes(ctx: Any, x_shape: Sequence[int], shape: Sequence[int | None],
@@ -149,14 +150,14 @@ def crop_sizes(ctx: Any, x_shape: Sequence[int], shape: Sequence[int | None],
 
 
 def _traced_offsets(ctx: Any, rank: int) -> Sequence[int | None]:
-    if not ctx.attrs["offsets"] and not _CROP_OFFSETS.given_by_tensors(ctx):
+    if not ctx.attrs["offsets"] and not CROP_OFFSETS.given_by_tensors(ctx):
         return [0] * rank
-    return _CROP_OFFSETS.traced(ctx, rank)
+    return CROP_OFFSETS.traced(ctx, rank)
 
 
 def _crop_tensor_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    ctx.set_output("Out", crop_sizes(ctx, x.shape, _CROP_SHAPE.traced(ctx, x.rank),
+    ctx.set_output("Out", crop_sizes(ctx, x.shape, CROP_SHAPE.traced(ctx, x.rank),
                                      _traced_offsets(ctx, x.rank)), x.dtype)
 
 
@@ -170,12 +171,12 @@ def _offsets_now(ctx: KernelContext, groups: Any, rank: int) -> list[int]:
     if not ctx.attrs["offsets"] and not groups.get("Offsets") and \
             not groups.get("OffsetsTensor"):
         return [0] * rank
-    return read_list(_CROP_OFFSETS, ctx.attrs, groups)
+    return read_list(CROP_OFFSETS, ctx.attrs, groups)
 
 
 def _crop_tensor_index(ctx: KernelContext, groups: Any) -> Index:
     x = ctx.input("X").shape
-    return _box(ctx, x, read_list(_CROP_SHAPE, ctx.attrs, groups),
+    return _box(ctx, x, read_list(CROP_SHAPE, ctx.attrs, groups),
                 _offsets_now(ctx, groups, len(x)))
 
 
@@ -184,7 +185,7 @@ def _crop_tensor_kernel(ctx: KernelContext) -> Callable:
 
 
 _CROP_ATTRS: dict[str, list[int]] = {"shape": [], "offsets": []}
-_register_with_grad("crop_tensor", "X", (_CROP_SHAPE, _CROP_OFFSETS), _crop_tensor_infer,
+_register_with_grad("crop_tensor", "X", (CROP_SHAPE, CROP_OFFSETS), _crop_tensor_infer,
                     _crop_tensor_kernel, region_grad_kernel("X", _crop_tensor_index),
                     _CROP_ATTRS, "Out = X[offsets : offsets + shape] in every dim (a shape "
                                  "entry of -1: the rest of the dim); a view.")
@@ -219,7 +220,7 @@ def _crop_kernel(ctx: KernelContext) -> Callable:
     return lambda *args: args[0][_crop_index(ctx, split_inputs(ctx, args))]
 
 
-_register_with_grad("crop", "X", (_CROP_OFFSETS,), _crop_infer, _crop_kernel,
+_register_with_grad("crop", "X", (CROP_OFFSETS,), _crop_infer, _crop_kernel,
                     region_grad_kernel("X", _crop_index), _CROP_ATTRS,
                     "Out = X[offsets : offsets + shape], the shape Y's (its shape alone) or "
                     "the shape attr's; a view.", shape_ref="Y")

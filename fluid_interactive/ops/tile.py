@@ -147,7 +147,7 @@ register(OpSpec("unstack_grad", slots("Y@GRAD*"), slots("X@GRAD"), _unstack_grad
 
 # --- expand, expand_as ------------------------------------------------------------------------
 
-_TIMES = IntList("expand_times", "ExpandTimes", "expand_times_tensor",
+EXPAND_TIMES = IntList("expand_times", "ExpandTimes", "expand_times_tensor",
                  marked_minus_one("expand_times"))
 
 
@@ -162,14 +162,14 @@ def tiled_shape(ctx: Any, shape: Sequence[int], times: Sequence[int | None]) -> 
 
 def _expand_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    ctx.set_output("Out", tiled_shape(ctx, x.shape, _TIMES.traced(ctx)), x.dtype)
+    ctx.set_output("Out", tiled_shape(ctx, x.shape, EXPAND_TIMES.traced(ctx)), x.dtype)
 
 
 def _tile_kernel(ctx: KernelContext):
     xp = ctx.xp
 
     def expand(*args: Any) -> Any:
-        return xp.tile(args[0], read_list(_TIMES, ctx.attrs, split_inputs(ctx, args)))
+        return xp.tile(args[0], read_list(EXPAND_TIMES, ctx.attrs, split_inputs(ctx, args)))
     return expand
 
 
@@ -188,7 +188,7 @@ def _untile_kernel(ctx: KernelContext):
 
 
 _EXPAND: dict[str, list[int]] = {"expand_times": []}
-register(OpSpec("expand", slots("X", *_TIMES.slot_specs()), slots("Out"), _expand_infer,
+register(OpSpec("expand", slots("X", *EXPAND_TIMES.slot_specs()), slots("Out"), _expand_infer,
                 _tile_kernel,
                 lambda g: emit_default_grad(g, ("X",), "expand_grad", ("X",)),
                 attrs=_EXPAND, host_access="reads",

@@ -60,3 +60,33 @@ def canonical_ops(compiled, method: str = "infer") -> list[str]:
                  if k not in NOT_CARRIED}
         lines.append(f"{', '.join(outs)} = {op.type}({', '.join(ins)}) {attrs}")
     return lines
+
+
+def as_list(result) -> list:
+    """A method's result as a list (a tuple's items, else the one value)."""
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def check_export(net, path: str, feeds_of, batches, opset: int = 17, rtol: float = 1e-5,
+                 atol: float = 1e-5, import_atol: float = 1e-6):
+    """Export ``net.infer`` to ``path`` (full onnx.checker), import the file back, and for
+    the feeds ``feeds_of(batch)`` of each batch size check that onnxruntime and the
+    imported program give what ``infer`` gives (shapes and dtypes too). Returns the
+    imported program."""
+    import fluid
+    fluid.export_onnx(net, path, opset=opset)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    back = fluid.import_onnx(path)
+    for batch in batches:
+        feeds = feeds_of(batch)
+        want = as_list(net.infer(**feeds))
+        got = ort_run(path, feeds)
+        again = as_list(back.infer(**feeds))
+        assert len(got) == len(want) == len(again)
+        for w, g, a in zip(want, got, again):
+            if isinstance(w, float):   # a 0-d float result comes back as a Python float
+                w = np.float32(w)
+            assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+            np.testing.assert_allclose(a, w, rtol=rtol, atol=import_atol)
+    return back

@@ -8,7 +8,7 @@ import pytest
 
 import fluid
 from fluid_interactive.onnx import EXPORT_RULES
-from tests.onnx_io.helpers import canonical_ops, one_method, onnx, ort_run
+from tests.onnx_io.helpers import canonical_ops, check_export, one_method, ort_run
 
 L = fluid.layers
 F32 = "float32"
@@ -150,23 +150,9 @@ def _compiled(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_export_matches_onnxruntime_and_imports_back(case, tmp_path):
     net, spec = _compiled(case)
-    path = str(tmp_path / f"{case}.onnx")
-    fluid.export_onnx(net, path, opset=20 if case == "activations" else 17)
-    onnx.checker.check_model(onnx.load(path), full_check=True)
-    back = fluid.import_onnx(path)
     rng = np.random.default_rng(1)
-    for batch in (1, 7):
-        feeds = _feeds(spec, batch, rng)
-        want = _as_list(net.infer(**feeds))
-        got = ort_run(path, feeds)
-        again = _as_list(back.infer(**feeds))
-        assert len(got) == len(want) == len(again)
-        for w, g, a in zip(want, got, again):
-            if isinstance(w, float):   # a 0-d float result comes back as a Python float
-                w = np.float32(w)
-            assert g.shape == np.shape(w) and g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
+    back = check_export(net, str(tmp_path / f"{case}.onnx"), lambda b: _feeds(spec, b, rng),
+                        (1, 7), opset=20 if case == "activations" else 17)
     if case in EXACT_ROUND_TRIP:
         assert canonical_ops(back) == canonical_ops(net)
 
