@@ -59,6 +59,8 @@ def check_bounds(xp: Any, index: Any, size: int | Sequence[int], what: str) -> N
     sequence), else an `IndexError` naming the first bad one."""
     if xp.__name__ != "numpy" or index.size == 0:
         return
+    if isinstance(size, int) and index.min() >= 0 and index.max() < size:
+        return   # two reductions, no temporary: the common case
     sizes = xp.asarray(size)
     bad = (index < 0) | (index >= sizes)
     if bad.any():
@@ -95,8 +97,15 @@ def _gather_kernel(ctx: KernelContext):
     return gather
 
 
-def last_occurrences(xp: Any, idx: Any) -> tuple[Any, Any]:
-    """(each distinct index, the position of its last occurrence in ``idx``)."""
+def last_occurrences(xp: Any, idx: Any, size: int) -> tuple[Any, Any]:
+    """(each distinct index, the position of its last occurrence in ``idx``), indices in
+    [0, size). On the host the latest position per index is a maximum (ufunc.at, linear);
+    on a device, the positions sorted by index."""
+    if xp.__name__ == "numpy":
+        latest = xp.full(size, -1, dtype="int64")
+        xp.maximum.at(latest, idx, xp.arange(idx.size))
+        rows = xp.flatnonzero(latest >= 0)
+        return rows, latest[rows]
     order = xp.argsort(idx, kind="stable")
     ordered = idx[order]
     last = xp.empty(ordered.shape, bool)
@@ -114,7 +123,7 @@ def _gather_grad_kernel(ctx: KernelContext):
         dx = _zeros(xp, out, x.shape, x.dtype)
         idx = index.reshape(-1)
         if overwrite:   # Paddle copies each row of dOut in turn: the last one stays
-            rows, last = last_occurrences(xp, idx)
+            rows, last = last_occurrences(xp, idx, x.shape[0])
             dx[rows] = dout[last]
         else:
             xp.add.at(dx, idx, dout)
@@ -324,9 +333,15 @@ def _multiplex_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", first.shape, first.dtype)
 
 
-def _row_mask(ids: Any, k: int, rank: int) -> Any:
-    """Rows choosing candidate ``k``, shaped to broadcast over a candidate's rows."""
-    return (ids.reshape(-1) == k).reshape((-1,) + (1,) * (rank - 1))
+def _copy_rows(xp: Any, dst: Any, src: Any, ids: Any, k: int) -> None:
+    """dst's rows that chose candidate k := src's. On the host, by the rows' positions
+    (copying those rows alone); on a device, masked (no row count read back)."""
+    chosen = ids.reshape(-1) == k
+    if xp.__name__ == "numpy":
+        rows = xp.flatnonzero(chosen)
+        dst[rows] = src[rows]
+    else:
+        xp.copyto(dst, src, where=chosen.reshape((-1,) + (1,) * (dst.ndim - 1)))
 
 
 def _multiplex_kernel(ctx: KernelContext):
@@ -338,7 +353,7 @@ def _multiplex_kernel(ctx: KernelContext):
         check_bounds(xp, ids, count, "multiplex: id")
         o = xp.empty(t.shape, t.dtype) if out is None else out
         for k, x in enumerate(xs):   # over the few candidates, every row at once
-            xp.copyto(o, x, where=_row_mask(ids, k, t.rank))
+            _copy_rows(xp, o, x, ids, k)
         return o
     return multiplex
 
@@ -363,7 +378,7 @@ def _multiplex_grad_kernel(ctx: KernelContext):
         parts = []
         for k in range(count):
             dx = xp.zeros(dout_t.shape, dout_t.dtype)
-            xp.copyto(dx, dout, where=_row_mask(ids, k, dout_t.rank))
+            _copy_rows(xp, dx, dout, ids, k)
             parts.append(dx)
         return parts[0] if count == 1 else tuple(parts)
     return grad

@@ -106,18 +106,22 @@ register(OpSpec("roll_grad", slots("Out@GRAD"), slots("X@GRAD"),
 
 class Regroup:
     """X [N, C, H, W] -> reshape to ``split`` -> transpose by ``perm`` -> reshape to
-    ``out``; the gradient runs it backwards."""
+    ``out``, copied once into the output's array; the gradient runs it backwards."""
 
     def __init__(self, split: Sequence[int], perm: Sequence[int], out: Sequence[int]):
         self.split, self.perm, self.out = tuple(split), tuple(perm), tuple(out)
+        self.moved = tuple(self.split[p] for p in self.perm)
 
-    def forward(self, a: Any) -> Any:
-        return a.reshape(self.split).transpose(self.perm).reshape(self.out)
+    def forward(self, xp: Any, a: Any, out: Any = None) -> Any:
+        o = xp.empty(self.out, a.dtype) if out is None else out
+        xp.copyto(o.reshape(self.moved), a.reshape(self.split).transpose(self.perm))
+        return o
 
-    def backward(self, g: Any, x_shape: Sequence[int]) -> Any:
-        moved = [self.split[p] for p in self.perm]
-        inverse = sorted(range(len(self.perm)), key=self.perm.__getitem__)
-        return g.reshape(moved).transpose(inverse).reshape(tuple(x_shape))
+    def backward(self, xp: Any, g: Any, x_shape: Sequence[int], out: Any = None) -> Any:
+        inverse = tuple(sorted(range(len(self.perm)), key=self.perm.__getitem__))
+        o = xp.empty(tuple(x_shape), g.dtype) if out is None else out
+        xp.copyto(o.reshape(self.split), g.reshape(self.moved).transpose(inverse))
+        return o
 
 
 def _pixel_shuffle(ctx: Any, shape: Sequence[int]) -> Regroup:
@@ -160,19 +164,21 @@ def _define_regroup(name: str, make: Callable[[Any, Sequence[int]], Regroup], at
         ctx.set_output("Out", make(ctx, x.shape).out, x.dtype)
 
     def kernel(ctx: KernelContext) -> Callable:
-        return make(ctx, ctx.input("X").shape).forward
+        xp, out = ctx.xp, ctx.buffer("Out")
+        regroup = make(ctx, ctx.input("X").shape)
+        return lambda a: regroup.forward(xp, a, out)
 
     def grad_kernel(ctx: KernelContext) -> Callable:
-        x = ctx.input("X")
+        xp, x, out = ctx.xp, ctx.input("X"), ctx.buffer("X@GRAD")
         regroup = make(ctx, x.shape)
-        return lambda _x, g: regroup.backward(g, x.shape)
+        return lambda _x, g: regroup.backward(xp, g, x.shape, out)
 
     attrs = {attr: default}
     register(OpSpec(name, slots("X"), slots("Out"), infer, kernel,
                     lambda g: emit_default_grad(g, ("X",), name + "_grad", ("X",)),
-                    attrs=attrs, aliases=True, doc=doc))
+                    attrs=attrs, doc=doc))
     register(OpSpec(name + "_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
-                    infer_like({"X@GRAD": "X"}), grad_kernel, attrs=attrs, aliases=True,
+                    infer_like({"X@GRAD": "X"}), grad_kernel, attrs=attrs,
                     shape_only=("X",), doc=f"X@GRAD = dOut put back where {name} took it."))
 
 

@@ -73,8 +73,11 @@ def _scatter_kernel(ctx: KernelContext):
         check_bounds(xp, idx, rows, "scatter: id")
         o = _copy_of(xp, out, x)
         if overwrite:   # in order, as Paddle: the last update of a row stays
-            targets, last = last_occurrences(xp, idx)
-            o[targets] = updates[last]
+            targets, last = last_occurrences(xp, idx, rows)
+            if targets.shape[0] == idx.shape[0]:   # no row twice: any order will do
+                o[idx] = updates
+            else:
+                o[targets] = updates[last]
         else:
             o[idx] = 0
             xp.add.at(o, idx, updates)
@@ -84,6 +87,7 @@ def _scatter_kernel(ctx: KernelContext):
 
 def _scatter_grad_kernel(ctx: KernelContext):
     xp, overwrite = ctx.xp, bool(ctx.attrs["overwrite"])
+    rows = ctx.input("Out@GRAD").shape[0]
     wants = _wants(ctx)
     dx_buf = ctx.buffer("X@GRAD")
 
@@ -97,7 +101,7 @@ def _scatter_grad_kernel(ctx: KernelContext):
             du = xp.take(dout, idx, axis=0)
             if overwrite:   # an update a later one replaced reaches nothing
                 kept = xp.zeros(idx.shape, bool)
-                kept[last_occurrences(xp, idx)[1]] = True
+                kept[last_occurrences(xp, idx, rows)[1]] = True
                 du[~kept] = 0
         return _pair(wants, dx, du)
     return grad

@@ -45,7 +45,8 @@ def _slicing(x, ids, cols):
     c = L.crop_tensor(x, shape=[-1, 3], offsets=[0, 2])
     d = L.flip(x, [1])
     e = L.roll(x, shifts=[2], dims=[1])
-    return a, b, c, d, e
+    f = L.crop(x, shape=[-1, 2], offsets=[0, 1])
+    return a, b, c, d, e, f
 
 
 def _tiling(x, ids, cols):
