@@ -207,8 +207,9 @@ class TraceContext:
         except (ShapeError, DTypeError, OpArgumentError) as e:
             shapes = ", ".join(f"{slot}={n}:{short_type(self.find(n))}"
                                for slot, names in op.inputs.items() for n in names)
+            named = str(e) if str(e).startswith(f"{type}:") else f"{type}: {e}"
             raise type_of_error(e)(
-                f"{type}: {e}\n  inputs: {shapes or 'none'}\n  at {where(loc)} "
+                f"{named}\n  inputs: {shapes or 'none'}\n  at {where(loc)} "
                 f"(in {self.method or 'the global block'}())") from None
         block = self.program.global_block() if in_global else self.block
         for slot, ts in types.items():

@@ -19,6 +19,7 @@ from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
     export_creation,
+    export_index,
     export_loss,
     export_mask,
     export_math,

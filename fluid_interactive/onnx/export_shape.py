@@ -3,14 +3,18 @@ unsqueeze, and the reductions."""
 from __future__ import annotations
 
 from ..ops.reduce import reduced_axes
-from ..ops.shape import normalize_axis
+from ..ops.shape import RESHAPE_SHAPE, SLICE_ENDS, SLICE_STARTS, normalize_axis
+from .export_index import int64, list_value
 from .export_registry import OpExport, export_rule
 
 
 @export_rule("reshape")
 def _reshape(e: OpExport) -> None:
-    """Paddle's and ONNX's reshape agree: 0 copies the input dim, one -1 is inferred."""
-    e.node("Reshape", [e.input("X"), e.ints(e.attrs["shape"], "shape")], [e.output("Out")])
+    """Paddle's and ONNX's reshape agree: 0 copies the input dim, one -1 is inferred. A
+    shape given by tensors is joined into one (Shape, Paddle's actual_shape, first)."""
+    shape = int64(e, e.input("Shape")) if e.has_input("Shape") else \
+        list_value(e, RESHAPE_SHAPE, "shape")
+    e.node("Reshape", [e.input("X"), shape], [e.output("Out")])
 
 
 @export_rule("transpose")
@@ -40,8 +44,9 @@ def _split(e: OpExport) -> None:
 @export_rule("slice")
 def _slice(e: OpExport) -> None:
     a = e.attrs
-    e.node("Slice", [e.input("X"), e.ints(a["starts"], "starts"), e.ints(a["ends"], "ends"),
-                     e.ints(a["axes"], "axes")], [e.output("Out")])
+    e.node("Slice", [e.input("X"), list_value(e, SLICE_STARTS, "starts"),
+                     list_value(e, SLICE_ENDS, "ends"), e.ints(a["axes"], "axes")],
+           [e.output("Out")])
 
 
 @export_rule("flatten")

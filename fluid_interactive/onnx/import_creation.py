@@ -1,7 +1,7 @@
 """Import rules of the nodes the creation and utility ops export to: Range, EyeLike,
-Trilu, TopK (of a whole axis: an argsort) and Size. (Shape followed by a Cast to int32
-is Paddle's shape op: import_math's Cast; a Slice of step -1 over whole dims is a
-reverse: import_shape's Slice.)"""
+Trilu and Size. (A TopK of a whole axis is an argsort: import_index's TopK; Shape followed
+by a Cast to int32 is Paddle's shape op: import_math's Cast; a Slice of step -1 over whole
+dims is a reverse: import_shape's Slice.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -53,24 +53,6 @@ def _trilu(n: NodeImport) -> None:
             n.fail("has a diagonal k known only at run time")
         k = int(np.asarray(static).reshape(-1)[0])
     n.op("tril_triu", {"X": n.var(0)}, {"diagonal": k, "lower": not n.attr("upper", 1)})
-
-
-@import_rule("TopK")
-def _top_k(n: NodeImport) -> None:
-    """A sorted TopK of every value along its axis is an argsort."""
-    x = n.var(0)
-    shape = n.shape(x)
-    axis = int(n.attr("axis", -1)) % len(shape)
-    k = n.ints(1, "k", "k")
-    if k is None or shape[axis] < 0 or list(k) != [shape[axis]] or not n.attr("sorted", 1):
-        n.fail(f"takes k={k} of axis {axis} of {list(shape)}; only a sorted TopK of the "
-               f"whole axis (an argsort) is supported")
-    values = n.replay.new_name(n.node.outputs[0])
-    indices = n.replay.new_name(n.node.outputs[1])
-    n.append("argsort", {"X": x}, {"Out": [values], "Indices": [indices]},
-             {"axis": axis, "descending": bool(n.attr("largest", 1))})
-    n.bind(values, 0)
-    n.bind(indices, 1)
 
 
 @import_rule("Size")

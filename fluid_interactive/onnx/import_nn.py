@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from ..ir.records import FLOAT_DTYPES
+from .import_index import gather_any
 from .import_registry import NodeImport, import_rule
 
 # --- matrix products ---------------------------------------------------------------------------
@@ -256,10 +258,14 @@ def _flat_param(n: NodeImport, i: int, size: int) -> str | None:
 
 @import_rule("Gather")
 def _gather(n: NodeImport) -> None:
-    """Rows of a 2-D table: an embedding lookup (ids get lookup_table's trailing 1 dim)."""
-    if int(n.attr("axis", 0)) != 0:
-        n.fail("gathers along an axis other than 0; only row lookups are supported")
+    """Rows of a 2-D float table: an embedding lookup (ids get lookup_table's trailing 1
+    dim); any other Gather: gather or index_select (`import_index.gather_any`)."""
+    axis = int(n.attr("axis", 0))
     masked = n.pending(0, "elementwise_mul")
+    if masked is None and (axis != 0 or len(n.shape(n.var(0))) != 2 or
+                           n.dtype(n.var(0)) not in FLOAT_DTYPES):
+        gather_any(n, axis)
+        return
     padding = -1
     if masked is not None and "row_mask" in masked.info:   # padding_idx, as exported
         table, padding = masked.base, masked.info["row_mask"]

@@ -36,6 +36,7 @@ from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     import_control,
     import_creation,
+    import_index,
     import_math,
     import_math2,
     import_nn,

@@ -2,6 +2,7 @@
 Unsqueeze, the reductions and ArgMax."""
 from __future__ import annotations
 
+from .import_index import reshape_by_tensor, slice_node
 from .import_registry import NodeImport, Pending, import_rule
 
 
@@ -26,6 +27,9 @@ def _reshape(n: NodeImport) -> None:
     input into such shapes (``[2, 64]`` to flatten a batch of 2); where the first entry is
     that size and the input's first dim is the batch, it becomes 0 (keep the batch dim),
     so the model takes any batch size, as it did in PyTorch."""
+    if n.has_input(1) and n.static(1) is None:   # computed: the op reads it when it runs
+        reshape_by_tensor(n)
+        return
     shape = n.ints(1, "shape", "shape")
     if shape is None:
         n.fail("has no shape")
@@ -74,21 +78,15 @@ def _split(n: NodeImport) -> None:
 
 @import_rule("Slice")
 def _slice(n: NodeImport) -> None:
-    x = n.var(0)
-    if n.opset >= 10:
-        starts, ends = n.ints(1, "", "starts"), n.ints(2, "", "ends")
-        axes, steps = n.ints(3, "", "axes"), n.ints(4, "", "steps")
-    else:
-        starts, ends = n.attr("starts"), n.attr("ends")
-        axes, steps = n.attr("axes"), None
-    if starts is None or ends is None:
-        n.fail("has no starts or ends")
+    """reverse where it takes whole dims backwards; else slice, or strided_slice where a
+    step is not 1 (`import_index.slice_node`)."""
+    steps = n.ints(4, "", "steps") if n.opset >= 10 else None
     if steps is not None and any(s != 1 for s in steps):
-        if _reverses(n, x, starts, ends, axes, steps):
+        starts, ends, axes = n.ints(1, "", "starts"), n.ints(2, "", "ends"), n.ints(3, "", "axes")
+        if starts is not None and ends is not None and _reverses(n, n.var(0), starts, ends,
+                                                                axes, steps):
             return
-        n.fail(f"has steps {steps}; only step 1, or -1 over a whole dim, is supported")
-    axes = list(axes) if axes is not None else list(range(len(starts)))
-    n.op("slice", {"X": x}, {"axes": axes, "starts": list(starts), "ends": list(ends)})
+    slice_node(n)
 
 
 def _reverses(n: NodeImport, x: str, starts, ends, axes, steps) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..ir.records import FLOAT_DTYPES, canonical_dtype
 from ..ir.text import format_shape
+from .int_args import IntList, marked_by_flags, marked_minus_one, read_list, split_inputs
 from .registry import register
 from .spec import (
     Forward,
@@ -133,9 +134,54 @@ def _define_view(name: str, target: Callable, attr: str, doc: str) -> None:
     _view_grad_specs(name, attrs)
 
 
-_define_view("reshape", reshape_target, "shape",
-             "Out = X with a new shape; 0 copies X's dim at that index, one -1 is inferred. "
-             "A view when X is contiguous.")
+# The shape may come from tensors: Shape (Paddle's actual_shape, the whole list) or
+# ShapeTensor (one tensor per entry, the attr holding -1 where a tensor stands).
+RESHAPE_SHAPE = IntList("shape", "Shape", "ShapeTensor", marked_minus_one("shape"))
+
+
+def _reshape_infer(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    if not RESHAPE_SHAPE.given_by_tensors(ctx):
+        ctx.set_output("Out", reshape_target(ctx, x.shape, ctx.attrs["shape"]), x.dtype)
+        return
+    spec = RESHAPE_SHAPE.traced(ctx)
+    if ctx.has_input("Shape"):   # the tensor overrides the attr: nothing is known
+        spec = [None] * len(spec)
+    out = [x.shape[i] if d == 0 and i < x.rank else (-1 if d is None else d)
+           for i, d in enumerate(spec)]
+    ctx.set_output("Out", out, x.dtype)
+
+
+class RunTimeCheck:
+    """A shape rule's context for checks made when a kernel runs: ``fail`` raises."""
+
+    def __init__(self, attrs: Any = None):
+        self.attrs = attrs or {}
+
+    def fail(self, message: str) -> None:
+        raise ValueError(message)
+
+
+def _reshape_kernel(ctx: KernelContext) -> Callable | Forward:
+    if RESHAPE_SHAPE.given_by_tensors(ctx):   # a new shape each call
+        def reshape(*args: Any) -> Any:
+            spec = read_list(RESHAPE_SHAPE, ctx.attrs, split_inputs(ctx, args))
+            return args[0].reshape(reshape_target(RunTimeCheck(), args[0].shape, spec))
+        return reshape
+    shape = ctx.output("Out").shape
+    if ctx.input("X").shape == shape:
+        return Forward(0)  # nothing to do: the output is the input
+    return lambda a: a.reshape(shape)
+
+
+_RESHAPE: dict[str, list[int]] = {"shape": []}
+register(OpSpec("reshape", slots("X", *RESHAPE_SHAPE.slot_specs()), slots("Out"),
+                _reshape_infer, _reshape_kernel, _grad_of_view("reshape"), attrs=_RESHAPE,
+                aliases=True, host_access="reads",
+                doc="Out = X with a new shape; 0 copies X's dim at that index, one -1 is "
+                    "inferred; the shape may come from int tensors. A view when X is "
+                    "contiguous."))
+_view_grad_specs("reshape", _RESHAPE)
 
 
 # --- squeeze / unsqueeze ---------------------------------------------------------------------
@@ -365,17 +411,25 @@ def _split_kernel(ctx: KernelContext) -> Callable | Forward:
     return _splitter(axis, [t.shape[axis] for t in ctx.out_slots["Out"]])
 
 
-def _split_grad(g: GradContext) -> None:
-    douts = g.out_grad("Out")
+def emit_parts_grad(g: GradContext, out_slot: str, grad_type: str) -> None:
+    """The gradient of an op cutting X into the parts of ``out_slot``: one ``grad_type``
+    op joining the parts' gradients (``<out_slot>@GRAD``) into X's, zeros standing for a
+    part no gradient reached."""
+    douts = g.out_grad(out_slot)
     if not g.wants("X") or not any(n is not None for n in douts):
         return
     parts = []
-    for fwd, name in zip(g.output("Out"), douts):
+    for fwd, name in zip(g.output(out_slot), douts):
         if name is None:  # a part no gradient reached contributes zeros
             name = g.tmp(fwd + "@ZERO")
             g.emit("fill_zeros_like", {"X": [fwd]}, {"Out": [name]})
         parts.append(name)
-    g.emit("split_grad", {"Out@GRAD": parts}, {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
+    g.emit(grad_type, {out_slot + "@GRAD": parts},
+           {"X@GRAD": [n for n in g.in_grad("X") if n]}, g.attrs)
+
+
+def _split_grad(g: GradContext) -> None:
+    emit_parts_grad(g, "Out", "split_grad")
 
 
 def _split_grad_infer(ctx: InferContext) -> None:
@@ -395,10 +449,18 @@ register(OpSpec("split_grad", slots("Out@GRAD*"), slots("X@GRAD"), _split_grad_i
 
 # --- slice ---------------------------------------------------------------------------------
 
-def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Sequence[int],
-                 ends: Sequence[int]) -> dict[int, tuple[int, int] | tuple[None, None]]:
-    """axis -> (start, stop) clamped like Python slicing; (None, None) where the dim is
-    unknown while tracing."""
+# starts and ends may come from tensors (Paddle's StartsTensor, EndsTensorList, ...), their
+# tensor entries marked -1 in infer_flags
+SLICE_STARTS = IntList("starts", "StartsTensor", "StartsTensorList",
+                       marked_by_flags("infer_flags"))
+SLICE_ENDS = IntList("ends", "EndsTensor", "EndsTensorList", marked_by_flags("infer_flags"))
+
+
+def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int],
+                 starts: Sequence[int | None], ends: Sequence[int | None]
+                 ) -> dict[int, tuple[int, int] | tuple[None, None]]:
+    """axis -> (start, stop) clamped like Python slicing; (None, None) where the dim, or
+    a bound given by a tensor, is unknown while tracing."""
     if not len(axes) == len(starts) == len(ends):
         ctx.fail(f"slice of X {fmt_shape(shape)}: axes {list(axes)}, starts {list(starts)} and "
                  f"ends {list(ends)} must have the same length")
@@ -408,7 +470,7 @@ def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Se
         if i in bounds:
             ctx.fail(f"slice of X {fmt_shape(shape)}: axis {a} is listed twice in {list(axes)}")
         d = shape[i]
-        if d < 0:
+        if d < 0 or s is None or e is None:
             bounds[i] = (None, None)
         else:
             start, stop, _ = slice(int(s), int(e)).indices(d)
@@ -416,52 +478,69 @@ def slice_bounds(ctx: Any, shape: Sequence[int], axes: Sequence[int], starts: Se
     return bounds
 
 
-def _slice_index(ctx: Any, shape: Sequence[int]) -> tuple:
+def _slice_index(ctx: Any, shape: Sequence[int], groups: Any = None) -> tuple:
     a = ctx.attrs
-    bounds = slice_bounds(ctx, shape, a["axes"], a["starts"], a["ends"])
+    starts, ends = a["starts"], a["ends"]
+    if groups is not None:
+        starts, ends = read_list(SLICE_STARTS, a, groups), read_list(SLICE_ENDS, a, groups)
+    bounds = slice_bounds(ctx, shape, a["axes"], starts, ends)
     return tuple(slice(*bounds[i]) if i in bounds else slice(None) for i in range(len(shape)))
 
 
 def _slice_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
-    a = ctx.attrs
-    bounds = slice_bounds(ctx, x.shape, a["axes"], a["starts"], a["ends"])
+    bounds = slice_bounds(ctx, x.shape, ctx.attrs["axes"], SLICE_STARTS.traced(ctx),
+                          SLICE_ENDS.traced(ctx))
     shape = [d if (b := bounds.get(i)) is None else (-1 if b[0] is None else b[1] - b[0])
              for i, d in enumerate(x.shape)]
     ctx.set_output("Out", shape, x.dtype)
 
 
+def _from_tensors(ctx: KernelContext) -> bool:
+    return SLICE_STARTS.given_by_tensors(ctx) or SLICE_ENDS.given_by_tensors(ctx)
+
+
 def _slice_kernel(ctx: KernelContext) -> Callable | Forward:
+    if _from_tensors(ctx):   # the bounds change from call to call
+        return lambda *args: args[0][_slice_index(ctx, ctx.input("X").shape,
+                                                  split_inputs(ctx, args))]
     if ctx.output("Out").shape == ctx.input("X").shape:
         return Forward(0)  # every slice covers its whole dim
     index = _slice_index(ctx, ctx.input("X").shape)
-    return lambda a: a[index]
+    return lambda a, *_: a[index]
 
 
 def _slice_grad_kernel(ctx: KernelContext) -> Callable:
     xp = ctx.xp
     x = ctx.input("X")
-    index = _slice_index(ctx, x.shape)
+    index = None if _from_tensors(ctx) else _slice_index(ctx, x.shape)
     out = ctx.buffer("X@GRAD")
 
-    def fn(_x: Any, g: Any) -> Any:
+    def fn(*args: Any) -> Any:
         r = xp.zeros(x.shape, x.dtype) if out is None else out
         if out is not None:
             r.fill(0)
-        r[index] = g
+        r[index if index is not None else
+          _slice_index(ctx, x.shape, split_inputs(ctx, args))] = args[-1]
         return r
     return fn
 
 
-_SLICE: dict[str, list[int]] = {"axes": [], "starts": [], "ends": []}
-register(OpSpec("slice", slots("X"), slots("Out"), _slice_infer, _slice_kernel,
-                lambda g: emit_default_grad(g, ("X",), "slice_grad", ("X",)),
-                attrs=_SLICE, aliases=True,
+def _slice_grad(g: GradContext) -> None:
+    tensors = [s.rstrip("?*") for arg in (SLICE_STARTS, SLICE_ENDS) for s in arg.slot_specs()]
+    emit_default_grad(g, ("X", *tensors), "slice_grad", ("X",))
+
+
+_SLICE: dict[str, list[int]] = {"axes": [], "starts": [], "ends": [], "infer_flags": []}
+_SLICE_TENSORS = (*SLICE_STARTS.slot_specs(), *SLICE_ENDS.slot_specs())
+register(OpSpec("slice", slots("X", *_SLICE_TENSORS), slots("Out"), _slice_infer,
+                _slice_kernel, _slice_grad, attrs=_SLICE, aliases=True, host_access="reads",
                 doc="Out = X[starts:ends] along each of axes; indices clamp like Python's. "
-                    "A view."))
-register(OpSpec("slice_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
+                    "A view. starts and ends may come from int tensors."))
+register(OpSpec("slice_grad", slots("X", *_SLICE_TENSORS, "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "X"}), _slice_grad_kernel, attrs=_SLICE,
-                shape_only=("X",), doc="X@GRAD = zeros with dOut in the sliced region."))
+                shape_only=("X",), host_access="reads",
+                doc="X@GRAD = zeros with dOut in the sliced region."))
 
 
 # --- cast ----------------------------------------------------------------------------------

@@ -84,10 +84,13 @@ class Slot:
 
 
 def slots(*specs: str) -> tuple[Slot, ...]:
-    """``slots("X", "Y?", "Xs*")``: '?' marks optional, '*' duplicable."""
+    """``slots("X", "Y?", "Xs*", "Zs*?")``: '?' marks optional, '*' duplicable (both: a
+    list that may be empty)."""
     out = []
     for s in specs:
-        out.append(Slot(s.rstrip("?*"), duplicable=s.endswith("*"), optional=s.endswith("?")))
+        name = s.rstrip("?*")
+        suffix = s[len(name):]
+        out.append(Slot(name, duplicable="*" in suffix, optional="?" in suffix))
     return tuple(out)
 
 

@@ -62,26 +62,36 @@ def canonical_ops(compiled, method: str = "infer") -> list[str]:
     return lines
 
 
-def check_exported(net, path: str, batches: list, opset: int = 17):
-    """Export ``net.infer`` to ``path`` (checked by onnx.checker), then for each feed dict
-    of ``batches``: onnxruntime and the file imported back give ``infer``'s outputs.
-    Returns the imported program."""
+def as_list(result) -> list:
+    """A method's result as a list (a tuple's items, else the one value)."""
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def check_export(net, path: str, feeds_of, batches, opset: int = 17, rtol: float = 1e-5,
+                 atol: float = 1e-5, import_atol: float = 1e-6):
+    """Export ``net.infer`` to ``path`` (full onnx.checker), import the file back, and for
+    the feeds ``feeds_of(batch)`` of each batch size check that onnxruntime and the
+    imported program give what ``infer`` gives (shapes and dtypes too). Returns the
+    imported program."""
+    import fluid
     fluid.export_onnx(net, path, opset=opset)
     onnx.checker.check_model(onnx.load(path), full_check=True)
     back = fluid.import_onnx(path)
-    for feeds in batches:
-        want = _as_list(net.infer(**feeds))
+    for batch in batches:
+        feeds = feeds_of(batch)
+        want = as_list(net.infer(**feeds))
         got = ort_run(path, feeds)
-        again = _as_list(back.infer(**feeds))
+        again = as_list(back.infer(**feeds))
         assert len(got) == len(want) == len(again)
         for w, g, a in zip(want, got, again):
             if isinstance(w, float):   # a 0-d float result comes back as a Python float
                 w = np.float32(w)
-            assert g.shape == np.shape(w) and g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
+            assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+            np.testing.assert_allclose(a, w, rtol=rtol, atol=import_atol)
     return back
 
 
-def _as_list(result) -> list:
-    return list(result) if isinstance(result, tuple) else [result]
+def check_exported(net, path: str, batches: list, opset: int = 17):
+    """`check_export` for ``batches`` given as the feed dicts themselves."""
+    return check_export(net, path, lambda feeds: feeds, batches, opset)

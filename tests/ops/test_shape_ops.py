@@ -3,12 +3,13 @@ concat, split, slice, squeeze, unsqueeze, cast) and the reduce_* family."""
 import numpy as np
 import pytest
 from ops.harness import build_op, check_grad, check_op
+from ops.traced import traced_types
 
 from fluid_interactive.errors import DTypeError, ShapeError
 from fluid_interactive.ir.records import OpDesc
-from fluid_interactive.ops import get_spec, infer_op
+from fluid_interactive.ops import get_spec
 from fluid_interactive.ops.interpret import run_ops
-from fluid_interactive.ops.spec import GradContext, TensorType
+from fluid_interactive.ops.spec import GradContext
 
 f32 = np.float32
 
@@ -18,20 +19,11 @@ def r(rng, *shape, dtype=f32):
 
 
 def traced(op_type, shapes, attrs=None, dtype="float32", counts=None):
-    """Output types of the op with input types as the tracer sees them (``shapes``: slot
+    """Output shapes of the op with input types as the tracer sees them (``shapes``: slot
     -> shape, or a list of shapes for a duplicable slot; -1 for unknown dims)."""
-    env, ins = {}, {}
-    for slot, value in shapes.items():
-        many = isinstance(value, list)
-        names = []
-        for i, s in enumerate(value if many else [value]):
-            env[f"{slot}_{i}"] = TensorType(tuple(s), dtype)
-            names.append(f"{slot}_{i}")
-        ins[slot] = names
-    outs = {slot: [f"out_{slot}_{i}" for i in range(n)]
-            for slot, n in (counts or {"Out": 1}).items()}
-    types = infer_op(OpDesc(op_type, ins, outs, dict(attrs or {})), env.__getitem__)
-    return [t.shape for ts in types.values() for t in ts]
+    typed = {slot: [(s, dtype) for s in v] if isinstance(v, list) else (v, dtype)
+             for slot, v in shapes.items()}
+    return [shape for shape, _ in traced_types(op_type, typed, attrs, counts)]
 
 
 # --- reshape -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from .creation import *  # noqa: F403
 from .crf import *  # noqa: F403
 from .ctc import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
+from .index import *  # noqa: F403
 from .io import *  # noqa: F403
 from .loss import *  # noqa: F403
 from .lr import *  # noqa: F403
@@ -28,6 +29,7 @@ from .products import *  # noqa: F403
 from .python_func import *  # noqa: F403
 from .random import *  # noqa: F403
 from .ranking import *  # noqa: F403
+from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .reductions import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -35,6 +37,7 @@ from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_edit import *  # noqa: F403
 from .sequence_filters import *  # noqa: F403
+from .slicing import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 from .unary import *  # noqa: F403

@@ -19,6 +19,7 @@ from ..param_attr import ParamAttr
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, append_simple, as_variable
+from .list_args import ListArg, list_arg
 from .targets import NewTensor, append_into
 
 IntList = Sequence[int]
@@ -42,15 +43,30 @@ def _dtype(dtype: Any, layer: str) -> str:
         raise error_at(OpArgumentError, f"{layer}: {e}") from None
 
 
-def reshape(x: Variable, shape: IntList, name: str | None = None) -> Variable:
+def reshape(x: Variable, shape: IntList | Variable, actual_shape: Variable | None = None,
+            act: str | None = None, inplace: bool = False, name: str | None = None
+            ) -> Variable:
     """``x`` with a new shape of the same element count (a view, no copy).
 
     In ``shape``, 0 copies x's dim at the same index and one -1 is inferred, so a batch
     dim unknown while tracing can be kept: for ``x`` of shape ``[?, 2, 3]``,
-    ``reshape(x, [0, 6])`` and ``reshape(x, [-1, 6])`` both give ``[?, 6]``.
+    ``reshape(x, [0, 6])`` and ``reshape(x, [-1, 6])`` both give ``[?, 6]``. Entries of
+    ``shape`` may be int Variables of shape [1], or ``shape`` one int Variable; the int
+    tensor ``actual_shape``, when given, decides instead of ``shape``. Dims given by a
+    tensor are known when the method runs. ``act`` applies an activation to the result;
+    ``inplace`` is accepted for Paddle's sake (the result is a view either way).
     """
-    return append_simple("reshape", {"X": x}, {"shape": _ints(shape, "shape", "reshape")},
-                         name=name)
+    helper = LayerHelper("reshape", name)
+    xv = as_variable(x, "reshape: x")
+    arg = list_arg(shape, "shape", "reshape", every_entry=True)
+    inputs: dict[str, Any] = {"X": xv, **arg.inputs("Shape", "ShapeTensor")}
+    if actual_shape is not None:
+        inputs["Shape"] = as_variable(actual_shape, "reshape: actual_shape")
+    if not isinstance(inplace, (bool, np.bool_)):
+        raise error_at(OpArgumentError, f"reshape: inplace must be True or False, got "
+                                        f"{inplace!r:.40}")
+    out = helper.append_one("reshape", inputs, {"shape": arg.values}, final=act is None)
+    return helper.activation(out, act)
 
 
 def transpose(x: Variable, perm: IntList, name: str | None = None) -> Variable:
@@ -92,14 +108,36 @@ def split(input: Variable, num_or_sections: int | IntList, dim: int = -1,
     return outs["Out"]
 
 
-def slice(input: Variable, axes: IntList, starts: IntList, ends: IntList
-          ) -> Variable:
+def slice(input: Variable, axes: IntList, starts: IntList | Variable,
+          ends: IntList | Variable) -> Variable:
     """``input[starts[i]:ends[i]]`` along each dim ``axes[i]`` (a view). Negative and
     out-of-range indices are clamped as in Python, so ``ends=[10**9]`` means "to the end"
-    and ``starts=[-2]`` "the last two"."""
-    attrs = {"axes": _ints(axes, "axes", "slice"), "starts": _ints(starts, "starts", "slice"),
-             "ends": _ints(ends, "ends", "slice")}
-    return append_simple("slice", {"X": input}, attrs)
+    and ``starts=[-2]`` "the last two". ``starts`` and ``ends`` may be int Variables (one
+    for the list, or [1] entries of it): the bounds are then read when the method runs."""
+    axes_list = _ints(axes, "axes", "slice")
+    # infer_flags marks the axes a Variable decides, for starts and ends together: each
+    # list given with a Variable is given whole, as Paddle does
+    begin = list_arg(starts, "starts", "slice", every_entry=True)
+    end = list_arg(ends, "ends", "slice", every_entry=True)
+    attrs = {"axes": axes_list, "starts": begin.values, "ends": end.values,
+             "infer_flags": _infer_flags(len(axes_list), begin, end)}
+    return append_simple("slice", {"X": input, **begin.inputs("StartsTensor", "StartsTensorList"),
+                                   **end.inputs("EndsTensor", "EndsTensorList")}, attrs)
+
+
+def _infer_flags(n: int, *lists: ListArg) -> list[int]:
+    """Paddle's ``infer_flags``: -1 for each entry a Variable gives (in any of the lists),
+    1 for the others; none at all when every list is ints."""
+    if not any(arg.given_by_tensors for arg in lists):
+        return []
+    flags = [1] * n
+    for arg in lists:
+        if arg.whole is not None:
+            return [-1] * n
+        for i, from_tensor in enumerate(arg.from_tensor[:n]):
+            if from_tensor:
+                flags[i] = -1
+    return flags
 
 
 def squeeze(input: Variable, axes: IntList, name: str | None = None) -> Variable:

@@ -117,20 +117,26 @@ class StepPlan:
 
 def dynamic(types: dict[str, TensorType], names: list[str]) -> bool:
     """Whether a step's shapes are known only when it runs: they depend on a loop's trip
-    count (a stacked tensor array), so the plan cannot fix them."""
+    count (a stacked tensor array) or on values (nonzero, unique and what follows them:
+    their shape rules leave such dims -1), so the plan cannot fix them."""
     return any(d < 0 for n in names for d in types[n].shape)
 
 
 class DynamicKernel:
     """The kernel of a step whose shapes are known only when it runs: prepared for each new
-    set of input shapes (then cached), allocating its outputs."""
+    set of input shapes (then cached). An output whose shape the plan knows all the same
+    (a parameter's gradient after a gather by nonzero's rows) goes into its planned
+    buffer, as a static step's would: a fused update then reads it in its arena; the
+    others are allocated."""
 
     def __init__(self, op: OpDesc, types: dict[str, TensorType], xp: Any, rng: Any,
-                 is_test: bool):
+                 is_test: bool, buffers: dict[str, list[Any]] | None = None):
         self.op, self.xp, self.rng, self.is_test = op, xp, rng, is_test
         spec = get_spec(op.type)
         self.inputs = flat_inputs(spec, op)
         self.planned = {n: types[n] for n in self.inputs}
+        self.planned_out = {n: types[n] for names in op.outputs.values() for n in names}
+        self.buffers = buffers or {}
         self.kernels: dict[tuple, Any] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -148,7 +154,10 @@ class DynamicKernel:
         types = dict(known)
         for slot, ts in infer_op(self.op, known.__getitem__).items():
             types.update(zip(self.op.outputs[slot], ts))
-        return prepare_kernel(self.op, types.__getitem__, self.xp, rng=self.rng,
+        buffers = {slot: [b if types[n] == self.planned_out[n] else None
+                          for n, b in zip(self.op.outputs.get(slot, ()), bufs)]
+                   for slot, bufs in self.buffers.items()}
+        return prepare_kernel(self.op, types.__getitem__, self.xp, buffers, rng=self.rng,
                               is_test=self.is_test)
 
 
@@ -157,7 +166,8 @@ def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     analysis = plan.analysis
     rng = plan.rng_for(step.index) if step.spec.random else None
     if dynamic(analysis.types, step.inputs + step.outputs):
-        kernel: Any = DynamicKernel(step.op, analysis.types, plan.xp, rng, plan.is_test)
+        kernel: Any = DynamicKernel(step.op, analysis.types, plan.xp, rng, plan.is_test,
+                                    step.buffers)
     else:
         kernel = prepare_kernel(step.op, analysis.types.__getitem__, plan.xp, step.buffers,
                                 rng, plan.is_test, analysis.constants, plan.plan_state)
