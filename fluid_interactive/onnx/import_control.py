@@ -124,9 +124,10 @@ def _not(n: NodeImport) -> None:
 
 @import_rule("Shape")
 def _shape(n: NodeImport) -> None:
-    """Only a shape for a consumer that takes one (ConstantOfShape: a tensor shaped like
-    another, as ``torch.zeros_like`` writes it); there is no op holding a shape."""
-    n.bind(Pending("shape", n.var(0)))
+    """A shape op (its int32 result cast to ONNX's int64) when a consumer reads the shape
+    as a value; ConstantOfShape folds it away (a tensor shaped like another, as
+    ``torch.zeros_like`` writes it)."""
+    n.bind(Pending("shape", n.var(0), slot="Input", cast="int64"))
 
 
 @import_rule("ConstantOfShape")
@@ -147,6 +148,20 @@ def _constant_of_shape(n: NodeImport) -> None:
     else:
         static = n.static(0)
         if static is None:
-            n.fail("needs its shape fixed in the file or taken from another value (Shape)")
+            _fill_computed_shape(n, fill, dtype)
+            return
         shape = [int(d) for d in np.asarray(static).reshape(-1)]
     n.op("fill_constant", {}, {"shape": shape, "dtype": dtype, "value": fill.item()})
+
+
+def _fill_computed_shape(n: NodeImport, fill: np.ndarray, dtype: str) -> None:
+    """A shape computed in the graph (a Shape's dims gathered and concatenated, as
+    fill_constant_batch_size_like exports): one value of each dim, expanded that many
+    times along it."""
+    dims = n.var(0)
+    (rank,) = n.shape(dims) or (-1,)
+    if rank < 0:
+        n.fail("takes a shape whose length is not fixed in the file")
+    one = n.op("fill_constant", {}, {"shape": [1] * rank, "dtype": dtype,
+                                     "value": fill.item()}, name=f"{n.node.outputs[0]}.one")
+    n.op("expand", {"X": one, "ExpandTimes": dims}, {"expand_times": [-1] * rank})

@@ -62,6 +62,19 @@ class OnnxGraph:
     def producers(self) -> dict[str, Node]:
         return {o: node for node in self.nodes for o in node.outputs if o}
 
+    def outer_reads(self) -> set[str]:
+        """The values this graph's nodes (its subgraphs' too) read or it returns that it
+        neither takes nor computes: values of the graph around it (a branch reading what
+        was computed before the If)."""
+        inner = ({i.name for i in self.inputs} | set(self.initializers) | set(self.constants)
+                 | {o for node in self.nodes for o in node.outputs})
+        reads = set(self.outputs)
+        for node in self.nodes:
+            reads.update(n for n in node.inputs if n)
+            reads.update(*(g.outer_reads() for g in node.attrs.values()
+                           if isinstance(g, OnnxGraph)))
+        return reads - inner
+
 
 #: Exceptions that malformed content raises in NumPy or in the onnx package while it is
 #: converted: each becomes an `OnnxError` naming the part of the file at fault.
@@ -91,7 +104,12 @@ def read_onnx(path: str) -> OnnxGraph:
             nodes.append(_node(path, i, node, external))
             if node.op_type == "Constant":
                 constants[nodes[-1].outputs[0]] = _constant_value(path, nodes[-1])
-    inputs = [_graph_input(path, v) for v in g.input if v.name not in every_initializer]
+    given = [v for v in g.input if v.name not in every_initializer]
+    # A file whose every input fixes its first dim fixed its batch size when it was
+    # written (a static export): the first dims take any size. A file leaving some first
+    # dim open says which dims vary itself.
+    static = all(_fixed(v, 0) for v in given if len(v.type.tensor_type.shape.dim))
+    inputs = [_graph_input(path, v, static) for v in given]
     outputs = [checked_name(v.name, "graph output", path) for v in g.output]
     if not outputs:
         raise OnnxError(f"{path}: the graph has no outputs")
@@ -353,20 +371,21 @@ def _constant_value(path: str, node: Node) -> np.ndarray:
                     f"value_int(s) that the importer reads")
 
 
-def _graph_input(path: str, v: Any) -> GraphInput:
+def _fixed(v: Any, i: int) -> bool:
+    """Whether dim ``i`` of graph input ``v`` has a size in the file (not a symbol)."""
+    dims = v.type.tensor_type.shape.dim
+    return i < len(dims) and dims[i].HasField("dim_value") and dims[i].dim_value > 0
+
+
+def _graph_input(path: str, v: Any, static: bool) -> GraphInput:
+    """``v`` as a data var: its symbolic dims take any size, and so does its first dim in
+    a ``static`` file (one whose inputs all fix their first dim: its batch size)."""
     name = checked_name(v.name, "graph input", path)
     t = v.type.tensor_type
     if not v.type.HasField("tensor_type") or not t.HasField("shape"):
         raise OnnxError(f"{path}: graph input {name!r} is not a tensor of known rank")
-    dims = []
-    for i, d in enumerate(t.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0 and i > 0:
-            dims.append(int(d.dim_value))
-        elif i == 0:
-            dims.append(-1)   # the batch dim, symbolic or not, takes any size
-        else:
-            raise OnnxError(f"{path}: graph input {name!r} has an unknown dim at position {i}; "
-                            f"only the first (batch) dim may vary")
+    dims = [int(d.dim_value) if _fixed(v, i) and not (i == 0 and static) else -1
+            for i, d in enumerate(t.shape.dim)]
     if not dims:   # a 0-d input is one value for the whole call (a loop's trip count)
         return GraphInput(name, (), dtype_from_onnx(t.elem_type, f"{path}: graph input {name!r}"))
     first = t.shape.dim[0]

@@ -53,6 +53,8 @@ class Pending:
     inputs: dict[str, str] = field(default_factory=dict)   # other slots: ONNX value names
     position: int = -1   # where in the block the op goes: where the node stood
     order: int = -1
+    slot: str = "X"      # the op's input slot of ``base``
+    cast: str = ""       # a dtype the op's result is cast to (the ONNX value's)
 
 
 Value = str | Pending
@@ -114,6 +116,9 @@ class Replay:
             if node is not None:
                 needed.add(id(node))
                 stack.extend(n for n in node.inputs if n)
+                for body in node.attrs.values():   # what a branch or loop body reads
+                    if isinstance(body, OnnxGraph):
+                        stack.extend(body.outer_reads())
         return [n for n in self.graph.nodes if id(n) in needed]
 
     # --- values ----------------------------------------------------------------------------
@@ -123,11 +128,16 @@ class Replay:
         and constants become state the first time."""
         value = self.values.get(name)
         if isinstance(value, Pending):
-            inputs = {"X": [value.base]}
+            inputs = {value.slot: [value.base]}
             inputs.update({slot: [self.var(n, what)] for slot, n in value.inputs.items()})
             out = self.new_name(name)
-            self.append(value.op_type, inputs, {"Out": [out]}, value.attrs)
+            result = self.new_name(f"{name}.{value.op_type}") if value.cast else out
+            self.append(value.op_type, inputs, {"Out": [result]}, value.attrs)
             self._move_last_op(value)
+            if value.cast:
+                self.append("cast", {"X": [result]}, {"Out": [out]}, {"out_dtype": value.cast})
+                value.position += 1
+                self._move_last_op(value)
             self.values[name] = out
             return out
         if value is not None:

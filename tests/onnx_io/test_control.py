@@ -177,3 +177,31 @@ def test_an_exported_while_loop_imports_back(tmp_path, rng):
     for n in (0, 3):
         np.testing.assert_allclose(back.infer(x, np.array(n)), prog.infer(x, np.array(n)),
                                    rtol=1e-6)
+
+
+def test_a_loop_over_a_state_shaped_like_the_batch_imports_back(tmp_path, rng):
+    """fill_constant_batch_size_like exports as Shape -> Gather -> Concat ->
+    ConstantOfShape: a shape computed in the graph, which imports as a fill and an
+    expand; the While's body reads values computed before the Loop."""
+    class Accumulate(fluid.Program):
+        @fluid.network("x")
+        def infer(self, x):
+            x = L.data("x", shape=[4])
+            w = L.create_parameter([4, 4], "float32", name="w")
+            h = L.fill_constant_batch_size_like(x, [-1, 4], "float32", 0.5)
+            i = L.fill_constant([1], "int64", 0)
+            n = L.fill_constant([1], "int64", 3)
+            cond = L.less_than(i, n)
+            loop = L.While(cond)
+            with loop.block():
+                L.assign(L.tanh(L.matmul(h, w) + x), output=h)
+                L.increment(i, in_place=True)
+                L.less_than(i, n, cond=cond)
+            return h
+    prog = Accumulate().Compile(seed=0)
+    path = str(tmp_path / "accumulate.onnx")
+    fluid.export_onnx(prog, path)
+    back = fluid.import_onnx(path)
+    for rows in (1, 6):
+        x = rng.standard_normal((rows, 4)).astype(np.float32)
+        np.testing.assert_allclose(back.infer(x), prog.infer(x), rtol=1e-6, atol=1e-7)

@@ -196,3 +196,28 @@ def test_external_data_is_refused(tmp_path):
         f.write(model.SerializeToString())
     with pytest.raises(fluid.OnnxError, match="external file"):
         fluid.import_onnx(path)
+
+
+def test_symbolic_dims_anywhere_take_any_size_and_a_fixed_first_dim_stays_fixed(tmp_path):
+    """[T, N, 3] with both leading dims symbolic, beside a [1] input whose size the file
+    fixes: the first takes any T and N, the second stays one value (it is not a batch)."""
+    nodes = [H.make_node("Mul", ["x", "s"], ["y"])]
+    model = _model(nodes, [H.make_tensor_value_info("x", TP.FLOAT, ["T", "N", 3]),
+                           H.make_tensor_value_info("s", TP.FLOAT, [1])],
+                   [H.make_tensor_value_info("y", TP.FLOAT, ["T", "N", 3])], [])
+    prog = fluid.import_onnx(_save(model, tmp_path, "dims.onnx"))
+    block = prog.program.block("infer")
+    assert block.vars["x"].shape == (-1, -1, 3) and block.vars["s"].shape == (1,)
+    for t, n in ((2, 5), (7, 1)):
+        x = np.arange(t * n * 3, dtype=np.float32).reshape(t, n, 3)
+        np.testing.assert_array_equal(prog.infer(x, np.array([2.0], np.float32)), 2 * x)
+
+
+def test_a_static_file_takes_any_batch_size(tmp_path):
+    """Every input fixes its first dim (a static export at batch 4): any batch runs."""
+    nodes = [H.make_node("Relu", ["x"], ["y"])]
+    model = _model(nodes, [H.make_tensor_value_info("x", TP.FLOAT, [4, 3])],
+                   [H.make_tensor_value_info("y", TP.FLOAT, [4, 3])], [])
+    prog = fluid.import_onnx(_save(model, tmp_path, "static.onnx"))
+    x = -np.ones((9, 3), np.float32)
+    np.testing.assert_array_equal(prog.infer(x), np.zeros((9, 3), np.float32))
