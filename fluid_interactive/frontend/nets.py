@@ -15,10 +15,11 @@ from ..errors import OpArgumentError, ShapeError
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import short_type
 from . import layers
+from .nets_image import img_conv_group, simple_img_conv_pool
 from .tracing import error_at
 from .variable import Variable
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "simple_img_conv_pool", "img_conv_group"]
 
 #: What a masked-out key adds to its attention logit: exp of it is 0 in float32 and 64.
 MASKED_LOGIT = -1e9

@@ -121,11 +121,12 @@ def _pool2d(e: OpExport) -> None:
 def _pool_pads(e: OpExport, x: str, out: str, k: list[int], s: list[int], ceil: bool,
                exclusive: bool) -> tuple[list[int], bool]:
     """ONNX pads and ceil_mode giving pool2d's windows. ceil_mode differs in two places:
-    pool2d drops a last window that starts in the padding, and divides every window of a
-    non-exclusive average by kh*kw where ONNX runtimes clip a window that reaches past the
-    padded input. Then the windows are spelled out: ceil_mode off, end padding that makes
-    exactly pool2d's last window fit (padding that max ignores, that an exclusive average
-    does not count, and that counts as zeros otherwise, as in pool2d)."""
+    ONNX runtimes drop a last window that starts in the padding (pool2d keeps it, as
+    Paddle does), and clip a window that reaches past the padded input where pool2d
+    divides every window of a non-exclusive average by kh*kw. Then the windows are spelled
+    out: ceil_mode off, end padding that makes exactly pool2d's last window fit (padding
+    that max ignores, that an exclusive average does not count, and that counts as zeros
+    otherwise, as in pool2d)."""
     pads = _onnx_pads(e)
     if not ceil:
         return pads, False
@@ -135,6 +136,8 @@ def _pool_pads(e: OpExport, x: str, out: str, k: list[int], s: list[int], ceil: 
     sizes, outs = (h, w), (oh, ow)
     onnx_outs = [-(-(size + pads[i] + pads[2 + i] - k[i]) // s[i]) + 1
                  for i, size in enumerate(sizes)]
+    onnx_outs = [o - 1 if (o - 1) * s[i] >= size + pads[i] else o
+                 for i, (size, o) in enumerate(zip(sizes, onnx_outs))]
     if exclusive and tuple(onnx_outs) == outs:
         return pads, True
     pads = list(pads)

@@ -17,6 +17,7 @@ from . import (
     metric,
     nn,
     norm,
+    pool,
     recurrent,
     rnn,
     sequence,
@@ -35,6 +36,7 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .pool import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
@@ -42,7 +44,7 @@ from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, recurrent, rnn, sequence,
+                                loss, lr, math, metric, nn, norm, pool, recurrent, rnn, sequence,
                                 tensor, tensor_array)
                   for name in module.__all__})
 
