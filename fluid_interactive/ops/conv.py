@@ -52,8 +52,8 @@ from .layouts import (
     NDHWC,
     NHWC,
     LayoutRule,
-    check_layout,
     from_layout,
+    image_layout,
     to_layout,
 )
 from .registry import register
@@ -112,7 +112,7 @@ def _conv_out_dim(size: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
 
 
 def _layout(ctx: Any, rank: int) -> str:
-    return check_layout(ctx, "data_format", LAYOUTS[rank])
+    return image_layout(ctx, "data_format", rank, (CHWN,) if rank == 2 else ())
 
 
 def _operands(ctx: InferContext, rank: int, filter_layout: str) -> tuple:
@@ -274,7 +274,7 @@ def _conv_t_infer(ctx: InferContext, rank: int) -> None:
                  f"(layout {_NAMES[rank][2]}) expects {ci}")
     outs = [_transpose_out_dim(sizes[i], kernel[i], strides[i], pads[2 * i], pads[2 * i + 1],
                                dils[i]) for i in range(rank)]
-    if any(0 <= o < 1 for o in outs):
+    if any(o < 1 for o, size in zip(outs, sizes) if size >= 0):
         ctx.fail(f"Input {fmt(x.shape)} with Filter {fmt(f.shape)}, strides {list(strides)} "
                  f"and paddings {list(pads)} gives an empty output {outs}; use less padding")
     size = list(ctx.attrs["output_size"] or [])

@@ -81,6 +81,24 @@ def permutation(src: str, dst: str) -> tuple[int, ...]:
     return tuple(axis_of(src, d) for d in LAYOUT_AXES[dst])
 
 
+#: What Paddle's ops also accept as a data_format for images of any spatial rank.
+_ALIASES = {"AnyLayout": 0, NCHW: 0, NCDHW: 0, NHWC: 1, NDHWC: 1}
+
+
+def image_layout(ctx: Any, name: str, rank: int, internal: Sequence[str] = ()) -> str:
+    """The user layout an image op's attr ``name`` says, for images of ``rank`` spatial
+    dims: Paddle's ops take NCHW and NHWC (and AnyLayout, channel-first) for volumes as
+    well, so each is read as the channel-first or channel-last layout of that rank.
+    ``internal`` lists layouts only the plan pass sets (CHWN), taken as they are."""
+    value = ctx.attrs[name]
+    if value in internal:
+        return str(value)
+    if value not in _ALIASES:
+        allowed = list(USER_LAYOUTS[rank]) + list(internal)
+        ctx.fail(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return USER_LAYOUTS[rank][_ALIASES[value]]
+
+
 def check_layout(ctx: Any, name: str, allowed: Sequence[str]) -> str:
     """The layout attr ``name`` of an op, which must be one of ``allowed``."""
     layout = ctx.attrs[name]

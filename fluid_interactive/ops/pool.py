@@ -31,8 +31,8 @@ from .layouts import (
     TRANSFER_NS,
     LayoutRule,
     axis_of,
-    check_layout,
     from_layout,
+    image_layout,
     to_layout,
 )
 from .pool_index import adaptive_grad_kernel, adaptive_kernel
@@ -62,7 +62,7 @@ def pool_attrs(rank: int) -> dict[str, Any]:
 
 
 def _layout(ctx: Any, rank: int) -> str:
-    return check_layout(ctx, "data_format", LAYOUTS[rank])
+    return image_layout(ctx, "data_format", rank, (CHWN,) if rank == 2 else ())
 
 
 def _out_dim(size: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:

@@ -181,7 +181,7 @@ def _with_index_infer(ctx: InferContext, rank: int) -> None:
     x = ctx.input("X")
     n, c, *sizes = x.shape
     _, _, _, outs = _index_params(ctx, sizes)
-    if any(0 <= o < 1 for o in outs):
+    if any(o < 1 for o, size in zip(outs, sizes) if size >= 0):
         ctx.fail(f"the pooling window {ctx.attrs['ksize']} with paddings "
                  f"{ctx.attrs['paddings']} leaves no window in X {fmt(x.shape)}")
     ctx.set_output("Out", (n, c, *outs), x.dtype)
