@@ -248,12 +248,18 @@ def _ln_axis(ctx: Any, rank: int) -> int:
     return axis
 
 
-def _ln_infer(ctx: InferContext) -> None:
+def float_x(ctx: InferContext, what: str = "at least 2 dims") -> Any:
+    """Input X, which must be float and of rank 2 or more."""
     x = ctx.input("X")
     if x.dtype not in FLOAT_DTYPES:
         ctx.fail_dtype(f"X must be float16/32/64, got {x.dtype}{_fmt(x.shape)}")
     if x.rank < 2:
-        ctx.fail(f"X must have at least 2 dims, got {_fmt(x.shape)}")
+        ctx.fail(f"X must have {what}, got {_fmt(x.shape)}")
+    return x
+
+
+def _ln_infer(ctx: InferContext) -> None:
+    x = float_x(ctx)
     axis = _ln_axis(ctx, x.rank)
     inner = x.shape[axis:]
     d = -1 if any(v < 0 for v in inner) else prod(inner)

@@ -250,16 +250,17 @@ def test_pool2d_data_format_adaptive_and_same(rng, attrs, channel_last):
 # --- max_pool{2,3}d_with_index: test_pool_max_op's cases ----------------------------------------
 
 INDEX_CASES = [
-    ((2, 3, 7, 7, 7), dict(ksize=[3, 3, 3], strides=[2, 2, 2], paddings=[1, 1, 1])),
-    ((2, 3, 7, 7, 7), dict(ksize=[3, 3, 3], strides=[2, 2, 2], paddings=[1, 1, 1],
-                           global_pooling=True)),
-    ((2, 3, 7, 7, 7), dict(ksize=[3, 3, 3], strides=[2, 2, 2], paddings=[0, 0, 0])),
-    ((2, 3, 7, 7), dict(ksize=[3, 3], strides=[1, 1], paddings=[1, 1])),
-    ((2, 3, 7, 7), dict(ksize=[3, 3], strides=[1, 1], paddings=[1, 1], global_pooling=True)),
-    ((2, 3, 7, 7), dict(ksize=[3, 3], strides=[2, 2], paddings=[0, 0])),
-    ((2, 3, 7, 7), dict(ksize=[3, 3], strides=[2, 2], paddings=[0, 0], adaptive=True)),
-    ((2, 3, 7, 7, 7), dict(ksize=[3, 3, 3], strides=[2, 2, 2], paddings=[1, 1, 1],
-                           adaptive=True)),
+    ((2, 3, 7, 7, 7), {"ksize": [3, 3, 3], "strides": [2, 2, 2], "paddings": [1, 1, 1]}),
+    ((2, 3, 7, 7, 7), {"ksize": [3, 3, 3], "strides": [2, 2, 2], "paddings": [1, 1, 1],
+                       "global_pooling": True}),
+    ((2, 3, 7, 7, 7), {"ksize": [3, 3, 3], "strides": [2, 2, 2], "paddings": [0, 0, 0]}),
+    ((2, 3, 7, 7), {"ksize": [3, 3], "strides": [1, 1], "paddings": [1, 1]}),
+    ((2, 3, 7, 7), {"ksize": [3, 3], "strides": [1, 1], "paddings": [1, 1],
+                    "global_pooling": True}),
+    ((2, 3, 7, 7), {"ksize": [3, 3], "strides": [2, 2], "paddings": [0, 0]}),
+    ((2, 3, 7, 7), {"ksize": [3, 3], "strides": [2, 2], "paddings": [0, 0], "adaptive": True}),
+    ((2, 3, 7, 7, 7), {"ksize": [3, 3, 3], "strides": [2, 2, 2], "paddings": [1, 1, 1],
+                       "adaptive": True}),
 ]
 
 
@@ -306,8 +307,9 @@ def _torch_grads(fn, arrays, cot):
 
 
 def _ours_grads(op, inputs, attrs, wrt, out_slot, cot):
-    from fluid_interactive.ops.interpret import run_ops
     from ops.harness import analytic_grads, build_op
+
+    from fluid_interactive.ops.interpret import run_ops
     op_desc, env = build_op(op, inputs, attrs)
     run_ops([op_desc], env)
     name = op_desc.outputs[out_slot][0]

@@ -17,6 +17,7 @@ from . import (
     metric,
     nn,
     norm,
+    normalization,
     pool,
     recurrent,
     rnn,
@@ -36,6 +37,7 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .normalization import *  # noqa: F403
 from .pool import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .rnn import *  # noqa: F403
@@ -44,8 +46,8 @@ from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
-                                loss, lr, math, metric, nn, norm, pool, recurrent, rnn, sequence,
-                                tensor, tensor_array)
+                                loss, lr, math, metric, nn, norm, normalization, pool,
+                                recurrent, rnn, sequence, tensor, tensor_array)
                   for name in module.__all__})
 
 
