@@ -12,6 +12,7 @@ from . import (  # noqa: F401
                elementwise,
                fill,
                gru,
+               interp,
                linalg,
                lr,
                lstm,

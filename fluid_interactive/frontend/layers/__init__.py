@@ -20,6 +20,7 @@ from . import (
     normalization,
     pool,
     recurrent,
+    resize,
     rnn,
     sequence,
     tensor,
@@ -40,6 +41,7 @@ from .norm import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .pool import *  # noqa: F403
 from .recurrent import *  # noqa: F403
+from .resize import *  # noqa: F403
 from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
@@ -47,7 +49,7 @@ from .tensor_array import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, normalization, pool,
-                                recurrent, rnn, sequence, tensor, tensor_array)
+                                recurrent, resize, rnn, sequence, tensor, tensor_array)
                   for name in module.__all__})
 
 
