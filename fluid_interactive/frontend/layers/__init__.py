@@ -25,6 +25,7 @@ from . import (
     sequence,
     tensor,
     tensor_array,
+    vision,
 )
 from .activations import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -46,10 +47,12 @@ from .rnn import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
+from .vision import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, normalization, pool,
-                                recurrent, resize, rnn, sequence, tensor, tensor_array)
+                                recurrent, resize, rnn, sequence, tensor, tensor_array,
+                                vision)
                   for name in module.__all__})
 
 
