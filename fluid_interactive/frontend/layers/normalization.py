@@ -205,11 +205,12 @@ def data_norm(input: Variable, act: str | None = None, epsilon: float = 1e-5,
     helper = LayerHelper(layer)
     stem = helper.trace.names.prefix + (name or "dn")
     c = x.shape[1]
-    inputs: dict[str, Any] = {
+    inputs: dict[str, Any] = {"X": x}
+    inputs.update({
         slot: _state_var(helper, f"{stem}.{suffix}", [c], x.dtype,
                          float(attrs.get(key, default)))
         for slot, (suffix, key, default) in zip(("BatchSize", "BatchSum", "BatchSquareSum"),
-                                                _STAT_DEFAULTS)}
+                                                _STAT_DEFAULTS)})
     if enable_scale_and_shift:
         for slot, default in (("scale_w", 1.0), ("bias", 0.0)):
             init = Constant(float(attrs.get(slot, default)))
