@@ -18,12 +18,14 @@ from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
+    export_image,
     export_mask,
     export_math,
     export_nn,
     export_rnn,
     export_rnn_unit,
     export_shape,
+    export_vision,
 )
 from .export_control import ssa_view
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error
