@@ -27,18 +27,19 @@ LIMIT = 2.0   # the slowest an op may be against its NumPy expression
 
 
 def compiled(case: OpCase):
-    """The case's layer as the one method of a compiled program: ``run(*arrays)``."""
+    """The case's layer as the one method of a compiled program: ``apply(*arrays)``
+    (``run`` is the compiled program's own)."""
     names = list(case.inputs)
 
     class OneOp(fluid.Program):
         @fluid.network(*names)
-        def run(self, *args):
+        def apply(self, *args):
             vs = [fluid.layers.data(name=n, shape=list(case.shapes.get(n, a.shape)),
                                     dtype=a.dtype.name, append_batch_size=False)
                   for n, a in case.inputs.items()]
             return case.layer(*vs)
 
-    return OneOp().Compile(seed=0).run
+    return OneOp().Compile(seed=0).apply
 
 
 def check(case: OpCase) -> None:

@@ -168,16 +168,20 @@ class ConvGeometry:
 
     # --- the three primitives -----------------------------------------------------------
 
+    def windows(self, x: Any) -> Any:
+        """The windows of image ``x`` (in the op's layout) as a view in the layout of
+        `_cols_view`: of ``x`` itself, or of the padded scratch it is copied into."""
+        if self.padded or self.transposing:
+            _, inner, windows = self._image_scratch()
+            self.xp.copyto(inner, self._logical(x))
+            return windows
+        return self._windows_of(self._logical(x))
+
     def im2col(self, x: Any) -> Any:
         """cols [C*prod(kernel), N*L] of image ``x`` (in the op's layout; a scratch
         buffer)."""
-        xp, cols = self.xp, self.cols()
-        if self.padded or self.transposing:
-            _, inner, windows = self._image_scratch()
-            xp.copyto(inner, self._logical(x))
-        else:
-            windows = self._windows_of(self._logical(x))
-        xp.copyto(self._cols_view(cols), windows)
+        cols = self.cols()
+        self.xp.copyto(self._cols_view(cols), self.windows(x))
         return self._kept.keep(x, cols)
 
     def spent_columns(self) -> Any:

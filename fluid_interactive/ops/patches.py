@@ -90,15 +90,18 @@ def _geometry(ctx: KernelContext, form: _Form) -> ConvGeometry:
 
 
 def _kernel(ctx: KernelContext, form: _Form) -> Callable:
+    """One strided copy of the window view (c, kh, kw | n | oh, ow) into the output."""
     xp, geo = ctx.xp, _geometry(ctx, form)
-    axes = form.axes
+    groups = ((0, 1, 2), (3,), (4, 5))    # the view's axes of the columns' taps, n, l
+    axes = tuple(a for g in form.axes for a in groups[g])
     out = ctx.buffer(form.out_slot)
     shape = ctx.output(form.out_slot).shape
+    view_shape = [(geo.c, *geo.k), (geo.n,), geo.outs]
+    dst_shape = tuple(d for g in form.axes for d in view_shape[g])
 
     def patches(a: Any) -> Any:
-        cols = geo.im2col(a).reshape(geo.ckk, geo.n, geo.l)
         dst = out if out is not None else xp.empty(shape, geo.dtype)
-        xp.copyto(dst, cols.transpose(axes))
+        xp.copyto(dst.reshape(dst_shape), geo.windows(a).transpose(axes))
         return dst
     return patches
 
