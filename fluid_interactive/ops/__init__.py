@@ -32,6 +32,7 @@ from . import (  # noqa: F401
                recurrent,
                reduce,
                rnn_unit,
+               roi,
                sample,
                sequence,
                shape,

@@ -22,6 +22,7 @@ from . import (
     recurrent,
     resize,
     rnn,
+    roi,
     sequence,
     tensor,
     tensor_array,
@@ -44,6 +45,7 @@ from .pool import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .roi import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
@@ -51,8 +53,8 @@ from .vision import *  # noqa: F403
 
 __all__ = sorted({name for module in (activations, compare, control_flow, conv, dynamic_rnn, io,
                                 loss, lr, math, metric, nn, norm, normalization, pool,
-                                recurrent, resize, rnn, sequence, tensor, tensor_array,
-                                vision)
+                                recurrent, resize, rnn, roi, sequence, tensor,
+                                tensor_array, vision)
                   for name in module.__all__})
 
 
