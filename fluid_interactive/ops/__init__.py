@@ -8,6 +8,7 @@ from . import (  # noqa: F401
                compare,
                control,
                conv,
+               deformable_conv,
                dist,
                elementwise,
                fill,

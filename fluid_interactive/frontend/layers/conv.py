@@ -10,7 +10,7 @@ from ...ir.text import short_type
 from ..initializer import Normal
 from ..tracing import error_at
 from ..variable import Variable
-from .helpers import LayerHelper
+from .helpers import LayerHelper, as_variable
 from .image_args import (
     IntOrSeq,
     channel_axis,
@@ -244,4 +244,54 @@ def _filter_from_output_size(layer: str, x: Variable, out: list[int] | None,
     return ks
 
 
-__all__ = ["conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose"]
+def deformable_conv(input: Variable, offset: Variable, mask: Variable | None,
+                    num_filters: int, filter_size: IntOrSeq, stride: IntOrSeq = 1,
+                    padding: IntOrSeq = 0, dilation: IntOrSeq = 1, groups: int | None = None,
+                    deformable_groups: int | None = None, im2col_step: int | None = None,
+                    param_attr: Any = None, bias_attr: Any = None, modulated: bool = True,
+                    name: str | None = None) -> Variable:
+    """Deformable convolution: conv2d whose taps sample ``input`` ``[N, C, H, W]``
+    bilinearly at their place moved by ``offset`` ``[N, 2 * dg * kh * kw, OH, OW]`` (a
+    (dh, dw) pair per deformable group and tap), times ``mask`` ``[N, dg * kh * kw, OH,
+    OW]`` when ``modulated`` (DCN v2; ``mask`` None and ``modulated=False``: DCN v1).
+    Filter ``[num_filters, C / groups, kh, kw]`` from Normal(0, sqrt(2 / (kh * kw * C))),
+    then a bias on the channel axis. ``im2col_step`` is accepted for Paddle
+    compatibility."""
+    layer = "deformable_conv"
+    helper = LayerHelper(layer, name)
+    x = image_input(layer, input, 2, "NCHW")
+    num_filters = _positive(layer, "num_filters", num_filters)
+    window = _Window(layer, x, 2, "NCHW", stride, padding, dilation, True)
+    if window.algorithm != "EXPLICIT":
+        raise error_at(OpArgumentError, f"{layer}: padding must be ints, not "
+                                        f"{window.algorithm!r}")
+    g = _groups(layer, groups, window.channels, num_filters)
+    dg = 1 if deformable_groups is None else deformable_groups
+    if not is_int(dg) or dg < 1 or window.channels % dg:
+        raise error_at(OpArgumentError, f"{layer}: deformable_groups must be a positive int "
+                                        f"dividing the {window.channels} channels, got "
+                                        f"{deformable_groups!r}")
+    kernel = spatial_ints(layer, "filter_size", filter_size, 2, 1)
+    inputs: dict[str, Any] = {"Input": x, "Offset": as_variable(offset, f"{layer} offset")}
+    if modulated:
+        if mask is None:
+            raise error_at(OpArgumentError, f"{layer}: modulated=True needs a mask (or pass "
+                                            f"modulated=False)")
+        inputs["Mask"] = as_variable(mask, f"{layer} mask")
+    pattr = helper.param_attr(param_attr, "param_attr")
+    if pattr is None:
+        raise error_at(OpArgumentError, f"{layer} needs a filter; param_attr=False is not "
+                                        f"allowed")
+    std = math.sqrt(2.0 / (math.prod(kernel) * window.channels))
+    inputs["Filter"] = helper.create_parameter(
+        pattr, [num_filters, window.channels // g, *kernel], x.dtype,
+        default_initializer=Normal(0.0, std))
+    attrs = {"strides": window.strides, "paddings": window.paddings,
+             "dilations": window.dilations, "groups": g, "deformable_groups": dg,
+             "im2col_step": int(im2col_step or 64)}
+    pre = helper.append_one("deformable_conv" if modulated else "deformable_conv_v1", inputs,
+                            attrs, final=False)
+    return bias_and_act(helper, pre, bias_attr, num_filters, None)
+
+
+__all__ = ["conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose", "deformable_conv"]
