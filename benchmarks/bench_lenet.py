@@ -45,9 +45,9 @@ class LeNet(fluid.Program):
     def train_step(self, image, label):
         image = fluid.layers.data(name="image", shape=[1, 28, 28], dtype="float32")
         label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        h = fluid.layers.simple_img_conv_pool(image, num_filters=20, filter_size=5,
+        h = fluid.nets.simple_img_conv_pool(image, num_filters=20, filter_size=5,
                                               pool_size=2, pool_stride=2, act="relu")
-        h = fluid.layers.simple_img_conv_pool(h, num_filters=50, filter_size=5,
+        h = fluid.nets.simple_img_conv_pool(h, num_filters=50, filter_size=5,
                                               pool_size=2, pool_stride=2, act="relu")
         h = fluid.layers.fc(h, size=500, act="relu")
         logits = fluid.layers.fc(h, size=10)

@@ -38,9 +38,9 @@ def _w2(x):
 
 def _w3(x, conv_pool: bool):
     if conv_pool:
-        h = fluid.layers.simple_img_conv_pool(x, num_filters=20, filter_size=5, pool_size=2,
+        h = fluid.nets.simple_img_conv_pool(x, num_filters=20, filter_size=5, pool_size=2,
                                               pool_stride=2, act="relu")
-        h = fluid.layers.simple_img_conv_pool(h, num_filters=50, filter_size=5, pool_size=2,
+        h = fluid.nets.simple_img_conv_pool(h, num_filters=50, filter_size=5, pool_size=2,
                                               pool_stride=2, act="relu")
     else:
         h = fluid.layers.conv2d(x, num_filters=20, filter_size=5, act="relu")

@@ -138,6 +138,33 @@ class NumpyArray(Initializer):
         return f"NumpyArray(shape={list(self.value.shape)})"
 
 
+class Bilinear(Initializer):
+    """The kernel of bilinear upsampling, for a conv2d_transpose filter [C_in, C_out, k, k]
+    (with groups = channels, each channel upsampled on its own): every [k, k] slice is
+    the outer product of ``1 - |x / f - c|`` with itself, ``f = ceil(k / 2)``, ``c = (2f
+    - 1 - f % 2) / 2f`` (stride ``f`` upsamples by ``f``)."""
+
+    def op(self, shape, dtype):
+        if len(shape) != 4 or shape[2] != shape[3]:
+            raise error_at(OpArgumentError, f"BilinearInitializer fills a 4-D filter with "
+                                            f"square kernels [C_in, C_out, k, k]; the "
+                                            f"parameter has shape {list(shape)}")
+        if math.prod(shape) > 1024 * 1024:
+            raise error_at(OpArgumentError, f"BilinearInitializer: the filter {list(shape)} "
+                                            f"has more than 1024 * 1024 values (Paddle's "
+                                            f"limit for a program's constant)")
+        size = shape[3]
+        f = math.ceil(size / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        taps = 1 - np.abs(np.arange(size) / f - c)
+        kernel = np.broadcast_to(np.outer(taps, taps), tuple(shape))
+        return "assign_value", {"shape": list(shape), "dtype": dtype,
+                                "values": kernel.astype(dtype).reshape(-1).tolist()}
+
+    def __repr__(self) -> str:
+        return "Bilinear()"
+
+
 ConstantInitializer = Constant
 UniformInitializer = Uniform
 NormalInitializer = Normal
@@ -145,8 +172,9 @@ TruncatedNormalInitializer = TruncatedNormal
 XavierInitializer = Xavier
 MSRAInitializer = MSRA
 NumpyArrayInitializer = NumpyArray
+BilinearInitializer = Bilinear
 
 __all__ = ["Initializer", "Constant", "Uniform", "Normal", "TruncatedNormal", "Xavier", "MSRA",
            "NumpyArray", "ConstantInitializer", "UniformInitializer", "NormalInitializer",
            "TruncatedNormalInitializer", "XavierInitializer", "MSRAInitializer",
-           "NumpyArrayInitializer"]
+           "NumpyArrayInitializer", "Bilinear", "BilinearInitializer"]

@@ -18,10 +18,12 @@ from ..ir.records import FLOAT_DTYPES
 from ..ir.text import short_type
 from . import layers
 from .layers.helpers import as_variable
+from .nets_image import img_conv_group, simple_img_conv_pool
 from .tracing import error_at
 from .variable import Variable
 
-__all__ = ["scaled_dot_product_attention", "sequence_conv_pool", "glu"]
+__all__ = ["scaled_dot_product_attention", "simple_img_conv_pool", "img_conv_group",
+           "sequence_conv_pool", "glu"]
 
 #: What a masked-out key adds to its attention logit: exp of it is 0 in float32 and 64.
 MASKED_LOGIT = -1e9

@@ -19,6 +19,7 @@ from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
     export_creation,
+    export_image,
     export_index,
     export_loss,
     export_mask,
@@ -30,6 +31,7 @@ from . import (  # noqa: F401  (the rules)
     export_rnn_unit,
     export_seq,
     export_shape,
+    export_vision,
 )
 from .export_control import ssa_view
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_error

@@ -1,23 +1,10 @@
-"""Export rules of the layers' ops: mul / matmul (fc), convolution, pooling, batch_norm,
-layer_norm, dropout and embedding lookup."""
+"""Export rules of the layers' ops: mul / matmul (fc), batch_norm, layer_norm, dropout and
+embedding lookup (convolution and pooling: `export_vision.py`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.window import paddings
 from .export_registry import OpExport, export_rule
-
-
-def _onnx_pads(e: OpExport) -> list[int]:
-    """Paddle's paddings ([ph, pw] or [top, bottom, left, right]) in ONNX's order
-    [top, left, bottom, right]."""
-    top, bottom, left, right = paddings(e, e.attrs["paddings"])
-    return [top, left, bottom, right]
-
-
-def _pair(value) -> list[int]:
-    vals = list(value) if isinstance(value, (list, tuple)) else [value, value]
-    return [int(v) for v in (vals * 2 if len(vals) == 1 else vals)]
 
 
 @export_rule("mul")
@@ -68,79 +55,6 @@ def _matmul(e: OpExport) -> None:
         return
     product = e.node("MatMul", [a, b])[0]
     e.node("Mul", [product, e.scalar(alpha, x, "alpha")], [out])
-
-
-@export_rule("conv2d")
-def _conv2d(e: OpExport) -> None:
-    w = e.input("Filter")
-    e.node("Conv", [e.input("Input"), w], [e.output("Output")],
-           kernel_shape=list(e.shape(w)[2:]), pads=_onnx_pads(e),
-           strides=_pair(e.attrs["strides"]), dilations=_pair(e.attrs["dilations"]),
-           group=int(e.attrs["groups"] or 1))
-
-
-@export_rule("conv2d_transpose")
-def _conv2d_transpose(e: OpExport) -> None:
-    """The output size beyond the one the strides give (Paddle's output_size) is ONNX's
-    output_padding, added at the bottom and right as in Paddle."""
-    x, w, out = e.input("Input"), e.input("Filter"), e.output("Output")
-    (pt, pl, pb, pr), (sh, sw) = _onnx_pads(e), _pair(e.attrs["strides"])
-    dh, dw = _pair(e.attrs["dilations"])
-    kh, kw = e.shape(w)[2:]
-    h, wd = e.shape(x)[2:]
-    oh, ow = e.shape(out)[2:]
-    extra = [0, 0]
-    if e.attrs["output_size"]:
-        if min(h, wd, oh, ow) < 0:
-            e.fail("has an output_size but unknown spatial dims")
-        extra = [oh - ((h - 1) * sh - pt - pb + dh * (kh - 1) + 1),
-                 ow - ((wd - 1) * sw - pl - pr + dw * (kw - 1) + 1)]
-    e.node("ConvTranspose", [x, w], [out], kernel_shape=[kh, kw], pads=[pt, pl, pb, pr],
-           strides=[sh, sw], dilations=[dh, dw], group=int(e.attrs["groups"] or 1),
-           output_padding=extra if any(extra) else None)
-
-
-@export_rule("pool2d")
-def _pool2d(e: OpExport) -> None:
-    x, out = e.input("X"), e.output("Out")
-    is_max = e.attrs["pooling_type"] == "max"
-    if e.attrs["global_pooling"]:
-        e.node("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], [out])
-        return
-    k, s = _pair(e.attrs["ksize"]), _pair(e.attrs["strides"])
-    exclusive = is_max or bool(e.attrs["exclusive"])
-    pads, ceil = _pool_pads(e, x, out, k, s, bool(e.attrs["ceil_mode"]), exclusive)
-    if is_max:
-        e.node("MaxPool", [x], [out], kernel_shape=k, strides=s, pads=pads,
-               ceil_mode=int(ceil) or None)
-    else:
-        e.node("AveragePool", [x], [out], kernel_shape=k, strides=s, pads=pads,
-               ceil_mode=int(ceil) or None, count_include_pad=0 if exclusive else 1)
-
-
-def _pool_pads(e: OpExport, x: str, out: str, k: list[int], s: list[int], ceil: bool,
-               exclusive: bool) -> tuple[list[int], bool]:
-    """ONNX pads and ceil_mode giving pool2d's windows. ceil_mode differs in two places:
-    pool2d drops a last window that starts in the padding, and divides every window of a
-    non-exclusive average by kh*kw where ONNX runtimes clip a window that reaches past the
-    padded input. Then the windows are spelled out: ceil_mode off, end padding that makes
-    exactly pool2d's last window fit (padding that max ignores, that an exclusive average
-    does not count, and that counts as zeros otherwise, as in pool2d)."""
-    pads = _onnx_pads(e)
-    if not ceil:
-        return pads, False
-    (h, w), (oh, ow) = e.shape(x)[2:], e.shape(out)[2:]
-    if min(h, w, oh, ow) < 0:
-        e.fail("pools with ceil_mode over unknown spatial dims")
-    sizes, outs = (h, w), (oh, ow)
-    onnx_outs = [-(-(size + pads[i] + pads[2 + i] - k[i]) // s[i]) + 1
-                 for i, size in enumerate(sizes)]
-    if exclusive and tuple(onnx_outs) == outs:
-        return pads, True
-    pads = list(pads)
-    for i, (size, o) in enumerate(zip(sizes, outs)):
-        pads[2 + i] = max(pads[2 + i], (o - 1) * s[i] + k[i] - size - pads[i])
-    return pads, False
 
 
 @export_rule("batch_norm")

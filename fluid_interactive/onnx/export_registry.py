@@ -7,8 +7,8 @@ their var names. A rule that cannot express the op (a training-mode batch_norm, 
 too old) calls ``e.fail(...)``, which names the op and the user's line.
 
 Adding an op is one rule in the family's file (`export_math`, `export_nn`, `export_shape`,
-`export_control`, `export_rnn`, `export_rnn_unit`, `export_mask`, `export_array`), which
-`export` imports::
+`export_control`, `export_rnn`, `export_rnn_unit`, `export_mask`, `export_array`,
+`export_vision`, `export_image`), which `export` imports::
 
     @export_rule("relu")
     def _relu(e):

@@ -42,6 +42,7 @@ from . import (  # noqa: F401  (the rules)
     import_nn,
     import_rnn,
     import_shape,
+    import_vision,
 )
 from .import_graph import OnnxGraph, read_onnx
 from .import_registry import Replay

@@ -1,11 +1,14 @@
 """`ConvGeometry`: im2col, the per-group GEMM and col2im for one convolution relation
-(the primitives `conv.py` builds conv2d and conv2d_transpose from)."""
+(the primitives `conv.py` builds conv2d, conv3d and their transposes from), over any
+number of spatial dims."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import product
+from math import prod
 from typing import Any
 
-from .layouts import CHWN, NCHW, TRANSFER_NS
+from .layouts import CHWN, NCHW, TRANSFER_NS, channel_first_view, is_channel_last
 from .spec import KeptFrom
 from .window import strided_view, zeros
 
@@ -13,11 +16,12 @@ from .window import strided_view, zeros
 ROW_NS = 8.0
 
 
-def _layout_work(c: int, h: int, w: int, o: int, oh: int, ow: int, kh: int, kw: int
-                 ) -> tuple[int, int]:
-    """Per image: the rows of OW values a batch-outer im2col copies (C*kh*kw*OH), and
-    the values a batch-inner one transposes (the image and the response)."""
-    return c * kh * kw * oh, c * h * w + o * oh * ow
+def _layout_work(c: int, sizes: Sequence[int], o: int, outs: Sequence[int],
+                 kernel: Sequence[int]) -> tuple[int, int]:
+    """Per image: the rows of output-row values a batch-outer im2col copies (C * the
+    kernel's taps * the output rows), and the values a batch-inner one transposes (the
+    image and the response)."""
+    return c * prod(kernel) * prod(outs[:-1]), c * prod(sizes) + o * prod(outs)
 
 
 def layout_gain(image: Sequence[int], response: Sequence[int], kernel: Sequence[int],
@@ -26,20 +30,20 @@ def layout_gain(image: Sequence[int], response: Sequence[int], kernel: Sequence[
     im2col either copies short rows or transposes both sides (the cheaper is taken); a
     gradient also transposes the response's gradient and runs col2im the same way. In
     CHWN none of that is left. Shapes in NCHW order (a -1 batch is fine)."""
-    _, c, h, w = image
-    _, o, oh, ow = response
-    rows, transposed = _layout_work(c, h, w, o, oh, ow, kernel[0], kernel[1])
+    _, c, *sizes = image
+    _, o, *outs = response
+    rows, transposed = _layout_work(c, sizes, o, outs, kernel)
     layout = min(ROW_NS * rows, TRANSFER_NS * transposed)
     if not gradient:
         return layout
-    return TRANSFER_NS * o * oh * ow + min(ROW_NS * rows, TRANSFER_NS * c * h * w)
+    return TRANSFER_NS * o * prod(outs) + min(ROW_NS * rows, TRANSFER_NS * c * prod(sizes))
 
 
 class ConvGeometry:
     """Shapes, scratch buffers and column layout of one convolution relation (see the
-    module doc).
+    module doc), over the spatial dims of its images (two for conv2d, three for conv3d).
 
-    Columns are ordered (n, oh, ow) ("batch outer") or (oh, ow, n) ("batch inner"). The
+    Columns are ordered (n, *out) ("batch outer") or (*out, n) ("batch inner"). The
     im2col copy and the col2im adds run over contiguous stretches of the column order: a
     whole output row (OW values) batch-outer, OW * N values batch-inner. Batch-inner costs
     two transposing copies (the image and the response side to and from [..., N]), so it
@@ -50,33 +54,35 @@ class ConvGeometry:
     With ``layout='CHWN'`` (layouts.py) the image and the response arrays themselves are
     batch innermost, [C, H, W, N] and [O, OH, OW, N]: the columns are batch-inner, the
     response *is* the GEMM's [O, N*L] output, and col2im adds straight into the image, so
-    no transposing copy is left on either side.
+    no transposing copy is left on either side. Channel-last arrays (``'NHWC'``,
+    ``'NDHWC'``, the user's choice) are read and written through channel-first views.
+    Shapes are given channel-first whatever the layout.
     """
 
     def __init__(self, xp: Any, dtype: str, image: Sequence[int], response: Sequence[int],
-                 kernel: Sequence[int], strides: tuple[int, int],
-                 pads: tuple[int, int, int, int], dilations: tuple[int, int], groups: int,
-                 batch_inner: bool | None = None, layout: str = NCHW):
-        self.xp, self.dtype = xp, dtype
-        self.n, self.c, self.h, self.w = image
-        _, self.o, self.oh, self.ow = response
-        self.kh, self.kw = kernel
-        self.sh, self.sw = strides
-        self.pt, self.pb, self.pl, self.pr = pads
-        self.dh, self.dw = dilations
+                 kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+                 dilations: Sequence[int], groups: int, batch_inner: bool | None = None,
+                 layout: str = NCHW):
+        self.xp, self.dtype, self.layout = xp, dtype, layout
+        self.n, self.c, *sizes = (int(v) for v in image)
+        self.sizes = tuple(sizes)
+        _, self.o, *outs = (int(v) for v in response)
+        self.outs = tuple(outs)
+        self.k, self.s, self.d = tuple(kernel), tuple(strides), tuple(dilations)
+        self.p0, self.p1 = tuple(pads[0::2]), tuple(pads[1::2])   # before, after each dim
         self.g = groups
-        self.l = self.oh * self.ow                  # output positions per image
+        self.l = prod(self.outs)                    # output positions per image
         self.nl = self.n * self.l
-        self.ckk = self.c * self.kh * self.kw
+        self.ckk = self.c * prod(self.k)
         self.cg_kk = self.ckk // groups
         self.og = self.o // groups
         # The padded image must hold every window; it may be larger than the windows need.
-        self.hp = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh
-                      + self.dh * (self.kh - 1) + 1)
-        self.wp = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw
-                      + self.dw * (self.kw - 1) + 1)
-        self.padded = (self.hp, self.wp) != (self.h, self.w)
+        self.padded_sizes = tuple(
+            max(size + a + b, (o - 1) * s + d * (k - 1) + 1) for size, a, b, o, s, d, k
+            in zip(self.sizes, self.p0, self.p1, self.outs, self.s, self.d, self.k))
+        self.padded = self.padded_sizes != self.sizes
         self.chwn = layout == CHWN
+        self.channel_last = is_channel_last(layout)
         if self.chwn:
             self.batch_inner = True
         else:
@@ -94,8 +100,7 @@ class ConvGeometry:
     def _prefers_batch_inner(self) -> bool:
         if self.n == 1:
             return False
-        rows, transposed = _layout_work(self.c, self.h, self.w, self.o, self.oh, self.ow,
-                                        self.kh, self.kw)
+        rows, transposed = _layout_work(self.c, self.sizes, self.o, self.outs, self.k)
         return ROW_NS * rows > TRANSFER_NS * transposed
 
     # --- scratch -------------------------------------------------------------------------
@@ -111,51 +116,72 @@ class ConvGeometry:
             self._yt = self.xp.empty((self.o, self.nl), self.dtype)
         return self._yt
 
-    def _cols6(self, cols: Any) -> Any:
+    def _cols_view(self, cols: Any) -> Any:
+        """The columns as [C, *kernel, *out, N] (batch inner) or [C, *kernel, N, *out]."""
         if self.batch_inner:
-            return cols.reshape(self.c, self.kh, self.kw, self.oh, self.ow, self.n)
-        return cols.reshape(self.c, self.kh, self.kw, self.n, self.oh, self.ow)
+            return cols.reshape((self.c,) + self.k + self.outs + (self.n,))
+        return cols.reshape((self.c,) + self.k + (self.n,) + self.outs)
 
     def _windows_of(self, a: Any) -> Any:
-        """The windows of a padded image ([N, C, Hp, Wp] batch-outer, [C, Hp, Wp, N]
-        batch-inner) as a view in the layout of `_cols6`."""
+        """The windows of a padded image ([N, C, *padded] batch-outer, [C, *padded, N]
+        batch-inner, or a view in that order) as a view in the layout of `_cols_view`."""
         if self.batch_inner:
-            sc, sh_, sw_, sn = a.strides
-            shape = (self.c, self.kh, self.kw, self.oh, self.ow, self.n)
-            strides = (sc, sh_ * self.dh, sw_ * self.dw, sh_ * self.sh, sw_ * self.sw, sn)
+            sc, *spatial, sn = a.strides
+            shape = (self.c,) + self.k + self.outs + (self.n,)
+            strides = (sc, *(t * d for t, d in zip(spatial, self.d)),
+                       *(t * s for t, s in zip(spatial, self.s)), sn)
         else:
-            sn, sc, sh_, sw_ = a.strides
-            shape = (self.c, self.kh, self.kw, self.n, self.oh, self.ow)
-            strides = (sc, sh_ * self.dh, sw_ * self.dw, sn, sh_ * self.sh, sw_ * self.sw)
+            sn, sc, *spatial = a.strides
+            shape = (self.c,) + self.k + (self.n,) + self.outs
+            strides = (sc, *(t * d for t, d in zip(spatial, self.d)), sn,
+                       *(t * s for t, s in zip(spatial, self.s)))
         return strided_view(self.xp, a, shape, strides)
+
+    def _interior(self) -> tuple[slice, ...]:
+        return tuple(slice(a, a + size) for a, size in zip(self.p0, self.sizes))
+
+    def _padded_scratch(self, fill_zero: bool) -> tuple[Any, Any]:
+        """(a padded image, its interior as a view in channel-first order)."""
+        make = zeros if fill_zero else (lambda xp, shape, dtype: xp.empty(shape, dtype))
+        inner = self._interior()
+        if self.batch_inner:
+            img = make(self.xp, (self.c,) + self.padded_sizes + (self.n,), self.dtype)
+            view = img[(slice(None),) + inner + (slice(None),)]
+            if not self.chwn:
+                view = view.transpose((view.ndim - 1,) + tuple(range(view.ndim - 1)))
+            return img, view
+        img = make(self.xp, (self.n, self.c) + self.padded_sizes, self.dtype)
+        return img, img[(slice(None), slice(None)) + inner]
 
     def _image_scratch(self) -> tuple[Any, Any, Any]:
         """(zeroed padded image, its interior as a view in the images' layout, its windows): the
         padding stays zero because only the interior is ever written."""
         if self._image is None:
-            if self.batch_inner:
-                img = zeros(self.xp, (self.c, self.hp, self.wp, self.n), self.dtype)
-                inner = img[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
-                if not self.chwn:
-                    inner = inner.transpose(3, 0, 1, 2)
-            else:
-                img = zeros(self.xp, (self.n, self.c, self.hp, self.wp), self.dtype)
-                inner = img[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
+            img, inner = self._padded_scratch(True)
             self._image = (img, inner, self._windows_of(img))
         return self._image
 
+    def _logical(self, a: Any) -> Any:
+        """An image or response array of the op as a view in channel-first order (CHWN
+        arrays stay as they are: the batch-inner code reads them directly)."""
+        return channel_first_view(a, self.layout) if self.channel_last else a
+
     # --- the three primitives -----------------------------------------------------------
 
-    def im2col(self, x: Any) -> Any:
-        """cols [C*kh*kw, N*L] of image ``x`` ([N, C, H, W], or [C, H, W, N]; a scratch
-        buffer)."""
-        xp, cols = self.xp, self.cols()
+    def windows(self, x: Any) -> Any:
+        """The windows of image ``x`` (in the op's layout) as a view in the layout of
+        `_cols_view`: of ``x`` itself, or of the padded scratch it is copied into."""
         if self.padded or self.transposing:
             _, inner, windows = self._image_scratch()
-            xp.copyto(inner, x)
-        else:
-            windows = self._windows_of(x)
-        xp.copyto(self._cols6(cols), windows)
+            self.xp.copyto(inner, self._logical(x))
+            return windows
+        return self._windows_of(self._logical(x))
+
+    def im2col(self, x: Any) -> Any:
+        """cols [C*prod(kernel), N*L] of image ``x`` (in the op's layout; a scratch
+        buffer)."""
+        cols = self.cols()
+        self.xp.copyto(self._cols_view(cols), self.windows(x))
         return self._kept.keep(x, cols)
 
     def spent_columns(self) -> Any:
@@ -171,74 +197,78 @@ class ConvGeometry:
         cols = self._kept.get(x)
         return cols if cols is not None else self.im2col(x)
 
-    def image_shape(self) -> tuple[int, int, int, int]:
-        return (self.c, self.h, self.w, self.n) if self.chwn else (self.n, self.c, self.h,
-                                                                   self.w)
+    def _physical(self, logical: Sequence[int]) -> tuple[int, ...]:
+        """A channel-first (N, C, *spatial) shape in the op's layout."""
+        n, c, *spatial = logical
+        if self.chwn:
+            return (c, *spatial, n)
+        if self.channel_last:
+            return (n, *spatial, c)
+        return tuple(logical)
 
-    def response_shape(self) -> tuple[int, int, int, int]:
-        return (self.o, self.oh, self.ow, self.n) if self.chwn else (self.n, self.o,
-                                                                     self.oh, self.ow)
+    def image_shape(self) -> tuple[int, ...]:
+        return self._physical((self.n, self.c) + self.sizes)
+
+    def response_shape(self) -> tuple[int, ...]:
+        return self._physical((self.n, self.o) + self.outs)
 
     @property
     def response_is_columns(self) -> bool:
         """Whether the response array in its layout is the [O, N*L] column order (CHWN,
-        or a single image): GEMMs then read and write it as it is."""
-        return self.chwn or self.n == 1
+        or a single channel-first image): GEMMs then read and write it as it is."""
+        return self.chwn or (self.n == 1 and not self.channel_last)
 
     def make_col2im(self, out: Any | None) -> Callable[[Any], Any]:
-        """fn(dcols [C*kh*kw, N*L]) -> the image in its layout, the adjoint of im2col:
-        kh*kw strided adds into a zeroed image; it writes into ``out`` when given."""
-        xp = self.xp
-        shape = self.image_shape()
+        """fn(dcols [C*prod(kernel), N*L]) -> the image in its layout, the adjoint of
+        im2col: one strided add per kernel tap into a zeroed image; it writes into ``out``
+        when given."""
+        xp, shape = self.xp, self.image_shape()
         scratch = self.padded or self.transposing
         if scratch:   # accumulate in a private padded image, then copy its interior out
-            acc = self.xp.empty((self.c, self.hp, self.wp, self.n) if self.batch_inner else
-                                (self.n, self.c, self.hp, self.wp), self.dtype)
-            if self.batch_inner:
-                inner = acc[:, self.pt:self.pt + self.h, self.pl:self.pl + self.w, :]
-                if not self.chwn:
-                    inner = inner.transpose(3, 0, 1, 2)
-            else:
-                inner = acc[:, :, self.pt:self.pt + self.h, self.pl:self.pl + self.w]
-        hs, ws = (self.oh - 1) * self.sh + 1, (self.ow - 1) * self.sw + 1
-        offsets = [(i, j, i * self.dh, j * self.dw) for i in range(self.kh)
-                   for j in range(self.kw)]
-
-        def targets(image: Any) -> list[tuple[Any, int, int]]:
-            if self.batch_inner:
-                return [(image[:, h0:h0 + hs:self.sh, w0:w0 + ws:self.sw, :], i, j)
-                        for i, j, h0, w0 in offsets]
-            return [(image[:, :, h0:h0 + hs:self.sh, w0:w0 + ws:self.sw], i, j)
-                    for i, j, h0, w0 in offsets]
-
-        fixed = targets(acc) if scratch else (targets(out) if out is not None else None)
+            acc, inner = self._padded_scratch(False)
+        taps = list(product(*(range(k) for k in self.k)))
         batch_inner = self.batch_inner
+        lead = 1 if batch_inner else 2   # the dims before the spatial ones
+
+        def targets(image: Any) -> list[tuple[Any, tuple[int, ...]]]:
+            views = []
+            for tap in taps:
+                spans = tuple(slice(i * d, i * d + (o - 1) * s + 1, s) for i, d, o, s
+                              in zip(tap, self.d, self.outs, self.s))
+                views.append((image[(slice(None),) * lead + spans], tap))
+            return views
+
+        fixed = targets(acc) if scratch else (targets(self._logical(out)) if out is not None
+                                              else None)
 
         def col2im(dcols: Any) -> Any:
-            d6 = self._cols6(dcols)
-            image = acc if scratch else (out if out is not None else xp.empty(shape,
-                                                                              self.dtype))
+            d6 = self._cols_view(dcols)
+            dst = out if out is not None else xp.empty(shape, self.dtype)
+            image = acc if scratch else self._logical(dst)
             image.fill(0)
-            for view, i, j in (fixed if fixed is not None else targets(image)):
-                src = d6[:, i, j] if batch_inner else d6[:, i, j].transpose(1, 0, 2, 3)
-                xp.add(view, src, out=view)
-            if not scratch:
-                return image
-            if out is None:
-                return inner.copy()
-            xp.copyto(out, inner)
-            return out
+            for view, tap in (fixed if fixed is not None else targets(image)):
+                src = d6[(slice(None),) + tap]
+                xp.add(view, src if batch_inner else src.swapaxes(0, 1), out=view)
+            if scratch:
+                xp.copyto(self._logical(dst), inner)
+            return dst
         return col2im
 
     # --- response side layout ------------------------------------------------------------
 
+    def _response3(self, y: Any) -> Any:
+        """A response array (not CHWN) as a view [N, O, L]."""
+        if self.channel_last:
+            return y.reshape(self.n, self.l, self.o).transpose(0, 2, 1)
+        return y.reshape(self.n, self.o, self.l)
+
     def to_columns(self, y: Any) -> Any:
-        """The response ([N, O, OH, OW] or [O, OH, OW, N]) in column order [O, N*L] (a
-        view where `response_is_columns`, else a scratch copy)."""
+        """The response (in the op's layout) in column order [O, N*L] (a view where
+        `response_is_columns`, else a scratch copy)."""
         if self.response_is_columns:
             return y.reshape(self.o, self.nl)
         yt = self.yt()
-        y3 = y.reshape(self.n, self.o, self.l)
+        y3 = self._response3(y)
         if self.batch_inner:
             self.xp.copyto(yt.reshape(self.o, self.l, self.n), y3.transpose(1, 2, 0))
         else:
@@ -246,16 +276,16 @@ class ConvGeometry:
         return yt
 
     def make_from_columns(self, out: Any | None) -> Callable[[Any], Any]:
-        """fn(yt [O, N*L]) -> response [N, O, OH, OW] (into ``out`` when given)."""
+        """fn(yt [O, N*L]) -> the response in the op's layout (into ``out`` when given)."""
         xp, n, o, positions = self.xp, self.n, self.o, self.l
-        shape = (n, o, self.oh, self.ow)
+        shape = self.response_shape()
         batch_inner = self.batch_inner
 
         def from_columns(yt: Any) -> Any:
             dst = out if out is not None else xp.empty(shape, self.dtype)
             src = (yt.reshape(o, positions, n).transpose(2, 0, 1) if batch_inner
                    else yt.reshape(o, n, positions).transpose(1, 0, 2))
-            xp.copyto(dst.reshape(n, o, positions), src)
+            xp.copyto(self._response3(dst), src)
             return dst
         return from_columns
 
@@ -291,18 +321,17 @@ class ConvGeometry:
         return 0
 
     def filter_from_response(self, y: Any, cols: Any, out: Any | None) -> Any:
-        """dK from the response ``y`` [N, O, OH, OW] itself (what `filter_gemm` computes
+        """dK from the response ``y`` [N, O, *out] itself (what `filter_gemm` computes
         from ``to_columns(y)``). Where the chunked GEMM pays and the columns are batch-outer,
         the images are the chunks: one batched GEMM [N, O, L] @ [N, L, C*kh*kw] and a sum,
         with no transposing copy of ``y``."""
-        if (self.g > 1 or self.batch_inner or self.n == 1 or self.l < 256
-                or not self._filter_chunks()):
+        if (self.g > 1 or self.batch_inner or self.channel_last or self.n == 1
+                or self.l < 256 or not self._filter_chunks()):
             return self.filter_gemm(self.to_columns(y), cols, out)
         xp = self.xp
         if self._dk_images is None:
             self._dk_images = xp.empty((self.n, self.o, self.ckk), self.dtype)
-        dst = out if out is not None else xp.empty((self.o, self.c, self.kh, self.kw),
-                                                   self.dtype)
+        dst = out if out is not None else xp.empty((self.o, self.c) + self.k, self.dtype)
         xp.matmul(y.reshape(self.n, self.o, self.l),
                   cols.reshape(self.ckk, self.n, self.l).transpose(1, 2, 0),
                   out=self._dk_images)
@@ -310,10 +339,10 @@ class ConvGeometry:
         return dst
 
     def filter_gemm(self, yt: Any, cols: Any, out: Any | None) -> Any:
-        """dK [O, C/G, kh, kw] = yt @ cols^T, per group. Without groups it runs as the
+        """dK [O, C/G, *kernel] = yt @ cols^T, per group. Without groups it runs as the
         faster orientation: chunked (see `_filter_chunks`) or cols @ yt^T, transposed."""
         xp = self.xp
-        shape = (self.o, self.c // self.g, self.kh, self.kw)
+        shape = (self.o, self.c // self.g) + self.k
         dst = out if out is not None else xp.empty(shape, self.dtype)
         if self.g == 1:
             if self._dk_scratch is None:

@@ -12,6 +12,12 @@ layouts a kernel may run in besides NCHW:
 
 Each layout is named by the NCHW dims in its order, so ``LAYOUT_AXES["CHWN"] == (1, 2, 3,
 0)``: dim i of a CHWN array is NCHW dim ``(1, 2, 3, 0)[i]``.
+
+A user may also write images channel-last, as Paddle's ``data_format='NHWC'`` (and
+``'NDHWC'`` for volumes, whose channel-first form is ``'NCDHW'``). Those are the op's own
+layout, chosen when it was written: the plan pass leaves such an op alone (it converts
+only ops whose layout attr says NCHW), and the kernels read the arrays channel-last
+through strided views of them in channel-first order (`channel_first_view`).
 """
 from __future__ import annotations
 
@@ -21,26 +27,47 @@ from typing import Any
 
 NCHW = "NCHW"
 CHWN = "CHWN"
+NHWC = "NHWC"
+NCDHW = "NCDHW"
+NDHWC = "NDHWC"
 
 #: What moving one value between layouts costs (a transposing copy), in ns, on NumPy: the
 #: price of each conversion at a chain's ends, weighed against its ops' gains.
 TRANSFER_NS = 1.5
 
-#: layout -> the NCHW dims in its order
-LAYOUT_AXES: dict[str, tuple[int, int, int, int]] = {NCHW: (0, 1, 2, 3), CHWN: (1, 2, 3, 0)}
+#: layout -> the channel-first dims (NCHW, or NCDHW for volumes) in its order
+LAYOUT_AXES: dict[str, tuple[int, ...]] = {
+    NCHW: (0, 1, 2, 3), CHWN: (1, 2, 3, 0), NHWC: (0, 2, 3, 1),
+    NCDHW: (0, 1, 2, 3, 4), NDHWC: (0, 2, 3, 4, 1)}
+
+#: The layouts a user writes images in with Paddle's ``data_format``: channel-first
+#: (Paddle's default) and channel-last, by spatial rank.
+USER_LAYOUTS: dict[int, tuple[str, str]] = {2: (NCHW, NHWC), 3: (NCDHW, NDHWC)}
+
+
+def is_channel_last(layout: str) -> bool:
+    return layout in (NHWC, NDHWC)
 
 
 def to_layout(shape: Sequence[int], layout: str) -> tuple[int, ...]:
-    """An NCHW shape in ``layout``'s dim order."""
+    """A channel-first shape in ``layout``'s dim order."""
     return tuple(shape[d] for d in LAYOUT_AXES[layout])
 
 
 def from_layout(shape: Sequence[int], layout: str) -> tuple[int, ...]:
-    """A shape in ``layout``'s dim order, back in NCHW order."""
-    out = [0] * 4
+    """A shape in ``layout``'s dim order, back in channel-first order."""
+    out = [0] * len(shape)
     for i, d in enumerate(LAYOUT_AXES[layout]):
         out[d] = shape[i]
     return tuple(out)
+
+
+def channel_first_view(a: Any, layout: str) -> Any:
+    """Array ``a`` (in ``layout``) as a view in channel-first order."""
+    axes = LAYOUT_AXES[layout]
+    if axes == tuple(range(len(axes))):
+        return a
+    return a.transpose(tuple(axes.index(d) for d in range(len(axes))))
 
 
 def axis_of(layout: str, nchw_dim: int) -> int:
@@ -52,6 +79,24 @@ def axis_of(layout: str, nchw_dim: int) -> int:
 def permutation(src: str, dst: str) -> tuple[int, ...]:
     """The ``transpose`` axes taking a ``src`` array to ``dst``."""
     return tuple(axis_of(src, d) for d in LAYOUT_AXES[dst])
+
+
+#: What Paddle's ops also accept as a data_format for images of any spatial rank.
+_ALIASES = {"AnyLayout": 0, NCHW: 0, NCDHW: 0, NHWC: 1, NDHWC: 1}
+
+
+def image_layout(ctx: Any, name: str, rank: int, internal: Sequence[str] = ()) -> str:
+    """The user layout an image op's attr ``name`` says, for images of ``rank`` spatial
+    dims: Paddle's ops take NCHW and NHWC (and AnyLayout, channel-first) for volumes as
+    well, so each is read as the channel-first or channel-last layout of that rank.
+    ``internal`` lists layouts only the plan pass sets (CHWN), taken as they are."""
+    value = ctx.attrs[name]
+    if value in internal:
+        return str(value)
+    if value not in _ALIASES:
+        allowed = list(USER_LAYOUTS[rank]) + list(internal)
+        ctx.fail(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return USER_LAYOUTS[rank][_ALIASES[value]]
 
 
 def check_layout(ctx: Any, name: str, allowed: Sequence[str]) -> str:

@@ -2,7 +2,8 @@
 
 ``batch_norm``  X [N, C, ...] (``data_layout`` NCHW; NHWC puts C last; CHWN, which only
 the layout plan pass sets, puts it first and the batch last), per-channel Scale,
-Bias, Mean, Variance [C] -> Y, MeanOut, VarianceOut, SavedMean, SavedVariance.
+Bias, Mean, Variance [C] -> Y, MeanOut, VarianceOut, SavedMean, SavedVariance. An optional
+MomentumTensor [1] (a float var) takes the ``momentum`` attr's place.
 
 * Training: Y = (X - mu) / sqrt(var + epsilon) * Scale + Bias with the batch's mean mu and
   biased variance var over every axis but the channel one; MeanOut = momentum * Mean +
@@ -99,6 +100,10 @@ def _bn_infer(ctx: InferContext) -> None:
                      f"({layout})")
         if t.dtype != x.dtype:
             ctx.fail_dtype(f"{slot} is {t.dtype} but X is {x.dtype}")
+    if ctx.has_input("MomentumTensor"):
+        m = ctx.input("MomentumTensor")
+        if m.shape != (1,) or m.dtype not in FLOAT_DTYPES:
+            ctx.fail(f"MomentumTensor must be a float [1], got {m.dtype}{_fmt(m.shape)}")
     ctx.set_output("Y", x.shape, x.dtype)
     for slot in ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance"):
         ctx.set_output(slot, (c,), x.dtype)
@@ -117,7 +122,7 @@ def _bn_kernel(ctx: KernelContext):
         return b if b is not None else xp.empty((lay.c,), x.dtype)
 
     if _uses_moving_stats(ctx):
-        def infer(a, scale, bias, mean, var):
+        def infer(a, scale, bias, mean, var, *momentum):
             inv = vec("SavedVariance")
             xp.sqrt(var + eps, out=inv)
             xp.reciprocal(inv, out=inv)
@@ -135,7 +140,8 @@ def _bn_kernel(ctx: KernelContext):
     inv_m = 1.0 / lay.m
     sq = xp.empty(lay.shape3, x.dtype)
 
-    def train(a, scale, bias, mean, var):
+    def train(a, scale, bias, mean, var, *tensor):
+        m = tensor[0].astype(x.dtype) if tensor else momentum
         a3 = a.reshape(lay.shape3)
         y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
         y3 = y.reshape(lay.shape3)
@@ -152,8 +158,8 @@ def _bn_kernel(ctx: KernelContext):
         xp.reciprocal(inv, out=inv)
         xp.multiply(y3, col(scale * inv), out=y3)
         xp.add(y3, col(bias), out=y3)
-        mean_out = mean * momentum + mu * (1.0 - momentum)
-        var_out = var * momentum + batch_var * (1.0 - momentum)
+        mean_out = mean * m + mu * (1.0 - m)
+        var_out = var * m + batch_var * (1.0 - m)
         return y, mean_out, var_out, mu, inv
     return train
 
@@ -214,7 +220,8 @@ def _bn_grad_kernel(ctx: KernelContext):
     return grad
 
 
-register(OpSpec("batch_norm", slots("X", "Scale", "Bias", "Mean", "Variance"),
+register(OpSpec("batch_norm", slots("X", "Scale", "Bias", "Mean", "Variance",
+                                    "MomentumTensor?"),
                 slots("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"),
                 _bn_infer, _bn_kernel, _bn_grad, attrs=_BN_ATTRS, inert_in_test=True,
                 layout=LayoutRule(("X", "Y"), (CHWN,), "data_layout"),
@@ -241,12 +248,18 @@ def _ln_axis(ctx: Any, rank: int) -> int:
     return axis
 
 
-def _ln_infer(ctx: InferContext) -> None:
+def float_x(ctx: InferContext, what: str = "at least 2 dims") -> Any:
+    """Input X, which must be float and of rank 2 or more."""
     x = ctx.input("X")
     if x.dtype not in FLOAT_DTYPES:
         ctx.fail_dtype(f"X must be float16/32/64, got {x.dtype}{_fmt(x.shape)}")
     if x.rank < 2:
-        ctx.fail(f"X must have at least 2 dims, got {_fmt(x.shape)}")
+        ctx.fail(f"X must have {what}, got {_fmt(x.shape)}")
+    return x
+
+
+def _ln_infer(ctx: InferContext) -> None:
+    x = float_x(ctx)
     axis = _ln_axis(ctx, x.rank)
     inner = x.shape[axis:]
     d = -1 if any(v < 0 for v in inner) else prod(inner)

@@ -1,26 +1,41 @@
-"""pool2d on NCHW tensors: max or average over windows, with Paddle's ``ksize``,
-``strides``, ``paddings``, ``global_pooling``, ``ceil_mode`` and ``exclusive``.
+"""pool2d and pool3d: max or average over windows of images with 2 or 3 spatial dims,
+with Paddle's ``ksize``, ``strides``, ``paddings``, ``global_pooling``, ``ceil_mode``,
+``exclusive``, ``adaptive``, ``padding_algorithm`` and ``data_format``.
+
+Output sizes are Paddle's: (size + pads - k) / stride + 1, rounded up with ``ceil_mode``
+(Paddle keeps a last window that starts in the padding); ``adaptive`` makes ``ksize`` the
+output size, window i of a dim of n spanning [floor(i*n/k), ceil((i+1)*n/k)) (see
+`pool_index.py`, which pools such windows). Avg divides by a window's non-padding count
+when ``exclusive`` (always when adaptive), else by the window's size.
 
 ``data_format`` CHWN (set by the layout plan pass, never by a layer) pools batch-innermost
 images [C, H, W, N]: each window position is then a view whose runs are N contiguous
 values instead of single values a stride apart. A max pooling of disjoint, unpadded
 windows there has a compiled form in the kernel tier (`kernels/pool.py`): one pass for the
-forward, one for the gradient."""
+forward, one for the gradient. Channel-last images (NHWC, NDHWC) are pooled through the
+same window views: their spatial dims are adjacent, as in every layout."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from itertools import product
+from math import prod
 from typing import Any
 
 from .layouts import (
     CHWN,
+    NCDHW,
     NCHW,
+    NDHWC,
+    NHWC,
     TRANSFER_NS,
     LayoutRule,
     axis_of,
-    check_layout,
     from_layout,
+    image_layout,
     to_layout,
 )
+from .pool_index import adaptive_grad_kernel, adaptive_kernel
 from .pool_tier import compiled_pool, compiled_pool_grad
 from .registry import register
 from .spec import (
@@ -33,142 +48,154 @@ from .spec import (
     infer_like,
     slots,
 )
-from .window import check_float, check_rank4, fmt, paddings, pair
+from .window import check_float, check_rank, fmt, ints, resolved_paddings, spatial_paddings
 
-# --- pool2d ------------------------------------------------------------------------------------
-
-_POOL_ATTRS = {"pooling_type": "max", "ksize": [], "strides": [1, 1], "paddings": [0, 0],
-               "global_pooling": False, "ceil_mode": False, "exclusive": True,
-               "use_cudnn": True, "data_format": NCHW}
+LAYOUTS = {2: (NCHW, NHWC, CHWN), 3: (NCDHW, NDHWC)}
+_AXES = ("depth", "height", "width")
 
 
-def _layout(ctx: Any) -> str:
-    return check_layout(ctx, "data_format", (NCHW, CHWN))
+def pool_attrs(rank: int) -> dict[str, Any]:
+    return {"pooling_type": "max", "ksize": [], "strides": [1] * rank,
+            "paddings": [0] * rank, "global_pooling": False, "ceil_mode": False,
+            "exclusive": True, "adaptive": False, "padding_algorithm": "EXPLICIT",
+            "use_cudnn": True, "data_format": LAYOUTS[rank][0]}
 
 
-def _pool_params(ctx: Any, h: int, w: int) -> tuple:
-    """(type, (kh, kw), (sh, sw), (pt, pb, pl, pr), (oh, ow)); unknown sizes give -1."""
+def _layout(ctx: Any, rank: int) -> str:
+    return image_layout(ctx, "data_format", rank, (CHWN,) if rank == 2 else ())
+
+
+def _out_dim(size: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
+    if size < 0:
+        return -1
+    span = size + p0 + p1 - k
+    return (span + s - 1) // s + 1 if ceil else span // s + 1
+
+
+def pool_params(ctx: Any, sizes: tuple[int, ...]) -> tuple:
+    """(type, ksize, strides, paddings (before, after per dim), output sizes) of a pooling
+    of images of spatial ``sizes``; unknown sizes give -1."""
+    rank = len(sizes)
     ptype = ctx.attrs["pooling_type"]
     if ptype not in ("max", "avg"):
         ctx.fail(f"pooling_type must be 'max' or 'avg', got {ptype!r}")
+    adaptive = bool(ctx.attrs.get("adaptive"))
     if ctx.attrs["global_pooling"]:
-        return ptype, (h, w), (1, 1), (0, 0, 0, 0), (1 if h >= 0 else -1, 1 if w >= 0 else -1)
+        k = tuple(sizes)
+        outs = tuple(sizes) if adaptive else tuple(1 if d >= 0 else -1 for d in sizes)
+        return ptype, k, (1,) * rank, (0,) * (2 * rank), outs
     if not ctx.attrs["ksize"]:
-        ctx.fail("ksize (the pooling window [kh, kw]) is required unless global_pooling")
-    k = pair(ctx, "ksize", ctx.attrs["ksize"], 1)
-    s = pair(ctx, "strides", ctx.attrs["strides"], 1)
-    p = paddings(ctx, ctx.attrs["paddings"])
-    if max(p[0], p[1]) >= k[0] or max(p[2], p[3]) >= k[1]:
+        ctx.fail(f"ksize (the pooling window, {rank} ints) is required unless "
+                 f"global_pooling")
+    k = ints(ctx, "ksize", ctx.attrs["ksize"], rank, 1)
+    if adaptive:   # ksize is the output size; the windows follow from it
+        return ptype, k, k, (0,) * (2 * rank), k
+    s = ints(ctx, "strides", ctx.attrs["strides"], rank, 1)
+    p = resolved_paddings(ctx, spatial_paddings(ctx, ctx.attrs["paddings"], rank), sizes, k, s)
+    if any(max(p[2 * i], p[2 * i + 1]) >= k[i] for i in range(rank)):
         ctx.fail(f"paddings {list(p)} must be smaller than the pooling window {list(k)}")
-    outs = []
-    for size, kk, ss, p0, p1 in ((h, k[0], s[0], p[0], p[1]), (w, k[1], s[1], p[2], p[3])):
-        if size < 0:
-            outs.append(-1)
-            continue
-        span = size + p0 + p1 - kk
-        if ctx.attrs["ceil_mode"]:
-            o = -(-span // ss) + 1
-            if (o - 1) * ss >= size + p0:   # a last window holding padding only is dropped
-                o -= 1
-        else:
-            o = span // ss + 1
-        outs.append(o)
-    return ptype, k, s, p, tuple(outs)
+    ceil = bool(ctx.attrs["ceil_mode"])
+    outs = tuple(_out_dim(sizes[i], k[i], s[i], p[2 * i], p[2 * i + 1], ceil)
+                 for i in range(rank))
+    return ptype, k, s, p, outs
 
 
-def _pool_infer(ctx: InferContext) -> None:
-    layout = _layout(ctx)
-    check_rank4(ctx, "X", f"{layout} image batch")
+def _pool_infer(ctx: InferContext, rank: int) -> None:
+    layout = _layout(ctx, rank)
+    check_rank(ctx, "X", rank + 2, f"{layout} image batch")
     check_float(ctx, "X")
     x = ctx.input("X")
-    n, c, h, w = from_layout(x.shape, layout)
-    _, k, _, p, (oh, ow) = _pool_params(ctx, h, w)
-    if not ctx.attrs["global_pooling"]:
-        for size, kk, p0, p1, what in ((h, k[0], p[0], p[1], "height"),
-                                       (w, k[1], p[2], p[3], "width")):
-            if size >= 0 and size + p0 + p1 < kk:
+    n, c, *sizes = from_layout(x.shape, layout)
+    _, k, _, p, outs = pool_params(ctx, tuple(sizes))
+    if not ctx.attrs["global_pooling"] and not ctx.attrs.get("adaptive"):
+        for i, what in enumerate(_AXES[3 - rank:]):
+            if sizes[i] >= 0 and sizes[i] + p[2 * i] + p[2 * i + 1] < k[i]:
                 ctx.fail(f"the pooling window {list(k)} is larger than X {fmt(x.shape)} "
-                         f"padded by {[p0, p1]} in {what}")
-    ctx.set_output("Out", to_layout((n, c, oh, ow), layout), x.dtype)
+                         f"padded by {[p[2 * i], p[2 * i + 1]]} in {what}")
+    ctx.set_output("Out", to_layout((n, c, *outs), layout), x.dtype)
 
 
-class _PoolGeometry:
+class PoolGeometry:
     """Window views of a pooling, over X itself or over a padded scratch copy of it, in
-    the op's layout (the height and width axes are adjacent in each)."""
+    the op's layout (the spatial axes are adjacent in each)."""
 
     def __init__(self, ctx: KernelContext):
         xp = ctx.xp
         x = ctx.input("X")
-        self.xp, self.dtype = xp, x.dtype
-        self.layout = _layout(ctx)
-        self.h_axis = axis_of(self.layout, 2)
-        self.n, self.c, self.h, self.w = from_layout(x.shape, self.layout)
-        self.type, (self.kh, self.kw), (self.sh, self.sw), pads, (self.oh, self.ow) = \
-            _pool_params(ctx, self.h, self.w)
-        self.pt, self.pb, self.pl, self.pr = pads
+        rank = x.rank - 2
+        self.xp, self.dtype, self.rank = xp, x.dtype, rank
+        self.layout = _layout(ctx, rank)
+        self.axis0 = axis_of(self.layout, 2)   # the first spatial axis
+        self.n, self.c, *sizes = from_layout(x.shape, self.layout)
+        self.sizes = tuple(sizes)
+        self.type, self.k, self.s, pads, self.outs = pool_params(ctx, self.sizes)
+        self.p0, self.p1 = pads[0::2], pads[1::2]
         self.is_global = bool(ctx.attrs["global_pooling"])
-        self.hp = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh + self.kh)
-        self.wp = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw + self.kw)
-        self.padded = (self.pt, self.pl, self.hp, self.wp) != (0, 0, self.h, self.w)
-        self.overlap = self.sh < self.kh or self.sw < self.kw
-        self.positions = [(i, j) for i in range(self.kh) for j in range(self.kw)]
+        self.padded_sizes = tuple(max(size + a + b, (o - 1) * s + k) for size, a, b, o, s, k
+                                  in zip(self.sizes, self.p0, self.p1, self.outs, self.s,
+                                         self.k))
+        self.padded = any(self.p0) or self.padded_sizes != self.sizes
+        self.overlap = any(s < k for s, k in zip(self.s, self.k))
+        self.positions = list(product(*(range(k) for k in self.k)))
         self._pad: Any | None = None
 
-    def shape(self, h: int, w: int) -> tuple[int, ...]:
-        """The shape of an [N, C, h, w] array in the op's layout."""
-        return to_layout((self.n, self.c, h, w), self.layout)
+    def shape(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of an [N, C, *sizes] array in the op's layout."""
+        return to_layout((self.n, self.c) + tuple(sizes), self.layout)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return self.shape(self.oh, self.ow)
+        return self.shape(self.outs)
 
-    def region(self, image: Any, rows: slice, cols: slice) -> Any:
-        """``image`` sliced by ``rows`` and ``cols`` along its height and width axes."""
-        index: list[slice] = [slice(None)] * 4
-        index[self.h_axis], index[self.h_axis + 1] = rows, cols
+    def region(self, image: Any, spans: tuple[slice, ...]) -> Any:
+        """``image`` sliced by ``spans`` along its spatial axes."""
+        index: list[slice] = [slice(None)] * image.ndim
+        index[self.axis0:self.axis0 + self.rank] = spans
         return image[tuple(index)]
 
     def windows(self, image: Any) -> list[Any]:
-        """The kh*kw strided views of the output's shape, window offset (i, j) in
-        row-major order."""
-        hs, ws = (self.oh - 1) * self.sh + 1, (self.ow - 1) * self.sw + 1
-        return [self.region(image, slice(i, i + hs, self.sh), slice(j, j + ws, self.sw))
-                for i, j in self.positions]
+        """The strided views of the output's shape, one per window offset, in row-major
+        order of the offsets."""
+        return [self.region(image, tuple(slice(i, i + (o - 1) * s + 1, s) for i, o, s
+                                         in zip(offset, self.outs, self.s)))
+                for offset in self.positions]
 
     def padded_image(self, fill: float) -> tuple[Any, Any]:
-        """(scratch [N, C, Hp, Wp] (in the layout) whose border holds ``fill``, its
+        """(scratch [N, C, *padded] (in the layout) whose border holds ``fill``, its
         interior view)."""
         if self._pad is None:
-            self._pad = self.xp.full(self.shape(self.hp, self.wp), fill, self.dtype)
-        return self._pad, self.region(self._pad, slice(self.pt, self.pt + self.h),
-                                      slice(self.pl, self.pl + self.w))
+            self._pad = self.xp.full(self.shape(self.padded_sizes), fill, self.dtype)
+        return self._pad, self.region(self._pad, tuple(
+            slice(a, a + size) for a, size in zip(self.p0, self.sizes)))
 
     def planes(self, rows: int) -> tuple[int, ...]:
-        """The shape that merges the height and width axes into one of ``rows``."""
-        full = self.shape(self.h, self.w)
-        return full[:self.h_axis] + (rows,) + full[self.h_axis + 2:]
+        """The shape that merges the spatial axes into one of ``rows``."""
+        full = self.shape(self.sizes)
+        return full[:self.axis0] + (rows,) + full[self.axis0 + self.rank:]
 
     def reciprocal_counts(self) -> Any:
-        """1 / (number of non-padding elements) of each window, [OH, OW]."""
+        """1 / (number of non-padding elements) of each window, [*out]. A window of
+        padding alone (ceil_mode's last one may be) averages to 0, where Paddle's 0 / 0
+        gives NaN."""
         xp = self.xp
-
-        def valid(o: int, s: int, k: int, p: int, size: int) -> Any:
-            start = xp.arange(o) * s - p
-            return xp.minimum(start + k, size) - xp.maximum(start, 0)
-        counts = (valid(self.oh, self.sh, self.kh, self.pt, self.h)[:, None]
-                  * valid(self.ow, self.sw, self.kw, self.pl, self.w)[None, :])
+        counts: Any = 1
+        for i in range(self.rank):
+            start = xp.arange(self.outs[i]) * self.s[i] - self.p0[i]
+            valid = xp.minimum(start + self.k[i], self.sizes[i]) - xp.maximum(start, 0)
+            counts = counts * xp.maximum(valid, 1).reshape((-1,) + (1,) * (self.rank - 1 - i))
         return (1.0 / counts).astype(self.dtype)
 
     def divisor(self, exclusive: bool) -> Any:
-        """What an avg pool's window sums are multiplied by: a scalar, or an [OH, OW]
-        array shaped to broadcast against the output in its layout."""
+        """What an avg pool's window sums are multiplied by: a scalar, or an array of the
+        output's spatial shape made to broadcast against the output in its layout."""
         if exclusive and self.padded:
             r = self.reciprocal_counts()
-            if bool((r == r[0, 0]).all()):
-                return float(r[0, 0])
-            return r.reshape(self.out_shape[self.h_axis:self.h_axis + 2]
-                             + (1,) * (2 - self.h_axis))
-        return 1.0 / (self.kh * self.kw)
+            first = r.reshape(-1)[0]
+            if bool((r == first).all()):
+                return float(first)
+            trailing = len(self.out_shape) - self.axis0 - self.rank
+            return r.reshape(self.outs + (1,) * trailing)
+        return 1.0 / prod(self.k)
 
 
 class _SplitWindows:
@@ -199,7 +226,7 @@ class _SplitWindows:
         return parts if parts is not None else self.split(xp, a, views)
 
 
-def _split_windows(ctx: KernelContext, geo: _PoolGeometry) -> _SplitWindows | None:
+def _split_windows(ctx: KernelContext, geo: PoolGeometry) -> _SplitWindows | None:
     """The state a max pool2d shares with its gradient op, or None where windows overlap,
     are padded or cover whole planes (the strided loops are then kept), or the images
     are batch innermost: their window views are runs of N values already, and the split
@@ -208,15 +235,15 @@ def _split_windows(ctx: KernelContext, geo: _PoolGeometry) -> _SplitWindows | No
     if geo.type != "max" or geo.is_global or geo.padded or geo.overlap or \
             geo.layout != NCHW:
         return None
-    key = ("pool2d", ctx.input_name("X"), (geo.n, geo.c, geo.h, geo.w),
+    key = ("pool", ctx.input_name("X"), (geo.n, geo.c) + geo.sizes,
            repr(sorted(ctx.attrs.items())))
     return ctx.shared(key, _SplitWindows)
 
 
-def _global_pool(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
-    """Max or mean over each whole plane: the height and width axes merged into one."""
+def _global_pool(ctx: KernelContext, geo: PoolGeometry) -> Callable:
+    """Max or mean over each whole plane: the spatial axes merged into one."""
     xp, out = ctx.xp, ctx.buffer("Out")
-    hw, axis = geo.h * geo.w, geo.h_axis
+    hw, axis = prod(geo.sizes), geo.axis0
     planes, shape = geo.planes(hw), geo.out_shape
     pooled = planes[:axis] + planes[axis + 1:]
     if geo.type == "max":
@@ -238,7 +265,9 @@ def _global_pool(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
 
 
 def _pool_kernel(ctx: KernelContext):
-    geo = _PoolGeometry(ctx)
+    if ctx.attrs["adaptive"]:
+        return adaptive_kernel(ctx, PoolGeometry(ctx))
+    geo = PoolGeometry(ctx)
     xp, out = ctx.xp, ctx.buffer("Out")
     shape = geo.out_shape
     is_max = geo.type == "max"
@@ -276,7 +305,9 @@ def _pool_kernel(ctx: KernelContext):
 
 
 def _pool_grad_kernel(ctx: KernelContext):
-    geo = _PoolGeometry(ctx)
+    geo = PoolGeometry(ctx)
+    if ctx.attrs["adaptive"]:
+        return adaptive_grad_kernel(ctx, geo)
     if geo.is_global:
         return _global_pool_grad(ctx, geo)
     target = _GradTarget(ctx, geo)
@@ -295,12 +326,12 @@ def _pool_grad_kernel(ctx: KernelContext):
     return avg_grad
 
 
-def _global_pool_grad(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
+def _global_pool_grad(ctx: KernelContext, geo: PoolGeometry) -> Callable:
     """dX of a pool over the whole image: the mean's share everywhere, or the gradient at
     each plane's first maximum."""
     xp, dx_buf = ctx.xp, ctx.buffer("X@GRAD")
-    hw, axis = geo.h * geo.w, geo.h_axis
-    shape, planes, one = geo.shape(geo.h, geo.w), geo.planes(geo.h * geo.w), geo.planes(1)
+    hw, axis = prod(geo.sizes), geo.axis0
+    shape, planes, one = geo.shape(geo.sizes), geo.planes(hw), geo.planes(1)
     if geo.type != "max":
         def global_avg_grad(a, y, g):
             dst = dx_buf if dx_buf is not None else xp.empty(shape, geo.dtype)
@@ -324,20 +355,20 @@ def _global_pool_grad(ctx: KernelContext, geo: _PoolGeometry) -> Callable:
 class _GradTarget:
     """Where a pooling gradient's windows write: a zeroed padded scratch (cropped at the
     end), or dX itself. Non-overlapping windows write disjoint parts: plain stores, and
-    no zeroing except rows or columns that no window reaches."""
+    no zeroing except the rows (or planes) that no window reaches."""
 
-    def __init__(self, ctx: KernelContext, geo: _PoolGeometry):
+    def __init__(self, ctx: KernelContext, geo: PoolGeometry):
         xp = self.xp = ctx.xp
         self.geo, self.dx_buf = geo, ctx.buffer("X@GRAD")
-        self.shape = geo.shape(geo.h, geo.w)
+        self.shape = geo.shape(geo.sizes)
         if geo.padded:
             self.acc, self.acc_inner = geo.padded_image(0.0)
             self.acc_views = geo.windows(self.acc)
-        self.covered_h = (geo.oh - 1) * geo.sh + geo.kh
-        self.covered_w = (geo.ow - 1) * geo.sw + geo.kw
+        self.covered = [(o - 1) * s + k for o, s, k in zip(geo.outs, geo.s, geo.k)]
         self.stores = not geo.overlap
         self.direct = self.stores and not geo.padded   # each window stored straight in dX
-        self.gaps = geo.sh > geo.kh or geo.sw > geo.kw   # rows or columns between windows
+        # rows or columns between windows
+        self.gaps = any(s > k for s, k in zip(geo.s, geo.k))
         self.tmp = xp.empty(geo.out_shape, geo.dtype)
 
     def output(self) -> Any:
@@ -354,10 +385,11 @@ class _GradTarget:
         elif not self.stores or self.gaps:
             dst.fill(0)
         else:
-            if self.covered_h < geo.h:
-                geo.region(dst, slice(self.covered_h, None), slice(None))[...] = 0
-            if self.covered_w < geo.w:
-                geo.region(dst, slice(None), slice(self.covered_w, None))[...] = 0
+            for i, (covered, size) in enumerate(zip(self.covered, geo.sizes)):
+                if covered < size:
+                    spans = [slice(None)] * geo.rank
+                    spans[i] = slice(covered, None)
+                    geo.region(dst, tuple(spans))[...] = 0
 
     def finish(self, dst: Any) -> Any:
         if self.geo.padded:
@@ -371,14 +403,15 @@ class _GradTarget:
             self.xp.add(view, value, out=view)
 
 
-def _max_pool_grad(ctx: KernelContext, geo: _PoolGeometry, target: _GradTarget) -> Callable:
+def _max_pool_grad(ctx: KernelContext, geo: PoolGeometry, target: _GradTarget) -> Callable:
     """Each window's gradient goes to its first maximum in row-major order, as in Paddle's
     and PyTorch's kernels; `free` marks the windows whose maximum is not found yet (bool
     masks: cheaper than carrying the unserved gradient along)."""
     xp = ctx.xp
-    if geo.padded:
-        xpad = xp.full(geo.shape(geo.hp, geo.wp), -xp.inf, geo.dtype)
-        x_inner = geo.region(xpad, slice(geo.pt, geo.pt + geo.h), slice(geo.pl, geo.pl + geo.w))
+    if geo.padded:   # a private -inf-bordered copy (the forward's scratch may be shared)
+        xpad = xp.full(geo.shape(geo.padded_sizes), -xp.inf, geo.dtype)
+        x_inner = geo.region(xpad, tuple(slice(a, a + size) for a, size
+                                         in zip(geo.p0, geo.sizes)))
         x_views = geo.windows(xpad)
     eq = xp.empty(geo.out_shape, bool)
     free = xp.empty(geo.out_shape, bool)
@@ -417,8 +450,8 @@ def _max_pool_grad(ctx: KernelContext, geo: _PoolGeometry, target: _GradTarget) 
     return compiled_pool_grad(ctx, geo, max_grad, target.output)
 
 
-def _pool_grad(g: GradContext) -> None:
-    emit_default_grad(g, ("X", "Out"), "pool2d_grad", ("X",))
+def _pool_grad(g: GradContext, grad_type: str) -> None:
+    emit_default_grad(g, ("X", "Out"), grad_type, ("X",))
 
 
 def _layout_gain(attrs: Any, shapes: Any) -> float:
@@ -434,17 +467,36 @@ def _layout_gain(attrs: Any, shapes: Any) -> float:
     return 0.5 * TRANSFER_NS * c * h * w
 
 
+def _fixed_windows(attrs: Any, layout: str, shapes: Any) -> dict[str, Any] | None:
+    """An adaptive pooling keeps to NCHW (its windows are index arrays, not views)."""
+    return None if attrs.get("adaptive") else dict(attrs)
+
+
 def _layout_rule(images: tuple[str, ...]) -> LayoutRule:
-    return LayoutRule(images, (CHWN,), "data_format", gain=_layout_gain)
+    return LayoutRule(images, (CHWN,), "data_format", adapt=_fixed_windows, gain=_layout_gain)
 
 
-register(OpSpec("pool2d", slots("X"), slots("Out"), _pool_infer, _pool_kernel, _pool_grad,
-                attrs=_POOL_ATTRS, layout=_layout_rule(("X", "Out")),
-                doc="Max or average pooling of NCHW X over ksize windows. Out [N, C, (H + "
-                    "pads - kh) / stride + 1, ...] (rounded up with ceil_mode, a last window "
-                    "of padding only dropped); global_pooling pools each whole plane. Avg "
-                    "divides by the window's non-padding count when exclusive, else by "
-                    "kh*kw. The max gradient goes to each window's first maximum."))
-register(OpSpec("pool2d_grad", slots("X", "Out", "Out@GRAD"), slots("X@GRAD"),
-                infer_like({"X@GRAD": "X"}), _pool_grad_kernel, attrs=_POOL_ATTRS,
-                layout=_layout_rule(("X", "Out", "Out@GRAD", "X@GRAD"))))
+def _doc(rank: int) -> str:
+    return (f"Max or average pooling over ksize windows of X ({LAYOUTS[rank][0]}, or "
+            f"{LAYOUTS[rank][1]} with data_format), {rank} spatial dims. Each output dim "
+            f"(size + pads - k) / stride + 1, rounded up with ceil_mode; global_pooling pools "
+            f"each whole plane; adaptive makes ksize the output size. Avg divides by the "
+            f"window's non-padding count when exclusive, else by its size. The max gradient "
+            f"goes to each window's first maximum.")
+
+
+def _register(rank: int) -> None:
+    op = f"pool{rank}d"
+    attrs = pool_attrs(rank)
+    two_d = rank == 2   # the layout plan pass runs 4-D images only
+    register(OpSpec(op, slots("X"), slots("Out"), partial(_pool_infer, rank=rank),
+                    _pool_kernel, partial(_pool_grad, grad_type=f"{op}_grad"), attrs=attrs,
+                    layout=_layout_rule(("X", "Out")) if two_d else None, doc=_doc(rank)))
+    register(OpSpec(f"{op}_grad", slots("X", "Out", "Out@GRAD"), slots("X@GRAD"),
+                    infer_like({"X@GRAD": "X"}), _pool_grad_kernel, attrs=attrs,
+                    layout=_layout_rule(("X", "Out", "Out@GRAD", "X@GRAD")) if two_d
+                    else None))
+
+
+_register(2)
+_register(3)

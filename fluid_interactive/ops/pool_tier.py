@@ -10,6 +10,7 @@ X; otherwise (the NumPy kernels ran, or another array came) it finds the maxima 
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 from ..kernels import plan_tier
@@ -31,17 +32,17 @@ class FirstMaxima:
 def _applies(ctx: KernelContext, geo: Any) -> bool:
     return (ctx.xp.__name__ == "numpy" and geo.layout == CHWN and geo.type == "max"
             and not geo.is_global and not geo.padded and not geo.overlap
-            and geo.dtype in ("float32", "float64") and geo.kh * geo.kw < 255)
+            and geo.dtype in ("float32", "float64") and prod(geo.k) < 255)
 
 
 def _shared(ctx: KernelContext, geo: Any) -> FirstMaxima:
-    key = ("pool2d first maxima", ctx.input_name("X"), (geo.n, geo.c, geo.h, geo.w),
+    key = ("pool2d first maxima", ctx.input_name("X"), (geo.n, geo.c) + geo.sizes,
            repr(sorted(ctx.attrs.items())))
     return ctx.shared(key, FirstMaxima)
 
 
 def _handle(ctx: KernelContext, geo: Any, function: str) -> Any:
-    source = pool_source(function, (geo.kh, geo.kw), (geo.sh, geo.sw), geo.dtype)
+    source = pool_source(function, geo.k, geo.s, geo.dtype)
     return plan_tier(ctx.shared).request(source, f"{source.key}.py:{function}")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layouts import LAYOUT_AXES, check_layout, from_layout, permutation, to_layout
+from .layouts import CHWN, NCHW, check_layout, from_layout, permutation, to_layout
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
 
@@ -15,7 +15,7 @@ _ATTRS = {"src_layout": "NCHW", "dst_layout": "NCHW"}
 
 
 def _layouts(ctx: Any) -> tuple[str, str]:
-    known = tuple(LAYOUT_AXES)
+    known = (NCHW, CHWN)   # the layouts the plan pass moves images between
     return check_layout(ctx, "src_layout", known), check_layout(ctx, "dst_layout", known)
 
 

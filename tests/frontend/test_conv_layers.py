@@ -167,7 +167,8 @@ def test_conv2d_default_filter_init_is_paddles_normal():
     prog = P1().Compile(seed=1)
     (init,) = _global_ops(prog, "gaussian_random")
     assert init.outputs["Out"] == ["conv2d_0.w_0"]
-    assert init.attrs["std"] == pytest.approx(math.sqrt(2.0 / (5 * 5 * 3)))
+    # Paddle 1.8: 2 / (kh * kw * C)
+    assert init.attrs["std"] == pytest.approx(math.sqrt(2.0 / (5 * 3 * 3)))
     assert prog.parameters()["conv2d_0.w_0"].shape == (6, 3, 5, 3)
     assert prog.f(np.zeros((2, 3, 10, 10), np.float32)).shape == (2, 6, 6, 8)
 
@@ -291,7 +292,7 @@ def test_pad_one_hot_and_simple_img_conv_pool():
         def f(self, x, ids):
             x = fluid.layers.data(name="x", shape=[1, 12, 12])
             ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
-            h = fluid.layers.simple_img_conv_pool(x, num_filters=3, filter_size=5, pool_size=2,
+            h = fluid.nets.simple_img_conv_pool(x, num_filters=3, filter_size=5, pool_size=2,
                                                   pool_stride=2, act="elu")
             return (fluid.layers.pad(h, [0, 0, 0, 1, 1, 0, 2, 2], pad_value=-1.0),
                     fluid.layers.one_hot(ids, depth=4))
@@ -397,7 +398,7 @@ def test_simple_img_conv_pool_pools_before_bias_and_relu_with_the_same_results(r
                 y = fluid.layers.data(name="y", shape=[1], dtype="int64")
                 kw = {"pool_size": 2, "pool_stride": 2, "pool_padding": pool_padding}
                 if fused:
-                    h = fluid.layers.simple_img_conv_pool(x, num_filters=4, filter_size=3,
+                    h = fluid.nets.simple_img_conv_pool(x, num_filters=4, filter_size=3,
                                                           act=act, **kw)
                 else:
                     h = fluid.layers.pool2d(fluid.layers.conv2d(x, 4, 3, act=act),

@@ -134,7 +134,7 @@ def test_lenet_trains_bit_identically_with_the_compiled_pools(rng, monkeypatch):
             y = fluid.layers.data(name="y", shape=[1], dtype="int64")
             h = fluid.layers.conv2d(x, num_filters=4, filter_size=3, act="relu")
             h = fluid.layers.pool2d(h, pool_size=2, pool_stride=2)
-            h = fluid.layers.simple_img_conv_pool(h, num_filters=6, filter_size=2,
+            h = fluid.nets.simple_img_conv_pool(h, num_filters=6, filter_size=2,
                                                   pool_size=2, pool_stride=2, act="relu")
             loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
                 fluid.layers.fc(h, size=3), y))

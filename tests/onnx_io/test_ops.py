@@ -42,7 +42,7 @@ def _conv_stack(x):
 
 def _pools(x):
     return (L.pool2d(x, pool_size=3, pool_stride=2, pool_padding=1, ceil_mode=True),
-            L.pool2d(x, pool_size=2, pool_type="avg", pool_stride=2, pool_padding=1,
+            L.pool2d(x, pool_size=2, pool_type="avg", pool_stride=2, pool_padding=[0, 1],
                      exclusive=True, ceil_mode=True),
             L.pool2d(x, pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1,
                      exclusive=False, ceil_mode=True),

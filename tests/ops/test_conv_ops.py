@@ -75,11 +75,8 @@ def ref_pool2d(X, pooling_type, ksize, strides, paddings, global_pooling, ceil_m
     pt, pb, pl, pr = _pads4(paddings)
 
     def out_dim(size, k, s, p0, p1):
-        if ceil_mode:
-            o = -(-(size + p0 + p1 - k) // s) + 1
-            if (o - 1) * s >= size + p0:
-                o -= 1
-            return o
+        if ceil_mode:   # Paddle's rule: a last window starting in the padding is kept
+            return -(-(size + p0 + p1 - k) // s) + 1
         return (size + p0 + p1 - k) // s + 1
     oh, ow = out_dim(h, kh, sh, pt, pb), out_dim(w, kw, sw, pl, pr)
     out = np.zeros((n, c, oh, ow))

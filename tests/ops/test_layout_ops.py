@@ -112,9 +112,9 @@ def test_conv2d_in_chwn_names_the_layout_in_errors(rng):
     with pytest.raises(ShapeError, match="Input must be a 4-D CHWN image batch"):
         run_forward("conv2d", {"Input": r(rng, 3, 4, 5), "Filter": r(rng, 2, 3, 3, 3)},
                     {"data_format": CHWN})
-    with pytest.raises(ShapeError, match="data_format must be one of 'NCHW', 'CHWN'"):
+    with pytest.raises(ShapeError, match="data_format must be one of 'NCHW', 'NHWC', 'CHWN'"):
         run_forward("conv2d", {"Input": r(rng, 1, 3, 4, 5), "Filter": r(rng, 2, 3, 3, 3)},
-                    {"data_format": "NHWC"})
+                    {"data_format": "NWHC"})
 
 
 # --- pool2d -------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def pool_attrs(ptype="max", ksize=(2, 2), strides=(2, 2), paddings=(0, 0), **mor
 POOL_CASES = [
     ((2, 3, 8, 8), pool_attrs()),                                   # LeNet's: split windows
     ((1, 2, 7, 6), pool_attrs(ksize=(3, 2), strides=(2, 1))),       # overlapping, batch 1
-    ((2, 2, 7, 7), pool_attrs(paddings=(1, 1), ceil_mode=True)),
+    ((2, 2, 7, 7), pool_attrs(ksize=(3, 3), paddings=(1, 1), ceil_mode=True)),
     ((2, 3, 6, 5), pool_attrs("avg", (3, 3), (2, 2), (1, 1))),     # exclusive counts
     ((2, 3, 6, 5), pool_attrs("avg", (3, 3), (2, 2), (1, 1), exclusive=False)),
     ((2, 3, 5, 4), pool_attrs("avg", global_pooling=True)),

@@ -31,7 +31,7 @@ def lenet(act_first: bool = True, extra=None):
                 h = fluid.layers.conv2d(x, num_filters=4, filter_size=3, act="relu")
                 h = fluid.layers.pool2d(h, pool_size=2, pool_stride=2)
             else:
-                h = fluid.layers.simple_img_conv_pool(x, num_filters=4, filter_size=3,
+                h = fluid.nets.simple_img_conv_pool(x, num_filters=4, filter_size=3,
                                                       pool_size=2, pool_stride=2, act="relu")
             h = fluid.layers.conv2d(h, num_filters=6, filter_size=3, padding=1, act="relu")
             if extra is not None:

@@ -24,7 +24,9 @@ from .math import *  # noqa: F403
 from .metric import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norm import *  # noqa: F403
+from .normalization import *  # noqa: F403
 from .pointwise_loss import *  # noqa: F403
+from .pool import *  # noqa: F403
 from .products import *  # noqa: F403
 from .python_func import *  # noqa: F403
 from .random import *  # noqa: F403
@@ -32,7 +34,9 @@ from .ranking import *  # noqa: F403
 from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .reductions import *  # noqa: F403
+from .resize import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .roi import *  # noqa: F403
 from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_edit import *  # noqa: F403
@@ -42,6 +46,7 @@ from .tensor import *  # noqa: F403
 from .tensor_array import *  # noqa: F403
 from .unary import *  # noqa: F403
 from .utility import *  # noqa: F403
+from .vision import *  # noqa: F403
 
 # every layer module imported above (a submodule import binds its name here; derived, so
 # a new module is never left out)

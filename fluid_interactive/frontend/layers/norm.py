@@ -69,12 +69,13 @@ def _state_var(helper: LayerHelper, name: str | None, shape: Sequence[int], dtyp
 
 
 def batch_norm(input: Variable, act: str | None = None, is_test: bool | None = None,
-               momentum: float = 0.9, epsilon: float = 1e-5, param_attr: Any = None,
-               bias_attr: Any = None, data_layout: str = "NCHW", in_place: bool = False,
-               name: str | None = None, moving_mean_name: str | None = None,
+               momentum: float | Variable = 0.9, epsilon: float = 1e-5,
+               param_attr: Any = None, bias_attr: Any = None, data_layout: str = "NCHW",
+               in_place: bool = False, name: str | None = None,
+               moving_mean_name: str | None = None,
                moving_variance_name: str | None = None,
-               do_model_average_for_mean_and_var: bool = False,
-               fuse_with_relu: bool = False, use_global_stats: bool = False) -> Variable:
+               do_model_average_for_mean_and_var: bool = True,
+               use_global_stats: bool = False) -> Variable:
     """Batch normalisation: ``act((x - mean) / sqrt(var + epsilon) * scale + bias)`` per
     channel.
 
@@ -85,44 +86,100 @@ def batch_norm(input: Variable, act: str | None = None, is_test: bool | None = N
     ``.w_2``.
 
     Training uses the batch's mean and variance and updates the moving statistics as
-    ``momentum * moving + (1 - momentum) * batch``; inference uses the moving statistics.
-    ``is_test=None`` lets the runtime decide (a method that runs an optimizer trains);
-    True/False forces it. ``use_global_stats`` normalises with the moving statistics in
-    training too. ``in_place``, ``do_model_average_for_mean_and_var`` and ``fuse_with_relu``
-    are accepted for Paddle compatibility.
+    ``momentum * moving + (1 - momentum) * batch``; ``momentum`` may be a float Variable
+    of shape [1] (a schedule). Inference uses the moving statistics. ``is_test=None``
+    (where Paddle's default is False) lets the runtime decide, as Paddle's
+    ``clone(for_test=True)`` does: a method that runs an optimizer trains; True/False
+    forces it. ``use_global_stats`` normalises with the moving statistics in training too.
+    ``in_place`` and ``do_model_average_for_mean_and_var`` are accepted for Paddle
+    compatibility.
     """
-    layer = "batch_norm"
+    helper, y = _batch_norm("batch_norm", input, is_test, momentum, epsilon, param_attr,
+                            bias_attr, data_layout, name, moving_mean_name,
+                            moving_variance_name, use_global_stats, final=act is None)
+    return helper.activation(y, act)
+
+
+def _momentum(layer: str, momentum: Any) -> tuple[dict, dict]:
+    """(inputs, attrs) of batch_norm for a float momentum or a [1] float Variable."""
+    if isinstance(momentum, Variable):
+        if momentum.dtype not in FLOAT_DTYPES or tuple(momentum.shape) != (1,):
+            raise error_at(OpArgumentError, f"{layer}: momentum as a Variable must be a float "
+                                            f"[1], got {momentum.name}:"
+                                            f"{short_type(momentum.desc)}")
+        return {"MomentumTensor": momentum}, {}
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+        raise error_at(OpArgumentError, f"{layer}: momentum must be a float or a [1] float "
+                                        f"Variable, got {type(momentum).__name__}")
+    return {}, {"momentum": float(momentum)}
+
+
+def _batch_norm(layer: str, input: Any, is_test: Any, momentum: Any, epsilon: float,
+                param_attr: Any, bias_attr: Any, data_layout: str, name: str | None,
+                moving_mean_name: str | None, moving_variance_name: str | None,
+                use_global_stats: bool, final: bool) -> tuple[LayerHelper, Variable]:
+    """The batch_norm op of a layer with its parameters and state: (its helper, Y)."""
     helper = LayerHelper(layer, name)
     x = _float_input(layer, input)
     if data_layout not in ("NCHW", "NHWC"):
-        raise error_at(OpArgumentError, f"batch_norm: data_layout must be 'NCHW' or 'NHWC', "
+        raise error_at(OpArgumentError, f"{layer}: data_layout must be 'NCHW' or 'NHWC', "
                                         f"got {data_layout!r}")
     if len(x.shape) < 2:
-        raise error_at(ShapeError, f"batch_norm: input {x.name}:{short_type(x.desc)} needs a "
+        raise error_at(ShapeError, f"{layer}: input {x.name}:{short_type(x.desc)} needs a "
                                    f"batch and a channel dim")
     c = x.shape[1] if data_layout == "NCHW" or len(x.shape) == 2 else x.shape[-1]
     if c < 0:
-        raise error_at(ShapeError, f"batch_norm: input {x.name}:{short_type(x.desc)} has an "
+        raise error_at(ShapeError, f"{layer}: input {x.name}:{short_type(x.desc)} has an "
                                    f"unknown channel count")
+    extra, attrs = _momentum(layer, momentum)
     pattr = helper.param_attr(param_attr, "param_attr")
     battr = helper.param_attr(bias_attr, "bias_attr")
     if pattr is None or battr is None:
-        raise error_at(OpArgumentError, "batch_norm always has a scale and a bias; "
-                                        "param_attr=False / bias_attr=False are not allowed")
+        raise error_at(OpArgumentError, f"{layer} always has a scale and a bias; "
+                                        f"param_attr=False / bias_attr=False are not allowed")
     helper.context = f" (input {x.name}:{short_type(x.desc)})"
     scale = helper.create_parameter(pattr, [c], x.dtype, default_initializer=Constant(1.0))
     bias = helper.create_parameter(battr, [c], x.dtype, is_bias=True)
     mean = _state_var(helper, moving_mean_name, [c], x.dtype, 0.0)
     variance = _state_var(helper, moving_variance_name, [c], x.dtype, 1.0)
-    attrs: dict[str, Any] = {"momentum": float(momentum), "epsilon": float(epsilon),
-                             "data_layout": data_layout,
-                             "use_global_stats": bool(use_global_stats)}
+    attrs.update({"epsilon": float(epsilon), "data_layout": data_layout,
+                  "use_global_stats": bool(use_global_stats)})
     _mode_attr(attrs, is_test, layer)
-    outs = helper.append(layer, {"X": x, "Scale": scale, "Bias": bias, "Mean": mean,
-                                 "Variance": variance}, attrs,
+    outs = helper.append("batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean,
+                                        "Variance": variance, **extra}, attrs,
                          outputs={"MeanOut": [mean.name], "VarianceOut": [variance.name]},
-                         final=act is None)
-    return helper.activation(outs["Y"][0], act)
+                         final=final)
+    return helper, outs["Y"][0]
+
+
+_ABN_ACTS = (None, "identity", "leaky_relu", "elu")
+
+
+def inplace_abn(input: Variable, act: str | None = None, is_test: bool | None = None,
+                momentum: float | Variable = 0.9, epsilon: float = 1e-5,
+                param_attr: Any = None, bias_attr: Any = None, data_layout: str = "NCHW",
+                name: str | None = None, moving_mean_name: str | None = None,
+                moving_variance_name: str | None = None,
+                do_model_average_for_mean_and_var: bool = True,
+                use_global_stats: bool = False, act_alpha: float = 1.0) -> Variable:
+    """Batch normalisation followed by an activation, as Paddle's in-place activated
+    batch norm computes it: ``act`` is None / ``'identity'`` (none), ``'leaky_relu'``
+    (slope ``act_alpha`` below 0) or ``'elu'`` (``act_alpha * (exp(x) - 1)`` below 0).
+    Everything else, parameters and state included, is batch_norm's. Paddle's saving of
+    memory by working in place is the planner's business here (it reuses buffers)."""
+    if act not in _ABN_ACTS:
+        raise error_at(OpArgumentError, f"inplace_abn: act must be None, 'identity', "
+                                        f"'leaky_relu' or 'elu', got {act!r}")
+    if isinstance(act_alpha, bool) or not isinstance(act_alpha, (int, float)):
+        raise error_at(OpArgumentError, f"inplace_abn: act_alpha must be a number, got "
+                                        f"{act_alpha!r}")
+    plain = act in (None, "identity")
+    helper, y = _batch_norm("inplace_abn", input, is_test, momentum, epsilon, param_attr,
+                            bias_attr, data_layout, name, moving_mean_name,
+                            moving_variance_name, use_global_stats, final=plain)
+    if plain:
+        return y
+    return helper.append_one(str(act), {"X": y}, {"alpha": float(act_alpha)})
 
 
 def layer_norm(input: Variable, scale: bool = True, shift: bool = True,
@@ -295,5 +352,5 @@ def pad(x: Variable, paddings: Sequence[int], pad_value: float = 0.0,
                          name=name)
 
 
-__all__ = ["batch_norm", "layer_norm", "dropout", "embedding", "one_hot", "gelu", "elu",
-           "swish", "flatten", "pad"]
+__all__ = ["batch_norm", "inplace_abn", "layer_norm", "dropout", "embedding", "one_hot",
+           "gelu", "elu", "swish", "flatten", "pad"]
