@@ -99,13 +99,15 @@ def _assign_kernel(ctx: KernelContext):
     return lambda x: xp.copyto(out, x) or out
 
 
-def _assign_grad(g: GradContext) -> None:
+def assign_grad(g: GradContext) -> None:
+    """X@GRAD = Out@GRAD: the gradient of an op whose output is its input moved or copied
+    (``assign``; ``increment``, whose step is a constant)."""
     dout = g.out_grad("Out")
     if dout and present(dout) and g.wants("X"):
         g.emit("assign", {"X": dout}, {"Out": [n for n in g.in_grad("X") if n]})
 
 
-register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, _assign_grad,
+register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, assign_grad,
                 doc="Out = a copy of X"))
 
 
