@@ -102,6 +102,10 @@ class TensorArray:
             if k < self._length and (x := self[k]) is not None:
                 yield k, x
 
+    def copy(self) -> TensorArray:
+        """The value itself: it never changes (a plan copies what leaves a function)."""
+        return self
+
     def __repr__(self) -> str:
         return f"TensorArray(length={self._length}, written={sum(1 for _ in self.items())})"
 

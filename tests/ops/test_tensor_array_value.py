@@ -78,16 +78,47 @@ def test_writes_in_a_chain_copy_nothing_and_branches_copy_once():
 
 # --- in programs ---------------------------------------------------------------------------
 
-def test_filling_an_array_in_a_training_loop_copies_nothing():
-    """Forward and backward of a fill of N elements copy no element: with writes that
-    copied the array (a list per write) a fill would copy N^2 / 2."""
-    prog = FillArray().Compile(seed=0)
+class ReadBack(fluid.Program):
+    """A fill like the benchmark's, then a second loop summing the elements read back one
+    by one: the array's gradient is summed over that loop's iterations."""
+
+    @fluid.network("x", "steps")
+    def train_step(self, x, steps):
+        x = L.data(name="x", shape=[4], dtype="float32")
+        steps = L.data(name="steps", shape=[1], dtype="int64", append_batch_size=False)
+        w = L.create_parameter([4], "float32", name="w",
+                               default_initializer=fluid.initializer.Constant(0.5))
+
+        def write(i, arr):
+            L.array_write(L.elementwise_mul(x, w), i, array=arr)
+            return [L.increment(i, in_place=False), arr]
+
+        def read(i, acc):
+            return [L.increment(i, in_place=False), acc + L.array_read(arr, i)]
+
+        def more(i, _):
+            return L.less_than(i, steps)
+        _, arr = L.while_loop(more, write, [L.fill_constant([1], "int64", 0),
+                                            L.create_array("float32")])
+        _, acc = L.while_loop(more, read, [L.fill_constant([1], "int64", 0), L.scale(x, 0.0)])
+        loss = L.mean(acc)
+        fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
+        return loss
+
+
+def test_filling_and_reading_back_in_a_training_loop_copy_nothing():
+    """Forward and backward of a fill of N elements, and of a loop reading them back, copy
+    no element: with writes that copied the array (a list per write) each would copy
+    N^2 / 2."""
     x = np.ones((1, 4), np.float32)
-    prog.train_step(x, np.array([3], np.int64))   # plan it
-    before = TensorArray.copied_elements
-    for n in (50, 400):
-        prog.train_step(x, np.array([n], np.int64))
-    assert TensorArray.copied_elements == before
+    for prog in (FillArray().Compile(seed=0), ReadBack().Compile(seed=0)):
+        prog.train_step(x, np.array([3], np.int64))   # plan it
+        before = TensorArray.copied_elements
+        for n in (50, 400):
+            loss = prog.train_step(x, np.array([n], np.int64))
+        assert TensorArray.copied_elements == before
+    # the read loop ran, and trained w: dloss/dw = n / 4 at each step, SGD at 0.01
+    np.testing.assert_allclose(loss, 400 * (0.5 - 0.01 * (3 + 50) / 4), rtol=1e-5)
 
 
 def test_a_trained_fill_gives_the_true_gradient_and_rewinds():
