@@ -33,6 +33,10 @@ from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 from .sub_block import STEP_SCOPES, EmitContext, RunContext, SubBlockRule
 
+#: How a bool mask becomes one condition value (whether any of it holds), with layers that
+#: exist in every version of the project.
+ANY_OF_MASK = "fluid.layers.reduce_sum(fluid.layers.cast(mask, 'int32')) > 0"
+
 
 def _describe(t: TensorType) -> str:
     return f"{t.dtype}{format_shape(t.shape)}"
@@ -44,8 +48,8 @@ def check_condition(ctx: InferContext, slot: str, what: str) -> None:
     if c.dtype != "bool" or c.kind != "tensor" or len(c.shape) != 1 or c.shape[0] not in (1, -1):
         ctx.fail(f"the condition of {what} must be a bool var of shape [1], got "
                  f"{_describe(c)}; make it with a comparison of one-element vars, e.g. "
-                 f"fluid.layers.less_than(i, n), or reduce a mask with "
-                 f"fluid.layers.reduce_all")
+                 f"fluid.layers.less_than(i, n), or reduce a mask to one value, e.g. "
+                 f"{ANY_OF_MASK}")
 
 
 def compatible(a: TensorType, b: TensorType) -> bool:

@@ -29,6 +29,7 @@ from ...ir.blocks import outer_interface
 from ...ir.records import BlockDesc, SourceLoc, VarDesc
 from ...ir.source import user_location
 from ...ir.text import short_type
+from ...ops.control import ANY_OF_MASK
 from ...ops.sub_block import STEP_SCOPES
 from ..tracing import TraceContext, error_at
 from ..variable import Variable
@@ -48,7 +49,7 @@ def condition(value: Any, what: str) -> Variable:
     if tuple(var.shape) not in ((1,), (-1,)):
         raise error_at(ShapeError, f"{what} must hold one value (shape [1]), got "
                                    f"{var.name}:{short_type(var.desc)}; reduce a mask to one "
-                                   f"value first (fluid.layers.reduce_all / reduce_any)")
+                                   f"value first, e.g. {ANY_OF_MASK} (any of it)")
     return var
 
 
