@@ -262,19 +262,23 @@ def _select_infer(ctx: InferContext) -> None:
         ctx.fail_dtype(f"Mask must be an int32 var of shape [1], got {_describe(mask)}")
     shape = list(xs[0].shape)
     for i, t in enumerate(xs[1:], 1):
-        if not compatible(t, xs[0]):
-            ctx.fail(f"the branches give different types: {_describe(xs[0])} and "
-                     f"{_describe(t)} (input {i}); both branches of cond must return values "
-                     f"of one shape and dtype")
-        shape = [d if d >= 0 else e for d, e in zip(shape, t.shape)]
-    ctx.set_output("Out", shape, xs[0].dtype)
+        if t.kind != xs[0].kind or len(t.shape) != len(shape):
+            ctx.fail(f"the branches give {_describe(xs[0])} and {_describe(t)} (input {i}): "
+                     f"values of different ranks or kinds cannot be merged; return values "
+                     f"of one rank from both branches of cond (reshape one)")
+        shape = [d if d == e else -1 for d, e in zip(shape, t.shape)]
+    # as Paddle declares it: X[0]'s dtype (cond's false branch); a value of another dtype
+    # is cast to it
+    ctx.set_output("Out", shape, xs[0].dtype, xs[0].kind)
 
 
 def _select_kernel(ctx: KernelContext):
     n = len(ctx.inputs("X"))
+    dtype = ctx.output("Out").dtype
 
     def select(*args):
-        return args[int(args[n].item())]   # reads the mask: which branch ran
+        chosen = args[int(args[n].item())]   # reads the mask: which branch ran
+        return chosen if chosen.dtype == dtype else chosen.astype(dtype)
     return select
 
 
@@ -295,8 +299,9 @@ def _select_grad_kernel(ctx: KernelContext):
     zeros = [xp.zeros(t.shape, t.dtype) for t in ctx.out_slots["X@GRAD"]]
 
     def grad(*args):
-        chosen = int(args[-2].item())
-        return tuple(args[-1] if k == chosen else z for k, z in enumerate(zeros))
+        chosen, dout = int(args[-2].item()), args[-1]
+        return tuple(dout.astype(z.dtype, copy=False) if k == chosen else z
+                     for k, z in enumerate(zeros))
     return (lambda *args: grad(*args)[0]) if len(zeros) == 1 else grad
 
 

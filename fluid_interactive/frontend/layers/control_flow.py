@@ -195,8 +195,17 @@ def cond(pred: Variable, true_fn: Callable[[], Any] | None = None,
          false_fn: Callable[[], Any] | None = None, name: str | None = None) -> Any:
     """``true_fn()`` if the bool var ``pred`` ([1]) is true, else ``false_fn()``: each runs
     in its own block, only the taken one runs. Both return the same structure (a var, a
-    tuple, list or dict of vars, or None) of vars of one shape and dtype each."""
+    tuple, list or dict of vars, or None). Where the two vars of a place differ in their
+    dims, the result has -1 there (known when the method runs); where they differ in
+    dtype, it has the false branch's, to which the true branch's value is cast."""
     pred = condition(pred, "cond: pred")
+    for what, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
+        if fn is not None and not callable(fn):
+            raise error_at(OpArgumentError, f"cond: {what} must be a function of no arguments "
+                                            f"(or None), got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise error_at(OpArgumentError, f"cond: name must be a str or None, got "
+                                        f"{type(name).__name__}")
     helper = LayerHelper("cond", name)
     taken = _branch(helper, pred, true_fn, "true") if true_fn is not None else None
     other = (_branch(helper, _logical("logical_not", helper, pred), false_fn, "false")
@@ -204,12 +213,21 @@ def cond(pred: Variable, true_fn: Callable[[], Any] | None = None,
     if taken is None and other is None:
         return None
     if taken is None or other is None or taken[0] != other[0]:
-        raise error_at(OpArgumentError, "cond: true_fn and false_fn must return the same "
-                                        "structure of vars (or both None)")
+        raise error_at(OpArgumentError, f"Incompatible return values of true_fn and false_fn "
+                                        f"in cond: true_fn returns {_returned(taken)}, "
+                                        f"false_fn {_returned(other)}; both must return the "
+                                        f"same structure of vars (or both None)")
     mask = helper.append_one("cast", {"X": pred}, {"out_dtype": "int32"}, final=False)
     merged = [helper.append_one("select_input", {"X": [f, t], "Mask": mask})
               for t, f in zip(taken[1], other[1])]
     return pack(taken[0], merged)
+
+
+def _returned(branch: tuple[Any, list[Variable]] | None) -> str:
+    if branch is None:
+        return "None"
+    structure, values = branch
+    return f"{len(values)} var(s)" if structure is not None else "one var"
 
 
 class Switch:
