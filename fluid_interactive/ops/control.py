@@ -70,30 +70,47 @@ def _refines(old: TensorType, new: TensorType) -> bool:
         or sum(d < 0 for d in new.shape) < sum(d < 0 for d in old.shape))
 
 
+def join(a: TensorType, b: TensorType) -> TensorType | None:
+    """The type of a var holding a value of type ``a`` or of type ``b``: -1 where their
+    dims differ; None where their dtypes, kinds or ranks differ."""
+    if a.dtype != b.dtype or a.kind != b.kind or len(a.shape) != len(b.shape):
+        return None
+    return TensorType(tuple(d if d == e else -1 for d, e in zip(a.shape, b.shape)),
+                      a.dtype, a.kind)
+
+
 def written_types(ctx: InferContext, reads: str, writes: str, what: str,
                   feeds: dict | None = None) -> list[TensorType]:
-    """The types of the vars the sub-block writes after one run; a var it also reads (a
-    carried var) must keep its type. A carried var whose type a run makes more precise
-    (an array learning its element shape) is typed again with that type."""
+    """The types of the vars the sub-block writes after its runs. A var it also reads (a
+    carried var) keeps its dtype and rank; its dims may change from run to run (-1 where
+    they do: the body is typed again with the looser type until nothing changes), and an
+    array learns its element type from the runs."""
     op = ctx.op
     assert op is not None
     before = dict(zip(op.input(reads), ctx.inputs(reads)))
+    outs = op.output(writes)
+    looser: dict[str, TensorType] = {}
     after = ctx.sub_block_types(feeds)
-    refined = {n: after(n) for n in op.output(writes)
-               if n in before and _refines(before[n], after(n))}
-    if refined:
-        before.update(refined)
-        after = ctx.sub_block_types({**(feeds or {}), **refined})
-    types = []
-    for name in op.output(writes):
-        t = after(name)
-        old = before.get(name)
-        if old is not None and not compatible(old, t):
-            ctx.fail(f"{what} changes {name!r} from {_describe(old)} to {_describe(t)}; a var "
-                     f"carried from one run to the next keeps its shape and dtype (write a "
-                     f"value of the same shape, or use a new var)")
-        types.append(t)
-    return types
+    for _ in range(len(outs) + 1):   # each pass only loosens: it ends
+        changed = {}
+        for name in outs:
+            old, t = before.get(name), after(name)
+            if old is None or old == t:
+                continue
+            new = t if _refines(old, t) else old if compatible(t, old) and not t.shape \
+                else join(old, t)   # (an array whose element type the body does not learn)
+            if new is None:
+                ctx.fail(f"{what} changes {name!r} from {_describe(old)} to {_describe(t)}; a "
+                         f"var carried from one run to the next keeps its dtype and rank "
+                         f"(write a value of the same dtype and rank, or use a new var)")
+            if new != old:
+                changed[name] = new
+        if not changed:
+            break
+        before.update(changed)
+        looser.update(changed)
+        after = ctx.sub_block_types({**(feeds or {}), **looser})
+    return [before[n] if n in before else after(n) for n in outs]
 
 
 def _set_kept(ctx: InferContext, slot: str) -> None:
@@ -262,11 +279,13 @@ def _select_infer(ctx: InferContext) -> None:
         ctx.fail_dtype(f"Mask must be an int32 var of shape [1], got {_describe(mask)}")
     shape = list(xs[0].shape)
     for i, t in enumerate(xs[1:], 1):
-        if t.kind != xs[0].kind or len(t.shape) != len(shape):
-            ctx.fail(f"the branches give {_describe(xs[0])} and {_describe(t)} (input {i}): "
-                     f"values of different ranks or kinds cannot be merged; return values "
-                     f"of one rank from both branches of cond (reshape one)")
-        shape = [d if d == e else -1 for d, e in zip(shape, t.shape)]
+        if t.kind != xs[0].kind:
+            ctx.fail(f"the branches give a {xs[0].kind} and a {t.kind} (input {i}); return "
+                     f"values of one kind from both branches of cond")
+        # dims that differ are unknown until the method runs, every dim where the ranks
+        # differ (the declared rank is then X[0]'s, as Paddle declares it)
+        shape = ([d if d == e else -1 for d, e in zip(shape, t.shape)]
+                 if len(t.shape) == len(shape) else [-1] * len(shape))
     # as Paddle declares it: X[0]'s dtype (cond's false branch); a value of another dtype
     # is cast to it
     ctx.set_output("Out", shape, xs[0].dtype, xs[0].kind)

@@ -26,6 +26,7 @@ import itertools
 from ..ir.records import INT_DTYPES
 from ..ir.text import format_shape
 from .array_value import TensorArray
+from .control import join
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 
@@ -58,14 +59,6 @@ def _index_value(i, length: int, what: str, grows: bool) -> int:
     return k
 
 
-def merged_element(a: TensorType, x: TensorType) -> tuple[int, ...] | None:
-    """The element shape of an array holding elements of types ``a`` and ``x``: -1 where
-    their dims differ; None when their dtypes or ranks differ."""
-    if a.dtype != x.dtype or len(a.shape) != len(x.shape):
-        return None
-    return tuple(d if d == e else -1 for d, e in zip(a.shape, x.shape))
-
-
 # --- create_array ---------------------------------------------------------------------------
 
 def _create_infer(ctx: InferContext) -> None:
@@ -87,12 +80,12 @@ def _write_infer(ctx: InferContext) -> None:
     _index(ctx)
     shape = tuple(x.shape)
     if ctx.has_input("Array") and (a := _element(ctx, "Array")).shape:
-        merged = merged_element(a, x)
+        merged = join(a, TensorType(x.shape, x.dtype, ARRAY))
         if merged is None:
             ctx.fail(f"the array holds {a.dtype}{format_shape(a.shape)} elements; X is "
                      f"{x.dtype}{format_shape(x.shape)}: the elements of an array share "
                      f"their dtype and rank (their dims may differ)")
-        shape = merged or shape
+        shape = merged.shape if merged else shape
     ctx.set_output("Out", shape, x.dtype, ARRAY)
 
 

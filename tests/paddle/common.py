@@ -37,3 +37,55 @@ def compile_fetches(build: Callable[[], Sequence[Any]], feeds: Sequence[str] = (
 def run_fetches(build: Callable[[], Sequence[Any]], **feed: Any) -> list[np.ndarray]:
     """One run: ``exe.run(main, feed=feed, fetch_list=build())``."""
     return compile_fetches(build, list(feed))(**feed)
+
+
+def paddle_layer(name: str, stand_in: Callable[..., Any]) -> Callable[..., Any]:
+    """``fluid.layers.<name>`` where the project has it, else ``stand_in`` (the same
+    values from layers it has): the ports use Paddle's names either way."""
+    return getattr(fluid.layers, name, None) or stand_in
+
+
+zeros = paddle_layer("zeros", lambda shape, dtype, force_cpu=False:
+                     fluid.layers.fill_constant(shape, dtype, 0.0))
+create_global_var = paddle_layer(
+    "create_global_var", lambda shape, value, dtype, persistable=False, force_cpu=False,
+    name=None: fluid.layers.fill_constant(shape, dtype, value))
+
+
+def fill(value: Any, shape: Sequence[int], dtype: str = 'int32') -> Callable[[], Any]:
+    """A branch function: ``fill_constant(shape, dtype, value)``."""
+    return lambda: fluid.layers.fill_constant(shape=shape, dtype=dtype, value=value)
+
+
+def tuple_branches() -> list[Callable[[], Any]]:
+    """test_case's and test_switch_case's three branches returning an (int32, float32)
+    pair, of different shapes each."""
+    return [lambda a=a, b=b, sa=sa, sb=sb: (fill(a, sa)(), fill(b, sb, 'float32')())
+            for a, b, sa, sb in ((1, 2, [1, 2], [2, 3]), (3, 4, [3, 4], [4, 5]),
+                                 (5, 6, [5], [5, 6]))]
+
+
+def three_point_preds() -> tuple[Any, Any, Any, Any]:
+    """test_case's x = 0.3, y = 0.1, z = 0.2 and its two preds: pred_1 = z < x (true),
+    pred_2 = x < y (false); returns (x, y, z, (pred_1, pred_2))."""
+    x = fluid.layers.fill_constant(shape=[1], dtype='float32', value=0.3)
+    y = fluid.layers.fill_constant(shape=[1], dtype='float32', value=0.1)
+    z = fluid.layers.fill_constant(shape=[1], dtype='float32', value=0.2)
+    return x, y, z, (fluid.layers.less_than(z, x), fluid.layers.less_than(x, y))
+
+
+def three_element_arrays() -> tuple[Any, Any]:
+    """test_while_op's and test_while_loop_op's arrays: ``mem_array`` = [zeros(10)] and
+    ``data_array`` = [d0, d1, d2], the data vars d0, d1, d2 (float32 [10])."""
+    layers = fluid.layers
+    d = [layers.data(f"d{k}", shape=[10], append_batch_size=False, dtype='float32')
+         for k in range(3)]
+    i = zeros(shape=[1], dtype='int64')
+    i.stop_gradient = True
+    mem_array = layers.array_write(x=zeros(shape=[10], dtype='float32'), i=i)
+    data_array = layers.array_write(x=d[0], i=i)
+    i = layers.increment(i)
+    layers.array_write(d[1], i, array=data_array)
+    i = layers.increment(i)
+    layers.array_write(d[2], i, array=data_array)
+    return mem_array, data_array

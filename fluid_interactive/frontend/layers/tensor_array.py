@@ -17,8 +17,9 @@ from typing import Any
 from ...errors import OpArgumentError, ShapeError
 from ...ir.records import VarDesc, canonical_dtype
 from ...ir.text import short_type
-from ...ops.spec import var_type
-from ...ops.tensor_array import ARRAY, merged_element
+from ...ops.control import join
+from ...ops.spec import TensorType, var_type
+from ...ops.tensor_array import ARRAY
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
@@ -61,13 +62,13 @@ def array_write(x: Variable, i: Variable, array: Variable | None = None) -> Vari
     if not desc.shape:   # the first write tells the element shape
         desc.shape = tuple(x.shape)
     else:                # elements may differ in their dims: -1 there
-        merged = merged_element(var_type(desc), var_type(x.desc))
+        merged = join(var_type(desc), TensorType(x.shape, x.dtype, ARRAY))
         if merged is None:
             raise error_at(ShapeError, f"array_write: the array {arr.name!r} holds "
                                        f"{short_type(VarDesc(arr.name, desc.shape, desc.dtype))}"
                                        f" elements, x is {x.name}:{short_type(x.desc)}; the "
                                        f"elements of an array share their dtype and rank")
-        desc.shape = merged
+        desc.shape = merged.shape
     helper = LayerHelper("array_write")
     helper.append("write_to_array", {"X": x, "I": as_variable(i, "array_write: i"),
                                      "Array": arr}, outputs={"Out": [arr.name]})
