@@ -269,7 +269,10 @@ class Differentiation:
         program, grad_block, forward = self.program, self.grad_block, self.forward
 
         def type_of(name: str) -> TensorType:
-            v = program.find_var(grad_block, name) or program.find_var(forward, name)
+            # a forward value of the block (one the gradient block will take as a feed)
+            # before any var of that name around it
+            v = (grad_block.vars.get(name) or forward.vars.get(name)
+                 or program.find_var(grad_block, name) or program.find_var(forward, name))
             assert v is not None, name   # the verified forward declares what it reads
             return var_type(v)
         for slot, types in infer_op(op, type_of, declared_typer(program)).items():

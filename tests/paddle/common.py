@@ -89,3 +89,20 @@ def three_element_arrays() -> tuple[Any, Any]:
     i = layers.increment(i)
     layers.array_write(d[2], i, array=data_array)
     return mem_array, data_array
+
+
+#: What the padded positions of a batch made from LoD sequences hold: not zero, so that an
+#: op that ignored the lengths would show it.
+PAD = 7
+
+
+def padded(sequences: Sequence[Any], dtype: str, pad: Any = PAD) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    """A LoD level of sequences (each an array [len, ...]) as Paddle fed them, as a padded
+    batch ``[B, T, ...]`` (T the longest length) and its int64 ``lengths`` [B]."""
+    arrays = [np.asarray(s, dtype=dtype) for s in sequences]
+    lengths = np.array([len(a) for a in arrays], np.int64)
+    batch = np.full((len(arrays), max(lengths, default=0)) + arrays[0].shape[1:], pad, dtype)
+    for b, a in enumerate(arrays):
+        batch[b, :len(a)] = a
+    return batch, lengths
