@@ -20,16 +20,22 @@ def compile_fetches(build: Callable[[], Sequence[Any]], feeds: Sequence[str] = (
     """A function of the arrays of ``feeds`` (by name, as Paddle's feed dict) returning
     the values of what ``build()`` returns (Paddle's fetch list), each an array of at
     least one dim (as Paddle's fetches are)."""
+    shapes: list[tuple[int, ...]] = []
+
     class Ported(fluid.Program):
         @fluid.network(*feeds)
         def main(self):
-            return tuple(build())
+            fetches = tuple(build())
+            shapes[:] = [tuple(v.shape) for v in fetches]
+            return fetches
 
     prog = Ported().Compile(seed=seed)
 
     def run(**feed: Any) -> list[np.ndarray]:
         values = prog.main(*[feed[n] for n in feeds])
-        return [np.atleast_1d(np.asarray(v)) for v in values]
+        # a one-element value comes back as a number: give it its var's shape
+        return [np.asarray(v).reshape(s) if np.ndim(v) == 0 and min(s, default=0) > 0
+                else np.atleast_1d(np.asarray(v)) for v, s in zip(values, shapes)]
     run.program = prog   # type: ignore[attr-defined]
     return run
 

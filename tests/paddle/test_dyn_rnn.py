@@ -66,7 +66,7 @@ def test_train_dynamic_rnn():
     for b, n in enumerate(lengths):
         assert not numpy.any(rnn_out_seq[b, n:]) and numpy.all(
             numpy.any(rnn_out_seq[b, :n], axis=-1))
-    train(run, dict(word=word, lengths=lengths, label=label), max_iters=100)
+    train(run, {'word': word, 'lengths': lengths, 'label': label}, max_iters=100)
 
 
 def fake_nested_batch(rng):
@@ -87,8 +87,8 @@ def nested_feed(rng):
                                  'int64')
     word_lengths, _ = padded([n for _, n in sentences], 'int64')
     label = numpy.array(labels, 'float32')[..., None]
-    return dict(word=words, sentence_lengths=sent_lengths, word_lengths=word_lengths,
-                label=label)
+    return {'word': words, 'sentence_lengths': sent_lengths, 'word_lengths': word_lengths,
+                'label': label}
 
 
 def nested_net(inner):
@@ -119,7 +119,7 @@ def nested_net(inner):
 
 
 def test_train_nested_dynamic_rnn():
-    word_dict = [i for i in range(30)]
+    word_dict = list(range(30))
 
     def inner(in_0, words):
         sentence_emb = fluid.layers.embedding(input=in_0, size=[len(word_dict), 32],
@@ -135,7 +135,7 @@ def test_train_nested_dynamic_rnn():
 
 
 def test_train_nested_dynamic_rnn2():
-    word_dict = [i for i in range(30)]
+    word_dict = list(range(30))
     hidden_size = 32
 
     def inner(in_0, words):
