@@ -223,8 +223,9 @@ class Differentiation:
         self.ops = list(forward.ops)
         path, carries = ops_on_path(self.ops, targets, leaves)
         self.path = {id(op) for op in path}
+        # a wanted var carries a gradient even when marked stop_gradient, if it is a float
         self.carries = float_only(program, forward, carries - no_grad,
-                                  rewritten_on_path(self.ops, self.path)) | (leaves & carries)
+                                  rewritten_on_path(self.ops, self.path) | leaves)
         self.acc = _Accumulator(program, grad_block, path, self.carries)
         self.versions = _Versions(program, forward, self.ops)
         self.written: set[str] = set()
