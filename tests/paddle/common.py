@@ -112,3 +112,17 @@ def padded(sequences: Sequence[Any], dtype: str, pad: Any = PAD) -> tuple[np.nda
     for b, a in enumerate(arrays):
         batch[b, :len(a)] = a
     return batch, lengths
+
+
+def lod_batch(flat: np.ndarray, lod: Sequence[int], pad: Any = PAD
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """A LoD tensor (its rows and one level of sequence lengths) as a padded batch and
+    its lengths."""
+    return padded(np.split(np.asarray(flat), np.cumsum(lod)[:-1]), np.asarray(flat).dtype.name,
+                  pad)
+
+
+def lod_rows(batch: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+    """The valid rows of a padded batch, one sequence after another (Paddle's LoD
+    tensor)."""
+    return np.concatenate([batch[b, :n] for b, n in enumerate(lengths)])

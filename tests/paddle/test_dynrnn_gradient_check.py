@@ -6,7 +6,7 @@ import collections
 import random
 
 import numpy
-from paddle.common import PAD, compile_fetches, padded
+from paddle.common import PAD, compile_fetches, lod_rows, padded
 
 import fluid
 
@@ -121,11 +121,6 @@ class BaseRNN:
         return numpy.array([o.mean() for o in outs.values()]).mean()
 
 
-def unpadded(batch, lengths):
-    """The rows of a padded batch's valid steps, one sequence after another."""
-    return numpy.concatenate([batch[b, :n] for b, n in enumerate(lengths)])
-
-
 def check_forward_backward(py_rnn, step, data_width, hidden_width, rtol):
     """The DynamicRNN of ``step`` over X: the last output of each sequence against the
     NumPy RNN's, the gradients of W and X against central differences."""
@@ -155,7 +150,7 @@ def check_forward_backward(py_rnn, step, data_width, hidden_width, rtol):
     assert numpy.allclose(w_g_num, w_g, rtol=rtol)
     assert all(not numpy.any(i_g[b, n:]) for b, n in enumerate(feed["lengths"]))
     i_g_num = py_rnn.get_numeric_gradient_of_input(input_name='X')
-    i_g = unpadded(i_g, feed["lengths"]).reshape(i_g_num.shape)
+    i_g = lod_rows(i_g, feed["lengths"]).reshape(i_g_num.shape)
     assert numpy.allclose(i_g_num, i_g, rtol=rtol)
 
 
