@@ -76,6 +76,11 @@ def sequence_expand_as(x: Variable, y: Variable, name: str | None = None,
     """Row b of ``x`` ``[B, ...]`` repeated as often as row b of ``y`` is long:
     ``[B, Ty, ...]``, zeros past ``y_lengths[b]``; its lengths are y's."""
     helper = LayerHelper("sequence_expand_as", name)
+    xv = as_variable(x, "sequence_expand_as: x")
+    if xv.dtype not in ("float32", "float64", "int32", "int64"):   # as Paddle's check
+        raise error_at(OpArgumentError, f"sequence_expand_as: x {xv.name}:"
+                                        f"{short_type(xv.desc)} must be float32, float64, "
+                                        f"int32 or int64")
     return helper.append_one("sequence_expand",
                              with_lengths({"X": x, "Y": y}, y_lengths, "YLengths"))
 
