@@ -8,7 +8,9 @@ from paddle.common import compile_fetches
 import fluid
 
 
-def test_errors():   # TestSequenceFirstStepOpError / TestSequenceLastStepOpError
+@pytest.mark.parametrize("paddle_file", ["test_sequence_first_step",
+                                         "test_sequence_last_step"])
+def test_errors(paddle_file):   # TestSequenceFirstStepOpError, TestSequenceLastStepOpError
     def build():
         with pytest.raises(TypeError):
             fluid.layers.sequence_last_step(np.random.randint(1, 5, [4]).astype("int64"))
