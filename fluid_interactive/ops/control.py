@@ -79,6 +79,17 @@ def join(a: TensorType, b: TensorType) -> TensorType | None:
                       a.dtype, a.kind)
 
 
+def _after_runs(before: TensorType, run: TensorType) -> TensorType | None:
+    """The type of a carried var that had type ``before`` and a run wrote a value of type
+    ``run`` into: ``run`` where it knows more (an array learning its element type), the
+    join of the two otherwise (None: they differ in dtype or rank)."""
+    if _refines(before, run):
+        return run
+    if compatible(run, before) and not run.shape:   # an array a run did not type
+        return before
+    return join(before, run)
+
+
 def written_types(ctx: InferContext, reads: str, writes: str, what: str,
                   feeds: dict | None = None) -> list[TensorType]:
     """The types of the vars the sub-block writes after its runs. A var it also reads (a
@@ -97,8 +108,7 @@ def written_types(ctx: InferContext, reads: str, writes: str, what: str,
             old, t = before.get(name), after(name)
             if old is None or old == t:
                 continue
-            new = t if _refines(old, t) else old if compatible(t, old) and not t.shape \
-                else join(old, t)   # (an array whose element type the body does not learn)
+            new = _after_runs(old, t)
             if new is None:
                 ctx.fail(f"{what} changes {name!r} from {_describe(old)} to {_describe(t)}; a "
                          f"var carried from one run to the next keeps its dtype and rank "
