@@ -307,7 +307,8 @@ def _select_kernel(ctx: KernelContext):
 
     def select(*args):
         chosen = args[int(args[n].item())]   # reads the mask: which branch ran
-        return chosen if chosen.dtype == dtype else chosen.astype(dtype)
+        # (a tensor array has no dtype of its own: it is handed on as it is)
+        return chosen if getattr(chosen, "dtype", dtype) == dtype else chosen.astype(dtype)
     return select
 
 

@@ -91,7 +91,7 @@ def _shape_only(xp: Any, value: Any) -> Any:
     """What a gradient that reads a value for its shape alone replays: an array of the
     value's shape and dtype holding one broadcast zero (no copy), so its kernel is prepared
     for the shape the run had, not the declared one (-1 for a batch unknown when traced)."""
-    if value is None or isinstance(value, list):
+    if value is None or isinstance(value, TensorArray):   # an array: its type is declared
         return None
     return xp.broadcast_to(xp.zeros((), value.dtype), value.shape)
 
