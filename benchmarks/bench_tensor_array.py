@@ -32,22 +32,27 @@ import fluid  # noqa: E402
 L = fluid.layers
 
 
+def filled_array(x, steps):
+    """A ``while_loop`` of ``steps`` iterations writing x * w (w a parameter, 0.5 at first)
+    into a new tensor array at each index; returns the array."""
+    w = L.create_parameter([4], "float32", name="w",
+                           default_initializer=fluid.initializer.Constant(0.5))
+
+    def write(i, arr):
+        L.array_write(L.elementwise_mul(x, w), i, array=arr)
+        return [L.increment(i, in_place=False), arr]
+    start = [L.fill_constant([1], "int64", 0), L.create_array("float32")]
+    return L.while_loop(lambda i, arr: L.less_than(i, steps), write, start)[1]
+
+
 class FillArray(fluid.Program):
-    """``steps`` iterations, each writing x * w (w a parameter) into the array."""
+    """``steps`` iterations, each writing x * w into the array; stacked; SGD on w."""
 
     @fluid.network("x", "steps")
     def train_step(self, x, steps):
         x = L.data(name="x", shape=[4], dtype="float32")
         steps = L.data(name="steps", shape=[1], dtype="int64", append_batch_size=False)
-        w = L.create_parameter([4], "float32", name="w",
-                               default_initializer=fluid.initializer.Constant(0.5))
-
-        def write(i, arr):
-            L.array_write(L.elementwise_mul(x, w), i, array=arr)
-            return [L.increment(i, in_place=False), arr]
-        start = [L.fill_constant([1], "int64", 0), L.create_array("float32")]
-        _, arr = L.while_loop(lambda i, arr: L.less_than(i, steps), write, start)
-        stacked, _ = L.tensor_array_to_tensor(arr, axis=0, use_stack=True)
+        stacked, _ = L.tensor_array_to_tensor(filled_array(x, steps), axis=0, use_stack=True)
         loss = L.mean(stacked)
         fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
         return loss, stacked

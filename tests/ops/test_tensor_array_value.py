@@ -12,7 +12,7 @@ import fluid
 from fluid_interactive.ops.array_value import TensorArray
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-from bench_tensor_array import FillArray
+from bench_tensor_array import FillArray, filled_array
 
 L = fluid.layers
 
@@ -86,20 +86,13 @@ class ReadBack(fluid.Program):
     def train_step(self, x, steps):
         x = L.data(name="x", shape=[4], dtype="float32")
         steps = L.data(name="steps", shape=[1], dtype="int64", append_batch_size=False)
-        w = L.create_parameter([4], "float32", name="w",
-                               default_initializer=fluid.initializer.Constant(0.5))
-
-        def write(i, arr):
-            L.array_write(L.elementwise_mul(x, w), i, array=arr)
-            return [L.increment(i, in_place=False), arr]
+        arr = filled_array(x, steps)
 
         def read(i, acc):
             return [L.increment(i, in_place=False), acc + L.array_read(arr, i)]
 
         def more(i, _):
             return L.less_than(i, steps)
-        _, arr = L.while_loop(more, write, [L.fill_constant([1], "int64", 0),
-                                            L.create_array("float32")])
         _, acc = L.while_loop(more, read, [L.fill_constant([1], "int64", 0), L.scale(x, 0.0)])
         loss = L.mean(acc)
         fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)

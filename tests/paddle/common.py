@@ -126,3 +126,20 @@ def lod_rows(batch: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
     """The valid rows of a padded batch, one sequence after another (Paddle's LoD
     tensor)."""
     return np.concatenate([batch[b, :n] for b, n in enumerate(lengths)])
+
+
+def check_op_output(op_type: str, inputs: dict, expected: Any, attrs: dict | None = None
+                    ) -> None:
+    """OpTest.check_output: the op on ``inputs`` gives ``expected`` (an array for its first
+    output, or a dict of them), to OpTest's default tolerance."""
+    from ops.harness import check_op
+    check_op(op_type, inputs, attrs or {}, reference=lambda **_: expected,
+             batch_unknown=False)
+
+
+def check_op_grad(op_type: str, inputs: dict, wrt: Sequence[str], attrs: dict | None = None,
+                  rtol: float = 5e-3) -> None:
+    """OpTest.check_grad: the gradients of ``wrt`` against central differences, to
+    OpTest's default max_relative_error (0.005), on up to 200 values of each."""
+    from ops.harness import check_grad
+    check_grad(op_type, inputs, attrs or {}, wrt=wrt, rtol=rtol, max_elements=200)

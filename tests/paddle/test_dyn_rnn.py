@@ -118,6 +118,17 @@ def nested_net(inner):
     return compile_fetches(build, ["word", "sentence_lengths", "word_lengths", "label"])
 
 
+def words_rnn(words_in, words):
+    """The inner DynamicRNN of both nested tests: fc(100, tanh) at each word of
+    ``words_in`` [B, W, ...] (``words`` long), the last word's output [B, 100]."""
+    drnn1 = fluid.layers.DynamicRNN()
+    with drnn1.block():
+        in_1 = drnn1.step_input(words_in, lengths=words)
+        out_1 = fluid.layers.fc(input=[in_1], size=100, act='tanh')
+        drnn1.output(out_1)
+    return fluid.layers.sequence_last_step(input=drnn1(), lengths=words)
+
+
 def test_train_nested_dynamic_rnn():
     word_dict = list(range(30))
 
@@ -125,12 +136,7 @@ def test_train_nested_dynamic_rnn():
         sentence_emb = fluid.layers.embedding(input=in_0, size=[len(word_dict), 32],
                                               dtype='float32')
         out_0 = fluid.layers.fc(input=sentence_emb, size=100, act='tanh', num_flatten_dims=2)
-        drnn1 = fluid.layers.DynamicRNN()
-        with drnn1.block():
-            in_1 = drnn1.step_input(out_0, lengths=words)
-            out_1 = fluid.layers.fc(input=[in_1], size=100, act='tanh')
-            drnn1.output(out_1)
-        return fluid.layers.sequence_last_step(input=drnn1(), lengths=words)
+        return words_rnn(out_0, words)
     train(nested_net(inner), nested_feed(numpy.random.RandomState(0)), max_iters=100)
 
 
@@ -146,10 +152,5 @@ def test_train_nested_dynamic_rnn2():
         forward, _ = fluid.layers.dynamic_lstm(input=input_forward_proj,
                                                size=hidden_size * 4, use_peepholes=False,
                                                lengths=words)
-        drnn1 = fluid.layers.DynamicRNN()
-        with drnn1.block():
-            in_1 = drnn1.step_input(forward, lengths=words)
-            out_1 = fluid.layers.fc(input=[in_1], size=100, act='tanh')
-            drnn1.output(out_1)
-        return fluid.layers.sequence_last_step(input=drnn1(), lengths=words)
+        return words_rnn(forward, words)
     train(nested_net(inner), nested_feed(numpy.random.RandomState(0)), max_iters=100)

@@ -47,15 +47,23 @@ def expand_case(name):
     return inputs, expected
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_check_output(name):
-    inputs, expected = expand_case(name)
+def check_expand(inputs, expected):
+    """The op's output against ``expected``, and its gradient of X (OpTest's
+    max_relative_error 0.005)."""
     check_op("sequence_expand", inputs, {"ref_level": -1},
              reference=lambda **_: {"Out": expected}, batch_unknown=False)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_check_grad(name):   # OpTest's max_relative_error 0.005
-    inputs, _ = expand_case(name)
+def check_expand_grad(inputs):
     check_grad("sequence_expand", inputs, {"ref_level": -1}, wrt=["X"], rtol=5e-3,
                max_elements=200)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_check_output(name):
+    check_expand(*expand_case(name))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_check_grad(name):
+    check_expand_grad(expand_case(name)[0])

@@ -3,8 +3,8 @@ as Y's sequence i has steps (Y's lengths the op's YLengths; its padding holds a 
 value), and its errors."""
 import numpy as np
 import pytest
-from ops.harness import check_grad, check_op
 from paddle.common import PAD, compile_fetches
+from paddle.sequence.test_sequence_expand import check_expand, check_expand_grad
 
 import fluid
 
@@ -28,16 +28,12 @@ def expand_as_case(name):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_output(name):
-    inputs, expected = expand_as_case(name)
-    check_op("sequence_expand", inputs, {"ref_level": -1},
-             reference=lambda **_: {"Out": expected}, batch_unknown=False)
+    check_expand(*expand_as_case(name))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_grad(name):
-    inputs, _ = expand_as_case(name)
-    check_grad("sequence_expand", inputs, {"ref_level": -1}, wrt=["X"], rtol=5e-3,
-               max_elements=200)
+    check_expand_grad(expand_as_case(name)[0])
 
 
 def test_errors():   # TestSequenceExpandAsOpError

@@ -4,8 +4,7 @@ as padded batches with lengths, the padded Ids out of range (7: an op that read 
 padding would fail), and the gradient of Updates."""
 import numpy as np
 import pytest
-from ops.harness import check_grad, check_op
-from paddle.common import lod_batch
+from paddle.common import check_op_grad, check_op_output, lod_batch
 
 CASES = {"TestSequenceScatterOp": [30, 50, 40],
          "TestSequenceScatterOpSeqLen0": [60, 60, 0],
@@ -35,11 +34,9 @@ def scatter_case(name):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_output(name):
-    inputs, out = scatter_case(name)
-    check_op("sequence_scatter", inputs, {}, reference=lambda **_: out, batch_unknown=False)
+    check_op_output("sequence_scatter", *scatter_case(name))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_grad(name):
-    inputs, _ = scatter_case(name)
-    check_grad("sequence_scatter", inputs, {}, wrt=["Updates"], rtol=5e-3, max_elements=200)
+    check_op_grad("sequence_scatter", scatter_case(name)[0], ["Updates"])

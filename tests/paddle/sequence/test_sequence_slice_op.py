@@ -3,8 +3,7 @@ length[b] of each row (LoD sequences as a padded batch with lengths; the padding
 non-zero value), at the front of the row, and the gradient."""
 import numpy as np
 import pytest
-from ops.harness import check_grad, check_op
-from paddle.common import lod_batch
+from paddle.common import check_op_grad, check_op_output, lod_batch
 
 # (class, lod, offset, length); x is (100, 3, 2)
 CASES = {"TestSequenceSliceOp": ([20, 20, 20, 20, 20], [1, 2, 3, 4, 5], [10, 8, 6, 4, 2]),
@@ -32,11 +31,9 @@ def slice_case(name):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_output(name):
-    inputs, out = slice_case(name)
-    check_op("sequence_slice", inputs, {}, reference=lambda **_: out, batch_unknown=False)
+    check_op_output("sequence_slice", *slice_case(name))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_grad(name):
-    inputs, _ = slice_case(name)
-    check_grad("sequence_slice", inputs, {}, wrt=["X"], rtol=5e-3, max_elements=200)
+    check_op_grad("sequence_slice", slice_case(name)[0], ["X"])
