@@ -103,6 +103,11 @@ class TraceContext:
         self.block_idx = block.idx
         try:
             yield block
+        except BaseException:
+            # no op will own it: drop it and the blocks made inside it (a caught error
+            # leaves a program that verifies)
+            del self.program.blocks[block.idx:]
+            raise
         finally:
             self.block_idx = parent
 

@@ -111,6 +111,10 @@ class Variable:
             raise error_at(OpArgumentError, f"{other!r} ** Variable needs a positive base")
         return _binary("elementwise_pow", _as_var(other), self)
 
+    def __mod__(self, other: Any) -> Variable:   # the sign of the divisor, as Python's %
+        return _binary("elementwise_mod", self, other,
+                       scalar=lambda s: _binary("elementwise_mod", self, _constant(self, s)))
+
     def __neg__(self) -> Variable:
         return _scale(self, -1.0, 0.0)
 
@@ -218,6 +222,12 @@ def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
 def _compare(layer: str, x: Variable, other: Any) -> Variable:
     from .layers import compare  # x < y is fluid.layers.less_than(x, y), and so on
     return getattr(compare, layer)(x, other)
+
+
+def _constant(like: Variable, value: float) -> Variable:
+    """A [1] var of ``like``'s dtype holding ``value`` (a Python number's operand)."""
+    from .layers.tensor import fill_constant
+    return fill_constant([1], like.dtype, value)
 
 
 def _scale(x: Variable, scale: float, bias: float) -> Variable:

@@ -74,7 +74,7 @@ def _lod_array_length(e: OpExport) -> None:
 @export_rule("tensor_array_to_tensor")
 def _tensor_array_to_tensor(e: OpExport) -> None:
     """Out = the elements stacked or joined along axis; OutIndex = each element's size
-    along axis (they have one shape: Out's size there over the length), int32."""
+    along axis, int32."""
     array, out = e.input("X"), e.output("Out")
     stack = bool(e.attrs["use_stack"])
     element = list(e.shape(array))
@@ -94,8 +94,20 @@ def _tensor_array_to_tensor(e: OpExport) -> None:
                          new_axis=int(stack))
     e.node("If", [empty], [out], then_branch=nothing.make([(zeros, out)], f"{out}.empty"),
            else_branch=joined.make([(tensor, out)], f"{out}.joined"))
-    along = e.node("Gather", [e.node("Shape", [out])[0], e.const(axis, "int64", "axis")],
-                   axis=0)[0]
-    each = e.node("Div", [along, e.node("Max", [length, e.const(1, "int64", "one")])[0]])[0]
+    each = _size_along(e, out, axis, length, stack, len(element))
     sizes = e.node("Expand", [each, e.node("Unsqueeze", [length, e.ints([0])])[0]])[0]
     e.node("Cast", [sizes], [e.output("OutIndex")], to=e.onnx_dtype("int32"))
+
+
+def _size_along(e: OpExport, out: str, axis: int, length: str, stack: bool, rank: int
+                ) -> str:
+    """An element's size along ``axis``: stacked, Out's next dim (1 for a new last axis);
+    joined, Out's size there over the length (the elements of an exported array share
+    their shape)."""
+    if stack and axis == rank:
+        return e.const(1, "int64", "one")
+    shape = e.node("Shape", [out])[0]
+    along = e.node("Gather", [shape, e.const(axis + stack, "int64", "axis")], axis=0)[0]
+    if stack:
+        return along
+    return e.node("Div", [along, e.node("Max", [length, e.const(1, "int64", "one")])[0]])[0]

@@ -2,15 +2,19 @@
 ``fill_zeros_like`` and ``assign``.
 
 Each also takes tensor arrays (vars of kind ``tensor_array``: lists of tensors, where a
-gradient array may hold None for a zero element): ``sum`` adds them element by element,
-``fill_zeros_like`` gives the empty array (all zero) and ``assign`` a copy of the list.
+gradient array may hold None for a zero element; `ops/array_value.py`): ``sum`` adds them
+element by element, ``fill_zeros_like`` gives the empty array (all zero) and ``assign``
+the same value (arrays never change).
 """
 from __future__ import annotations
 
 from ..ir.text import format_shape
+from .array_value import TensorArray
 from .layouts import LayoutRule
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, present, slots
+
+_NO_ELEMENTS = TensorArray()
 
 
 def _sum_infer(ctx: InferContext) -> None:
@@ -27,22 +31,13 @@ def _sum_infer(ctx: InferContext) -> None:
     ctx.set_output("Out", first.shape, first.dtype, first.kind)
 
 
-def _add_arrays(a: list, b: list) -> list:
-    """Element-wise sum of two gradient arrays (None is zero; the shorter one is padded)."""
-    out = list(a) + [None] * (len(b) - len(a))
-    for i, v in enumerate(b):
-        if v is not None:
-            out[i] = v if out[i] is None else out[i] + v
-    return out
-
-
 def _sum_kernel(ctx: KernelContext):
     add = ctx.xp.add
     if ctx.output("Out").kind == "tensor_array":
-        def add_arrays(*xs):
+        def add_arrays(*xs):   # element by element, an element never written is zero
             acc = xs[0]
             for x in xs[1:]:
-                acc = _add_arrays(acc, x)
+                acc = acc.add(x, add)
             return acc
         return add_arrays
     out = ctx.buffer("Out")
@@ -80,7 +75,7 @@ def _like_infer(ctx: InferContext) -> None:
 def _zeros_like_kernel(ctx: KernelContext):
     o = ctx.output("Out")
     if o.kind == "tensor_array":
-        return lambda x: []   # every element zero
+        return lambda x: _NO_ELEMENTS   # every element zero
     zeros = ctx.xp.zeros(o.shape, o.dtype)
     return lambda x: zeros
 
@@ -92,20 +87,22 @@ register(OpSpec("fill_zeros_like", slots("X"), slots("Out"), _like_infer, _zeros
 def _assign_kernel(ctx: KernelContext):
     xp = ctx.xp
     if ctx.output("Out").kind == "tensor_array":
-        return lambda x: list(x)
+        return lambda x: x   # an array value never changes: no copy
     out = ctx.buffer("Out")
     if out is None:
         return lambda x: xp.array(x, copy=True)
     return lambda x: xp.copyto(out, x) or out
 
 
-def _assign_grad(g: GradContext) -> None:
+def assign_grad(g: GradContext) -> None:
+    """X@GRAD = Out@GRAD: the gradient of an op whose output is its input moved or copied
+    (``assign``; ``increment``, whose step is a constant)."""
     dout = g.out_grad("Out")
     if dout and present(dout) and g.wants("X"):
         g.emit("assign", {"X": dout}, {"Out": [n for n in g.in_grad("X") if n]})
 
 
-register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, _assign_grad,
+register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, assign_grad,
                 doc="Out = a copy of X"))
 
 

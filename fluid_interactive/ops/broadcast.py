@@ -120,7 +120,9 @@ def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[
             k *= d
         ones = xp.ones((m,), dtype=dtype)
         if out is not None and out.shape == (k,) and len(grad_shape) == 2:
-            return lambda g: xp.dot(ones, g, out=out)  # the common bias gradient
+            # the common bias gradient (m, k = the two dims), or a [1] Y's sum of all (the
+            # two dims reduced: k = 1)
+            return lambda g: xp.dot(ones, g.reshape(m, k), out=out)
         flat_out = out.reshape(k) if out is not None else None
 
         def lead_sum(g):

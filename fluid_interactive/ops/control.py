@@ -33,6 +33,10 @@ from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 from .sub_block import STEP_SCOPES, EmitContext, RunContext, SubBlockRule
 
+#: How a bool mask becomes one condition value (whether any of it holds), with layers that
+#: exist in every version of the project.
+ANY_OF_MASK = "fluid.layers.reduce_sum(fluid.layers.cast(mask, 'int32')) > 0"
+
 
 def _describe(t: TensorType) -> str:
     return f"{t.dtype}{format_shape(t.shape)}"
@@ -44,8 +48,8 @@ def check_condition(ctx: InferContext, slot: str, what: str) -> None:
     if c.dtype != "bool" or c.kind != "tensor" or len(c.shape) != 1 or c.shape[0] not in (1, -1):
         ctx.fail(f"the condition of {what} must be a bool var of shape [1], got "
                  f"{_describe(c)}; make it with a comparison of one-element vars, e.g. "
-                 f"fluid.layers.less_than(i, n), or reduce a mask with "
-                 f"fluid.layers.reduce_all")
+                 f"fluid.layers.less_than(i, n), or reduce a mask to one value, e.g. "
+                 f"{ANY_OF_MASK}")
 
 
 def compatible(a: TensorType, b: TensorType) -> bool:
@@ -66,30 +70,57 @@ def _refines(old: TensorType, new: TensorType) -> bool:
         or sum(d < 0 for d in new.shape) < sum(d < 0 for d in old.shape))
 
 
+def join(a: TensorType, b: TensorType) -> TensorType | None:
+    """The type of a var holding a value of type ``a`` or of type ``b``: -1 where their
+    dims differ; None where their dtypes, kinds or ranks differ."""
+    if a.dtype != b.dtype or a.kind != b.kind or len(a.shape) != len(b.shape):
+        return None
+    return TensorType(tuple(d if d == e else -1 for d, e in zip(a.shape, b.shape)),
+                      a.dtype, a.kind)
+
+
+def _after_runs(before: TensorType, run: TensorType) -> TensorType | None:
+    """The type of a carried var that had type ``before`` and a run wrote a value of type
+    ``run`` into: ``run`` where it knows more (an array learning its element type), the
+    join of the two otherwise (None: they differ in dtype or rank)."""
+    if _refines(before, run):
+        return run
+    if compatible(run, before) and not run.shape:   # an array a run did not type
+        return before
+    return join(before, run)
+
+
 def written_types(ctx: InferContext, reads: str, writes: str, what: str,
                   feeds: dict | None = None) -> list[TensorType]:
-    """The types of the vars the sub-block writes after one run; a var it also reads (a
-    carried var) must keep its type. A carried var whose type a run makes more precise
-    (an array learning its element shape) is typed again with that type."""
+    """The types of the vars the sub-block writes after its runs. A var it also reads (a
+    carried var) keeps its dtype and rank; its dims may change from run to run (-1 where
+    they do: the body is typed again with the looser type until nothing changes), and an
+    array learns its element type from the runs."""
     op = ctx.op
     assert op is not None
     before = dict(zip(op.input(reads), ctx.inputs(reads)))
+    outs = op.output(writes)
+    looser: dict[str, TensorType] = {}
     after = ctx.sub_block_types(feeds)
-    refined = {n: after(n) for n in op.output(writes)
-               if n in before and _refines(before[n], after(n))}
-    if refined:
-        before.update(refined)
-        after = ctx.sub_block_types({**(feeds or {}), **refined})
-    types = []
-    for name in op.output(writes):
-        t = after(name)
-        old = before.get(name)
-        if old is not None and not compatible(old, t):
-            ctx.fail(f"{what} changes {name!r} from {_describe(old)} to {_describe(t)}; a var "
-                     f"carried from one run to the next keeps its shape and dtype (write a "
-                     f"value of the same shape, or use a new var)")
-        types.append(t)
-    return types
+    for _ in range(len(outs) + 1):   # each pass only loosens: it ends
+        changed = {}
+        for name in outs:
+            old, t = before.get(name), after(name)
+            if old is None or old == t:
+                continue
+            new = _after_runs(old, t)
+            if new is None:
+                ctx.fail(f"{what} changes {name!r} from {_describe(old)} to {_describe(t)}; a "
+                         f"var carried from one run to the next keeps its dtype and rank "
+                         f"(write a value of the same dtype and rank, or use a new var)")
+            if new != old:
+                changed[name] = new
+        if not changed:
+            break
+        before.update(changed)
+        looser.update(changed)
+        after = ctx.sub_block_types({**(feeds or {}), **looser})
+    return [before[n] if n in before else after(n) for n in outs]
 
 
 def _set_kept(ctx: InferContext, slot: str) -> None:
@@ -258,19 +289,26 @@ def _select_infer(ctx: InferContext) -> None:
         ctx.fail_dtype(f"Mask must be an int32 var of shape [1], got {_describe(mask)}")
     shape = list(xs[0].shape)
     for i, t in enumerate(xs[1:], 1):
-        if not compatible(t, xs[0]):
-            ctx.fail(f"the branches give different types: {_describe(xs[0])} and "
-                     f"{_describe(t)} (input {i}); both branches of cond must return values "
-                     f"of one shape and dtype")
-        shape = [d if d >= 0 else e for d, e in zip(shape, t.shape)]
-    ctx.set_output("Out", shape, xs[0].dtype)
+        if t.kind != xs[0].kind:
+            ctx.fail(f"the branches give a {xs[0].kind} and a {t.kind} (input {i}); return "
+                     f"values of one kind from both branches of cond")
+        # dims that differ are unknown until the method runs, every dim where the ranks
+        # differ (the declared rank is then X[0]'s, as Paddle declares it)
+        shape = ([d if d == e else -1 for d, e in zip(shape, t.shape)]
+                 if len(t.shape) == len(shape) else [-1] * len(shape))
+    # as Paddle declares it: X[0]'s dtype (cond's false branch); a value of another dtype
+    # is cast to it
+    ctx.set_output("Out", shape, xs[0].dtype, xs[0].kind)
 
 
 def _select_kernel(ctx: KernelContext):
     n = len(ctx.inputs("X"))
+    dtype = ctx.output("Out").dtype
 
     def select(*args):
-        return args[int(args[n].item())]   # reads the mask: which branch ran
+        chosen = args[int(args[n].item())]   # reads the mask: which branch ran
+        # (a tensor array has no dtype of its own: it is handed on as it is)
+        return chosen if getattr(chosen, "dtype", dtype) == dtype else chosen.astype(dtype)
     return select
 
 
@@ -291,8 +329,9 @@ def _select_grad_kernel(ctx: KernelContext):
     zeros = [xp.zeros(t.shape, t.dtype) for t in ctx.out_slots["X@GRAD"]]
 
     def grad(*args):
-        chosen = int(args[-2].item())
-        return tuple(args[-1] if k == chosen else z for k, z in enumerate(zeros))
+        chosen, dout = int(args[-2].item()), args[-1]
+        return tuple(dout.astype(z.dtype, copy=False) if k == chosen else z
+                     for k, z in enumerate(zeros))
     return (lambda *args: grad(*args)[0]) if len(zeros) == 1 else grad
 
 

@@ -16,6 +16,7 @@ from ..errors import OpArgumentError
 from ..ir.blocks import declared_within, sub_block_index
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
+from .array_value import TensorArray
 from .registry import get_spec
 from .spec import Forward, TensorType, var_type
 
@@ -28,8 +29,8 @@ def _type_of(env: Mapping[str, Any], name: str, program: ProgramDesc | None,
     declared = program.find_var(block, name) if program and block else None
     if a is None and declared is not None:
         return var_type(declared)
-    if isinstance(a, list):   # a tensor array: the type of its elements
-        first = next((e for e in a if e is not None), None)
+    if isinstance(a, TensorArray):   # a tensor array: the type of its elements
+        first = next((e for _, e in a.items()), None)
         if first is not None:
             return TensorType(tuple(first.shape), np.dtype(first.dtype).name, "tensor_array")
         return var_type(declared) if declared else TensorType((), "float32", "tensor_array")
@@ -90,7 +91,7 @@ def _shape_only(xp: Any, value: Any) -> Any:
     """What a gradient that reads a value for its shape alone replays: an array of the
     value's shape and dtype holding one broadcast zero (no copy), so its kernel is prepared
     for the shape the run had, not the declared one (-1 for a batch unknown when traced)."""
-    if value is None or isinstance(value, list):
+    if value is None or isinstance(value, TensorArray):   # an array: its type is declared
         return None
     return xp.broadcast_to(xp.zeros((), value.dtype), value.shape)
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES, INT_DTYPES
+from .accumulate import assign_grad
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
@@ -102,8 +103,10 @@ def _increment_kernel(ctx: KernelContext):
     return lambda v: xp.add(v, delta, out=out)
 
 
+# a float counter passes its gradient through (a loop's i in x = i * i; i += 1): the step
+# is a constant
 register(OpSpec("increment", slots("X"), slots("Out"), _increment_infer, _increment_kernel,
-                attrs={"step": 1.0}, updates=(("Out", "X"),),
+                assign_grad, attrs={"step": 1.0}, updates=(("Out", "X"),),
                 doc="Out = X + step, X holding one value (a step counter)"))
 
 

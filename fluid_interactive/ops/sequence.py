@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES, INT_DTYPES
 from ..ir.text import format_shape as _fmt
 from .registry import register
@@ -188,6 +189,9 @@ def _pool_grad(g: GradContext) -> None:
         return
     inputs = {"X": g.input("X"), "Lengths": g.input("Lengths"), "Out@GRAD": grads[0]}
     if g.attrs["pooltype"] == "MAX":
+        if not g.output("MaxIndex"):   # the gradient kernel reads where each max came from
+            raise OpArgumentError("sequence_pool: a MAX pool's gradient needs its MaxIndex "
+                                  "output; give the op one (fluid.layers.sequence_pool does)")
         inputs["MaxIndex"] = g.output("MaxIndex")
     g.emit("sequence_pool_grad", inputs, {"X@GRAD": grads[1]}, g.attrs)
 

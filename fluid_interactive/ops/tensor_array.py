@@ -1,29 +1,37 @@
-"""Tensor arrays: vars of kind ``tensor_array`` holding a list of tensors of one shape and
-dtype (the var's type is that of an element; an array not yet written has the element
-shape ``[]``, learnt from its first write). A loop fills one step by step and reads it
-back (Paddle's LoDTensorArray ops):
+"""Tensor arrays: vars of kind ``tensor_array`` holding a list of tensors of one dtype and
+rank (the var's type is that of an element, -1 in the dims where elements differ; an
+array not yet written has the element shape ``[]``, learnt from its first write). A loop
+fills one step by step and reads it back (Paddle's LoDTensorArray ops):
 
 ``create_array``            Out = an empty array of ``dtype``;
-``write_to_array``          Out = Array with element I set to X (I may be its length: an
-                            append); Out and Array are one var, updated in place;
+``write_to_array``          Out = Array with element I set to X (I at or past its length
+                            grows it: elements in between stay empty, an error only when
+                            read); Out and Array are one var, updated in place;
 ``read_from_array``         Out = Array[I];
 ``lod_array_length``        Out = the array's length, int64 [1];
 ``tensor_array_to_tensor``  Out = its elements stacked (``use_stack``) or joined along
                             ``axis``; OutIndex = each element's size along ``axis``.
 
-Arrays are never changed in place: a write makes a new list (of references, no tensor is
-copied), so the values a loop keeps for its gradient stay valid. The gradient of an array
-is an array whose missing or None elements are zero. An index is one int on the host:
-reading it back (and handing a length to the device) are these ops' host crossings.
+An array's value is a `TensorArray` (`ops/array_value.py`): immutable, so the values a
+loop keeps for its gradient stay valid, yet a write costs O(1), so a loop of N steps
+costs O(N). The gradient of an array is a sparse `TensorArray` whose elements never
+written are zero; the gradient of a write drops the element it wrote, that of a read
+holds one element. An index is one int on the host: reading it back (and handing a
+length to the device) are these ops' host crossings.
 """
 from __future__ import annotations
 
+import itertools
+
 from ..ir.records import INT_DTYPES
 from ..ir.text import format_shape
+from .array_value import TensorArray
+from .control import join
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 
 ARRAY = "tensor_array"
+_EMPTY = TensorArray()   # an empty value never lends its store: one serves every plan
 
 
 def _index(ctx: InferContext, slot: str = "I") -> None:
@@ -41,12 +49,14 @@ def _element(ctx: InferContext, slot: str) -> TensorType:
     return t
 
 
-def _check_index(i: int, length: int, what: str, allow_end: bool) -> int:
-    last = length if allow_end else length - 1
-    if not 0 <= i <= last:
-        raise IndexError(f"{what}: index {i} is out of range for an array of length "
-                         f"{length}{' (writing at the length appends)' if allow_end else ''}")
-    return i
+def _index_value(i, length: int, what: str, grows: bool) -> int:
+    """The int an index var holds (its host read), checked against the array's length:
+    a write may grow the array, a read may not."""
+    k = int(i.reshape(-1)[0])
+    if k < 0 or (not grows and k >= length):
+        raise IndexError(f"{what}: index {k} is out of range for an array of length "
+                         f"{length}{'' if grows else ' (indices run from 0)'}")
+    return k
 
 
 # --- create_array ---------------------------------------------------------------------------
@@ -56,7 +66,7 @@ def _create_infer(ctx: InferContext) -> None:
 
 
 def _create_kernel(ctx: KernelContext):
-    return lambda: []
+    return TensorArray
 
 
 register(OpSpec("create_array", (), slots("Out"), _create_infer, _create_kernel,
@@ -68,29 +78,24 @@ register(OpSpec("create_array", (), slots("Out"), _create_infer, _create_kernel,
 def _write_infer(ctx: InferContext) -> None:
     x = ctx.input("X")
     _index(ctx)
-    if ctx.has_input("Array"):
-        a = _element(ctx, "Array")
-        if a.shape and (a.dtype != x.dtype or len(a.shape) != len(x.shape) or any(
-                d >= 0 and e >= 0 and d != e for d, e in zip(a.shape, x.shape))):
+    shape = tuple(x.shape)
+    if ctx.has_input("Array") and (a := _element(ctx, "Array")).shape:
+        merged = join(a, TensorType(x.shape, x.dtype, ARRAY))
+        if merged is None:
             ctx.fail(f"the array holds {a.dtype}{format_shape(a.shape)} elements; X is "
-                     f"{x.dtype}{format_shape(x.shape)}: every element has one shape and "
-                     f"dtype")
-    ctx.set_output("Out", x.shape, x.dtype, ARRAY)
+                     f"{x.dtype}{format_shape(x.shape)}: the elements of an array share "
+                     f"their dtype and rank (their dims may differ)")
+        shape = merged.shape if merged else shape
+    ctx.set_output("Out", shape, x.dtype, ARRAY)
 
 
 def _write_kernel(ctx: KernelContext):
     xp = ctx.xp
 
-    def write(x, i, array=None):
-        out = list(array) if array is not None else []
-        k = _check_index(int(i.reshape(-1)[0]), len(out), "array_write", allow_end=True)
+    def write(x, i, array=_EMPTY):
+        k = _index_value(i, len(array), "array_write", grows=True)
         # the array owns a copy: X may live in a buffer that a later step reuses
-        element = xp.array(x, copy=True)
-        if k == len(out):
-            out.append(element)
-        else:
-            out[k] = element
-        return out
+        return array.write(k, xp.array(x, copy=True))
     return write
 
 
@@ -116,10 +121,13 @@ def _write_grad_kernel(ctx: KernelContext):
 
     def grad(x_, i, dout):
         k = int(i.reshape(-1)[0])
-        dx = dout[k] if k < len(dout) and dout[k] is not None else zeros
-        rest = list(dout)
-        if k < len(rest):
-            rest[k] = None   # the element written was not the array's before
+        if k >= len(dout):
+            return (zeros, dout) if want_x and want_array else (zeros if want_x else dout)
+        dx = dout[k]
+        # the element written was not the array's before: its gradient leaves; a write
+        # at the end (a loop's append, replayed newest first) drops the last one, O(1)
+        rest = dout.prefix(k) if k == len(dout) - 1 else dout.write(k, None)
+        dx = zeros if dx is None else dx
         return (dx, rest) if want_x and want_array else (dx if want_x else rest)
     return grad
 
@@ -143,10 +151,12 @@ def _read_infer(ctx: InferContext) -> None:
 
 def _read_kernel(ctx: KernelContext):
     def read(array, i):
-        k = _check_index(int(i.reshape(-1)[0]), len(array), "array_read", allow_end=False)
-        if array[k] is None:
-            raise IndexError(f"array_read: element {k} was never written")
-        return array[k]
+        k = _index_value(i, len(array), "array_read", grows=False)
+        element = array[k]
+        if element is None:
+            raise IndexError(f"array_read: element {k} of the array (length {len(array)}) "
+                             f"was never written: a write past the end left it empty")
+        return element
     return read
 
 
@@ -164,8 +174,7 @@ def _read_grad_infer(ctx: InferContext) -> None:
 
 def _read_grad_kernel(ctx: KernelContext):
     def grad(i, dout):
-        k = int(i.reshape(-1)[0])
-        return [None] * k + [dout]
+        return _EMPTY.write(int(i.reshape(-1)[0]), dout)   # one element: O(1)
     return grad
 
 
@@ -211,21 +220,40 @@ def _to_tensor_infer(ctx: InferContext) -> None:
     ctx.set_output("OutIndex", (-1,), "int32")
 
 
+def _normal_axis(axis: int, rank: int, stack: bool) -> int:
+    """``axis`` from 0, against the rank of the result (one more than an element's when
+    stacking)."""
+    return axis if axis >= 0 else axis + rank + (1 if stack else 0)
+
+
+def _elements(array: TensorArray, what: str) -> list:
+    elements = list(array)
+    for k, e in enumerate(elements):
+        if e is None:
+            raise IndexError(f"{what}: element {k} of the array (length {len(array)}) was "
+                             f"never written: a write past the end left it empty")
+    return elements
+
+
 def _to_tensor_kernel(ctx: KernelContext):
     xp = ctx.xp
-    axis, stack = ctx.attrs["axis"], ctx.attrs["use_stack"]
+    stack = ctx.attrs["use_stack"]
     elem = ctx.input("X")
+    axis = _normal_axis(ctx.attrs["axis"], len(elem.shape), stack)
 
     def to_tensor(array):
-        if not array:
-            shape = list(elem.shape)
+        elements = _elements(array, "tensor_array_to_tensor")
+        if not elements:
+            shape = [max(d, 0) for d in elem.shape]
             if stack:
-                shape.insert(axis if axis >= 0 else axis + len(shape) + 1, 0)
+                shape.insert(axis, 0)
             else:
                 shape[axis] = 0
             return xp.zeros(shape, elem.dtype), xp.zeros((0,), "int32")
-        out = xp.stack(array, axis=axis) if stack else xp.concatenate(array, axis=axis)
-        sizes = [1 if stack else a.shape[axis] for a in array]
+        out = xp.stack(elements, axis=axis) if stack else xp.concatenate(elements, axis=axis)
+        # Paddle's OutIndex: each element's size along axis, stacked or not (1 for a new
+        # last axis, which no element has)
+        sizes = [a.shape[axis] if axis < a.ndim else 1 for a in elements]
         return out, xp.asarray(sizes, dtype="int32")
     return to_tensor
 
@@ -244,16 +272,15 @@ def _to_tensor_grad_infer(ctx: InferContext) -> None:
 
 def _to_tensor_grad_kernel(ctx: KernelContext):
     xp = ctx.xp
-    axis, stack = ctx.attrs["axis"], ctx.attrs["use_stack"]
-    elem = ctx.input("X")
+    stack = ctx.attrs["use_stack"]
+    axis = _normal_axis(ctx.attrs["axis"], len(ctx.input("X").shape), stack)
 
     def grad(array, dout):
-        ax = axis if axis >= 0 else axis + dout.ndim
         if stack:
-            return [xp.take(dout, k, axis=ax) for k in range(dout.shape[ax])]
-        # every element has the element shape: equal parts
-        return list(xp.split(dout, dout.shape[ax] // max(elem.shape[ax], 1), axis=ax)) \
-            if dout.shape[ax] else []
+            return TensorArray.of(xp.take(dout, k, axis=axis) for k in range(len(array)))
+        # the elements' own sizes along axis: they may differ
+        ends = list(itertools.accumulate(e.shape[axis] for e in array))
+        return TensorArray.of(xp.split(dout, ends[:-1], axis=axis)) if ends else _EMPTY
     return grad
 
 
@@ -264,5 +291,5 @@ register(OpSpec("tensor_array_to_tensor", slots("X"), slots("Out", "OutIndex"),
                 doc="Out = the elements of X stacked (use_stack) or joined along axis"))
 register(OpSpec("tensor_array_to_tensor_grad", slots("X", "Out@GRAD"), slots("X@GRAD"),
                 _to_tensor_grad_infer, _to_tensor_grad_kernel, attrs=_TO_TENSOR,
-                aliases=True, shape_only=("X",),
+                aliases=True,
                 doc="X@GRAD = Out@GRAD cut back into the array's elements"))

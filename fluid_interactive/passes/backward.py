@@ -70,14 +70,16 @@ def append_backward(program: ProgramDesc, block_idx: int, loss: str,
                     parameter_list: Sequence[str] | None = None,
                     no_grad_set: Iterable[str] | None = None) -> BackwardResult:
     """Gradients of the scalar ``loss`` w.r.t. the parameters, appended to a copy of
-    ``program``. ``parameter_list`` restricts which parameters get gradients;
-    ``no_grad_set`` names vars through which no gradient flows."""
+    ``program``. ``parameter_list`` names the vars that get gradients instead (parameters,
+    or any float var on the path to the loss, as Paddle allows); ``no_grad_set`` names
+    vars through which no gradient flows."""
     prog = program.clone()
     block = prog.blocks[block_idx]
     no_grad = set(no_grad_set or ())
     leaves = (set(parameter_list) if parameter_list is not None
               else _default_leaves(prog, block, no_grad)) - no_grad
-    return _backward(prog, block, [loss], leaves, no_grad, require_scalar=True)
+    return _backward(prog, block, [loss], leaves, no_grad, require_scalar=True,
+                     any_var=parameter_list is not None)
 
 
 def calc_gradient(program: ProgramDesc, block_idx: int, targets: Sequence[str],
@@ -92,12 +94,14 @@ def calc_gradient(program: ProgramDesc, block_idx: int, targets: Sequence[str],
 
 
 def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: set[str],
-              no_grad: set[str], require_scalar: bool) -> BackwardResult:
+              no_grad: set[str], require_scalar: bool, any_var: bool = False
+              ) -> BackwardResult:
     if block.parent_idx > 0:
         raise OpArgumentError("gradients are taken in a method's block, after its loops and "
                               "branches: call minimize/append_backward/gradients outside of "
                               "a While, cond or Switch body")
-    diff = Differentiation(prog, block, block, targets, leaves, no_grad)
+    diff = Differentiation(prog, block, block, targets, leaves, no_grad,
+                           keep_written_leaves=True)
     for target in targets:
         seed = diff.acc.fresh(grad_var_name(target))
         producer = next((op for op in reversed(block.ops) if target in op.output_names()), None)
@@ -105,12 +109,13 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
                   producer.loc if producer is not None else None)
         diff.seed(target, seed)
     diff.run()
-    resolved = {v: diff.resolve(v) for v in sorted(diff.carries | set(targets))}
+    resolved = {v: diff.wanted_grad(v) if v in leaves else diff.resolve(v)
+                for v in sorted(diff.carries | set(targets))}
     grads = {v: g for v, g in resolved.items() if g is not None}
     diff.versions.apply()
-    pairs = sorted((p, grads[p]) for p in leaves if p in grads
-                   and (prog.find_var(block, p) or VarDesc(p, ())).is_parameter)
-    _tag_role_vars(diff.new_ops, pairs)
+    params = {p for p in leaves if (prog.find_var(block, p) or VarDesc(p, ())).is_parameter}
+    pairs = sorted((p, grads[p]) for p in leaves if p in grads and (any_var or p in params))
+    _tag_role_vars(diff.new_ops, [(p, g) for p, g in pairs if p in params])
     return BackwardResult(prog, pairs, grads)
 
 

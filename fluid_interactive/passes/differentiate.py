@@ -212,14 +212,20 @@ class Differentiation:
     (the block itself for a method; a new gradient block for a sub-block)."""
 
     def __init__(self, program: ProgramDesc, forward: BlockDesc, grad_block: BlockDesc,
-                 targets: Sequence[str], leaves: set[str], no_grad: set[str]):
+                 targets: Sequence[str], leaves: set[str], no_grad: set[str],
+                 keep_written_leaves: bool = False):
         self.program, self.forward, self.grad_block = program, forward, grad_block
-        self.no_grad = no_grad
+        self.keep_written_leaves = keep_written_leaves
+        self.no_grad, self.leaves = no_grad, leaves
+        # the gradient of a wanted var some op of the block writes: that of the value its
+        # first writer made (the walk meets the writers newest first)
+        self.written_leaf: dict[str, str | None] = {}
         self.ops = list(forward.ops)
         path, carries = ops_on_path(self.ops, targets, leaves)
         self.path = {id(op) for op in path}
+        # a wanted var carries a gradient even when marked stop_gradient, if it is a float
         self.carries = float_only(program, forward, carries - no_grad,
-                                  rewritten_on_path(self.ops, self.path)) | (leaves & carries)
+                                  rewritten_on_path(self.ops, self.path) | leaves)
         self.acc = _Accumulator(program, grad_block, path, self.carries)
         self.versions = _Versions(program, forward, self.ops)
         self.written: set[str] = set()
@@ -264,7 +270,10 @@ class Differentiation:
         program, grad_block, forward = self.program, self.grad_block, self.forward
 
         def type_of(name: str) -> TensorType:
-            v = program.find_var(grad_block, name) or program.find_var(forward, name)
+            # a forward value of the block (one the gradient block will take as a feed)
+            # before any var of that name around it
+            v = (grad_block.vars.get(name) or forward.vars.get(name)
+                 or program.find_var(grad_block, name) or program.find_var(forward, name))
             assert v is not None, name   # the verified forward declares what it reads
             return var_type(v)
         for slot, types in infer_op(op, type_of, declared_typer(program)).items():
@@ -286,19 +295,36 @@ class Differentiation:
             if id(op) in self.path:
                 self._grad_of(op, j)
             else:
-                for n in op.output_names():
-                    self.acc.reset(n)
+                self._passed_writer(op)
 
     def resolve(self, var: str) -> str | None:
+        """The gradient of ``var``'s value before the block's ops."""
         return self.acc.resolve(var, self.written, self.emit)
+
+    def wanted_grad(self, var: str) -> str | None:
+        """The gradient of a wanted var: of its value before the block's ops (a feed, a
+        parameter, a loop's initial value) or, when the block makes it (an intermediate, a
+        constant), of the value its first writer made."""
+        return self.resolve(var) or self.written_leaf.get(var)
+
+    def _passed_writer(self, op: OpDesc, resolved: dict[str, str | None] | None = None
+                       ) -> None:
+        """The walk passed ``op``: what is gathered next for a var it writes belongs to the
+        value before it. A wanted var keeps the gradient of the value ``op`` wrote."""
+        for n in op.output_names():
+            if self.keep_written_leaves and n in self.leaves and n in self.carries:
+                self.written_leaf[n] = (resolved.get(n) if resolved is not None else
+                                        self.acc.resolve(n, self.written,
+                                                         lambda o: self.emit(o, op.loc)))
+            self.acc.reset(n)
 
     def _grad_of(self, op: OpDesc, j: int) -> None:
         spec = get_spec(op.type)
         emit_at = lambda o: self.emit(o, op.loc)   # noqa: E731
         out_grads = {slot: [self.acc.resolve(n, self.written, emit_at) for n in names]
                      for slot, names in op.outputs.items()}
-        for n in op.output_names():
-            self.acc.reset(n)
+        self._passed_writer(op, {n: g for slot, names in op.outputs.items()
+                                 for n, g in zip(names, out_grads[slot])})
         if not any(n for names in out_grads.values() for n in names):
             return
         zeros: set[str] = set()

@@ -207,3 +207,18 @@ def test_operator_misuse_is_a_clear_error():
         compile_with(lambda a: a / 0)
     with pytest.raises(fluid.ProgramDefinitionError, match="truth value"):
         compile_with(lambda a: a if a else a)
+
+
+def test_the_gradient_of_a_one_element_factor_sums_every_value():
+    """x [?, 2] * s [1] in a plan: s's gradient (a temporary: it has a buffer) reduces both
+    dims of the 2-d gradient into its one-element buffer."""
+    class Scaled(fluid.Program):
+        @fluid.network("x", "s")
+        def f(self, x, s):
+            x = fluid.layers.data(name='x', shape=[2])
+            s = fluid.layers.data(name='s', shape=[1], append_batch_size=False,
+                                  stop_gradient=False)
+            return fluid.gradients(fluid.layers.reduce_sum(x * s), [s])[0] * 1.0
+
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_allclose(Scaled().Compile().f(x, np.array([2.0], np.float32)), 15.0)

@@ -26,8 +26,23 @@ def test_while_condition_must_be_a_bool_of_one_value():
     with pytest.raises(fluid.DTypeError, match=r"(?s)While: cond must be a bool var of "
                                                r"shape \[1\].*less_than.*test_control_flow.py:"):
         compile_method(lambda x: L.While(cond=L.fill_constant([1], "float32", 1.0)))
-    with pytest.raises(fluid.ShapeError, match=r"one value \(shape \[1\]\).*reduce_all"):
+    with pytest.raises(fluid.OpArgumentError, match=r"one value \(shape \[1\]\).*reduce_sum\("
+                                              r"fluid.layers.cast\(mask, 'int32'\)\) > 0"):
         compile_method(lambda x: L.While(cond=x > 0))
+
+
+def test_the_condition_errors_recommend_layers_that_exist():
+    from fluid_interactive.ops.control import ANY_OF_MASK
+    seen = {}
+
+    def body(x):
+        c = eval(ANY_OF_MASK, {"fluid": fluid, "mask": x > 0})
+        seen["type"] = (c.dtype, tuple(c.shape))
+        return c
+    prog = compile_method(body)
+    assert seen["type"] == ("bool", (1,))
+    assert prog.f(np.array([[-1, 0, 2]], np.float32)) and \
+        not prog.f(np.array([[-1, 0, 0]], np.float32))
 
 
 def test_a_while_body_must_update_its_condition():

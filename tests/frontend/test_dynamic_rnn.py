@@ -122,6 +122,28 @@ def test_without_lengths_every_row_runs_every_step(rng):
     np.testing.assert_allclose(out, np.cumsum(x, axis=1), rtol=1e-12)
 
 
+def test_step_idx_counts_the_steps_and_gradients_flow_past_it(rng):
+    """The output at step t is x_t * (t + 1), up to each row's length: step_idx is 0 at the
+    first step, the same for every row, and carries no gradient of its own."""
+    def build():
+        x = _data("x", [-1, -1, 2], grad=True)
+        lengths = _data("lengths", [-1], "int64")
+        drnn = L.DynamicRNN()
+        with drnn.block():
+            x_t = drnn.step_input(x, lengths=lengths)
+            assert drnn.step_idx.name == drnn.step_idx.name   # one counter per network
+            drnn.output(x_t * (L.cast(drnn.step_idx, "float64") + 1.0))
+        return drnn()
+    n = np.array([4, 1, 3], np.int64)
+    x = _padded(rng.standard_normal((3, 4, 2)), n, 7.0)
+    (out,) = check_block(build, {"x": x, "lengths": n}, wrt=["x"])
+    want = x * np.arange(1, 5)[None, :, None]
+    np.testing.assert_allclose(out, _padded(want, n, 0.0), rtol=1e-12)
+    with pytest.raises(fluid.ProgramDefinitionError, match="DynamicRNN.step_idx is used "
+                                                           "inside"):
+        check_block(lambda: L.DynamicRNN().step_idx, {})
+
+
 class Gru(fluid.Program):
     """dynamic_gru and a gru_unit cell in a DynamicRNN, sharing every parameter by name."""
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from ops.harness import check_op
+from ops.harness import check_grad, check_op
 
 from fluid_interactive.errors import DTypeError, OpArgumentError, ShapeError
 from fluid_interactive.ir.records import OpDesc
@@ -200,9 +200,14 @@ def test_bad_attributes_are_argument_errors(op_type, attrs, message):
         _infer(op_type, attrs)
 
 
-@pytest.mark.parametrize("op_type", ("increment",) + SCHEDULES)
+@pytest.mark.parametrize("op_type", SCHEDULES)
 def test_no_gradient(op_type):
     assert get_spec(op_type).grad is None
+
+
+def test_increment_passes_a_float_counters_gradient_through():
+    # the step is a constant: dOut/dX = 1 (a float loop counter's true gradient)
+    check_grad("increment", {"X": np.array([1.5])}, {"step": 2.0})
 
 
 # --- purity and buffers ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from ops.harness import analytic_grads, build_op, check_grad, check_op, run_forward
 
-from fluid_interactive.errors import DTypeError, ShapeError
+from fluid_interactive.errors import DTypeError, OpArgumentError, ShapeError
 from fluid_interactive.ops.interpret import run_ops
 
 LENGTHS = np.array([4, 1, 0, 3], np.int64)
@@ -156,3 +156,9 @@ def test_errors_name_what_to_fix(rng):
         check_op("sequence_softmax", {"X": x})
     with pytest.raises(ValueError, match=r"lengths must lie in \[0, 5\]"):
         check_op("sequence_pool", {"X": x, "Lengths": np.array([6, 1, 1, 1])})
+
+
+def test_a_max_pools_gradient_needs_its_max_index():
+    op, env = build_op("sequence_pool", {"X": np.ones((2, 3, 4))}, {"pooltype": "MAX"})
+    with pytest.raises(OpArgumentError, match="MAX pool's gradient needs its MaxIndex"):
+        analytic_grads(op, env, {"out_Out_0": np.ones((2, 4))}, ["X"])

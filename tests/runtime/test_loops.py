@@ -143,26 +143,36 @@ def test_a_failure_inside_a_loop_names_the_op_the_line_and_the_iteration(rng):
     assert "inside while" in message and "No state was changed" in message
 
 
-class Carried(fluid.Program):
-    @fluid.network("h", "n")
-    def step(self, h, n):
-        h = L.data(name="h", shape=[-1, -1], dtype="float32", append_batch_size=False)
-        n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
-        i = L.fill_constant([1], "int64", 0)
-        cond = L.less_than(i, n)
-        loop = L.While(cond)
-        with loop.block():
-            L.assign(L.concat([h, h], axis=1), output=h)   # [?, ?] at trace time
-            L.increment(i, in_place=True)
-            L.less_than(i, n, cond=cond)
-        return h
+def carried(update):
+    """A program whose method ``step(h, n)`` runs ``h = update(h)`` n times (h [?, ?])."""
+    class Carried(fluid.Program):
+        @fluid.network("h", "n")
+        def step(self, h, n):
+            h = L.data(name="h", shape=[-1, -1], dtype="float32", append_batch_size=False)
+            n = L.data(name="n", shape=[1], dtype="int64", append_batch_size=False)
+            i = L.fill_constant([1], "int64", 0)
+            cond = L.less_than(i, n)
+            loop = L.While(cond)
+            with loop.block():
+                L.assign(update(h), output=h)
+                L.increment(i, in_place=True)
+                L.less_than(i, n, cond=cond)
+            return h
+    return Carried
 
 
-def test_a_carried_var_that_changes_shape_is_a_clear_error():
-    prog = Carried().Compile()
-    with pytest.raises(fluid.ShapeError, match=r"changes 'h' from float32\[2, 3\] to "
-                                               r"float32\[2, 6\].*keeps its shape"):
-        prog.step(np.ones((2, 3), np.float32), np.array([2]))
+def test_a_carried_var_may_change_its_dims_from_run_to_run():
+    """As in Paddle: the var's dims the runs change are -1 in the loop's types."""
+    prog = carried(lambda h: L.concat([h, h], axis=1))().Compile()   # [?, ?] when traced
+    h = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(prog.step(h, np.array([2])), np.tile(h, (1, 4)))
+    np.testing.assert_array_equal(prog.step(h, np.array([0])), h)
+
+
+def test_a_carried_var_that_changes_rank_is_a_clear_error():
+    with pytest.raises(fluid.ShapeError, match=r"assign: input is float32\[\?\] but output "
+                                               r"'h' is float32\[\?, \?\]"):
+        carried(lambda h: L.reshape(h, [-1]))().Compile()
 
 
 class LongLoop(fluid.Program):

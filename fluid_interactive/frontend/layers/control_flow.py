@@ -24,11 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import DTypeError, OpArgumentError, ProgramDefinitionError, ShapeError
+from ...errors import DTypeError, OpArgumentError, ProgramDefinitionError
 from ...ir.blocks import outer_interface
 from ...ir.records import BlockDesc, SourceLoc, VarDesc
 from ...ir.source import user_location
 from ...ir.text import short_type
+from ...ops.control import ANY_OF_MASK, join
+from ...ops.spec import var_type
 from ...ops.sub_block import STEP_SCOPES
 from ..tracing import TraceContext, error_at
 from ..variable import Variable
@@ -45,10 +47,10 @@ def condition(value: Any, what: str) -> Variable:
         raise error_at(DTypeError, f"{what} must be a bool var of shape [1], got "
                                    f"{var.name}:{short_type(var.desc)}; compare to get one, "
                                    f"e.g. fluid.layers.less_than(x=i, y=n)")
-    if tuple(var.shape) not in ((1,), (-1,)):
-        raise error_at(ShapeError, f"{what} must hold one value (shape [1]), got "
+    if tuple(var.shape) not in ((1,), (-1,)):   # a TypeError too, as in Paddle
+        raise error_at(OpArgumentError, f"{what} must hold one value (shape [1]), got "
                                    f"{var.name}:{short_type(var.desc)}; reduce a mask to one "
-                                   f"value first (fluid.layers.reduce_all / reduce_any)")
+                                   f"value first, e.g. {ANY_OF_MASK} (any of it)")
     return var
 
 
@@ -100,40 +102,58 @@ class While:
                      {"Condition": [self.cond.name]}, {"is_test": self.is_test}, self._loc)
 
 
-def _as_vars(values: Any, what: str) -> list[Variable]:
-    items = list(values) if isinstance(values, (list, tuple)) else [values]
-    return [as_variable(v, what) for v in items]
-
-
 def while_loop(cond: Callable[..., Variable], body: Callable[..., Any],
-               loop_vars: Sequence[Variable], is_test: bool = False,
-               name: str | None = None) -> list[Variable]:
+               loop_vars: Sequence[Any], is_test: bool = False,
+               name: str | None = None) -> list[Any]:
     """The functional loop: while ``cond(*loop_vars)`` is true, ``loop_vars =
-    body(*loop_vars)``. Returns the loop vars after the loop (the same vars, updated)."""
+    body(*loop_vars)``. A loop var is a Variable or a tuple, list or dict of them (nested);
+    ``body`` returns the same structure. Returns the loop vars after the loop (the same
+    vars, updated, in new containers)."""
     if not callable(cond) or not callable(body):
         raise error_at(OpArgumentError, "while_loop: cond and body must be functions of the "
                                         "loop vars")
-    if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
-        raise error_at(OpArgumentError, "while_loop: loop_vars must be a non-empty list of "
-                                        "Variables")
-    variables = _as_vars(loop_vars, "while_loop: a loop var")
-    pre = condition(cond(*variables), "while_loop: what cond returns")
+    if not isinstance(loop_vars, (list, tuple)):
+        raise error_at(OpArgumentError, f"while_loop: loop_vars must be a list or tuple of "
+                                        f"loop vars, got {type(loop_vars).__name__}")
+    if not loop_vars:
+        raise error_at(OpArgumentError, "while_loop: loop_vars is empty; give at least one "
+                                        "loop var")
+    structure, variables = flatten(list(loop_vars), "while_loop: a loop var")
+    pre = condition(cond(*loop_vars), "while_loop: what cond returns")
     loop = While(pre, is_test, name)
     with loop.block():
-        outs = _as_vars(body(*variables), "while_loop: what body returns")
-        if len(outs) != len(variables):
+        # the body gets containers of its own: changing them changes nothing outside
+        outs = body(*pack(structure, variables))
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        if len(outs) != len(loop_vars):
             raise error_at(OpArgumentError, f"while_loop: body returns {len(outs)} value(s) "
-                                            f"for {len(variables)} loop var(s)")
-        for new, var in zip(outs, variables):
+                                            f"for {len(loop_vars)} loop var(s)")
+        got, new_values = flatten(outs, "while_loop: what body returns")
+        if got != structure:
+            raise error_at(OpArgumentError, "while_loop: body must return the loop vars' "
+                                            "structure (the same lists, tuples and dict keys, "
+                                            "one var for each var)")
+        now = condition(cond(*outs), "while_loop: what cond returns")
+        for new, var in zip(new_values, variables):
             _update(new, var)
-        _update(condition(cond(*variables), "while_loop: what cond returns"), pre)
-    return variables
+        _update(now, pre)
+    return pack(structure, variables)
 
 
 def _update(value: Variable, var: Variable) -> None:
+    """``var = value`` at the end of a loop's body: a value of other dims makes them -1 in
+    the var's type (a body may reshape a loop var); its dtype and rank stay."""
     from .tensor import assign
-    if value.name != var.name:
-        assign(value, output=var)
+    if value.name == var.name:
+        return
+    joined = join(var_type(var.desc), var_type(value.desc))
+    if joined is None:
+        raise error_at(OpArgumentError, f"while_loop: body returns {value.name}:"
+                                        f"{short_type(value.desc)} for the loop var "
+                                        f"{var.name}:{short_type(var.desc)}; a loop var keeps "
+                                        f"its dtype and rank")
+    var.desc.shape = joined.shape
+    assign(value, output=var)
 
 
 def increment(x: Variable, value: float = 1.0, in_place: bool = True) -> Variable:
@@ -194,8 +214,17 @@ def cond(pred: Variable, true_fn: Callable[[], Any] | None = None,
          false_fn: Callable[[], Any] | None = None, name: str | None = None) -> Any:
     """``true_fn()`` if the bool var ``pred`` ([1]) is true, else ``false_fn()``: each runs
     in its own block, only the taken one runs. Both return the same structure (a var, a
-    tuple, list or dict of vars, or None) of vars of one shape and dtype each."""
+    tuple, list or dict of vars, or None). Where the two vars of a place differ in their
+    dims, the result has -1 there (known when the method runs); where they differ in
+    dtype, it has the false branch's, to which the true branch's value is cast."""
     pred = condition(pred, "cond: pred")
+    for what, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
+        if fn is not None and not callable(fn):
+            raise error_at(OpArgumentError, f"cond: {what} must be a function of no arguments "
+                                            f"(or None), got {type(fn).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise error_at(OpArgumentError, f"cond: name must be a str or None, got "
+                                        f"{type(name).__name__}")
     helper = LayerHelper("cond", name)
     taken = _branch(helper, pred, true_fn, "true") if true_fn is not None else None
     other = (_branch(helper, _logical("logical_not", helper, pred), false_fn, "false")
@@ -203,12 +232,21 @@ def cond(pred: Variable, true_fn: Callable[[], Any] | None = None,
     if taken is None and other is None:
         return None
     if taken is None or other is None or taken[0] != other[0]:
-        raise error_at(OpArgumentError, "cond: true_fn and false_fn must return the same "
-                                        "structure of vars (or both None)")
+        raise error_at(OpArgumentError, f"Incompatible return values of true_fn and false_fn "
+                                        f"in cond: true_fn returns {_returned(taken)}, "
+                                        f"false_fn {_returned(other)}; both must return the "
+                                        f"same structure of vars (or both None)")
     mask = helper.append_one("cast", {"X": pred}, {"out_dtype": "int32"}, final=False)
     merged = [helper.append_one("select_input", {"X": [f, t], "Mask": mask})
               for t, f in zip(taken[1], other[1])]
     return pack(taken[0], merged)
+
+
+def _returned(branch: tuple[Any, list[Variable]] | None) -> str:
+    if branch is None:
+        return "None"
+    structure, values = branch
+    return f"{len(values)} var(s)" if structure is not None else "one var"
 
 
 class Switch:

@@ -47,8 +47,9 @@ class _StepInput:
 
 
 class _Memory:
-    def __init__(self, pre: str, init: str, loc: SourceLoc | None):
+    def __init__(self, pre: str, init: str, loc: SourceLoc | None, masked: bool = True):
         self.pre, self.init, self.loc = pre, init, loc
+        self.masked = masked                 # rows past their length keep it (not a counter)
         self.new: str | None = None          # what update_memory gave
         self.update_loc: SourceLoc | None = None
         self.carried: str | None = None      # with lengths: new where the row goes on
@@ -79,6 +80,7 @@ class DynamicRNN(StepNetwork):
         self._memories: list[_Memory] = []
         self._outputs: list[tuple[str, SourceLoc | None]] = []
         self._masks: dict[int, str] = {}     # rank -> time-major step mask [T, B, 1, ...]
+        self._step_idx: str | None = None
 
     def block(self) -> AbstractContextManager[None]:
         """Trace the body of one time step."""
@@ -144,6 +146,25 @@ class DynamicRNN(StepNetwork):
                                                    f"{lengths.name!r} is computed inside the "
                                                    f"block; compute it before the block")
         self._lengths, self._lengths_loc = lengths.name, user_location()
+
+    @property
+    def step_idx(self) -> Variable:
+        """The index of the current step, an int64 var [1] (0 at the first step): a
+        counter the network carries from step to step, the same for every row."""
+        body = self._inside("step_idx")
+        if self._step_idx is None:
+            from .tensor import fill_constant
+            trace = self._helper.trace
+            with trace.in_block(self._parent):   # type: ignore[arg-type]
+                start = fill_constant([1], "int64", 0)
+            pre = trace.unique_in_block(f"{self._helper.name}.step_idx")
+            trace.declare(VarDesc(pre, (1,), "int64", stop_gradient=True), block=body)
+            counter = _Memory(pre, start.name, user_location(), masked=False)
+            counter.new = self._append("increment", {"X": [pre]}, {"step": 1.0},
+                                       counter.loc, "next_step_idx")
+            self._memories.append(counter)
+            self._step_idx = pre
+        return Variable(self._helper.trace, self._step_idx)
 
     def static_input(self, x: Variable) -> Variable:
         """``x`` itself, the same at every step (Paddle reordered and shrank it with the
@@ -315,6 +336,8 @@ class DynamicRNN(StepNetwork):
         trace = self._helper.trace
         feeds: dict[int, str] = {}
         for m in self._memories:
+            if not m.masked:
+                continue
             rank = len(body.vars[m.pre].shape)
             if rank not in feeds:
                 feeds[rank] = f"{self._mask(rank + 1)}.t"

@@ -16,7 +16,7 @@ from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
 from .nn import fc
-from .norm import dropout
+from .norm import _float_input, dropout
 from .recurrent import (
     _optional,
     _positive_int,
@@ -100,7 +100,9 @@ def lstm(input: Variable, init_h: Variable, init_c: Variable, max_len: int,
     Paddle's bound on T and is only checked.
     """
     layer = "lstm"
-    x = as_variable(input, "lstm: input")
+    x = _float_input(layer, input)   # dtypes first: TypeErrors, as Paddle's checks are
+    _float_input(layer, init_h, "init_h")
+    _float_input(layer, init_c, "init_c")
     if len(x.shape) != 3:
         raise error_at(ShapeError, f"lstm: input {x.name}:{short_type(x.desc)} must be "
                                    f"time-major [T, B, D]")

@@ -96,9 +96,21 @@ def sequence_softmax(input: Variable, use_cudnn: bool = False, name: str | None 
     return helper.append_one("sequence_softmax", with_lengths({"X": input}, lengths))
 
 
+def of_dtypes(value: Any, layer: str, what: str, dtypes: tuple[str, ...]) -> Variable:
+    """``value`` as a Variable of one of ``dtypes`` (Paddle's checks: a TypeError, as
+    `OpArgumentError` is, otherwise)."""
+    var = as_variable(value, f"{layer}: {what}")
+    if var.dtype not in dtypes:
+        raise error_at(OpArgumentError, f"{layer}: {what} {var.name} is {var.dtype}; it must "
+                                        f"be {', '.join(dtypes[:-1])} or {dtypes[-1]}")
+    return var
+
+
 def sequence_reverse(x: Variable, name: str | None = None,
                      lengths: Variable | None = None) -> Variable:
     """Each row with its first ``lengths[b]`` positions reversed (all T without
     ``lengths``); padding stays where it is, so reversing twice gives ``x`` back."""
     helper = LayerHelper("sequence_reverse", name)
+    x = of_dtypes(x, "sequence_reverse", "x", ("float32", "float64", "int8", "int32",
+                                               "int64"))
     return helper.append_one("sequence_reverse", with_lengths({"X": x}, lengths))

@@ -16,7 +16,7 @@ from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
-from .sequence import with_lengths
+from .sequence import of_dtypes, with_lengths
 
 __all__ = ["sequence_pad", "sequence_unpad", "sequence_expand", "sequence_expand_as",
            "sequence_slice", "sequence_concat", "sequence_enumerate", "sequence_reshape",
@@ -76,6 +76,7 @@ def sequence_expand_as(x: Variable, y: Variable, name: str | None = None,
     """Row b of ``x`` ``[B, ...]`` repeated as often as row b of ``y`` is long:
     ``[B, Ty, ...]``, zeros past ``y_lengths[b]``; its lengths are y's."""
     helper = LayerHelper("sequence_expand_as", name)
+    x = of_dtypes(x, "sequence_expand_as", "x", ("float32", "float64", "int32", "int64"))
     return helper.append_one("sequence_expand",
                              with_lengths({"X": x, "Y": y}, y_lengths, "YLengths"))
 

@@ -1,10 +1,10 @@
-"""Tensor arrays: a list of tensors of one shape and dtype that a loop fills step by step
-and reads back (Paddle's LoDTensorArray). Indices are int64 vars of shape [1], such as a
-loop counter::
+"""Tensor arrays: a list of tensors of one dtype and rank (their dims may differ) that a
+loop fills step by step and reads back (Paddle's LoDTensorArray). Indices are int64 vars
+of shape [1], such as a loop counter::
 
     arr = fluid.layers.create_array('float32')
     with loop.block():
-        fluid.layers.array_write(h, i, array=arr)     # element i; i == length appends
+        fluid.layers.array_write(h, i, array=arr)     # element i; i >= length grows it
         ...
     hs, _ = fluid.layers.tensor_array_to_tensor(arr, axis=0, use_stack=True)   # [T, ...]
 
@@ -17,6 +17,8 @@ from typing import Any
 from ...errors import OpArgumentError, ShapeError
 from ...ir.records import VarDesc, canonical_dtype
 from ...ir.text import short_type
+from ...ops.control import join
+from ...ops.spec import TensorType, var_type
 from ...ops.tensor_array import ARRAY
 from ..tracing import error_at
 from ..variable import Variable
@@ -50,7 +52,8 @@ def create_array(dtype: Any) -> Variable:
 
 def array_write(x: Variable, i: Variable, array: Variable | None = None) -> Variable:
     """Write ``x`` as element ``i`` of ``array`` (a new array when None) and return the
-    array. ``i`` may be the array's length, which appends."""
+    array. ``i`` may be at or past the array's length, which grows it (the elements in
+    between are empty: reading one is an error)."""
     x = as_variable(x, "array_write: x")
     if array is None:
         array = create_array(x.dtype)
@@ -58,10 +61,14 @@ def array_write(x: Variable, i: Variable, array: Variable | None = None) -> Vari
     desc = arr.desc
     if not desc.shape:   # the first write tells the element shape
         desc.shape = tuple(x.shape)
-    elif len(desc.shape) != len(x.shape) or desc.dtype != x.dtype:
-        raise error_at(ShapeError, f"array_write: the array {arr.name!r} holds "
-                                   f"{short_type(VarDesc(arr.name, desc.shape, desc.dtype))} "
-                                   f"elements, x is {x.name}:{short_type(x.desc)}")
+    else:                # elements may differ in their dims: -1 there
+        merged = join(var_type(desc), TensorType(x.shape, x.dtype, ARRAY))
+        if merged is None:
+            raise error_at(ShapeError, f"array_write: the array {arr.name!r} holds "
+                                       f"{short_type(VarDesc(arr.name, desc.shape, desc.dtype))}"
+                                       f" elements, x is {x.name}:{short_type(x.desc)}; the "
+                                       f"elements of an array share their dtype and rank")
+        desc.shape = merged.shape
     helper = LayerHelper("array_write")
     helper.append("write_to_array", {"X": x, "I": as_variable(i, "array_write: i"),
                                      "Array": arr}, outputs={"Out": [arr.name]})
@@ -87,13 +94,13 @@ def array_length(array: Variable) -> Variable:
     return out
 
 
-def tensor_array_to_tensor(input: Variable, axis: int = 0, use_stack: bool = True
-                           ) -> tuple[Variable, Variable]:
-    """The elements of the array ``input`` stacked along a new dim ``axis`` (``use_stack``)
-    or joined along ``axis``; returns ``(tensor, index)`` where ``index`` (int32) holds
-    each element's size along ``axis``."""
+def tensor_array_to_tensor(input: Variable, axis: int = 1, name: str | None = None,
+                           use_stack: bool = False) -> tuple[Variable, Variable]:
+    """The elements of the array ``input`` joined along ``axis`` or, with ``use_stack``,
+    stacked along a new dim ``axis``; returns ``(tensor, index)`` where ``index`` (int32)
+    holds each element's size along ``axis`` (Paddle's OutIndex, stacked or not)."""
     arr = _array(input, "tensor_array_to_tensor: input")
-    helper = LayerHelper("tensor_array_to_tensor")
+    helper = LayerHelper("tensor_array_to_tensor", name)
     outs = helper.append("tensor_array_to_tensor", {"X": arr},
                          {"axis": int(axis), "use_stack": bool(use_stack)})
     outs["OutIndex"][0].stop_gradient = True
