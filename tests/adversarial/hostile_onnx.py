@@ -228,7 +228,7 @@ def _feeds(prog):
     feeds = []
     for name in prog.methods["infer"].block.feeds:
         var = prog.program.find_var(prog.methods["infer"].block, name)
-        shape = [2] + list(var.shape[1:])
+        shape = [2 if d < 0 else d for d in [-1, *var.shape[1:]]]   # any unknown dim: 2
         if np.prod(shape, dtype=float) > 1e6:
             return None
         if var.dtype.startswith("int"):

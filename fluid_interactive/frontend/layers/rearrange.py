@@ -34,7 +34,8 @@ def stack(x: Variable | Sequence[Variable], axis: int = 0) -> Variable:
         if len(xs) != 1:
             raise error_at(OpArgumentError, f"stack: a tensor array must be stacked alone, "
                                             f"got {len(xs)} inputs")
-        return tensor_array_to_tensor(first, axis=check_int(axis, "axis", "stack"))[0]
+        return tensor_array_to_tensor(first, axis=check_int(axis, "axis", "stack"),
+                                      use_stack=True)[0]
     return append_simple("stack", {"X": [as_variable(v, "stack: x") for v in xs]},
                          {"axis": check_int(0 if axis is None else axis, "axis", "stack")})
 
