@@ -41,7 +41,7 @@ def mlp(optimizer, dropout=False, read_grad=False):
             y = fluid.layers.data(name="y", shape=[1], dtype="int64")
             loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(net(x, True),
                                                                              y))
-            pairs = optimizer().minimize(loss)
+            _, pairs = optimizer().minimize(loss)
             if read_grad:
                 grad = pairs[0][1]
                 return loss, fluid.layers.reduce_sum(fluid.layers.square(grad))
