@@ -15,8 +15,35 @@ Dpsgd) in `optim_norm`; the averages (ModelAverage, ExponentialMovingAverage) in
 """
 from __future__ import annotations
 
+from .optim_adaptive import (
+                             Adadelta,
+                             AdadeltaOptimizer,
+                             Adagrad,
+                             AdagradOptimizer,
+                             Adamax,
+                             AdamaxOptimizer,
+                             DecayedAdagrad,
+                             DecayedAdagradOptimizer,
+                             Ftrl,
+                             FtrlOptimizer,
+                             RMSProp,
+                             RMSPropOptimizer,
+)
 from .optim_base import Optimizer, ParamUpdate
 from .optim_basic import SGD, Adam, AdamOptimizer, Momentum, MomentumOptimizer, SGDOptimizer
+from .optim_norm import (
+                             Dpsgd,
+                             DpsgdOptimizer,
+                             Lamb,
+                             LambOptimizer,
+                             LarsMomentum,
+                             LarsMomentumOptimizer,
+)
 
 __all__ = ["Optimizer", "ParamUpdate", "SGD", "Momentum", "Adam", "SGDOptimizer",
-           "MomentumOptimizer", "AdamOptimizer"]
+           "MomentumOptimizer", "AdamOptimizer",
+           "Adagrad", "AdagradOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer",
+           "RMSProp", "RMSPropOptimizer", "Adadelta", "AdadeltaOptimizer", "Adamax",
+           "AdamaxOptimizer", "Ftrl", "FtrlOptimizer",
+           "Lamb", "LambOptimizer", "LarsMomentum", "LarsMomentumOptimizer", "Dpsgd",
+           "DpsgdOptimizer"]
