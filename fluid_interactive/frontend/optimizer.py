@@ -29,6 +29,7 @@ from .optim_adaptive import (
                              RMSProp,
                              RMSPropOptimizer,
 )
+from .optim_average import ExponentialMovingAverage, ModelAverage
 from .optim_base import Optimizer, ParamUpdate
 from .optim_basic import SGD, Adam, AdamOptimizer, Momentum, MomentumOptimizer, SGDOptimizer
 from .optim_norm import (
@@ -39,6 +40,10 @@ from .optim_norm import (
                              LarsMomentum,
                              LarsMomentumOptimizer,
 )
+from .optim_wrappers import (
+                             LookaheadOptimizer,
+                             RecomputeOptimizer,
+)
 
 __all__ = ["Optimizer", "ParamUpdate", "SGD", "Momentum", "Adam", "SGDOptimizer",
            "MomentumOptimizer", "AdamOptimizer",
@@ -46,4 +51,6 @@ __all__ = ["Optimizer", "ParamUpdate", "SGD", "Momentum", "Adam", "SGDOptimizer"
            "RMSProp", "RMSPropOptimizer", "Adadelta", "AdadeltaOptimizer", "Adamax",
            "AdamaxOptimizer", "Ftrl", "FtrlOptimizer",
            "Lamb", "LambOptimizer", "LarsMomentum", "LarsMomentumOptimizer", "Dpsgd",
-           "DpsgdOptimizer"]
+           "DpsgdOptimizer",
+           "ModelAverage", "ExponentialMovingAverage", "LookaheadOptimizer",
+           "RecomputeOptimizer"]

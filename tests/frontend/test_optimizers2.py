@@ -358,3 +358,200 @@ def test_minimize_returns_paddles_pair_and_splits_in_two():
     make_net(lambda: Minimizing(minimize))().Compile()
     assert seen["pairs"] == [(p, p + "@GRAD") for p in sorted(ALL)]
     assert [op.type for op in seen["ops"]] == ["rmsprop"] * 4
+
+
+# --- Lookahead -----------------------------------------------------------------------------
+
+def test_lookahead_blends_fast_and_slow_weights_every_k_steps():
+    make = lambda: fluid.optimizer.LookaheadOptimizer(fluid.optimizer.SGD(0.1),  # noqa: E731
+                                                      alpha=0.3, k=3)
+    prog, start = trained(float64(make), steps=8)
+    assert {"lookahead_step", "fc_0.w_0@SLOW"} <= set(prog.var_names())
+    fast = {k: v.astype(np.float64) for k, v in start.items()}
+    slow = {k: v.copy() for k, v in fast.items()}
+    for step, (x, y) in enumerate(batches(n=8, dtype=np.float64), start=1):
+        _, grads = forward_backward(fast, x, y)
+        for n, g in grads.items():
+            fast[n] = fast[n] - 0.1 * g
+            if step % 3 == 0:
+                slow[n] = fast[n] = 0.3 * fast[n] + 0.7 * slow[n]
+    assert_close(prog, fast)
+    np.testing.assert_allclose(prog.get_var("fc_1.w_0@SLOW"), slow["fc_1.w_0"], rtol=1e-6)
+    assert int(prog.get_var("lookahead_step")[0]) == 8
+
+
+# --- ModelAverage and ExponentialMovingAverage --------------------------------------------
+
+class Averaged(fluid.Program):
+    """The model of `make_net` with Momentum, and an average made after minimize."""
+    average = "model"
+    averager = None
+
+    @fluid.network("x", "y")
+    def train(self, x, y):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float64")
+        h = fluid.layers.fc(input=x, size=4, act="tanh")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(
+            fluid.layers.fc(input=h, size=1), y))
+        fluid.optimizer.Momentum(0.1, 0.5).minimize(loss)
+        if self.average == "model":
+            self.averager = fluid.optimizer.ModelAverage(0.5, min_average_window=2,
+                                                         max_average_window=3)
+        else:
+            self.averager.update()
+        return loss
+
+
+def momentum_trajectory(start, steps):
+    params = {k: v.astype(np.float64) for k, v in start.items()}
+    v = dict.fromkeys(params, 0.0)
+    out = []
+    for x, y in batches(n=steps, dtype=np.float64):
+        _, grads = forward_backward(params, x, y)
+        for n, g in grads.items():
+            v[n] = 0.5 * v[n] + g
+            params[n] = params[n] - 0.1 * v[n]
+        out.append({k: a.copy() for k, a in params.items()})
+    return out
+
+
+def test_model_average_applies_paddles_window_average_and_restores():
+    from ops.test_optim2_ops import average_ref
+    net = Averaged()
+    prog = net.Compile(seed=2)
+    start = prog.parameters()
+    for x, y in batches(n=7, dtype=np.float64):
+        prog.train(x, y)
+    trained_now = prog.parameters()
+    expected = {}
+    for name in ALL:
+        state = [np.zeros_like(start[name]) for _ in range(3)] + [0, 0, 0]
+        for params in momentum_trajectory(start, 7):
+            state = list(average_ref(params[name], *state, 0.5, 2, 3))
+        expected[name] = (state[0] + state[1] + state[2]) / (state[3] + state[4])
+    assert sorted(n for n in prog.var_names() if n.startswith("fc_0.w_0_")) == sorted(
+        f"fc_0.w_0_{k}_0" for k in ("velocity", "sum_1", "sum_2", "sum_3", "num_accumulates",
+                                    "old_num_accumulates", "num_updates"))
+    with net.averager.apply(prog):
+        assert_close(prog, expected)
+    for name, value in prog.parameters().items():
+        np.testing.assert_array_equal(value, trained_now[name])
+    with net.averager.apply(prog, need_restore=False):
+        pass
+    assert_close(prog, expected)
+    net.averager.restore(prog)
+    np.testing.assert_array_equal(prog.parameters()["fc_1.w_0"], trained_now["fc_1.w_0"])
+
+
+def test_ema_applies_the_corrected_average():
+    ema = fluid.optimizer.ExponentialMovingAverage(0.9)
+    prog = Averaged(average="ema", averager=ema).Compile(seed=2)
+    start = prog.parameters()
+    for x, y in batches(n=5, dtype=np.float64):
+        prog.train(x, y)
+    averages = {k: np.zeros_like(v) for k, v in start.items()}
+    for params in momentum_trajectory(start, 5):
+        for n in ALL:
+            averages[n] = 0.9 * averages[n] + 0.1 * params[n]
+    assert int(prog.get_var("@EMA_STEP_COUNTER@")[0]) == 5
+    with ema.apply(prog):
+        assert_close(prog, {n: a / (1 - 0.9 ** 5) for n, a in averages.items()})
+    np.testing.assert_allclose(prog.get_var("fc_0.w_0_ema_0"), averages["fc_0.w_0"], rtol=1e-6)
+
+
+def test_ema_decay_follows_thres_steps():
+    class Scheduled(fluid.Program):
+        @fluid.network("x", "t")
+        def train(self, x, t):
+            x = fluid.layers.data(name="x", shape=[3])
+            t = fluid.layers.data(name="t", shape=[1], dtype="int64", append_batch_size=False)
+            loss = fluid.layers.mean(fluid.layers.fc(input=x, size=1))
+            fluid.optimizer.SGD(0.1).minimize(loss)
+            fluid.optimizer.ExponentialMovingAverage(0.9, thres_steps=t).update()
+            return loss
+
+    prog = Scheduled().Compile()
+    for step, expected in [(0, 0.1), (5, 6 / 15), (100, 0.9)]:
+        prog.train(np.ones((2, 3), np.float32), np.array([step], np.int64))
+        np.testing.assert_allclose(prog.get_var("scheduled_ema_decay_rate"), [expected],
+                                   rtol=1e-6)
+
+
+# --- Recompute -----------------------------------------------------------------------------
+
+def deep(recompute, depth=6, width=64):
+    class Deep(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[width])
+            y = fluid.layers.data(name="y", shape=[1])
+            h, keep = x, []
+            for i in range(depth):
+                h = fluid.layers.fc(input=h, size=width, act="relu")
+                if i % 2 == 1:
+                    keep.append(h)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(
+                fluid.layers.fc(input=h, size=1), y))
+            opt = fluid.optimizer.Adam(1e-3)
+            if recompute:
+                opt = fluid.optimizer.RecomputeOptimizer(opt)
+                opt._set_checkpoints(keep)
+            opt.minimize(loss)
+            return loss
+    return Deep
+
+
+def test_recompute_gives_bit_identical_parameters_and_recomputes_between_checkpoints():
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((32, 64)).astype(np.float32),
+             rng.standard_normal((32, 1)).astype(np.float32)) for _ in range(4)]
+    plain = deep(False)().Compile(seed=1)
+    again = deep(True)().Compile(seed=1)
+    for x, y in data:
+        assert plain.train(x, y) == again.train(x, y)
+    for name, value in plain.parameters().items():
+        np.testing.assert_array_equal(again.parameters()[name], value, err_msg=name)
+    ops = again.program.block("train").ops
+    recomputed = [op for op in ops if any("@RECOMPUTE" in n for n in op.output_names())]
+    assert recomputed and all(op.role == fluid.OpRole.BACKWARD for op in recomputed)
+    # the forward values between checkpoints are read by forward ops only
+    first_backward = next(i for i, op in enumerate(ops) if op.role & fluid.OpRole.BACKWARD)
+    inner = {n for op in recomputed for n in op.output_names()}
+    originals = {n.split("@RECOMPUTE")[0] for n in inner}
+    assert not originals & {n for op in ops[first_backward:] for n in op.input_names()}
+
+
+# --- errors at the user's line -------------------------------------------------------------
+
+def test_a_clip_where_an_optimizer_belongs_is_named_at_the_users_line():
+    clip = fluid.clip.GradientClipByGlobalNorm(1.0)
+    with pytest.raises(TypeError, match="gradient clip: give it to the optimizer as "
+                                        "grad_clip=") as e:
+        fluid.optimizer.LookaheadOptimizer(clip)
+    assert "test_optimizers2.py" in str(e.value)
+    with pytest.raises(fluid.OpArgumentError, match="RecomputeOptimizer"):
+        fluid.optimizer.RecomputeOptimizer(clip)
+    with pytest.raises(fluid.OpArgumentError, match="learning_rate got a gradient clip"):
+        fluid.optimizer.Adagrad(clip)
+    with pytest.raises(fluid.OpArgumentError, match="grad_clip must be a fluid.clip.*an optimizer"):
+        fluid.optimizer.SGD(0.1, grad_clip=fluid.optimizer.SGD(0.1))
+
+
+def test_model_average_applied_before_any_step_says_train_first():
+    net = Averaged()
+    prog = net.Compile(seed=0)
+    before = prog.parameters()
+    with pytest.raises(fluid.FluidError, match="no step has been averaged yet") as e:
+        with net.averager.apply(prog):
+            pass
+    assert "test_optimizers2.py" in str(e.value)
+    for name, value in prog.parameters().items():
+        np.testing.assert_array_equal(value, before[name])
+    ema = fluid.optimizer.ExponentialMovingAverage(0.9)
+    with pytest.raises(fluid.FluidError, match="no step has been averaged yet"):
+        with ema.apply(Averaged(average="ema", averager=ema).Compile()):
+            pass
+    with pytest.raises(fluid.FluidError, match="recorded nothing yet"):
+        with fluid.optimizer.ExponentialMovingAverage(0.9).apply(prog):
+            pass
