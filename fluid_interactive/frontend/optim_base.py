@@ -32,6 +32,7 @@ from typing import Any
 
 from ..errors import OpArgumentError
 from ..ir.records import OpDesc, OpRole, VarDesc
+from ..ops.registry import get_spec
 from ..passes.backward import append_backward
 from . import clip as _clip
 from .layers.helpers import as_variable
@@ -270,8 +271,9 @@ class Optimizer:
         ``lr``) and each state slot's accumulator (``state``: slot -> key), and writes
         ParamOut and ``<slot>Out`` back into them."""
         names = {slot: self._accumulator(trace, key, u.param) for slot, key in state.items()}
-        ins = {"Param": [u.param], "Grad": [u.grad], **({"LearningRate": [u.lr]} if lr else {}),
-               **{slot: [n] for slot, n in names.items()}}
+        given = {"Param": [u.param], "Grad": [u.grad], **({"LearningRate": [u.lr]} if lr else {}),
+                 **{slot: [n] for slot, n in names.items()}}
+        ins = {s.name: given[s.name] for s in get_spec(op_type).inputs if s.name in given}
         outs = {"ParamOut": [u.param], **{slot + "Out": [n] for slot, n in names.items()}}
         return self._optimize_op(trace, op_type, ins, outs, attrs, u.param, u.role_grad)
 

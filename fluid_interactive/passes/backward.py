@@ -28,7 +28,8 @@ __all__ = ["GRAD", "BackwardResult", "append_backward", "calc_gradient", "grad_v
 class BackwardResult:
     program: ProgramDesc
     params_grads: list[tuple[str, str]]
-    grads: dict[str, str] = field(default_factory=dict)  # every var's final gradient name
+    # every var's final gradient name (an op's output: the one its gradient op read)
+    grads: dict[str, str] = field(default_factory=dict)
 
 
 def _seed(program: ProgramDesc, block: BlockDesc, target: str, name: str,
@@ -106,7 +107,7 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
         diff.seed(target, seed)
     diff.run()
     resolved = {v: diff.resolve(v) for v in sorted(diff.carries | set(targets))}
-    grads = {v: g for v, g in resolved.items() if g is not None}
+    grads = {**diff.output_grads, **{v: g for v, g in resolved.items() if g is not None}}
     diff.versions.apply()
     pairs = sorted((p, grads[p]) for p in leaves if p in grads
                    and (prog.find_var(block, p) or VarDesc(p, ())).is_parameter)

@@ -225,6 +225,8 @@ class Differentiation:
         self.written: set[str] = set()
         self.new_ops: list[OpDesc] = []
         self._at: int | None = None     # the forward op whose gradient is being emitted
+        #: var -> the gradient its writer's gradient op read (an error clip clips it)
+        self.output_grads: dict[str, str] = {}
 
     # --- emitting ----------------------------------------------------------------------
 
@@ -297,6 +299,9 @@ class Differentiation:
         emit_at = lambda o: self.emit(o, op.loc)   # noqa: E731
         out_grads = {slot: [self.acc.resolve(n, self.written, emit_at) for n in names]
                      for slot, names in op.outputs.items()}
+        for slot, outs in op.outputs.items():
+            self.output_grads.update((n, g) for n, g in zip(outs, out_grads[slot])
+                                     if g is not None)
         for n in op.output_names():
             self.acc.reset(n)
         if not any(n for names in out_grads.values() for n in names):
