@@ -27,18 +27,18 @@ LIMIT = 2.0   # the slowest an op may be against its NumPy expression
 
 
 def compiled(case: OpCase):
-    """The case's layer as the one method of a compiled program: ``run(*arrays)``."""
+    """The case's layer as the one method of a compiled program: ``op(*arrays)``."""
     names = list(case.inputs)
 
     class OneOp(fluid.Program):
         @fluid.network(*names)
-        def run(self, *args):
+        def op(self, *args):
             vs = [fluid.layers.data(name=n, shape=list(case.shapes.get(n, a.shape)),
                                     dtype=a.dtype.name, append_batch_size=False)
                   for n, a in case.inputs.items()]
             return case.layer(*vs)
 
-    return OneOp().Compile(seed=0).run
+    return OneOp().Compile(seed=0).op
 
 
 def check(case: OpCase) -> None:

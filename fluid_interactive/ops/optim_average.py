@@ -2,9 +2,9 @@
 (`ModelAverage`), ema_accumulate (`ExponentialMovingAverage`) and lookahead
 (`LookaheadOptimizer`).
 
-Their conditions (a window that is full, a step that is a multiple of k) are 0-d arrays
-computed where the values live, and choose between whole results, so no kernel reads a
-device value back.
+Their conditions (a window that is full, a step that is a multiple of k) depend on one-element
+counters, which the kernels read back (``host_access="reads"``) to do only the work the
+step needs; a value that does not change is returned as it is (``aliases``).
 """
 from __future__ import annotations
 
@@ -51,38 +51,45 @@ def _average_infer(ctx: InferContext) -> None:
     _set_outputs(ctx, {s.replace("in_", "out_"): s for s in _SUMS + _COUNTS})
 
 
-def average_accumulate(xp, window: float, min_window: int, max_window: int, param, s1, s2,
-                       s3, accumulates, old_accumulates, updates):
+def average_accumulate(xp, window: float, min_window: int, max_window: int, out_s1, param,
+                       s1, s2, s3, accumulates, old_accumulates, updates):
     """One step of Paddle's average_accumulates: sum_1 += param; every
     `MAX_NUM_ACCUMULATES` updates sum_2 takes sum_1 (the old sum_1: this step's param is
     dropped, as in Paddle); once the window holds ``max(min_window, min(max_window,
     updates * window))`` steps, sum_3 = sum_1 + sum_2 (the old ones), both restart at 0
-    and the count moves to ``old_accumulates``. Returns the six new values."""
-    n_up = updates + 1
-    n_acc = accumulates + 1
-    flush = xp.equal(n_up % MAX_NUM_ACCUMULATES, 0).reshape(())
-    limit = xp.minimum(max_window, (n_up * window).astype("int64"))
-    full = xp.logical_and(n_acc >= min_window, n_acc >= limit).reshape(())
-    zero = xp.zeros((), param.dtype)
-    new_s1 = xp.where(xp.logical_or(flush, full), zero, s1 + param)
-    new_s2 = xp.where(full, zero, xp.where(flush, s2 + s1, s2))
-    new_s3 = xp.where(full, s1 + s2, s3)
-    new_old = xp.where(full, n_acc, old_accumulates)
-    new_acc = xp.where(full, xp.zeros_like(n_acc), n_acc)
-    return new_s1, new_s2, new_s3, new_acc, new_old, n_up
+    and the count moves to ``old_accumulates``. Returns the six new values; a sum that
+    does not change is returned as it is (the op aliases); ``out_s1``: the buffer for the
+    new sum_1 (or None)."""
+    n_up = int(updates.reshape(-1)[0]) + 1
+    n_acc = int(accumulates.reshape(-1)[0]) + 1
+    old = int(old_accumulates.reshape(-1)[0])
+    flush = n_up % MAX_NUM_ACCUMULATES == 0
+    full = n_acc >= min_window and n_acc >= min(max_window, int(n_up * window))
+    if full:
+        new = (xp.zeros_like(s1), xp.zeros_like(s2), xp.add(s1, s2))
+        old, n_acc = n_acc, 0
+    elif flush:
+        new = (xp.zeros_like(s1), xp.add(s2, s1), s3)
+    else:
+        new = (xp.add(s1, param, out=out_s1), s2, s3)
+
+    def count(value):
+        return xp.full(accumulates.shape, value, accumulates.dtype)
+    return (*new, count(n_acc), count(old), count(n_up))
 
 
 def _average_kernel(ctx: KernelContext):
     xp, a = ctx.xp, ctx.attrs
     window = float(a["average_window"])
     low, high = int(a["min_average_window"]), int(a["max_average_window"])
-    return lambda *args: average_accumulate(xp, window, low, high, *args)
+    out = ctx.buffer("out_sum_1")
+    return lambda *args: average_accumulate(xp, window, low, high, out, *args)
 
 
 register(OpSpec(
     "average_accumulates", slots("param", *_SUMS, *_COUNTS),
     slots(*(s.replace("in_", "out_") for s in _SUMS + _COUNTS)), _average_infer,
-    _average_kernel,
+    _average_kernel, host_access="reads", aliases=True,
     attrs={"average_window": 0.0, "min_average_window": 10000, "max_average_window": 10000},
     doc="Paddle's ModelAverage sums: out_sum_1 = in_sum_1 + param; sums move on into "
         "sum_2 every 16384 updates and into sum_3 when the window is full, the counts "
@@ -133,25 +140,21 @@ def _lookahead_infer(ctx: InferContext) -> None:
 def _lookahead_kernel(ctx: KernelContext):
     xp, p = ctx.xp, ctx.input("Param")
     alpha, k = float(ctx.attrs["alpha"]), int(ctx.attrs["k"])
-    p_out, s_out = ctx.buffer("ParamOut"), ctx.buffer("SlowOut")
-    blend = xp.empty(p.shape, p.dtype)
+    scratch = xp.empty(p.shape, p.dtype)
 
     def fn(param: Any, slow: Any, step: Any):
-        sync = xp.equal(step % k, 0).reshape(())
-        xp.multiply(param, alpha, out=blend)
-        xp.add(blend, xp.multiply(slow, 1.0 - alpha), out=blend)
-        fast = p_out if p_out is not None else xp.empty_like(param)
-        new_slow = s_out if s_out is not None else xp.empty_like(slow)
-        xp.copyto(fast, param)
-        xp.copyto(fast, blend, where=sync)
-        xp.copyto(new_slow, slow)
-        xp.copyto(new_slow, blend, where=sync)
-        return fast, new_slow
+        if int(step.reshape(-1)[0]) % k:
+            return param, slow       # not a k-th step: both as they are
+        # a fresh array, the new value of both (an array the scope holds never changes)
+        blend = xp.multiply(param, alpha)
+        xp.add(blend, xp.multiply(slow, 1.0 - alpha, out=scratch), out=blend)
+        return blend, blend
     return fn
 
 
 register(OpSpec(
     "lookahead", slots("Param", "Slow", "Step"), slots("ParamOut", "SlowOut"),
     _lookahead_infer, _lookahead_kernel, attrs={"alpha": 0.5, "k": 5},
+    host_access="reads", aliases=True,
     doc="Every k-th step (Step % k == 0) both the fast weights and the slow ones become "
         "alpha * Param + (1 - alpha) * Slow; other steps leave both as they are"))

@@ -2,8 +2,8 @@
 values between checkpoints instead of keeping them alive from the forward part.
 
 `recompute_segments(program, block_idx, checkpoints)` runs after the backward pass, on a
-copy. The checkpoints are forward vars; the forward ops after the op writing one
-checkpoint, up to the op writing the next, form a segment (ops before the first
+copy. The checkpoints are forward vars (or the method's inputs); the forward ops after
+the op writing one checkpoint, up to the op writing the next, form a segment (ops before the first
 checkpoint and after the last are left alone, as in Paddle). Just before the first
 backward op that reads a value a segment computed, copies of the segment's ops recompute
 those values under new names (``<var>@RECOMPUTE``), and the backward ops read the copies.
@@ -38,14 +38,16 @@ def _copyable(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> bool:
 
 
 def _segments(block: BlockDesc, checkpoints: Sequence[str]) -> list[list[int]]:
-    """Forward op indices of each segment, from the checkpoints' writers."""
+    """Forward op indices of each segment, from the checkpoints' writers (a fed value
+    starts the first segment)."""
     forward = [i for i, op in enumerate(block.ops) if op.role in _FORWARD]
     writer = {n: i for i in forward for n in block.ops[i].output_names()}
+    writer.update({n: -1 for n, v in block.vars.items() if v.is_data and n not in writer})
     missing = [c for c in checkpoints if c not in writer]
     if missing:
         raise OpArgumentError(f"recompute: checkpoint {missing[0]!r} is not computed by a "
                               f"forward op of {block.name!r}; checkpoints are the outputs of "
-                              f"layers on the way to the loss")
+                              f"layers on the way to the loss (or the method's inputs)")
     ends = sorted({writer[c] for c in checkpoints})
     return [[i for i in forward if lo < i <= hi] for lo, hi in zip(ends, ends[1:])]
 

@@ -480,39 +480,23 @@ def test_ema_decay_follows_thres_steps():
 
 # --- Recompute -----------------------------------------------------------------------------
 
-def deep(recompute, depth=6, width=64):
-    class Deep(fluid.Program):
-        @fluid.network("x", "y")
-        def train(self, x, y):
-            x = fluid.layers.data(name="x", shape=[width])
-            y = fluid.layers.data(name="y", shape=[1])
-            h, keep = x, []
-            for i in range(depth):
-                h = fluid.layers.fc(input=h, size=width, act="relu")
-                if i % 2 == 1:
-                    keep.append(h)
-            loss = fluid.layers.mean(fluid.layers.square_error_cost(
-                fluid.layers.fc(input=h, size=1), y))
-            opt = fluid.optimizer.Adam(1e-3)
-            if recompute:
-                opt = fluid.optimizer.RecomputeOptimizer(opt)
-                opt._set_checkpoints(keep)
-            opt.minimize(loss)
-            return loss
-    return Deep
+def deep(recompute):
+    """bench_recompute's deep MLP, small: 6 layers of 64."""
+    from benchmarks.bench_recompute import deep_mlp
+    return deep_mlp(recompute, depth=6, width=64)
 
 
 def test_recompute_gives_bit_identical_parameters_and_recomputes_between_checkpoints():
     rng = np.random.default_rng(0)
-    data = [(rng.standard_normal((32, 64)).astype(np.float32),
-             rng.standard_normal((32, 1)).astype(np.float32)) for _ in range(4)]
+    data = [(rng.standard_normal((256, 64)).astype(np.float32),
+             rng.standard_normal((256, 1)).astype(np.float32)) for _ in range(4)]
     plain = deep(False)().Compile(seed=1)
     again = deep(True)().Compile(seed=1)
     for x, y in data:
-        assert plain.train(x, y) == again.train(x, y)
+        assert plain.train_step(x, y) == again.train_step(x, y)
     for name, value in plain.parameters().items():
         np.testing.assert_array_equal(again.parameters()[name], value, err_msg=name)
-    ops = again.program.block("train").ops
+    ops = again.program.block("train_step").ops
     recomputed = [op for op in ops if any("@RECOMPUTE" in n for n in op.output_names())]
     assert recomputed and all(op.role == fluid.OpRole.BACKWARD for op in recomputed)
     # the forward values between checkpoints are read by forward ops only
@@ -520,6 +504,10 @@ def test_recompute_gives_bit_identical_parameters_and_recomputes_between_checkpo
     inner = {n for op in recomputed for n in op.output_names()}
     originals = {n.split("@RECOMPUTE")[0] for n in inner}
     assert not originals & {n for op in ops[first_backward:] for n in op.input_names()}
+    # so the plan holds fewer buffers at once (benchmarks/bench_recompute.py: the peak)
+    held = [sum(code.nbytes for code in p.train_step.runner.plans.values())
+            for p in (plain, again)]
+    assert held[1] < 0.9 * held[0], held
 
 
 # --- errors at the user's line -------------------------------------------------------------
