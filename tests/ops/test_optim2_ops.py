@@ -349,6 +349,25 @@ def test_fused_equals_unfused_bit_for_bit_over_steps(rng, case):
     run_fused_and_unfused(rng, case)
 
 
+@pytest.mark.parametrize("case", sorted(FUSED))
+def test_fused_ops_through_the_harness(rng, case):
+    """Each fused op once through check_op (and so on the device module), against the
+    per-parameter op."""
+    base, attrs, states = fused_case(case)
+    spec = get_spec(base)
+    per = [{s: _value(rng, k, shape) for s, k in states.items()} |
+           {"Param": rng.standard_normal(shape).astype(f32),
+            "Grad": rng.standard_normal(shape).astype(f32)} for shape in SHAPES[:2]]
+    rate = {"LearningRate": lr(0.05)} if "LearningRate" in spec.fused_shared else {}
+    inputs = {fused_slot(spec, s): [p[s] for p in per] for s in ["Param", "Grad", *states]}
+    got = check_op(spec.fused, {**inputs, **rate}, attrs, batch_unknown=False,
+                   output_counts={s.name: 2 for s in get_spec(spec.fused).outputs})
+    for i, p in enumerate(per):
+        one = check_op(base, {**p, **rate}, attrs)
+        for s in spec.outputs:
+            np.testing.assert_array_equal(got[fused_slot(spec, s.name)][i], one[s.name][0])
+
+
 def test_fused_adamax_with_different_powers_runs_per_parameter(rng):
     spec = get_spec("adamax")
     params = [rng.standard_normal(s).astype(f32) for s in SHAPES[:2]]
