@@ -115,14 +115,25 @@ def _peak_mb(make: type, data: tuple[list, list]) -> tuple[float, float]:
 
 
 def _same_parameters(model, data, steps: int) -> bool:
-    progs = [_program(model(r)) for r in (False, True)]
-    for i in range(steps):
-        x, y = data[0][i % len(data[0])], data[1][i % len(data[1])]
-        losses = [p.train_step(x, y) for p in progs]
-        if losses[0] != losses[1]:
-            return False
-    a, b = (p.parameters() for p in progs)
-    return all(np.array_equal(a[k], b[k]) for k in a)
+    """Whether both programs reach the same parameters bit for bit. One thread for both:
+    a GEMM on two threads sums in another order, and the thread policy chooses per plan;
+    the compiled kernels awaited first, so that both switch at the same step."""
+    threads = fluid.get_threads()
+    fluid.set_threads(1)
+    try:
+        progs = [_program(model(r)) for r in (False, True)]
+        for prog in progs:
+            prog.train_step(data[0][0], data[1][0])
+            await_compiled_kernels(prog)
+        for i in range(steps):
+            x, y = data[0][i % len(data[0])], data[1][i % len(data[1])]
+            losses = [p.train_step(x, y) for p in progs]
+            if losses[0] != losses[1]:
+                return False
+        a, b = (p.parameters() for p in progs)
+        return all(np.array_equal(a[k], b[k]) for k in a)
+    finally:
+        fluid.set_threads(threads)
 
 
 def main() -> int:
