@@ -15,7 +15,8 @@ f32 = np.float32
 class Flat:
     """Parameters (and gradients, and optimizer state) as views of flat buffers."""
 
-    def __init__(self, params: dict[str, np.ndarray], order: list[str], moments: int = 0):
+    def __init__(self, params: dict[str, np.ndarray], order: list[str],
+                 moments: bool | int = False):
         size = sum(params[k].size for k in order)
         self.p, self.g = np.empty(size, f32), np.zeros(size, f32)
         self.views, self.grads, o = {}, {}, 0
@@ -27,7 +28,8 @@ class Flat:
             o += n
         self.scratch = np.empty(size, f32)
         # the optimizer's state, only where it runs (the memory table counts it): Adam's
-        # two moments, RMSProp's mean square (m2)
+        # two moments (moments=True or 2), RMSProp's mean square (1: m2 alone)
+        moments = 2 if moments is True else int(moments)
         if moments:
             self.m2 = np.zeros(size, f32)
         if moments > 1:
