@@ -25,7 +25,7 @@ from .errors import (
                      ShapeError,
                      VerifyError,
 )
-from .frontend import backward, initializer, layers, nets, optimizer, regularizer
+from .frontend import backward, clip, initializer, layers, metrics, nets, optimizer, regularizer
 from .frontend.backward import gradients
 from .frontend.diff import diff
 from .frontend.input import data, embedding, one_hot
@@ -59,7 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Program", "network", "Input", "var_scope", "batch_reader", "Reader", "layers", "nets",
     "data", "embedding", "one_hot",
-    "optimizer",
+    "optimizer", "clip", "metrics",
     "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",

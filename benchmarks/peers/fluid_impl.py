@@ -8,7 +8,7 @@ import numpy as np
 import fluid
 
 from .seq_workloads import SEQ_MODELS
-from .workloads import POOL, Contender, Workload, batches, infer_inputs
+from .workloads import POOL, RMSPROP_EPS, RMSPROP_RHO, Contender, Workload, batches, infer_inputs
 
 #: fluid's parameter names -> the suite's, per model and W3 variant
 NAMES = {
@@ -23,6 +23,9 @@ NAMES = {
 def _optimizer(w: Workload):
     if w.optimizer == "adam":
         return fluid.optimizer.Adam(learning_rate=w.lr)
+    if w.optimizer == "rmsprop":
+        return fluid.optimizer.RMSProp(learning_rate=w.lr, rho=RMSPROP_RHO,
+                                       epsilon=RMSPROP_EPS)
     return fluid.optimizer.SGD(learning_rate=w.lr or 0.01)  # infer workloads: unused
 
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .seq_workloads import SEQ_MODELS
-from .workloads import POOL, Contender, Workload, batches, infer_inputs
+from .workloads import POOL, RMSPROP_EPS, RMSPROP_RHO, Contender, Workload, batches, infer_inputs
 
 
 def _forward(model: str):
@@ -67,10 +67,25 @@ def adam_step(w: Workload, grad_fn):
     return jax.jit(adam, donate_argnums=(0,))
 
 
+def rmsprop_step(w: Workload, grad_fn):
+    """One jitted RMSProp step (the mean square as the state's second item)."""
+    def rmsprop(state, x, y):
+        p, ms = state
+        loss, g = grad_fn(p, x, y)
+        ms = jax.tree_util.tree_map(lambda m, gi: RMSPROP_RHO * m + (1 - RMSPROP_RHO) * gi * gi,
+                                    ms, g)
+        p = jax.tree_util.tree_map(lambda pi, gi, m: pi - w.lr * gi / jnp.sqrt(m + RMSPROP_EPS),
+                                   p, g, ms)
+        return (p, ms), loss
+    return jax.jit(rmsprop, donate_argnums=(0,))
+
+
 def _train_step(w: Workload):
     grad_fn = jax.value_and_grad(_loss(w.model))
     if w.optimizer == "adam":
         return adam_step(w, grad_fn)
+    if w.optimizer == "rmsprop":
+        return rmsprop_step(w, grad_fn)
 
     def sgd(state, x, y):
         loss, g = grad_fn(state, x, y)
@@ -96,9 +111,9 @@ def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Con
     xs, ys = batches(w.model, w.batch)
     jx, jy = [jnp.asarray(x) for x in xs], [jnp.asarray(y) for y in ys]
     step = _train_step(w)
-    state = [(p, jax.tree_util.tree_map(jnp.zeros_like, p),
-              jax.tree_util.tree_map(jnp.zeros_like, p), jnp.float32(0.0))
-             if w.optimizer == "adam" else p]
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+    state = [(p, zeros, jax.tree_util.tree_map(jnp.zeros_like, p), jnp.float32(0.0))
+             if w.optimizer == "adam" else (p, zeros) if w.optimizer == "rmsprop" else p]
 
     def call(i: int) -> float:
         k = i % POOL

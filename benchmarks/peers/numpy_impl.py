@@ -7,7 +7,7 @@ import numpy as np
 from numpy_lenet import NumpyLeNet, SoftmaxCrossEntropy
 
 from .seq_workloads import SEQ_MODELS
-from .workloads import POOL, Contender, Workload, batches, infer_inputs
+from .workloads import POOL, RMSPROP_EPS, RMSPROP_RHO, Contender, Workload, batches, infer_inputs
 
 f32 = np.float32
 
@@ -15,7 +15,8 @@ f32 = np.float32
 class Flat:
     """Parameters (and gradients, and optimizer state) as views of flat buffers."""
 
-    def __init__(self, params: dict[str, np.ndarray], order: list[str], moments: bool = False):
+    def __init__(self, params: dict[str, np.ndarray], order: list[str],
+                 moments: bool | int = False):
         size = sum(params[k].size for k in order)
         self.p, self.g = np.empty(size, f32), np.zeros(size, f32)
         self.views, self.grads, o = {}, {}, 0
@@ -26,13 +27,31 @@ class Flat:
             self.views[k][...] = params[k]
             o += n
         self.scratch = np.empty(size, f32)
-        if moments:   # Adam's state, only where Adam runs (the memory table counts it)
-            self.m1, self.m2 = np.zeros(size, f32), np.zeros(size, f32)
+        # the optimizer's state, only where it runs (the memory table counts it): Adam's
+        # two moments (moments=True or 2), RMSProp's mean square (1: m2 alone)
+        moments = 2 if moments is True else int(moments)
+        if moments:
+            self.m2 = np.zeros(size, f32)
+        if moments > 1:
+            self.m1 = np.zeros(size, f32)
         self.t = 0
 
     def sgd(self, lr: float) -> None:
         np.multiply(self.g, f32(lr), out=self.scratch)
         np.subtract(self.p, self.scratch, out=self.p)
+
+    def rmsprop(self, lr: float, rho: float = RMSPROP_RHO, eps: float = RMSPROP_EPS) -> None:
+        """Paddle's rule: epsilon inside the square root (the mean square kept in m2)."""
+        g, s, ms = self.g, self.scratch, self.m2
+        np.multiply(ms, rho, out=ms)
+        np.multiply(g, g, out=s)
+        np.multiply(s, 1.0 - rho, out=s)
+        np.add(ms, s, out=ms)
+        np.add(ms, eps, out=s)
+        np.sqrt(s, out=s)
+        np.divide(g, s, out=s)
+        np.multiply(s, lr, out=s)
+        np.subtract(self.p, s, out=self.p)
 
     def adam(self, lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> None:
         self.t += 1
@@ -78,7 +97,8 @@ class W2:
     ORDER = ["w0", "b0", "w1", "b1", "w2", "b2"]
 
     def __init__(self, params: dict[str, np.ndarray], batch: int, w: Workload):
-        self.flat = Flat(params, self.ORDER, moments=w.optimizer == "adam")
+        self.flat = Flat(params, self.ORDER,
+                         moments={"adam": 2, "rmsprop": 1}.get(w.optimizer, 0))
         self.p, self.g = self.flat.views, self.flat.grads
         self.n, self.w = batch, w
         self.h1, self.h2 = np.empty((batch, 512), f32), np.empty((batch, 512), f32)
@@ -118,10 +138,7 @@ class W2:
         np.multiply(self.dh1, self.mask, out=self.dh1)
         np.matmul(x.T, self.dh1, out=g["w0"])
         np.sum(self.dh1, axis=0, out=g["b0"])
-        if self.w.optimizer == "adam":
-            self.flat.adam(self.w.lr)
-        else:
-            self.flat.sgd(self.w.lr)
+        getattr(self.flat, self.w.optimizer)(self.w.lr)
         return loss
 
     def gemms(self, x: np.ndarray) -> float:

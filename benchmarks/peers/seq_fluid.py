@@ -29,15 +29,19 @@ def lstm_model(x, w: Workload):
     return fluid.layers.fc(input=fluid.layers.sequence_last_step(hidden), size=classes or 1)
 
 
-def encoder_model(x, w: Workload):
+def encoder_model(x, w: Workload, keep: list | None = None):
+    """The block; ``keep`` (a list) gets its sublayers' outputs (the attention, the two
+    layer norms), checkpoints for `RecomputeOptimizer` (benchmarks/bench_recompute.py)."""
     _, _, d, heads, ffn, classes = ENCODER_SHAPE
     a = fluid.nets.scaled_dot_product_attention(x, x, x, num_heads=heads)
     a = fluid.layers.fc(a, size=d, num_flatten_dims=2)
     h = fluid.layers.layer_norm(x + a, begin_norm_axis=2)
     f = fluid.layers.fc(h, size=ffn, num_flatten_dims=2, act="relu")
     f = fluid.layers.fc(f, size=d, num_flatten_dims=2)
-    h = fluid.layers.layer_norm(h + f, begin_norm_axis=2)
-    return fluid.layers.fc(fluid.layers.sequence_pool(h, "average"), size=classes)
+    h2 = fluid.layers.layer_norm(h + f, begin_norm_axis=2)
+    if keep is not None:
+        keep += [a, h, h2]
+    return fluid.layers.fc(fluid.layers.sequence_pool(h2, "average"), size=classes)
 
 
 def program_class(w: Workload) -> type:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .seq_workloads import SEQ_MODELS
-from .workloads import POOL, Contender, Workload, batches, infer_inputs
+from .workloads import POOL, RMSPROP_EPS, RMSPROP_RHO, Contender, Workload, batches, infer_inputs
 
 
 def _linear(w: np.ndarray, b: np.ndarray) -> nn.Linear:
@@ -66,6 +66,8 @@ def make(w: Workload, params: dict[str, np.ndarray], device: str = "cpu") -> Con
     if dev.type == "cpu":   # zero-copy views of the NumPy batches
         xs, ys = [torch.from_numpy(x) for x in xs], [torch.from_numpy(y) for y in ys]
     opt = (torch.optim.Adam(net.parameters(), lr=w.lr, eps=1e-8) if w.optimizer == "adam"
+           else torch.optim.RMSprop(net.parameters(), lr=w.lr, alpha=RMSPROP_RHO,
+                                    eps=RMSPROP_EPS) if w.optimizer == "rmsprop"
            else torch.optim.SGD(net.parameters(), lr=w.lr))
     loss_fn = F.mse_loss if w.model == "W1" else F.cross_entropy
 

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ import numpy as np
 from fluid_interactive.errors import EOFException, RewindError
 
 from .loss_curve import COLUMNS, DEFAULT_SMOOTHING, CurveData, loss_curve_svg, smooth
+from .train_metrics import MetricColumns, metrics_text
 
 __all__ = ["train", "History", "loss_curve_svg", "smooth", "CurveData", "COLUMNS",
            "REFRESH_SECONDS", "ON_NAN"]
@@ -50,6 +51,7 @@ class History:
     requested: int = 0
     loss: list[float] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)  # only with keep_results=True
+    metrics: dict[str, list[Any]] = field(default_factory=dict)  # name -> value per step
     # 'finished', 'interrupted', 'end of data', 'stopped by callback', 'error', or
     # 'loss nan at step N' (on_nan='stop')
     stopped: str = "running"
@@ -160,6 +162,8 @@ def _status(history: History, total: int, seconds: float, final: bool = False) -
     text = f"{history.steps}/{total}"
     if history.last_loss is not None:
         text += f"  loss {history.last_loss:.5g}"
+    if history.metrics:
+        text += f"  {metrics_text(history.metrics)}"
     text += f"  {_rate(history.steps / seconds if seconds > 0 else None)}"
     if final and history.stopped != "finished":
         text += f"  ({history.stopped})"
@@ -367,6 +371,7 @@ class _Step:
     keep_results: bool
     callback: Callable[[int, Any], Any] | None
     on_nan: str
+    columns: MetricColumns
     warned: bool = False
 
 
@@ -416,6 +421,7 @@ def _after_step(how: _Step, history: History, step: int, result: Any) -> bool:
                 not _non_finite(how, history, value):
             return False
         history.record(value)
+    how.columns.record(result, history.metrics)
     if how.keep_results:
         history.results.append(result)
     if how.callback is not None and how.callback(step, result) is False:
@@ -460,7 +466,8 @@ def _check_arguments(method: Callable, steps: int, smoothing: float, on_nan: str
 
 
 def train(method: Callable, steps: int = 1000, data: Any = None, *,
-          loss: None | str | int | Callable = None, progress: bool | str = True,
+          loss: None | str | int | Callable = None, metrics: Mapping[str, Any] | None = None,
+          progress: bool | str = True,
           title: str | None = None, keep_results: bool = False,
           callback: Callable[[int, Any], Any] | None = None,
           smoothing: float = DEFAULT_SMOOTHING, on_nan: str = "stop") -> History:
@@ -477,10 +484,13 @@ def train(method: Callable, steps: int = 1000, data: Any = None, *,
     ``loss`` picks the loss from a step's result (a dict key, a tuple index or a function;
     by default a scalar result, a tuple's first element or only scalar, a dict's
     'loss'/'cost' entry or only scalar; a tuple or dict with no obvious loss is a
-    `ValueError` asking for ``loss=``). ``on_nan``: a NaN or infinite loss stops training
-    ('stop', the default: the history says at which step, and a program that keeps a
-    history takes that step back, so its parameters are the last finite ones), warns
-    once ('warn') or is recorded like any other ('ignore').
+    `ValueError` asking for ``loss=``). ``metrics`` shows more values beside the loss and
+    keeps them in ``History.metrics``: name -> a key of the result (or a function of it),
+    or ``(metric, feed)``, a `fluid.metrics` metric updated with ``feed(result)`` after each
+    step and shown by its ``eval()`` (see `train_metrics`). ``on_nan``: a NaN or infinite
+    loss stops training ('stop', the default: the history says at which step, and a
+    program that keeps a history takes that step back, so its parameters are the last
+    finite ones), warns once ('warn') or is recorded like any other ('ignore').
     ``progress``: True/'auto' (a widget in Jupyter, tqdm or text elsewhere), 'widget',
     'tqdm', 'text', or False. ``callback(step, result)`` runs after every step; returning
     False stops the loop. ``smoothing`` (in [0, 1), default 0.6) draws a moving average of
@@ -493,7 +503,8 @@ def train(method: Callable, steps: int = 1000, data: Any = None, *,
     name = title if title is not None else getattr(method, "__name__", "train")
     history = History(requested=steps, curve=CurveData(float(smoothing)))
     view = _make_view(progress, steps, name, float(smoothing))
-    how = _Step(method, name, loss, keep_results, callback, on_nan)
+    how = _Step(method, name, loss, keep_results, callback, on_nan,
+                MetricColumns(metrics))
     started = view.started = time.perf_counter()
     guard = _DeferInterrupt()
     try:

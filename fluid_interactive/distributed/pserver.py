@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import array_module_for, to_device
+from ..passes.transpiler import JointBlock, OptimizeBlock
 from ..runtime.live.compiled import CompiledProgram
 from ..runtime.plan.runner import BlockRunner
 from .agreement import Fingerprint, differences
@@ -79,7 +80,8 @@ class ParameterServer(PServer):
         self._values = self._initial_values(spec, seed, device)
         self._runners = {b.idx: BlockRunner(spec.program, b, self._xp, seed)
                          for b in spec.program.blocks[1:]}
-        self._feeds = {f: b for b in spec.info.optimize_blocks for f in b.feeds}
+        self._feeds = {f for b in spec.info.optimize_blocks for f in b.feeds} | {
+            f for j in spec.info.joint_blocks for f in j.feeds}
         self._cond = threading.Condition()
         self.step = 0                       # last committed step (sync)
         self._applied = [0] * self.trainers  # last step pushed by each trainer (async)
@@ -380,17 +382,21 @@ class ParameterServer(PServer):
                            f"{', '.join(unknown)}")
         blocks = [b for b in self.spec.info.optimize_blocks
                   if any(f in arrived for f in b.feeds)]
-        for b in blocks:
+        joints = [b for b in self.spec.info.joint_blocks if any(f in arrived for f in b.feeds)]
+        runs: list[OptimizeBlock | JointBlock] = [*joints, *blocks]
+        for b in runs:
             missing = [f for f in b.feeds if f not in arrived]
             if missing:
-                raise RuntimeError(f"{self.role}: the update of {b.param_block} lacks "
+                what = b.param_block if isinstance(b, OptimizeBlock) else \
+                    f"the joint ops of {', '.join(b.params)}"
+                raise RuntimeError(f"{self.role}: the update of {what} lacks "
                                    f"{', '.join(missing)}")
         values = dict(self._values)
         for method in dict.fromkeys(b.method for b in blocks):
             lr = self.spec.info.lr_blocks.get(method)
             if lr is not None:
                 self._runners[lr].run(values, [])
-        for b in blocks:
+        for b in runs:   # joint blocks first: the updates read their results
             self._runners[b.block_idx].run(
                 values, [to_device(arrived[f], self._xp) for f in b.feeds])
         self.updates += len(blocks)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from ..errors import OpArgumentError
 from ..ir.source import user_location
 from ..passes import backward as _pass
+from .clip import append_error_clips
 from .layers.helpers import as_variable
 from .tracing import TraceContext, current_trace, error_at
 from .variable import Variable
@@ -59,7 +60,8 @@ def append_backward(loss: Variable, parameter_list: Sequence[VarOrName] | None =
 
     ``parameter_list`` (vars or names) restricts which parameters get gradients (default:
     every trainable parameter the loss reaches); no gradient flows through the vars of
-    ``no_grad_set``. The loss op gets role Forward|Loss, the seed op Backward|Loss.
+    ``no_grad_set``. The loss op gets role Forward|Loss, the seed op Backward|Loss. The
+    gradient of a var with an error clip (`Variable._set_error_clip`) is clipped.
     """
     trace = current_trace("fluid.backward.append_backward")
     loss_name = as_variable(loss, "loss").name
@@ -67,6 +69,7 @@ def append_backward(loss: Variable, parameter_list: Sequence[VarOrName] | None =
     no_grad = _names(trace, no_grad_set, "no_grad_set")
     result = _run_pass(trace, lambda prog, idx: _pass.append_backward(
         prog, idx, loss_name, params, no_grad))
+    append_error_clips(trace, result.grads)
     return [(Variable(trace, p), Variable(trace, g)) for p, g in result.params_grads]
 
 

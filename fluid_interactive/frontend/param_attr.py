@@ -12,12 +12,17 @@ from .regularizer import WeightDecayRegularizer
 class ParamAttr:
     """``name`` shares a parameter explicitly (same name = same array; no var_scope prefix
     is added); ``initializer`` overrides the layer's default; ``learning_rate`` scales the
-    optimizer's rate for this parameter; ``trainable=False`` freezes it."""
+    optimizer's rate for this parameter; ``trainable=False`` freezes it; ``gradient_clip``
+    (a `fluid.clip` gradient clip) clips its gradient unless the optimizer has its own
+    ``grad_clip``; ``do_model_average=False`` leaves it out of `ModelAverage` and
+    `ExponentialMovingAverage`."""
     name: str | None = None
     initializer: Initializer | None = None
     learning_rate: float = 1.0
     regularizer: WeightDecayRegularizer | None = None
     trainable: bool = True
+    gradient_clip: Any = None
+    do_model_average: bool = True
 
 
 def to_param_attr(value: Any, what: str) -> ParamAttr | None:

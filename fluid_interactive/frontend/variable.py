@@ -61,6 +61,13 @@ class Variable:
         v = self._trace.find(self.name)
         return f"Variable({self.name}: {short_type(v)})"
 
+    def _set_error_clip(self, error_clip: Any) -> None:
+        """Clip the gradient flowing back through this var (a
+        `fluid.clip.ErrorClipByValue`) in the backward passes that follow (Paddle's
+        spelling)."""
+        from .clip import set_error_clip  # clip.py builds on this module
+        set_error_clip(self._trace, self.name, error_clip)
+
     def __bool__(self) -> bool:
         raise error_at(ProgramDefinitionError,
                        f"the truth value of Variable {self.name!r} is not known while "

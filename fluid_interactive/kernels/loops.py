@@ -86,7 +86,154 @@ def adam_over(param, grad_p, m1, m2, b1, one_minus_b1, b2, one_minus_b2, eps, ra
             param[i], grad_p[i], m1[i], m2[i], b1, one_minus_b1, b2, one_minus_b2, eps, rate)
 
 
+# --- the adaptive updates of ops/optim_adaptive.py: each element function returns the new
+# parameter first, then the new state in slot order; the plain loop writes them into the
+# outputs, the ``*_over`` loop the parameter over the gradient ------------------------------
+
+def adagrad_element(p, g, m, eps, lr):
+    m_new = m + g * g
+    return p - (g / (np.sqrt(m_new) + eps)) * lr, m_new
+
+
+def adagrad(param, grad, moment, eps, lr, p_out, m_out):
+    for i in range(param.shape[0]):
+        p_out[i], m_out[i] = adagrad_element(param[i], grad[i], moment[i], eps, lr)
+
+
+def adagrad_over(param, grad_p, moment, eps, lr, m_out):
+    for i in range(param.shape[0]):
+        grad_p[i], m_out[i] = adagrad_element(param[i], grad_p[i], moment[i], eps, lr)
+
+
+def decayed_adagrad_element(p, g, m, decay, one_minus_decay, eps, lr):
+    m_new = m * decay + (g * g) * one_minus_decay
+    return p - (g / (np.sqrt(m_new) + eps)) * lr, m_new
+
+
+def decayed_adagrad(param, grad, moment, decay, one_minus_decay, eps, lr, p_out, m_out):
+    for i in range(param.shape[0]):
+        p_out[i], m_out[i] = decayed_adagrad_element(param[i], grad[i], moment[i], decay,
+                                                     one_minus_decay, eps, lr)
+
+
+def decayed_adagrad_over(param, grad_p, moment, decay, one_minus_decay, eps, lr, m_out):
+    for i in range(param.shape[0]):
+        grad_p[i], m_out[i] = decayed_adagrad_element(param[i], grad_p[i], moment[i], decay,
+                                                      one_minus_decay, eps, lr)
+
+
+def rmsprop_element(p, g, mom, ms, mg, rho, one_minus_rho, eps, mu, lr, centered):
+    ms_new = ms * rho + (g * g) * one_minus_rho
+    if centered:
+        mg_new = mg * rho + g * one_minus_rho
+        d = (ms_new - mg_new * mg_new) + eps
+    else:
+        mg_new = mg
+        d = ms_new + eps
+    mom_new = mom * mu + (g / np.sqrt(d)) * lr
+    return p - mom_new, mom_new, ms_new, mg_new
+
+
+def rmsprop(param, grad, moment, mean_square, mean_grad, rho, one_minus_rho, eps, mu, lr,
+            p_out, mom_out, ms_out, mg_out):
+    for i in range(param.shape[0]):
+        p_out[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
+            param[i], grad[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
+            eps, mu, lr, False)
+
+
+def rmsprop_over(param, grad_p, moment, mean_square, mean_grad, rho, one_minus_rho, eps, mu,
+                 lr, mom_out, ms_out, mg_out):
+    for i in range(param.shape[0]):
+        grad_p[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
+            param[i], grad_p[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
+            eps, mu, lr, False)
+
+
+def rmsprop_centered(param, grad, moment, mean_square, mean_grad, rho, one_minus_rho, eps,
+                     mu, lr, p_out, mom_out, ms_out, mg_out):
+    for i in range(param.shape[0]):
+        p_out[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
+            param[i], grad[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
+            eps, mu, lr, True)
+
+
+def rmsprop_centered_over(param, grad_p, moment, mean_square, mean_grad, rho, one_minus_rho,
+                          eps, mu, lr, mom_out, ms_out, mg_out):
+    for i in range(param.shape[0]):
+        grad_p[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
+            param[i], grad_p[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
+            eps, mu, lr, True)
+
+
+def adadelta_element(p, g, a, u, rho, one_minus_rho, eps):
+    a_new = a * rho + (g * g) * one_minus_rho
+    d = np.sqrt((u + eps) / (a_new + eps)) * g
+    return p - d, a_new, u * rho + (d * d) * one_minus_rho
+
+
+def adadelta(param, grad, avg_sq_grad, avg_sq_update, rho, one_minus_rho, eps, p_out, a_out,
+             u_out):
+    for i in range(param.shape[0]):
+        p_out[i], a_out[i], u_out[i] = adadelta_element(
+            param[i], grad[i], avg_sq_grad[i], avg_sq_update[i], rho, one_minus_rho, eps)
+
+
+def adadelta_over(param, grad_p, avg_sq_grad, avg_sq_update, rho, one_minus_rho, eps, a_out,
+                  u_out):
+    for i in range(param.shape[0]):
+        grad_p[i], a_out[i], u_out[i] = adadelta_element(
+            param[i], grad_p[i], avg_sq_grad[i], avg_sq_update[i], rho, one_minus_rho, eps)
+
+
+def adamax_element(p, g, m, u, b1, one_minus_b1, b2, eps, rate):
+    m_new = m * b1 + g * one_minus_b1
+    u_new = np.maximum(np.abs(g), u * b2 + eps)
+    return p - (m_new / u_new) * rate, m_new, u_new
+
+
+def adamax(param, grad, moment, inf_norm, b1, one_minus_b1, b2, eps, rate, p_out, m_out,
+           u_out):
+    for i in range(param.shape[0]):
+        p_out[i], m_out[i], u_out[i] = adamax_element(
+            param[i], grad[i], moment[i], inf_norm[i], b1, one_minus_b1, b2, eps, rate)
+
+
+def adamax_over(param, grad_p, moment, inf_norm, b1, one_minus_b1, b2, eps, rate, m_out,
+                u_out):
+    for i in range(param.shape[0]):
+        grad_p[i], m_out[i], u_out[i] = adamax_element(
+            param[i], grad_p[i], moment[i], inf_norm[i], b1, one_minus_b1, b2, eps, rate)
+
+
+def ftrl_element(p, g, sq, lin, l1, two_l2, lr):
+    """lr_power -0.5 (n^0.5 as sqrt(n)); the parameter is 0 where |l| <= l1 (and not NaN,
+    as NumPy's comparison says)."""
+    n = sq + g * g
+    lin_new = (lin + g) - ((np.sqrt(n) - np.sqrt(sq)) / lr) * p
+    y = np.sqrt(n) / lr + two_l2
+    x = np.sign(lin_new) * l1 - lin_new
+    return (0.0 if np.abs(lin_new) <= l1 else x / y), n, lin_new
+
+
+def ftrl(param, grad, squared, linear, l1, two_l2, lr, p_out, sq_out, lin_out):
+    for i in range(param.shape[0]):
+        p_out[i], sq_out[i], lin_out[i] = ftrl_element(param[i], grad[i], squared[i],
+                                                       linear[i], l1, two_l2, lr)
+
+
+def ftrl_over(param, grad_p, squared, linear, l1, two_l2, lr, sq_out, lin_out):
+    for i in range(param.shape[0]):
+        grad_p[i], sq_out[i], lin_out[i] = ftrl_element(param[i], grad_p[i], squared[i],
+                                                        linear[i], l1, two_l2, lr)
+
+
 #: the element functions come first: the loops call them compiled
 FUNCTIONS = ("sgd_element", "momentum_element", "adam_element", "sgd", "momentum",
              "momentum_nesterov", "adam", "sgd_over", "momentum_over", "momentum_nesterov_over",
-             "adam_over")
+             "adam_over",
+             "adagrad_element", "decayed_adagrad_element", "rmsprop_element",
+             "adadelta_element", "adamax_element", "ftrl_element",
+             "adagrad", "adagrad_over", "decayed_adagrad", "decayed_adagrad_over",
+             "rmsprop", "rmsprop_over", "rmsprop_centered", "rmsprop_centered_over",
+             "adadelta", "adadelta_over", "adamax", "adamax_over", "ftrl", "ftrl_over")

@@ -7,6 +7,8 @@ in the factory, and an output is written into the planner's buffer when it offer
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .registry import register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
@@ -38,6 +40,24 @@ def _set_like(ctx: InferContext, pairs: dict[str, str]) -> None:
     for out_slot, in_slot in pairs.items():
         t = ctx.input(in_slot)
         ctx.set_output(out_slot, t.shape, t.dtype)
+
+
+def update_infer(states: tuple[str, ...] = (), singles: tuple[str, ...] = ("LearningRate",),
+                 ) -> Callable[[InferContext], None]:
+    """The shape rule of an update op: Param and Grad alike, each of ``states`` (and
+    ``<slot>Out``) of Param's shape and dtype, each of ``singles`` (that is present) a
+    single float; ParamOut like Param, ``<single>Out`` (when the op writes it) like its
+    input."""
+    def infer(ctx: InferContext) -> None:
+        _check_param_grad(ctx)
+        for slot in states:
+            _check_like_param(ctx, slot)
+        present = [s for s in singles if ctx.has_input(s)]
+        for slot in present:
+            _check_single(ctx, slot)
+        _set_like(ctx, {"ParamOut": "Param", **{s + "Out": s for s in states + tuple(present)
+                                                  if ctx.has_output(s + "Out")}})
+    return infer
 
 
 # --- sgd --------------------------------------------------------------------------------------
@@ -156,23 +176,31 @@ def corrected_rates_into(xp, lr, b1p, b2p, out, scratch):
     return out
 
 
-def adam_update(xp, b1: float, b2: float, eps: float, param, grad, m1, m2, rate, p_out,
-                m1_out, m2_out, scratch):
-    """(ParamOut, Moment1Out, Moment2Out) of one Adam step with the corrected rate."""
-    # m1 = b1 * m1 + (1 - b1) * g
+def adam_moments(xp, b1: float, b2: float, grad, m1, m2, m1_out, m2_out, scratch):
+    """(Moment1Out, Moment2Out) = (b1 * m1 + (1 - b1) * g, b2 * m2 + (1 - b2) * g * g)."""
     m1n = xp.multiply(m1, b1, out=m1_out)
     xp.multiply(grad, 1.0 - b1, out=scratch)
     xp.add(m1n, scratch, out=m1n)
-    # m2 = b2 * m2 + (1 - b2) * g * g
     m2n = xp.multiply(m2, b2, out=m2_out)
     xp.multiply(grad, grad, out=scratch)
     xp.multiply(scratch, 1.0 - b2, out=scratch)
     xp.add(m2n, scratch, out=m2n)
-    # p = p - lr_t * m1 / (sqrt(m2) + eps)
-    xp.sqrt(m2n, out=scratch)
-    xp.add(scratch, eps, out=scratch)
-    xp.divide(m1n, scratch, out=scratch)
-    xp.multiply(scratch, rate, out=scratch)
+    return m1n, m2n
+
+
+def adam_direction(xp, eps: float, m1n, m2n, out):
+    """m1 / (sqrt(m2) + eps) into ``out``: the direction Adam (and Lamb) step along."""
+    xp.sqrt(m2n, out=out)
+    xp.add(out, eps, out=out)
+    return xp.divide(m1n, out, out=out)
+
+
+def adam_update(xp, b1: float, b2: float, eps: float, param, grad, m1, m2, rate, p_out,
+                m1_out, m2_out, scratch):
+    """(ParamOut, Moment1Out, Moment2Out) of one Adam step with the corrected rate:
+    p = p - lr_t * m1 / (sqrt(m2) + eps)."""
+    m1n, m2n = adam_moments(xp, b1, b2, grad, m1, m2, m1_out, m2_out, scratch)
+    xp.multiply(adam_direction(xp, eps, m1n, m2n, scratch), rate, out=scratch)
     return xp.subtract(param, scratch, out=p_out), m1n, m2n
 
 

@@ -17,7 +17,8 @@ be read, then run over blocks of the arrays with a small scratch of their own.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -101,8 +102,9 @@ class _FlatUpdate:
         its gradients' arena, `over_kernel` is the handle on ``<function>_over`` too: only then
         may the update write its parameters over its gradients (the NumPy kernels do so
         in blocks, until the plan switches to the compiled loops)."""
+        lr = ctx.in_slots.get("LearningRate")
         if self.xp.__name__ != "numpy" or self.dtype not in ("float32", "float64") or \
-                ctx.input("LearningRate").dtype != self.dtype:
+                (lr and lr[0].dtype != self.dtype):
             return None
         tier = plan_tier(ctx.shared)
         if self.lent:
@@ -144,17 +146,20 @@ class _FlatUpdate:
         loop.run((*(a.reshape(-1) for a in ins), *scalars, *(a.reshape(-1) for a in outs)),
                  numpy_update, *numpy_args)
 
-    def blocks(self, arrays: Sequence[Any]) -> Iterator[list[Any]]:
+    def blocks(self, arrays: Sequence[Any], scratches: int = 1) -> Iterator[list[Any]]:
         """``arrays`` (1-D or not, all of one size) in blocks of at most `_BLOCK` elements,
-        with this update's block scratch last: the NumPy kernels' way of updating the
-        parameters over the gradients without a full-size scratch."""
+        with ``scratches`` block scratches of this update last: the NumPy kernels' way of
+        updating the parameters over the gradients (or with more than one scratch)
+        without a full-size scratch."""
         flat = [a.reshape(-1) for a in arrays]
         n = flat[0].size
-        if self.block is None:
-            self.block = self.xp.empty(min(_BLOCK, sum(map(prod, self.shapes))), self.dtype)
+        if self.block is None or self.block.shape[0] < scratches:
+            size = min(_BLOCK, sum(map(prod, self.shapes)))
+            self.block = self.xp.empty((scratches, size), self.dtype)
         for start in range(0, n, _BLOCK):
             stop = min(start + _BLOCK, n)
-            yield [a[start:stop] for a in flat] + [self.block[:stop - start]]
+            yield [a[start:stop] for a in flat] + [self.block[k, :stop - start]
+                                                   for k in range(scratches)]
 
     def parts(self, src, state: Sequence[Sequence[Any]], gen, g: Any,
               per_parameter: bool = False) -> Iterator[tuple[list, Any, list]]:
@@ -300,6 +305,115 @@ def _adam_kernel(ctx: KernelContext):
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
     return flat.labelled(fn, compiled)
+
+
+@dataclass(frozen=True)
+class FusedRule:
+    """How an elementwise update op runs fused (`register_fused_rule`): the state it keeps
+    per parameter and the update of one part of the flat arrays.
+
+    ``numpy(xp, attrs)`` gives ``update(p, g, *states, rate, p_out, *state_outs,
+    *scratches)``: it writes the new parameters last and reads nothing after (so the
+    parameters may be written over the gradients), and needs ``scratches`` arrays of the
+    part's size (with one, the new parameters' array serves). ``rate(xp, dtype)`` gives
+    ``rate(lr, *pows)``, the number the update scales by (a Python float on the host, a
+    0-d array on a device); without it the rate is the learning-rate array (None for an
+    op without one). ``loop(attrs)`` names the compiled loop of `kernels/loops.py` (None:
+    NumPy only), which takes the arrays, then ``scalars(attrs)`` and the rate, then the
+    outputs. Each of ``pows`` is a one-element state multiplied by the attr it names at
+    each step (Adamax's beta1 power)."""
+    states: tuple[str, ...]
+    numpy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]]
+    loop: Callable[[Mapping[str, Any]], str | None]
+    scalars: Callable[[Mapping[str, Any]], tuple[float, ...]]
+    pows: tuple[tuple[str, str], ...] = ()
+    scratches: int = 1
+    rate: Callable[[Any, str], Callable[..., Any]] | None = None
+
+
+def _rule_numpy(flat: _FlatUpdate, rule: FusedRule, update: Callable, over: bool
+                ) -> Callable:
+    """The rule's NumPy update of one part: over whole arrays with the new parameters as
+    its scratch where it can, else over blocks with small scratches of their own."""
+    n = len(rule.states)
+
+    def part(p, g, states, rate, p_out, state_outs):
+        if not over and rule.scratches == 1:
+            update(p, g, *states, rate, p_out, *state_outs, p_out)
+            return
+        for b in flat.blocks((p, g, *states, p_out, *state_outs), rule.scratches):
+            update(b[0], b[1], *b[2:2 + n], rate, b[2 + n], *b[3 + n:3 + 2 * n],
+                   *b[3 + 2 * n:])
+    return part
+
+
+def _rule_rates(ctx: KernelContext, flat: _FlatUpdate, rule: FusedRule) -> Callable:
+    """``rates(lr, pows, flat_arrays)``: the rate of each parameter (host: Python floats,
+    ``flat_arrays`` or not; device: one 0-d array per parameter, or per element when
+    ``flat_arrays``) and whether they differ (then the parts are the parameters)."""
+    xp = ctx.xp
+    if rule.rate is None:
+        return lambda lr, pows, flat_arrays: ([lr] * len(flat.shapes), False)
+    one = rule.rate(xp, flat.dtype)
+    if xp.__name__ == "numpy":
+        def host_rates(lr, pows, flat_arrays):
+            rates = [one(lr, *ps) for ps in zip(*pows)]
+            return rates, any(r != rates[0] for r in rates)
+        return host_rates
+    sizes = xp.asarray([prod(s) for s in flat.shapes])
+
+    def device_rates(lr, pows, flat_arrays):
+        if not flat_arrays:
+            return [one(lr, *ps) for ps in zip(*pows)], True
+        per = xp.concatenate([one(lr, *ps).reshape(1) for ps in zip(*pows)])
+        return [per.reshape(()) if len(flat.shapes) == 1 else xp.repeat(per, sizes)], False
+    return device_rates
+
+
+def _rule_kernel(base_type: str, rule: FusedRule) -> Callable[[KernelContext], Callable]:
+    def kernel(ctx: KernelContext):
+        base, xp, attrs = get_spec(base_type), ctx.xp, ctx.attrs
+        slots = [s.name for s in base.inputs]
+        kinds = ["Param", *rule.states, *(p for p, _ in rule.pows)]
+        split, flat = _split(ctx, base), _FlatUpdate(ctx, [fused_slot(base, k) for k in kinds])
+        loop = rule.loop(attrs)
+        compiled = flat.compiled(ctx, loop) if loop else None
+        consts = tuple(map(flat.scalar, rule.scalars(attrs)))
+        update = rule.numpy(xp, attrs)
+        numpy = {over: _rule_numpy(flat, rule, update, over) for over in (False, True)}
+        rates_of = _rule_rates(ctx, flat, rule)
+        n = len(rule.states)
+
+        def fn(*args):
+            given = dict(zip(slots, split(args)))
+            lr = given["LearningRate"][0] if "LearningRate" in given else None
+            state = [given[k] for k in kinds]
+            g_flat = flat.grads(given["Grad"])
+            src, gen, over = flat.begin(state, g_flat)
+            pows = (src.views if src is not None else state)[1 + n:]
+            rates, differ = rates_of(lr, pows, src is not None)
+            for i, (ins, g, outs) in enumerate(flat.parts(src, state, gen, g_flat, differ)):
+                rate = rates[i]
+                arrays = (ins[0], g, ins[1:1 + n], rate, outs[0], outs[1:1 + n])
+                if compiled is None:
+                    numpy[over](*arrays)
+                else:
+                    # the learning rate as it is, or the rule's rate (none: neither)
+                    scalar = () if rate is None else (
+                        (rate.reshape(-1)[0],) if rule.rate is None else (flat.scalar(rate),))
+                    flat.run_loop(compiled, over, (ins[0], g, *ins[1:1 + n]),
+                                  (*consts, *scalar), outs[:1 + n], numpy[over], *arrays)
+                for (_, attr), a, o in zip(rule.pows, ins[1 + n:], outs[1 + n:]):
+                    xp.multiply(a, float(attrs[attr]), out=o)
+            return flat.outputs(gen)
+        return flat.labelled(fn, compiled)
+    return kernel
+
+
+def register_fused_rule(base_type: str, rule: FusedRule) -> None:
+    """Register the fused form of the per-parameter update op ``base_type`` (its spec names
+    it in ``fused``), run by ``rule``."""
+    _register_fused(base_type, _rule_kernel(base_type, rule))
 
 
 def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable]) -> None:

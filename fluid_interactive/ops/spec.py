@@ -152,6 +152,9 @@ class OpSpec:
     # element of the input before it writes the output's (a fused update writing the new
     # parameters over their gradients; runtime/plan/turns.py lends it the arena).
     writes_over: tuple[str, str] | tuple[()] = ()
+    # Input slots the kernel reads whole (a norm over every element): the distribute
+    # transpiler never cuts the parameter of such an update into row blocks.
+    reads_whole: tuple[str, ...] = ()
     # Attrs naming files on the machine that runs the op (a reader's data files): where the
     # data lives, not what the program computes, so two processes that agree on the program
     # may disagree on them (distributed roles compare programs without them).

@@ -28,7 +28,8 @@ __all__ = ["GRAD", "BackwardResult", "append_backward", "calc_gradient", "grad_v
 class BackwardResult:
     program: ProgramDesc
     params_grads: list[tuple[str, str]]
-    grads: dict[str, str] = field(default_factory=dict)  # every var's final gradient name
+    # every var's final gradient name (an op's output: the one its gradient op read)
+    grads: dict[str, str] = field(default_factory=dict)
 
 
 def _seed(program: ProgramDesc, block: BlockDesc, target: str, name: str,
@@ -111,7 +112,7 @@ def _backward(prog: ProgramDesc, block: BlockDesc, targets: list[str], leaves: s
     diff.run()
     resolved = {v: diff.wanted_grad(v) if v in leaves else diff.resolve(v)
                 for v in sorted(diff.carries | set(targets))}
-    grads = {v: g for v, g in resolved.items() if g is not None}
+    grads = {**diff.output_grads, **{v: g for v, g in resolved.items() if g is not None}}
     diff.versions.apply()
     params = {p for p in leaves if (prog.find_var(block, p) or VarDesc(p, ())).is_parameter}
     pairs = sorted((p, grads[p]) for p in leaves if p in grads and (any_var or p in params))

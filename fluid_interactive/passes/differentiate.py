@@ -231,6 +231,8 @@ class Differentiation:
         self.written: set[str] = set()
         self.new_ops: list[OpDesc] = []
         self._at: int | None = None     # the forward op whose gradient is being emitted
+        #: var -> the gradient its writer's gradient op read (an error clip clips it)
+        self.output_grads: dict[str, str] = {}
 
     # --- emitting ----------------------------------------------------------------------
 
@@ -323,8 +325,10 @@ class Differentiation:
         emit_at = lambda o: self.emit(o, op.loc)   # noqa: E731
         out_grads = {slot: [self.acc.resolve(n, self.written, emit_at) for n in names]
                      for slot, names in op.outputs.items()}
-        self._passed_writer(op, {n: g for slot, names in op.outputs.items()
-                                 for n, g in zip(names, out_grads[slot])})
+        resolved = {n: g for slot, names in op.outputs.items()
+                    for n, g in zip(names, out_grads[slot])}
+        self.output_grads.update((n, g) for n, g in resolved.items() if g is not None)
+        self._passed_writer(op, resolved)
         if not any(n for names in out_grads.values() for n in names):
             return
         zeros: set[str] = set()

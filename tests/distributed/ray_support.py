@@ -12,6 +12,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -146,6 +147,24 @@ def assert_gone(pids, within=10.0):
     assert not alive(pids), f"processes left behind: {alive(pids)}"
 
 
+@contextlib.contextmanager
+def private_cluster():
+    """A `ray start --head` cluster of this test's own (2 CPUs, token authentication) that
+    this process joins; stopped by PID, every process of it gone, at the end."""
+    ray = needs_ray()
+    from fluid_interactive.distributed.ray_cluster import RayHead
+    head = RayHead(num_cpus=2, token=os.environ["RAY_AUTH_TOKEN"]).start()
+    ray.init(address=head.address, namespace="tests", log_to_driver=False,
+             configure_logging=False)
+    try:
+        yield head
+    finally:
+        pids = head.pids()
+        ray.shutdown()
+        head.stop()
+        assert_gone(pids)
+
+
 def params_of_checkpoint(path):
     return fluid.load(path).parameters()
 
@@ -158,4 +177,5 @@ def assert_same(a, b):
 
 __all__ = ["needs_ray", "write_fit_data", "fit_reference", "job_env", "spawn", "finish",
            "read_until", "kill", "assert_gone", "params_of_checkpoint", "assert_same",
+           "private_cluster",
            "JOB_SCRIPT", "ROOT", "sys"]

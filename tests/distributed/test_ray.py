@@ -25,6 +25,7 @@ from distributed.ray_support import (
     kill,
     needs_ray,
     params_of_checkpoint,
+    private_cluster,
     processes,
     read_until,
     spawn,
@@ -34,7 +35,7 @@ from distributed.ray_support import (
 
 import fluid
 from fluid_interactive.distributed import launch, transpile
-from fluid_interactive.distributed.ray_cluster import RayHead, free_port
+from fluid_interactive.distributed.ray_cluster import free_port
 
 ray = needs_ray()
 __all__ = ["processes"]   # a fixture
@@ -42,16 +43,8 @@ __all__ = ["processes"]   # a fixture
 
 @pytest.fixture(scope="module")
 def cluster():
-    head = RayHead(num_cpus=2, token=os.environ["RAY_AUTH_TOKEN"]).start()
-    ray.init(address=head.address, namespace="tests", log_to_driver=False,
-             configure_logging=False)
-    try:
+    with private_cluster() as head:
         yield head
-    finally:
-        pids = head.pids()
-        ray.shutdown()
-        head.stop()
-        assert_gone(pids)
 
 
 @pytest.fixture(scope="module")

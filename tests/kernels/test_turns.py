@@ -41,7 +41,7 @@ def mlp(optimizer, dropout=False, read_grad=False):
             y = fluid.layers.data(name="y", shape=[1], dtype="int64")
             loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(net(x, True),
                                                                              y))
-            pairs = optimizer().minimize(loss)
+            _, pairs = optimizer().minimize(loss)
             if read_grad:
                 grad = pairs[0][1]
                 return loss, fluid.layers.reduce_sum(fluid.layers.square(grad))
@@ -120,7 +120,7 @@ class BranchOnGradient(fluid.optimizer.SGD):
     branch (a sub-block): a view of the gradient, ``net/grad_view``, that `watch` can
     return, stacked when the call ends (after the update)."""
 
-    def _regularize(self, trace, param, grad):
+    def _regularize(self, trace, param, grad, role_grad):
         if param == "net/fc_0.w_0":
             g = Variable(trace, grad)
             always = fluid.layers.greater_than(
@@ -129,7 +129,7 @@ class BranchOnGradient(fluid.optimizer.SGD):
             with fluid.layers.Switch() as switch:
                 with switch.case(always):
                     fluid.layers.reshape(g, [-1], name="net/grad_view")
-        return super()._regularize(trace, param, grad)
+        return super()._regularize(trace, param, grad, role_grad)
 
 
 def test_a_watched_view_of_a_gradient_in_a_sub_block_is_the_gradient(monkeypatch):

@@ -1,7 +1,8 @@
 """Steps 2 and 3 put together: the layout of a transpiled program.
 
-`build_layout` slices every updated parameter, places its blocks, and names everything the
-trainer and parameter-server programs share: gradient blocks (and the per-trainer names
+`build_layout` slices every updated parameter (but one whose update reads it whole,
+joints.py), places its blocks, and names everything the trainer and parameter-server
+programs share: gradient blocks (and the per-trainer names
 they arrive under in sync mode) and accumulator blocks. The program builders (`trainer.py`,
 `pserver.py`) and the runtime read names only from here.
 """
@@ -133,6 +134,15 @@ class Layout:
         """Each pair with a block on ``endpoint`` and that block's index, in pair order."""
         return list(self._on.get(endpoint, ()))
 
+    def joint_endpoints(self, method: str, param: str) -> list[str]:
+        """The servers that need ``param``'s gradient to run a joint op of ``method`` (those
+        holding a parameter the joint reads), or [] when no joint reads it."""
+        joint = self.roles_of(method).joint_of(param)
+        if joint is None:
+            return []
+        eps = {ep for p in joint.params for ep in self.params[p].endpoints}
+        return [ep for ep in self.endpoints if ep in eps]
+
     def idle_endpoints(self) -> list[str]:
         used = {ep for p in self.params.values() for ep in p.endpoints}
         return [ep for ep in self.endpoints if ep not in used]
@@ -179,7 +189,8 @@ def _place_params(program: ProgramDesc, methods: list[MethodRoles], endpoints: l
             if grp.param in params:
                 continue
             var = g0.vars[grp.param]
-            rows = slice_rows(var.shape, slice_count, min_block_size)
+            whole = any(g.whole for mm in methods for g in mm.groups if g.param == grp.param)
+            rows = slice_rows(var.shape, 1 if whole else slice_count, min_block_size)
             params[grp.param] = ParamLayout(grp.param, var, make_blocks(var.name, var.shape,
                                                                         rows), [])
     all_blocks = [b.name for p in params.values() for b in p.blocks]

@@ -30,6 +30,7 @@ from ...ir.names import fresh_name
 from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, clone_op, clone_var
 from ...ops.apply import infer_op
 from ...ops.spec import TensorType
+from .joints import Joint
 from .layout import Layout, PairLayout
 
 
@@ -44,12 +45,23 @@ class OptimizeBlock:
     feeds: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class JointBlock:
+    """A block of joint ops (joints.py): run it, once its feeds (every gradient the joint
+    reads) have arrived, before the optimize blocks; it writes what they read."""
+    block_idx: int
+    method: str
+    params: tuple[str, ...]
+    feeds: tuple[str, ...]
+
+
 @dataclass
 class PServerInfo:
     endpoint: str
     index: int
     lr_blocks: dict[str, int] = field(default_factory=dict)   # method -> block idx
     optimize_blocks: list[OptimizeBlock] = field(default_factory=list)
+    joint_blocks: list[JointBlock] = field(default_factory=list)
 
     @property
     def param_blocks(self) -> list[str]:
@@ -93,7 +105,9 @@ def _declare_state(layout: Layout, endpoint: str, block0: BlockDesc) -> None:
         mblock = layout.program.blocks[roles.block_idx]
         for n in roles.lr_state + roles.lr_reads:
             add(_copy_var(og0.vars[n]))
-        for n in roles.lr_temps:
+        joint_reads = {n for pair, _ in layout.pairs_on(endpoint) if pair.method == method
+                       for n in pair.group.joint_inputs}
+        for n in roles.lr_temps + sorted(joint_reads):
             add(_copy_var(mblock.vars[n], persistable=True, is_data=False))
 
 
@@ -113,6 +127,10 @@ def build_pserver_program(layout: Layout, endpoint: str) -> tuple[ProgramDesc, P
             lr.ops = [clone_op(source.ops[i]) for i in roles.lr_ops]
             program.blocks.append(lr)
             info.lr_blocks[method] = lr.idx
+        for joint in roles.joints:
+            if endpoint in layout.joint_endpoints(method, joint.params[0]):
+                info.joint_blocks.append(_joint_block(program, layout, method, joint, source,
+                                                      names))
         for pair in layout.pairs_of(method):
             for i, ep in enumerate(pair.param.endpoints):
                 if ep != endpoint:
@@ -141,25 +159,63 @@ def _optimize_block(program: ProgramDesc, layout: Layout, pair: PairLayout, i: i
     received = [(gb.name, VarDesc(gb.name, gb.shape, dtype))]
     received += [(s, source.vars[s]) for s in pair.group.side]
     for name, var in received:
-        arrivals = layout.arrivals(name)
-        for f in arrivals:
-            blk.vars[f] = VarDesc(f, var.shape, var.dtype, is_data=True, stop_gradient=True)
-            blk.feeds.append(f)
-        if layout.averaged:   # the mean over trainers
-            total = f"{name}@SUM"
-            blk.ops.append(OpDesc("sum", {"X": list(arrivals)}, {"Out": [total]}, {},
-                                  role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
-            blk.ops.append(OpDesc("scale", {"X": [total]}, {"Out": [name]},
-                                  {"scale": 1.0 / layout.trainers},
-                                  role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
-    for j in pair.group.ops:
+        _receive(blk, layout, name, var, rv, loc)
+    # the ops feeding a joint ran in its block already
+    _copy_group_ops(blk, pair, i, source,
+                    [j for j in pair.group.ops if j not in pair.group.joint_feeds], rv)
+    _declare_results(program, blk)
+    return blk
+
+
+def _receive(blk: BlockDesc, layout: Layout, name: str, var: VarDesc, rv: tuple[str, ...],
+             loc) -> None:
+    """Feed ``blk`` the value the trainers send as ``name``: as it arrives, averaged over
+    the trainers when each sends its own (``sum`` and ``scale(1/trainers)``)."""
+    arrivals = layout.arrivals(name)
+    for f in arrivals:
+        blk.vars[f] = VarDesc(f, var.shape, var.dtype, is_data=True, stop_gradient=True)
+        blk.feeds.append(f)
+    if layout.averaged:   # the mean over trainers
+        total = f"{name}@SUM"
+        blk.ops.append(OpDesc("sum", {"X": list(arrivals)}, {"Out": [total]}, {},
+                              role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
+        blk.ops.append(OpDesc("scale", {"X": [total]}, {"Out": [name]},
+                              {"scale": 1.0 / layout.trainers},
+                              role=OpRole.OPTIMIZE, role_var=rv, loc=loc))
+
+
+def _copy_group_ops(blk: BlockDesc, pair: PairLayout, i: int, source: BlockDesc,
+                    ops: list[int], rv: tuple[str, ...]) -> None:
+    """Copies of the group's ``ops``, renamed to parameter block i."""
+    for j in ops:
         op = clone_op(source.ops[j])
         op.inputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.inputs.items()}
         op.outputs = {s: [pair.local_name(n, i) for n in ns] for s, ns in op.outputs.items()}
         op.role_var = rv
         blk.ops.append(op)
+
+
+def _joint_block(program: ProgramDesc, layout: Layout, method: str, joint: Joint,
+                 source: BlockDesc, names: set[str]) -> JointBlock:
+    """The joint's block: every gradient it reads, averaged, through the ops of each group
+    that feed the joint, then the joint ops; what the updates read is block-0 state."""
+    blk = BlockDesc(len(program.blocks), 0, _unique_block(f"joint:{method}", names))
+    program.blocks.append(blk)
+    pairs = {p.group.param: p for p in layout.pairs_of(method)}
+    loc = source.ops[joint.ops[-1]].loc
+    for param in joint.params:
+        pair = pairs[param]
+        rv = (param, pair.grad_blocks[0].name)
+        gb = pair.grad_blocks[0]
+        _receive(blk, layout, gb.name, VarDesc(gb.name, gb.shape, pair.param.var.dtype), rv, loc)
+        _copy_group_ops(blk, pair, 0, source, pair.group.joint_feeds, rv)
+    for j in joint.ops:
+        op = clone_op(source.ops[j])
+        op.role_var = tuple(n for p in joint.params
+                            for n in (p, pairs[p].grad_blocks[0].name))
+        blk.ops.append(op)
     _declare_results(program, blk)
-    return blk
+    return JointBlock(blk.idx, method, tuple(joint.params), tuple(blk.feeds))
 
 
 def _declare_results(program: ProgramDesc, blk: BlockDesc) -> None:

@@ -6,7 +6,8 @@ Placement is decided by roles alone, never by op types:
   ``op_role_var`` names the (param, grad) pair, and it goes to the parameter server that
   owns the parameter's block. This covers the update op itself, weight decay, per-parameter
   learning-rate scaling and anything else an optimizer created for that pair. An Optimize op
-  without ``op_role_var`` joins the group of an Optimize op it exchanges a var with;
+  without ``op_role_var`` joins the group of an Optimize op it exchanges a var with; one
+  naming several pairs is a joint op (joints.py);
 * an op with the LRSched bit (a learning-rate schedule) is copied to every parameter server
   that runs updates of the method;
 * every other op (forward, backward, loss, ...) stays on the trainer.
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from ...errors import ProgramDefinitionError
 from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from ...ir.text import format_op
+from .joints import Joint, check_joint, collect_joints, feeding_ops, needs_whole
 
 
 @dataclass
@@ -39,6 +41,9 @@ class UpdateGroup:
     side: list[str] = field(default_factory=list)     # other trainer values it reads (a fed
                                                       # learning rate): sent with the gradient
     temps: list[str] = field(default_factory=list)    # method-block vars it writes
+    joint_inputs: list[str] = field(default_factory=list)  # results of joint ops it reads
+    joint_feeds: list[int] = field(default_factory=list)   # its ops whose results joints read
+    whole: bool = False      # the update reads the parameter whole: never cut it (joints.py)
 
 
 @dataclass
@@ -50,11 +55,17 @@ class MethodRoles:
     lr_temps: list[str]     # non-persistable results of LR-schedule ops
     lr_state: list[str]     # persistables LR-schedule ops write (step counters, ...)
     lr_reads: list[str]     # persistables LR-schedule ops only read
+    joints: list[Joint] = field(default_factory=list)   # ops reading several pairs
 
     @property
     def moved(self) -> set[int]:
         """Indices of the ops that leave the trainer."""
-        return {i for g in self.groups for i in g.ops} | set(self.lr_ops)
+        return ({i for g in self.groups for i in g.ops} | set(self.lr_ops)
+                | {i for j in self.joints for i in j.ops})
+
+    def joint_of(self, param: str) -> Joint | None:
+        """The joint that reads ``param``'s gradient, if any."""
+        return next((j for j in self.joints if param in j.params), None)
 
     def params(self) -> list[str]:
         """Updated parameters, in the order of their first update."""
@@ -91,15 +102,39 @@ def analyse_method(program: ProgramDesc, method: str) -> MethodRoles:
             f"transpile: method {method!r} has no optimizer (none of its ops has the Optimize "
             f"role), so there is nothing for parameter servers to do; call an optimizer's "
             f"minimize(loss) in it, or name the training method with main=...")
+    opt_ops, joints = collect_joints(block, opt_ops)
     groups = _group_updates(program, block, method, opt_ops)
     lr_temps, lr_state, lr_reads = _check_lr_ops(program, block, method, lr_ops)
-    moved = {i for g in groups for i in g.ops} | set(lr_ops)
-    trainer_writes = {n for i, op in enumerate(block.ops) if i not in moved
+    roles = MethodRoles(method, block.idx, groups, lr_ops, lr_temps, lr_state, lr_reads,
+                        joints)
+    trainer_writes = {n for i, op in enumerate(block.ops) if i not in roles.moved
                       for n in op.output_names()}
+    joint_results = {n for j in joints for n in j.results}
     for grp in groups:
-        _classify(program, block, grp, trainer_writes, set(lr_temps) | set(lr_state))
+        _classify(program, block, grp, trainer_writes, set(lr_temps) | set(lr_state),
+                  joint_results)
+        grp.whole = needs_whole(program, block, grp.ops, grp.param, grp.grad)
+    _join(program, block, roles)
     _check_state_owners(method, groups)
-    return MethodRoles(method, block.idx, groups, lr_ops, lr_temps, lr_state, lr_reads)
+    return roles
+
+
+def _join(program: ProgramDesc, block: BlockDesc, roles: MethodRoles) -> None:
+    """Check each joint and mark what its groups feed it."""
+    by_param = {g.param: g for g in roles.groups}
+    outputs = {g.param: {n for i in g.ops for n in block.ops[i].output_names()}
+               for g in roles.groups}
+    for joint in roles.joints:
+        missing = [p for p in joint.params if p not in by_param]
+        if missing:
+            raise ProgramDefinitionError(
+                f"transpile: an optimize op of {roles.method!r} reads the gradient of "
+                f"{missing[0]!r}, which no update op of the method updates")
+        check_joint(program, block, roles.method, joint, outputs)
+        for p in joint.params:
+            grp = by_param[p]
+            grp.joint_feeds = feeding_ops(block, grp.ops, joint)
+            grp.whole = True
 
 
 def _declared(program: ProgramDesc, block: BlockDesc, name: str) -> VarDesc:
@@ -118,11 +153,6 @@ def _group_updates(program: ProgramDesc, block: BlockDesc, method: str,
     for i in opt_ops:
         op = block.ops[i]
         pairs = _pairs(op)
-        if len(pairs) > 1:
-            raise ProgramDefinitionError(
-                f"transpile: an optimize op of {method!r} names several (param, grad) pairs "
-                f"in op_role_var, so it cannot be placed with one parameter block:\n  "
-                f"{_where(program, block, op)}")
         if not pairs:
             loose.append(i)
             continue
@@ -187,14 +217,18 @@ def _check_lr_ops(program: ProgramDesc, block: BlockDesc, method: str,
 
 
 def _classify(program: ProgramDesc, block: BlockDesc, grp: UpdateGroup,
-              trainer_writes: set[str], lr_results: set[str]) -> None:
+              trainer_writes: set[str], lr_results: set[str], joint_results: set[str]
+              ) -> None:
     """Sort what the group reads and writes (see the module docstring)."""
     _check_pair(program, block, grp, trainer_writes)
     written: set[str] = set()
     for i in grp.ops:
         op = block.ops[i]
         for n in op.input_names():
-            if n not in (grp.param, grp.grad) and n not in written:
+            if n in joint_results:
+                if n not in grp.joint_inputs:
+                    grp.joint_inputs.append(n)
+            elif n not in (grp.param, grp.grad) and n not in written:
                 _sort_input(program, block, grp, op, n, trainer_writes, lr_results)
         for n in op.output_names():
             written.add(n)

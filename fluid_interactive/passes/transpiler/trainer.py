@@ -157,6 +157,12 @@ def _send_ops(block: BlockDesc, layout: Layout, pair: PairLayout, trainer_id: in
         names = [g]
     epmap = list(pair.param.endpoints)
     remote = [layout.sent_name(pair, i, trainer_id) for i in range(len(pair.grad_blocks))]
+    # A whole gradient a joint op reads goes to every server running that joint.
+    for ep in layout.joint_endpoints(pair.method, p):
+        if ep not in epmap:
+            names.append(g)
+            epmap.append(ep)
+            remote.append(remote[0])
     # Side values (a fed learning rate) go once to every server holding a block.
     for side in pair.group.side:
         for ep in dict.fromkeys(pair.param.endpoints):

@@ -17,7 +17,8 @@ An op whose spec has ``writes_over`` may be lent its gradients' arena as the mem
 outputs (`over_arenas`, `lent_arenas`; runtime/plan/turns.py).
 
 An op that may return a view of an input (``spec.aliases``) keeps that input alive as
-long as its own output, to the end of the block when the output is returned. Feeds,
+long as its own output, to the end of the block when the output is returned (an input it
+reads for its shape alone is never a view's base). Feeds,
 constants, persistable and returned vars get no buffer, nor do the results of an op that
 runs a sub-block (new arrays of each run) except the arrays it stacks the runs' results
 into (``SubBlockRule.stacked``).
@@ -125,9 +126,16 @@ def last_uses(steps: list, live_out: Iterable[str] = ()) -> dict[str, int]:
         step = steps[i]
         if step.spec.aliases:
             keep = max(last.get(n, i) for n in step.outputs)
-            for n in step.inputs:
+            for n in _viewable_inputs(step):
                 last[n] = max(last.get(n, i), keep)
     return last
+
+
+def _viewable_inputs(step: Any) -> list[str]:
+    """The inputs an aliasing op's outputs may be views of: not those it reads for their
+    shape alone (``shape_only``: their values are never read, so never returned)."""
+    shape_only = {n for s in step.spec.shape_only for n in step.op.inputs.get(s, ())}
+    return [n for n in step.inputs if n not in shape_only]
 
 
 def _arenas(steps: list, types: dict[str, TensorType], xp: Any,
