@@ -137,4 +137,19 @@ OUT_OF_SCOPE: dict[str, str] = {
 
 #: In-scope names that are not here yet, each with its reason.
 LEFT_OUT: dict[str, str] = {
+    "merge_selected_rows": "takes a SelectedRows (a sparse gradient: some rows of a "
+                           "table), a type fluid does not have yet; the sparse-gradient "
+                           "work will add it",
+    "get_tensor_from_selected_rows": "takes a SelectedRows (a sparse gradient: some rows "
+                                     "of a table), a type fluid does not have yet; the "
+                                     "sparse-gradient work will add it",
+    "DGCMomentumOptimizer": "deep gradient compression sparsifies the gradients GPUs "
+                            "exchange in collective (all-reduce) multi-GPU training, which "
+                            "fluid does not do: its distributed training goes through "
+                            "parameter servers",
+    "PipelineOptimizer": "pipeline parallelism: the layers split into stages on several "
+                         "devices, micro-batches streamed through them; fluid runs each "
+                         "program on one device",
+    "DetectionMAP": "the mean average precision of object detection needs the detection "
+                    "ops (multiclass_nms, detection_map), which fluid does not have",
 }
