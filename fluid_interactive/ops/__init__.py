@@ -15,6 +15,7 @@ from . import (  # noqa: F401
                creation,
                crf,
                ctc,
+               ctr,
                deformable_conv,
                diagonal,
                dist,
