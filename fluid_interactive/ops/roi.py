@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as fmt
@@ -34,7 +34,8 @@ from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
 
 
-def _infer(ctx: InferContext, argmax: bool) -> None:
+def infer_roi(ctx: InferContext, argmax: bool) -> None:
+    """Out [R, C (or output_channels), ph, pw] (and Argmax) from X, ROIs and RoisLod."""
     x, rois = ctx.input("X"), ctx.input("ROIs")
     if x.rank != 4 or x.dtype not in FLOAT_DTYPES:
         ctx.fail(f"X must be a float [N, C, H, W], got {x.dtype}{fmt(x.shape)}")
@@ -58,7 +59,7 @@ def _infer(ctx: InferContext, argmax: bool) -> None:
         ctx.set_output("Argmax", (rois.shape[0], c, ph, pw), "int64")
 
 
-def _batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
+def batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
     """The image index of each roi, [R]."""
     r = rois.shape[0]
     if not lod:
@@ -69,6 +70,14 @@ def _batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
 def _round(xp: Any, v: Any) -> Any:
     """Rounding half away from zero (C's round)."""
     return xp.sign(v) * xp.floor(xp.abs(v) + 0.5)
+
+
+def ps_box(xp: Any, rois: Any, scale: float) -> tuple[Any, Any, Any, Any]:
+    """The position-sensitive ops' box on X: (x1, y1, x2, y2) with each corner rounded
+    to the image's pixels, the far one extended by a pixel, then scaled."""
+    x1, y1 = _round(xp, rois[:, 0]) * scale, _round(xp, rois[:, 1]) * scale
+    x2, y2 = (_round(xp, rois[:, 2]) + 1) * scale, (_round(xp, rois[:, 3]) + 1) * scale
+    return x1, y1, x2, y2
 
 
 class _Boxes:
@@ -96,8 +105,7 @@ def _quantized(ctx: KernelContext, xp: Any, rois: Any, ps: bool) -> tuple[_Boxes
     _, _, h, w = ctx.input("X").shape
     ph, pw = int(ctx.attrs["pooled_height"]), int(ctx.attrs["pooled_width"])
     if ps:
-        x1, y1 = _round(xp, rois[:, 0]) * scale, _round(xp, rois[:, 1]) * scale
-        x2, y2 = (_round(xp, rois[:, 2]) + 1) * scale, (_round(xp, rois[:, 3]) + 1) * scale
+        x1, y1, x2, y2 = ps_box(xp, rois, scale)
         rh, rw = xp.maximum(y2 - y1, 0.1), xp.maximum(x2 - x1, 0.1)
     else:
         x1, y1 = _round(xp, rois[:, 0] * scale), _round(xp, rois[:, 1] * scale)
@@ -123,7 +131,7 @@ def _roi_pool_kernel(ctx: KernelContext) -> Callable:
 
     def roi_pool(x: Any, rois: Any, *lod: Any) -> tuple[Any, Any]:
         rows, cols = _quantized(ctx, xp, rois, False)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, lod), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, lod), channels)
         vals = xp.where(inside, x[index], -xp.inf)
         r, cc, ph, pw, kh, kw = vals.shape
         flat = vals.reshape(r, cc, ph, pw, kh * kw)
@@ -145,7 +153,7 @@ def _roi_pool_grad_kernel(ctx: KernelContext) -> Callable:
 
     def roi_pool_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, argmax, g = rest
-        batch = _batch_of(xp, rois, tuple(lod))
+        batch = batch_of(xp, rois, tuple(lod))
         dx = xp.zeros((n, c, h * w), dtype)
         seen = argmax >= 0
         b = xp.broadcast_to(batch[:, None, None, None], argmax.shape)
@@ -170,7 +178,7 @@ def _psroi_kernel(ctx: KernelContext) -> Callable:
 
     def psroi_pool(x: Any, rois: Any, *lod: Any) -> Any:
         rows, cols = _quantized(ctx, xp, rois, True)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, lod), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, lod), channels)
         total = xp.where(inside, x[index], 0).sum(axis=(4, 5))
         count = inside.sum(axis=(4, 5))
         return (total / xp.maximum(count, 1)).astype(x.dtype)
@@ -185,7 +193,7 @@ def _psroi_grad_kernel(ctx: KernelContext) -> Callable:
     def psroi_pool_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, g = rest
         rows, cols = _quantized(ctx, xp, rois, True)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, tuple(lod)), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, tuple(lod)), channels)
         count = xp.maximum(inside.sum(axis=(4, 5)), 1)
         shape = g.shape + inside.shape[4:]
         inside = xp.broadcast_to(inside, shape)
@@ -221,6 +229,7 @@ class _Samples:
         self.index = xp.concatenate([low, high], axis=2).astype("int64")
         self.weight = (xp.concatenate([1.0 - frac, frac], axis=2) * xp.concatenate(
             [used, used], axis=2)).astype(dtype)
+        self.taps = Taps(self.index, self.weight)
 
 
 def _align_samples(ctx: KernelContext, xp: Any, rois: Any) -> tuple[_Samples, _Samples, Any]:
@@ -238,44 +247,71 @@ def _align_samples(ctx: KernelContext, xp: Any, rois: Any) -> tuple[_Samples, _S
             (gh * gw).astype(dtype))
 
 
+def pick_rows(xp: Any, x: Any, batch: Any, index: Any) -> Any:
+    """The rows of each roi's bins: X[batch[r], :, index[r, bin, s], :], [R, C, bins, S, W]."""
+    channels = xp.arange(x.shape[1])[None, :, None, None]
+    return x[batch[:, None, None, None], channels, index[:, None]]
+
+
+def weigh_rows(picked: Any, weight: Any) -> Any:
+    """[R, C, bins, W]: the rows `pick_rows` gave, summed with weights [R, bins, S]."""
+    return (picked * weight[:, None, :, :, None]).sum(axis=3)
+
+
+def weigh_columns(xp: Any, rows: Any, index: Any, weight: Any) -> Any:
+    """[R, C, ph, pw]: columns index [R, pw, S] of the weighed rows [R, C, ph, W], summed
+    with weights [R, pw, S]."""
+    at = xp.take_along_axis(rows[:, :, :, None, :], index[:, None, None], -1)
+    return (at * weight[:, None, None]).sum(axis=-1)
+
+
+class Taps(NamedTuple):
+    """Per roi, bin and tap: the row (or column) of X it reads, and its weight."""
+    index: Any
+    weight: Any
+
+
+def spread_back(xp: Any, dx: Any, batch: Any, rows: Taps, cols: Taps, share: Any) -> Any:
+    """The gradient of ``weigh_columns(weigh_rows(pick_rows(...)))`` for the output
+    gradient ``share`` [R, C, ph, pw], added into ``dx`` [N, C, H, W]: through the columns'
+    weights into [R, C, ph, W], then through the rows' into X (``add.at``: bins of
+    different rois overlap)."""
+    r, c, ph, _ = share.shape
+    w = dx.shape[3]
+    channels = xp.arange(c)[None, :, None, None, None]
+    dt = xp.zeros((r, c, ph, w), share.dtype)
+    at = share[..., None] * cols.weight[:, None, None]                # R C ph pw S
+    xp.add.at(dt, (xp.arange(r)[:, None, None, None, None], channels,
+                   xp.arange(ph)[None, None, :, None, None], cols.index[:, None, None]), at)
+    spread = dt[:, :, :, None, :] * rows.weight[:, None, :, :, None]   # R C ph S W
+    xp.add.at(dx, (batch[:, None, None, None, None], channels, rows.index[:, None, :, :, None],
+                   xp.arange(w)[None, None, None, None, :]), spread)
+    return dx
+
+
 def _roi_align_kernel(ctx: KernelContext) -> Callable:
     """Rows first: T [R, C, ph, W] = the weighted rows of each bin's samples; then the
     columns of T, and the mean over the bin's samples."""
     xp = ctx.xp
-    c = ctx.input("X").shape[1]
-    channels = xp.arange(c)[None, :, None, None]
 
     def roi_align(x: Any, rois: Any, *lod: Any) -> Any:
         rows, cols, count = _align_samples(ctx, xp, rois)
-        b = _batch_of(xp, rois, lod)[:, None, None, None]
-        picked = x[b, channels, rows.index[:, None]]               # R C ph S W
-        t = (picked * rows.weight[:, None, :, :, None]).sum(axis=3)
-        at = xp.take_along_axis(t[:, :, :, None, :], cols.index[:, None, None], -1)
-        out = (at * cols.weight[:, None, None]).sum(axis=-1)        # R C ph pw
+        t = weigh_rows(pick_rows(xp, x, batch_of(xp, rois, lod), rows.index), rows.weight)
+        out = weigh_columns(xp, t, cols.index, cols.weight)
         return (out / count[:, None, None, None]).astype(x.dtype)
     return roi_align
 
 
 def _roi_align_grad_kernel(ctx: KernelContext) -> Callable:
     xp = ctx.xp
-    n, c, h, w = ctx.input("X").shape
-    channels = xp.arange(c)[None, :, None, None]
+    shape = ctx.input("X").shape
 
     def roi_align_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, g = rest
         rows, cols, count = _align_samples(ctx, xp, rois)
-        r, _, ph, pw = g.shape
-        share = g / count[:, None, None, None]
-        dt = xp.zeros((r, c, ph, w), g.dtype)
-        at = share[..., None] * cols.weight[:, None, None]          # R C ph pw S
-        xp.add.at(dt, (xp.arange(r)[:, None, None, None, None], channels[..., None],
-                       xp.arange(ph)[None, None, :, None, None], cols.index[:, None, None]), at)
-        dx = xp.zeros((n, c, h, w), g.dtype)
-        spread = dt[:, :, :, None, :] * rows.weight[:, None, :, :, None]   # R C ph S W
-        b = _batch_of(xp, rois, tuple(lod))[:, None, None, None, None]
-        xp.add.at(dx, (b, channels[..., None], rows.index[:, None, :, :, None],
-                       xp.arange(w)[None, None, None, None, :]), spread)
-        return dx
+        dx = xp.zeros(shape, g.dtype)
+        return spread_back(xp, dx, batch_of(xp, rois, tuple(lod)), rows.taps, cols.taps,
+                           g / count[:, None, None, None])
     return roi_align_grad
 
 
@@ -299,7 +335,7 @@ def _register(op: str, kernel: Callable, grad_kernel: Callable, attrs: dict,
     ``kept`` (outputs the forward op leaves for it)."""
     uses = ("X", "ROIs", "RoisLod") + kept
     register(OpSpec(op, slots("X", "ROIs", "RoisLod?"), slots("Out", *kept),
-                    partial(_infer, argmax=bool(kept)), kernel,
+                    partial(infer_roi, argmax=bool(kept)), kernel,
                     partial(_grad, grad_type=f"{op}_grad", uses=uses), attrs=attrs,
                     host_access="reads", doc=doc))
     register(OpSpec(f"{op}_grad", slots("X", "ROIs", "RoisLod?", *kept, "Out@GRAD"),
