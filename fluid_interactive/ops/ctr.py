@@ -150,7 +150,7 @@ def _instag_kernel(ctx: KernelContext) -> Callable:
     def filter_by_instag(ins: Any, tags: Any, filt: Any, *lengths: Any) -> tuple:
         got = unpack(lengths)
         tags = tags.reshape(b, -1)
-        hit = (tags[:, :, None] == filt.reshape(1, 1, -1)).any(axis=2)
+        hit = _among(xp, tags, filt.reshape(-1))
         if "InsTagLengths" in got:
             hit &= time_mask(xp, row_lengths(xp, got["InsTagLengths"], b, tags.shape[1],
                                              "filter_by_instag: ins_tag_lengths"),
@@ -170,6 +170,16 @@ def _instag_kernel(ctx: KernelContext) -> Callable:
         outs = (out, xp.ones((n, 1), "float32"), index_map, index_map[:, 2].copy())
         return outs if ctx.has_output("OutLengths") else outs[:3]
     return filter_by_instag
+
+
+def _among(xp: Any, values: Any, wanted: Any) -> Any:
+    """Whether each of ``values`` is one of ``wanted`` (sorted once, then a binary search
+    per value: no [values x wanted] table)."""
+    if wanted.size == 0:
+        return xp.zeros(values.shape, bool)
+    ordered = xp.sort(wanted)
+    at = xp.minimum(xp.searchsorted(ordered, values), wanted.size - 1)
+    return ordered[at] == values
 
 
 def _empty_result(ctx: KernelContext) -> Callable[[], tuple]:

@@ -15,14 +15,15 @@ c's class, c // (output_dim / classes); (pi, pj): the bin's part). A sample fart
 half a pixel outside the image is skipped; the others are clamped into it and read
 bilinearly. ``no_trans`` reads no offsets.
 
-The kernel loops over the sample grid (rows, then columns), each step a gather of the four
-corners of every output at once. The gradients: the input's added at those corners (one
-``bincount`` over every sample), the offsets' from the bilinear weights' derivatives
-(zero where a sample was clamped), summed into Trans's parts.
+The kernel loops over the sample grid, each step a gather of the four corners of every
+output at once. The gradients: the input's added at those corners (a ``bincount`` per
+sample), the offsets' from the bilinear weights' derivatives (zero where a sample was
+clamped, as Paddle's), summed into Trans's parts.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from math import prod
 from typing import Any
 
 from ..ir.records import FLOAT_DTYPES
@@ -105,7 +106,8 @@ class _Grid:
         self.trans_x = (2 * (k // per_class))[:, None, None]             # od 1 1
         self.part_i = (i * part_h // self.ph)[:, None]                    # ph 1
         self.part_j = j * part_w // self.pw                               # pw
-        self.i, self.j = i[:, None].astype(ctx.input("Input").dtype), j
+        dtype = ctx.input("Input").dtype        # sample positions in X's precision
+        self.i, self.j = i[:, None].astype(dtype), j.astype(dtype)
 
 
 class _Starts:
@@ -135,35 +137,60 @@ class _Starts:
         self.plane = (image * grid.c + grid.channel) * (grid.h * grid.w)
 
 
+def _inside(pos: Any, size: int) -> Any:
+    """Whether sample positions lie within half a pixel of the image."""
+    return (pos >= -0.5) & (pos <= size - 0.5)
+
+
 class _Axis:
     """The samples at one step along one axis: inside (within half a pixel of the image),
-    the two pixels around the clamped position and the fraction past the first."""
+    the flat offsets of the two pixels around the clamped position (times ``stride``,
+    plus ``base``) and the fraction past the first."""
 
-    def __init__(self, xp: Any, pos: Any, size: int):
-        self.inside = (pos >= -0.5) & (pos <= size - 0.5)
+    def __init__(self, xp: Any, pos: Any, size: int, stride: int, base: Any = 0):
+        self.inside = _inside(pos, size)
         pos = xp.clip(pos, 0, size - 1)
-        self.low = xp.floor(pos)
-        self.high = xp.ceil(pos).astype("int64")
-        self.frac = pos - self.low
-        self.low = self.low.astype("int64")
+        low = xp.floor(pos)
+        self.frac = pos - low
+        self.low = base + low.astype("int64") * stride
+        self.high = base + xp.ceil(pos).astype("int64") * stride
 
 
-def _samples(grid: _Grid, at: _Starts) -> Iterator[tuple[_Axis, _Axis]]:
-    xp = grid.xp
-    rows = [_Axis(xp, at.h0 + s * at.step_h, grid.h) for s in range(grid.samples)]
+class _Sample:
+    """One sample of every output: its four corners in Input (flat), their values, and
+    the bilinear value between them."""
+
+    def __init__(self, xp: Any, flat: Any, row: _Axis, col: _Axis):
+        self.row, self.col = row, col
+        self.inside = row.inside & col.inside
+        self.corners = [row.low + col.low, row.low + col.high, row.high + col.low,
+                        row.high + col.high]
+        v = [xp.take(flat, i) for i in self.corners]
+        self.top = v[0] + col.frac * (v[1] - v[0])
+        self.bottom = v[2] + col.frac * (v[3] - v[2])
+        self.by_x = (1 - row.frac) * (v[1] - v[0]) + row.frac * (v[3] - v[2])
+        self.value = self.top + row.frac * (self.bottom - self.top)
+
+    def weights(self) -> list[Any]:
+        fy, fx = self.row.frac, self.col.frac
+        return [(1 - fy) * (1 - fx), (1 - fy) * fx, fy * (1 - fx), fy * fx]
+
+
+def _samples(grid: _Grid, at: _Starts, x: Any) -> Iterator[_Sample]:
+    xp, flat = grid.xp, x.reshape(-1)
+    rows = [_Axis(xp, at.h0 + s * at.step_h, grid.h, grid.w, at.plane)
+            for s in range(grid.samples)]
     for s in range(grid.samples):
-        cols = _Axis(xp, at.w0 + s * at.step_w, grid.w)
+        col = _Axis(xp, at.w0 + s * at.step_w, grid.w, 1)
         for row in rows:
-            yield row, cols
+            yield _Sample(xp, flat, row, col)
 
 
-def _corners(grid: _Grid, at: _Starts, row: _Axis, col: _Axis) -> list[tuple[Any, Any]]:
-    """The four (flat index into Input, bilinear weight) of a sample."""
-    out = []
-    for y, wy in ((row.low, 1 - row.frac), (row.high, row.frac)):
-        for x, wx in ((col.low, 1 - col.frac), (col.high, col.frac)):
-            out.append((at.plane + y * grid.w + x, wy * wx))
-    return out
+def _count(grid: _Grid, at: _Starts) -> Any:
+    """How many samples of each output fall inside: rows inside times columns inside."""
+    rows = sum(_inside(at.h0 + s * at.step_h, grid.h) for s in range(grid.samples))
+    cols = sum(_inside(at.w0 + s * at.step_w, grid.w) for s in range(grid.samples))
+    return rows * cols
 
 
 def _kernel(ctx: KernelContext) -> Callable:
@@ -172,13 +199,10 @@ def _kernel(ctx: KernelContext) -> Callable:
 
     def deformable_psroi_pooling(x: Any, rois: Any, trans: Any, *lod: Any) -> tuple:
         at = _Starts(grid, rois, trans, lod)
-        flat = x.reshape(-1)
-        total, count = 0, 0
-        for row, col in _samples(grid, at):
-            inside = row.inside & col.inside
-            value = sum(xp.take(flat, i) * w for i, w in _corners(grid, at, row, col))
-            total = total + xp.where(inside, value, 0)
-            count = count + inside
+        total = 0
+        for sample in _samples(grid, at, x):
+            total = total + xp.where(sample.inside, sample.value, 0)
+        count = _count(grid, at)
         out = xp.where(count > 0, total / xp.maximum(count, 1), 0)
         # without offsets a bin's samples are the same for every channel
         return out.astype(x.dtype), xp.broadcast_to(count, out.shape).astype(x.dtype)
@@ -193,34 +217,27 @@ def _grad_kernel(ctx: KernelContext) -> Callable:
     def deformable_psroi_pooling_grad(x: Any, rois: Any, trans: Any, *rest: Any) -> Any:
         *lod, g = rest
         at = _Starts(grid, rois, trans, tuple(lod))
-        flat = x.reshape(-1)
-        count = sum(row.inside & col.inside for row, col in _samples(grid, at))
-        share = g / xp.maximum(count, 1)
-        places, weights, by_w, by_h = [], [], 0, 0
-        for row, col in _samples(grid, at):
-            s = xp.where(row.inside & col.inside, share, 0)
-            v = [xp.take(flat, i) for i, _ in _corners(grid, at, row, col)]
-            for i, w in _corners(grid, at, row, col):
-                places.append(i.reshape(-1))
-                weights.append((w * s).reshape(-1))
-            by_w = by_w + s * ((1 - row.frac) * (v[1] - v[0]) + row.frac * (v[3] - v[2]))
-            by_h = by_h + s * ((1 - col.frac) * (v[2] - v[0]) + col.frac * (v[3] - v[1]))
-        got = {"Input@GRAD": _scatter(xp, places, weights, x.shape, dtype)}
+        share = g / xp.maximum(_count(grid, at), 1)
+        dx, by_x, by_y = xp.zeros(x.size, dtype), 0, 0
+        for sample in _samples(grid, at, x):     # one bincount per sample: little memory
+            s = xp.where(sample.inside, share, 0)
+            dx += _scatter(xp, [xp.broadcast_to(i, s.shape).reshape(-1) for i in sample.corners],
+                           [(w * s).reshape(-1) for w in sample.weights()], (x.size,), dtype)
+            by_x = by_x + s * sample.by_x
+            by_y = by_y + s * (sample.bottom - sample.top)
+        got = {"Input@GRAD": dx.reshape(x.shape)}
         if "Trans@GRAD" in wanted:
-            got["Trans@GRAD"] = _trans_grad(grid, at, by_w * grid.std * at.roi_w,
-                                            by_h * grid.std * at.roi_h, dtype)
+            got["Trans@GRAD"] = _trans_grad(grid, at, by_x * grid.std * at.roi_w,
+                                            by_y * grid.std * at.roi_h, dtype)
         outs = tuple(got[s] for s in wanted)
         return outs[0] if len(outs) == 1 else outs
     return deformable_psroi_pooling_grad
 
 
 def _scatter(xp: Any, places: list, weights: list, shape: tuple, dtype: str) -> Any:
-    size = 1
-    for d in shape:
-        size *= d
-    if not places:
-        return xp.zeros(shape, dtype)
-    added = xp.bincount(xp.concatenate(places), weights=xp.concatenate(weights), minlength=size)
+    """An array of ``shape`` holding the weights added up at their flat places."""
+    added = xp.bincount(xp.concatenate(places), weights=xp.concatenate(weights),
+                        minlength=prod(shape))
     return added.reshape(shape).astype(dtype)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from ..ir.text import format_shape as fmt
 from .registry import register
 from .rnn import Unpack
-from .roi import Taps, batch_of, infer_roi, pick_rows, spread_back, weigh_columns, weigh_rows
+from .roi import Window, batch_of, infer_roi, pool_windows, spread_windows
 from .spec import InferContext, KernelContext, OpSpec, emit_default_grad, slots
 
 
@@ -39,23 +39,25 @@ def _hat(xp: Any, u: Any) -> Any:
 
 
 class _Integrals:
-    """One dim of a roi's bins: per roi, bin and pixel of the bin's window inside the
-    image (index arrays as long as the longest window, [R, bins, K]), the integral of the
-    pixel's hat over the bin (``area``), and its hat at the bin's start and end."""
+    """One dim of a roi's bins over the roi's window of pixels (`roi.Window`): per bin
+    and pixel the integral of the pixel's hat over the bin (``area``), and its hat at
+    the bin's start and at its end."""
 
     def __init__(self, xp: Any, start: Any, size: Any, bins: int, limit: int):
-        a = start[:, None] + xp.arange(bins) * size[:, None]         # R bins
+        dtype = start.dtype
+        a = start[:, None] + xp.arange(bins, dtype=dtype) * size[:, None]   # R bins
         b = a + size[:, None]
-        lo = xp.clip(xp.floor(a), 0, limit - 1)
-        hi = xp.clip(xp.ceil(b), 0, limit - 1)
-        taps = int((hi - lo).max()) + 1 if a.size else 1
-        point = lo[..., None] + xp.arange(taps)                       # R bins K
-        used = point <= hi[..., None]
-        self.index = xp.minimum(point, limit - 1).astype("int64")
-        a, b = a[..., None] - point, b[..., None] - point
-        self.area = Taps(self.index, xp.where(used, _hat_integral(xp, b) - _hat_integral(xp, a), 0))
-        self.at_start = Taps(self.index, xp.where(used, _hat(xp, a), 0))
-        self.at_end = Taps(self.index, xp.where(used, _hat(xp, b), 0))
+        first = xp.clip(xp.floor(a[:, 0]), 0, limit - 1)
+        last = xp.clip(xp.ceil(b[:, -1]), 0, limit - 1)
+        k = int((last - first).max()) + 1 if a.size else 1
+        pixel = first[:, None] + xp.arange(k, dtype=dtype)                 # R K
+        used = (pixel <= last[:, None])[:, None]
+        index = xp.minimum(pixel, limit - 1).astype("int64")
+        a, b = a[..., None] - pixel[:, None], b[..., None] - pixel[:, None]   # R bins K
+        self.area = Window(index, xp.where(used, _hat_integral(xp, b) - _hat_integral(xp, a),
+                                           0))
+        self.at_start = Window(index, xp.where(used, _hat(xp, a), 0))
+        self.at_end = Window(index, xp.where(used, _hat(xp, b), 0))
 
 
 class _Bins:
@@ -105,30 +107,32 @@ def _kernel(ctx: KernelContext) -> Callable:
 
     def prroi_pool(x: Any, rois: Any, *images: Any) -> Any:
         bins = _Bins(ctx, xp, rois, unpack(images))
-        t = weigh_rows(pick_rows(xp, x, bins.batch, bins.rows.index), bins.rows.area.weight)
-        out = weigh_columns(xp, t, bins.cols.index, bins.cols.area.weight)
+        out = pool_windows(xp, x, bins.batch, bins.rows.area, bins.cols.area)
         return (out * bins.inverse_area).astype(x.dtype)
     return prroi_pool
+
+
+def _stacked(xp: Any, dim: _Integrals) -> Window:
+    """The area, start and end weights of a dim as one window of 3 x bins."""
+    return Window(dim.area.index, xp.concatenate([dim.area.weight, dim.at_start.weight,
+                                                  dim.at_end.weight], axis=1))
 
 
 def _box_grad(xp: Any, x: Any, out: Any, share: Any, bins: _Bins, scale: float) -> Any:
     """ROIs@GRAD [R, 4]: each bin's derivative by its four ends (the integral along an
     end of the interpolation, less the output times the end's length, over the bin's
     area), carried to the roi's corners by where the bin lies in the roi."""
-    picked = pick_rows(xp, x, bins.batch, bins.rows.index)
-    by_rows = {k: weigh_rows(picked, getattr(bins.rows, k).weight)
-               for k in ("area", "at_start", "at_end")}
-
-    def integral(rows: str, cols: str) -> Any:
-        taps = getattr(bins.cols, cols)
-        return weigh_columns(xp, by_rows[rows], taps.index, taps.weight)
+    ph, pw = out.shape[2:]
+    # every pair of (area, at_start, at_end) weights along H and along W at once
+    nine = pool_windows(xp, x, bins.batch, _stacked(xp, bins.rows), _stacked(xp, bins.cols))
+    by_start_w, by_end_w = nine[:, :, :ph, pw:2 * pw], nine[:, :, :ph, 2 * pw:]
+    by_start_h, by_end_h = nine[:, :, ph:2 * ph, :pw], nine[:, :, 2 * ph:, :pw]
     bh, bw = bins.bin_h[:, None, None, None], bins.bin_w[:, None, None, None]
     share = share * scale
-    d_left = (bh * out - integral("area", "at_start")) * share
-    d_right = (integral("area", "at_end") - bh * out) * share
-    d_top = (bw * out - integral("at_start", "area")) * share
-    d_bottom = (integral("at_end", "area") - bw * out) * share
-    ph, pw = out.shape[2:]
+    d_left = (bh * out - by_start_w) * share
+    d_right = (by_end_w - bh * out) * share
+    d_top = (bw * out - by_start_h) * share
+    d_bottom = (by_end_h - bw * out) * share
     fh = (xp.arange(ph) / ph)[:, None]           # where each bin starts in its roi
     fw = xp.arange(pw) / pw
     return xp.stack([(d_left * (1 - fw) + d_right * (1 - fw - 1 / pw)).sum(axis=(1, 2, 3)),
@@ -148,8 +152,8 @@ def _grad_kernel(ctx: KernelContext) -> Callable:
         share = g * bins.inverse_area
         got = {}
         if "X@GRAD" in wanted:
-            got["X@GRAD"] = spread_back(xp, xp.zeros(shape, g.dtype), bins.batch,
-                                        bins.rows.area, bins.cols.area, share)
+            got["X@GRAD"] = spread_windows(xp, shape, bins.batch, bins.rows.area,
+                                           bins.cols.area, share)
         if "ROIs@GRAD" in wanted:
             got["ROIs@GRAD"] = _box_grad(xp, x, out, share, bins, scale).astype(rois.dtype)
         outs = tuple(got[s] for s in wanted)

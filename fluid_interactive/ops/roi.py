@@ -247,57 +247,71 @@ def _align_samples(ctx: KernelContext, xp: Any, rois: Any) -> tuple[_Samples, _S
             (gh * gw).astype(dtype))
 
 
-def pick_rows(xp: Any, x: Any, batch: Any, index: Any) -> Any:
-    """The rows of each roi's bins: X[batch[r], :, index[r, bin, s], :], [R, C, bins, S, W]."""
-    channels = xp.arange(x.shape[1])[None, :, None, None]
-    return x[batch[:, None, None, None], channels, index[:, None]]
-
-
-def weigh_rows(picked: Any, weight: Any) -> Any:
-    """[R, C, bins, W]: the rows `pick_rows` gave, summed with weights [R, bins, S]."""
-    return (picked * weight[:, None, :, :, None]).sum(axis=3)
-
-
-def weigh_columns(xp: Any, rows: Any, index: Any, weight: Any) -> Any:
-    """[R, C, ph, pw]: columns index [R, pw, S] of the weighed rows [R, C, ph, W], summed
-    with weights [R, pw, S]."""
-    at = xp.take_along_axis(rows[:, :, :, None, :], index[:, None, None], -1)
-    return (at * weight[:, None, None]).sum(axis=-1)
-
-
 class Taps(NamedTuple):
     """Per roi, bin and tap: the row (or column) of X it reads, and its weight."""
     index: Any
     weight: Any
 
 
-def spread_back(xp: Any, dx: Any, batch: Any, rows: Taps, cols: Taps, share: Any) -> Any:
-    """The gradient of ``weigh_columns(weigh_rows(pick_rows(...)))`` for the output
-    gradient ``share`` [R, C, ph, pw], added into ``dx`` [N, C, H, W]: through the columns'
-    weights into [R, C, ph, W], then through the rows' into X (``add.at``: bins of
-    different rois overlap)."""
-    r, c, ph, _ = share.shape
-    w = dx.shape[3]
-    channels = xp.arange(c)[None, :, None, None, None]
-    dt = xp.zeros((r, c, ph, w), share.dtype)
-    at = share[..., None] * cols.weight[:, None, None]                # R C ph pw S
-    xp.add.at(dt, (xp.arange(r)[:, None, None, None, None], channels,
-                   xp.arange(ph)[None, None, :, None, None], cols.index[:, None, None]), at)
-    spread = dt[:, :, :, None, :] * rows.weight[:, None, :, :, None]   # R C ph S W
-    xp.add.at(dx, (batch[:, None, None, None, None], channels, rows.index[:, None, :, :, None],
-                   xp.arange(w)[None, None, None, None, :]), spread)
-    return dx
+class Window(NamedTuple):
+    """One dim of each roi's bins: the pixels of X the roi reads along it (a window from
+    its first, as long as the longest, clamped into X: index [R, K]) and each bin's
+    weight on each (weight [R, bins, K]; 0 past the roi's own pixels)."""
+    index: Any
+    weight: Any
+
+
+def window_of(xp: Any, taps: Taps) -> Window:
+    """The window holding a roi's taps, their weights added up per pixel."""
+    r, bins, s = taps.index.shape
+    first = taps.index.min(axis=(1, 2)) if taps.index.size else xp.zeros(r, "int64")
+    k = int((taps.index.max(axis=(1, 2)) - first).max()) + 1 if taps.index.size else 1
+    at = (xp.arange(r * bins).reshape(r, bins, 1) * k + taps.index - first[:, None, None])
+    weight = xp.bincount(at.reshape(-1), weights=taps.weight.reshape(-1), minlength=r * bins * k)
+    last = taps.index.max() if taps.index.size else 0
+    return Window(xp.minimum(first[:, None] + xp.arange(k), last),
+                  weight.reshape(r, bins, k).astype(taps.weight.dtype))
+
+
+def pool_windows(xp: Any, x: Any, batch: Any, rows: Window, cols: Window) -> Any:
+    """[R, C, ph, pw] = sum over the windows of X[batch[r], c, i, j] * rows.weight[r, p,
+    i] * cols.weight[r, q, j]: each roi's window gathered (channels last, so each pixel's
+    channels come as one run), then two batched matrix products."""
+    r, ph, kr = rows.weight.shape
+    kc = cols.index.shape[1]
+    pixels = xp.ascontiguousarray(x.transpose(0, 2, 3, 1))               # N H W C
+    win = pixels[batch[:, None, None], rows.index[:, :, None], cols.index[:, None, :]]
+    c = x.shape[1]
+    t = xp.matmul(rows.weight, win.reshape(r, kr, kc * c)).reshape(r, ph, kc, c)
+    out = xp.matmul(cols.weight[:, None], t)                              # R ph pw C
+    return xp.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def spread_windows(xp: Any, shape: tuple, batch: Any, rows: Window, cols: Window,
+                   share: Any) -> Any:
+    """The gradient of `pool_windows` for the output gradient ``share`` [R, C, ph, pw]:
+    X@GRAD [N, C, H, W], every roi's window added in (one ``bincount``: rois overlap)."""
+    n, c, h, w = shape
+    r, ph, kr = rows.weight.shape
+    kc = cols.index.shape[1]
+    by_pixel = share.transpose(0, 2, 3, 1)                                # R ph pw C
+    d_t = xp.matmul(cols.weight[:, None].transpose(0, 1, 3, 2), by_pixel)  # R ph Kc C
+    d_win = xp.matmul(rows.weight.transpose(0, 2, 1), d_t.reshape(r, ph, kc * c))
+    at = ((((batch[:, None, None, None] * c + xp.arange(c)) * h
+            + rows.index[:, :, None, None]) * w) + cols.index[:, None, :, None])  # R Kr Kc C
+    dx = xp.bincount(at.reshape(-1), weights=d_win.reshape(-1), minlength=n * c * h * w)
+    return dx.reshape(shape).astype(share.dtype)
 
 
 def _roi_align_kernel(ctx: KernelContext) -> Callable:
-    """Rows first: T [R, C, ph, W] = the weighted rows of each bin's samples; then the
-    columns of T, and the mean over the bin's samples."""
+    """The mean of each bin's samples: their weights gathered into each roi's windows
+    along H and W, then `pool_windows`."""
     xp = ctx.xp
 
     def roi_align(x: Any, rois: Any, *lod: Any) -> Any:
         rows, cols, count = _align_samples(ctx, xp, rois)
-        t = weigh_rows(pick_rows(xp, x, batch_of(xp, rois, lod), rows.index), rows.weight)
-        out = weigh_columns(xp, t, cols.index, cols.weight)
+        out = pool_windows(xp, x, batch_of(xp, rois, lod), window_of(xp, rows.taps),
+                           window_of(xp, cols.taps))
         return (out / count[:, None, None, None]).astype(x.dtype)
     return roi_align
 
@@ -309,9 +323,9 @@ def _roi_align_grad_kernel(ctx: KernelContext) -> Callable:
     def roi_align_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, g = rest
         rows, cols, count = _align_samples(ctx, xp, rois)
-        dx = xp.zeros(shape, g.dtype)
-        return spread_back(xp, dx, batch_of(xp, rois, tuple(lod)), rows.taps, cols.taps,
-                           g / count[:, None, None, None])
+        return spread_windows(xp, shape, batch_of(xp, rois, tuple(lod)),
+                              window_of(xp, rows.taps), window_of(xp, cols.taps),
+                              g / count[:, None, None, None])
     return roi_align_grad
 
 

@@ -205,6 +205,10 @@ def test_filter_by_instag_tags_past_their_length_and_the_empty_fill(rng):
                    {"is_lod": False, "out_val_if_empty": -3}, reference=ref_instag,
                    batch_unknown=False, output_counts=WITH_LENGTHS)
     np.testing.assert_array_equal(got["Out"][0], np.full((1, 5), -3.0))
+    got = run_forward("filter_by_instag", {"Ins": rng.random((3, 5)), "Ins_tag": tags,
+                                           "Filter_tag": np.zeros(0, np.int64)},
+                      {"is_lod": False})
+    np.testing.assert_array_equal(got["LossWeight"][0], [[0]])     # no tag to keep
 
 
 def test_filter_by_instag_in_a_program(rng):
