@@ -61,7 +61,8 @@ def getitem(x: Any, key: Any) -> Any:
                 axes.append(dim)
                 for into, v in zip((starts, ends, steps), bounds):
                     into.append(v)
-        else:
+            out_dim += 1
+        else:                     # an integer: its dim is squeezed away
             i = _index(x, k, dim, where)
             axes.append(dim)
             starts.append(i)
@@ -69,7 +70,6 @@ def getitem(x: Any, key: Any) -> Any:
             steps.append(1)
             drop.append(dim)
         dim += 1
-        out_dim += 1
     out = x
     if any(s != 1 for s in steps):
         out = strided_slice(out, axes, starts, ends, steps)

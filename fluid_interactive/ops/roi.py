@@ -19,8 +19,11 @@ corners are rounded, its far corner extended by a pixel, then scaled.
 
 Bins and sample grids differ in size from roi to roi, so windows are index arrays as
 long as the largest (read back from the device each call), positions past a window's end
-masked; roi_align's bilinear sampling is separable and runs as a gather of rows, then of
-columns. The gradients add into X with ``add.at`` (bins of different rois overlap).
+masked. roi_align's bilinear sampling is separable: its samples' weights are added up
+per pixel of each roi's window of rows and of columns (`Window`), and `pool_windows`
+gathers each roi's window and applies both with two batched matrix products (prroi_pool
+uses it too). The gradients add into X with ``add.at`` or ``bincount`` (bins of
+different rois overlap).
 """
 from __future__ import annotations
 

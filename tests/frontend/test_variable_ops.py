@@ -23,9 +23,10 @@ H = np.random.default_rng(0).integers(-3, 4, (2, 3, 4)).astype("float32")
     lambda h: h[:, 0], lambda h: h[:, -1], lambda h: h[:, 1:3], lambda h: h[..., 2],
     lambda h: h[:, :, -2:], lambda h: h[0], lambda h: h[-1, 1:], lambda h: h[None],
     lambda h: h[:, None, 2], lambda h: h[:, 1, 1:3], lambda h: h[:], lambda h: h[...],
-    lambda h: h[:, 5:], lambda h: h[:, -10:2],
+    lambda h: h[:, 5:], lambda h: h[:, -10:2], lambda h: h[0, None], lambda h: h[1, :, None],
 ], ids=["[:,0]", "[:,-1]", "[:,1:3]", "[...,2]", "[:,:,-2:]", "[0]", "[-1,1:]", "[None]",
-        "[:,None,2]", "[:,1,1:3]", "[:]", "[...]", "[:,5:]", "[:,-10:2]"])
+        "[:,None,2]", "[:,1,1:3]", "[:]", "[...]", "[:,5:]", "[:,-10:2]", "[0,None]",
+        "[1,:,None]"])
 def test_indexing_matches_numpy(index):
     got = compiled(index).f(H)
     np.testing.assert_array_equal(got, index(H))
@@ -37,6 +38,7 @@ STEPPED = {
     "[:,2:0:-1]": lambda h: h[:, 2:0:-1], "[1,-1::-3]": lambda h: h[1, -1::-3],
     "[:,:-4:-1,None]": lambda h: h[:, :-4:-1, None], "[:,5::-2]": lambda h: h[:, 5::-2],
     "[:,1:1:-1]": lambda h: h[:, 1:1:-1], "[:,::3,::-1]": lambda h: h[:, ::3, ::-1],
+    "[1,None,::2]": lambda h: h[1, None, ::2], "[::2,0,None,::-1]": lambda h: h[::2, 0, None, ::-1],
 }
 
 
