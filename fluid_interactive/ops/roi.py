@@ -19,14 +19,17 @@ corners are rounded, its far corner extended by a pixel, then scaled.
 
 Bins and sample grids differ in size from roi to roi, so windows are index arrays as
 long as the largest (read back from the device each call), positions past a window's end
-masked; roi_align's bilinear sampling is separable and runs as a gather of rows, then of
-columns. The gradients add into X with ``add.at`` (bins of different rois overlap).
+masked. roi_align's bilinear sampling is separable: its samples' weights are added up
+per pixel of each roi's window of rows and of columns (`Window`), and `pool_windows`
+gathers each roi's window and applies both with two batched matrix products (prroi_pool
+uses it too). The gradients add into X with ``add.at`` or ``bincount`` (bins of
+different rois overlap).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as fmt
@@ -34,7 +37,8 @@ from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
 
 
-def _infer(ctx: InferContext, argmax: bool) -> None:
+def infer_roi(ctx: InferContext, argmax: bool) -> None:
+    """Out [R, C (or output_channels), ph, pw] (and Argmax) from X, ROIs and RoisLod."""
     x, rois = ctx.input("X"), ctx.input("ROIs")
     if x.rank != 4 or x.dtype not in FLOAT_DTYPES:
         ctx.fail(f"X must be a float [N, C, H, W], got {x.dtype}{fmt(x.shape)}")
@@ -58,7 +62,7 @@ def _infer(ctx: InferContext, argmax: bool) -> None:
         ctx.set_output("Argmax", (rois.shape[0], c, ph, pw), "int64")
 
 
-def _batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
+def batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
     """The image index of each roi, [R]."""
     r = rois.shape[0]
     if not lod:
@@ -69,6 +73,14 @@ def _batch_of(xp: Any, rois: Any, lod: tuple) -> Any:
 def _round(xp: Any, v: Any) -> Any:
     """Rounding half away from zero (C's round)."""
     return xp.sign(v) * xp.floor(xp.abs(v) + 0.5)
+
+
+def ps_box(xp: Any, rois: Any, scale: float) -> tuple[Any, Any, Any, Any]:
+    """The position-sensitive ops' box on X: (x1, y1, x2, y2) with each corner rounded
+    to the image's pixels, the far one extended by a pixel, then scaled."""
+    x1, y1 = _round(xp, rois[:, 0]) * scale, _round(xp, rois[:, 1]) * scale
+    x2, y2 = (_round(xp, rois[:, 2]) + 1) * scale, (_round(xp, rois[:, 3]) + 1) * scale
+    return x1, y1, x2, y2
 
 
 class _Boxes:
@@ -96,8 +108,7 @@ def _quantized(ctx: KernelContext, xp: Any, rois: Any, ps: bool) -> tuple[_Boxes
     _, _, h, w = ctx.input("X").shape
     ph, pw = int(ctx.attrs["pooled_height"]), int(ctx.attrs["pooled_width"])
     if ps:
-        x1, y1 = _round(xp, rois[:, 0]) * scale, _round(xp, rois[:, 1]) * scale
-        x2, y2 = (_round(xp, rois[:, 2]) + 1) * scale, (_round(xp, rois[:, 3]) + 1) * scale
+        x1, y1, x2, y2 = ps_box(xp, rois, scale)
         rh, rw = xp.maximum(y2 - y1, 0.1), xp.maximum(x2 - x1, 0.1)
     else:
         x1, y1 = _round(xp, rois[:, 0] * scale), _round(xp, rois[:, 1] * scale)
@@ -123,7 +134,7 @@ def _roi_pool_kernel(ctx: KernelContext) -> Callable:
 
     def roi_pool(x: Any, rois: Any, *lod: Any) -> tuple[Any, Any]:
         rows, cols = _quantized(ctx, xp, rois, False)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, lod), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, lod), channels)
         vals = xp.where(inside, x[index], -xp.inf)
         r, cc, ph, pw, kh, kw = vals.shape
         flat = vals.reshape(r, cc, ph, pw, kh * kw)
@@ -145,7 +156,7 @@ def _roi_pool_grad_kernel(ctx: KernelContext) -> Callable:
 
     def roi_pool_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, argmax, g = rest
-        batch = _batch_of(xp, rois, tuple(lod))
+        batch = batch_of(xp, rois, tuple(lod))
         dx = xp.zeros((n, c, h * w), dtype)
         seen = argmax >= 0
         b = xp.broadcast_to(batch[:, None, None, None], argmax.shape)
@@ -170,7 +181,7 @@ def _psroi_kernel(ctx: KernelContext) -> Callable:
 
     def psroi_pool(x: Any, rois: Any, *lod: Any) -> Any:
         rows, cols = _quantized(ctx, xp, rois, True)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, lod), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, lod), channels)
         total = xp.where(inside, x[index], 0).sum(axis=(4, 5))
         count = inside.sum(axis=(4, 5))
         return (total / xp.maximum(count, 1)).astype(x.dtype)
@@ -185,7 +196,7 @@ def _psroi_grad_kernel(ctx: KernelContext) -> Callable:
     def psroi_pool_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, g = rest
         rows, cols = _quantized(ctx, xp, rois, True)
-        index, inside = _box_index(xp, rows, cols, _batch_of(xp, rois, tuple(lod)), channels)
+        index, inside = _box_index(xp, rows, cols, batch_of(xp, rois, tuple(lod)), channels)
         count = xp.maximum(inside.sum(axis=(4, 5)), 1)
         shape = g.shape + inside.shape[4:]
         inside = xp.broadcast_to(inside, shape)
@@ -221,6 +232,7 @@ class _Samples:
         self.index = xp.concatenate([low, high], axis=2).astype("int64")
         self.weight = (xp.concatenate([1.0 - frac, frac], axis=2) * xp.concatenate(
             [used, used], axis=2)).astype(dtype)
+        self.taps = Taps(self.index, self.weight)
 
 
 def _align_samples(ctx: KernelContext, xp: Any, rois: Any) -> tuple[_Samples, _Samples, Any]:
@@ -238,44 +250,85 @@ def _align_samples(ctx: KernelContext, xp: Any, rois: Any) -> tuple[_Samples, _S
             (gh * gw).astype(dtype))
 
 
+class Taps(NamedTuple):
+    """Per roi, bin and tap: the row (or column) of X it reads, and its weight."""
+    index: Any
+    weight: Any
+
+
+class Window(NamedTuple):
+    """One dim of each roi's bins: the pixels of X the roi reads along it (a window from
+    its first, as long as the longest, clamped into X: index [R, K]) and each bin's
+    weight on each (weight [R, bins, K]; 0 past the roi's own pixels)."""
+    index: Any
+    weight: Any
+
+
+def window_of(xp: Any, taps: Taps) -> Window:
+    """The window holding a roi's taps, their weights added up per pixel."""
+    r, bins, s = taps.index.shape
+    first = taps.index.min(axis=(1, 2)) if taps.index.size else xp.zeros(r, "int64")
+    k = int((taps.index.max(axis=(1, 2)) - first).max()) + 1 if taps.index.size else 1
+    at = (xp.arange(r * bins).reshape(r, bins, 1) * k + taps.index - first[:, None, None])
+    weight = xp.bincount(at.reshape(-1), weights=taps.weight.reshape(-1), minlength=r * bins * k)
+    last = taps.index.max() if taps.index.size else 0
+    return Window(xp.minimum(first[:, None] + xp.arange(k), last),
+                  weight.reshape(r, bins, k).astype(taps.weight.dtype))
+
+
+def pool_windows(xp: Any, x: Any, batch: Any, rows: Window, cols: Window) -> Any:
+    """[R, C, ph, pw] = sum over the windows of X[batch[r], c, i, j] * rows.weight[r, p,
+    i] * cols.weight[r, q, j]: each roi's window gathered (channels last, so each pixel's
+    channels come as one run), then two batched matrix products."""
+    r, ph, kr = rows.weight.shape
+    kc = cols.index.shape[1]
+    pixels = xp.ascontiguousarray(x.transpose(0, 2, 3, 1))               # N H W C
+    win = pixels[batch[:, None, None], rows.index[:, :, None], cols.index[:, None, :]]
+    c = x.shape[1]
+    t = xp.matmul(rows.weight, win.reshape(r, kr, kc * c)).reshape(r, ph, kc, c)
+    out = xp.matmul(cols.weight[:, None], t)                              # R ph pw C
+    return xp.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def spread_windows(xp: Any, shape: tuple, batch: Any, rows: Window, cols: Window,
+                   share: Any) -> Any:
+    """The gradient of `pool_windows` for the output gradient ``share`` [R, C, ph, pw]:
+    X@GRAD [N, C, H, W], every roi's window added in (one ``bincount``: rois overlap)."""
+    n, c, h, w = shape
+    r, ph, kr = rows.weight.shape
+    kc = cols.index.shape[1]
+    by_pixel = share.transpose(0, 2, 3, 1)                                # R ph pw C
+    d_t = xp.matmul(cols.weight[:, None].transpose(0, 1, 3, 2), by_pixel)  # R ph Kc C
+    d_win = xp.matmul(rows.weight.transpose(0, 2, 1), d_t.reshape(r, ph, kc * c))
+    at = ((((batch[:, None, None, None] * c + xp.arange(c)) * h
+            + rows.index[:, :, None, None]) * w) + cols.index[:, None, :, None])  # R Kr Kc C
+    dx = xp.bincount(at.reshape(-1), weights=d_win.reshape(-1), minlength=n * c * h * w)
+    return dx.reshape(shape).astype(share.dtype)
+
+
 def _roi_align_kernel(ctx: KernelContext) -> Callable:
-    """Rows first: T [R, C, ph, W] = the weighted rows of each bin's samples; then the
-    columns of T, and the mean over the bin's samples."""
+    """The mean of each bin's samples: their weights gathered into each roi's windows
+    along H and W, then `pool_windows`."""
     xp = ctx.xp
-    c = ctx.input("X").shape[1]
-    channels = xp.arange(c)[None, :, None, None]
 
     def roi_align(x: Any, rois: Any, *lod: Any) -> Any:
         rows, cols, count = _align_samples(ctx, xp, rois)
-        b = _batch_of(xp, rois, lod)[:, None, None, None]
-        picked = x[b, channels, rows.index[:, None]]               # R C ph S W
-        t = (picked * rows.weight[:, None, :, :, None]).sum(axis=3)
-        at = xp.take_along_axis(t[:, :, :, None, :], cols.index[:, None, None], -1)
-        out = (at * cols.weight[:, None, None]).sum(axis=-1)        # R C ph pw
+        out = pool_windows(xp, x, batch_of(xp, rois, lod), window_of(xp, rows.taps),
+                           window_of(xp, cols.taps))
         return (out / count[:, None, None, None]).astype(x.dtype)
     return roi_align
 
 
 def _roi_align_grad_kernel(ctx: KernelContext) -> Callable:
     xp = ctx.xp
-    n, c, h, w = ctx.input("X").shape
-    channels = xp.arange(c)[None, :, None, None]
+    shape = ctx.input("X").shape
 
     def roi_align_grad(x: Any, rois: Any, *rest: Any) -> Any:
         *lod, g = rest
         rows, cols, count = _align_samples(ctx, xp, rois)
-        r, _, ph, pw = g.shape
-        share = g / count[:, None, None, None]
-        dt = xp.zeros((r, c, ph, w), g.dtype)
-        at = share[..., None] * cols.weight[:, None, None]          # R C ph pw S
-        xp.add.at(dt, (xp.arange(r)[:, None, None, None, None], channels[..., None],
-                       xp.arange(ph)[None, None, :, None, None], cols.index[:, None, None]), at)
-        dx = xp.zeros((n, c, h, w), g.dtype)
-        spread = dt[:, :, :, None, :] * rows.weight[:, None, :, :, None]   # R C ph S W
-        b = _batch_of(xp, rois, tuple(lod))[:, None, None, None, None]
-        xp.add.at(dx, (b, channels[..., None], rows.index[:, None, :, :, None],
-                       xp.arange(w)[None, None, None, None, :]), spread)
-        return dx
+        return spread_windows(xp, shape, batch_of(xp, rois, tuple(lod)),
+                              window_of(xp, rows.taps), window_of(xp, cols.taps),
+                              g / count[:, None, None, None])
     return roi_align_grad
 
 
@@ -299,7 +352,7 @@ def _register(op: str, kernel: Callable, grad_kernel: Callable, attrs: dict,
     ``kept`` (outputs the forward op leaves for it)."""
     uses = ("X", "ROIs", "RoisLod") + kept
     register(OpSpec(op, slots("X", "ROIs", "RoisLod?"), slots("Out", *kept),
-                    partial(_infer, argmax=bool(kept)), kernel,
+                    partial(infer_roi, argmax=bool(kept)), kernel,
                     partial(_grad, grad_type=f"{op}_grad", uses=uses), attrs=attrs,
                     host_access="reads", doc=doc))
     register(OpSpec(f"{op}_grad", slots("X", "ROIs", "RoisLod?", *kept, "Out@GRAD"),

@@ -23,12 +23,43 @@ H = np.random.default_rng(0).integers(-3, 4, (2, 3, 4)).astype("float32")
     lambda h: h[:, 0], lambda h: h[:, -1], lambda h: h[:, 1:3], lambda h: h[..., 2],
     lambda h: h[:, :, -2:], lambda h: h[0], lambda h: h[-1, 1:], lambda h: h[None],
     lambda h: h[:, None, 2], lambda h: h[:, 1, 1:3], lambda h: h[:], lambda h: h[...],
-    lambda h: h[:, 5:], lambda h: h[:, -10:2],
+    lambda h: h[:, 5:], lambda h: h[:, -10:2], lambda h: h[0, None], lambda h: h[1, :, None],
 ], ids=["[:,0]", "[:,-1]", "[:,1:3]", "[...,2]", "[:,:,-2:]", "[0]", "[-1,1:]", "[None]",
-        "[:,None,2]", "[:,1,1:3]", "[:]", "[...]", "[:,5:]", "[:,-10:2]"])
+        "[:,None,2]", "[:,1,1:3]", "[:]", "[...]", "[:,5:]", "[:,-10:2]", "[0,None]",
+        "[1,:,None]"])
 def test_indexing_matches_numpy(index):
     got = compiled(index).f(H)
     np.testing.assert_array_equal(got, index(H))
+
+
+STEPPED = {
+    "[:,::2]": lambda h: h[:, ::2], "[...,1:-1:3]": lambda h: h[..., 1:-1:3],
+    "[::-1]": lambda h: h[::-1], "[:,::-2,1]": lambda h: h[:, ::-2, 1],
+    "[:,2:0:-1]": lambda h: h[:, 2:0:-1], "[1,-1::-3]": lambda h: h[1, -1::-3],
+    "[:,:-4:-1,None]": lambda h: h[:, :-4:-1, None], "[:,5::-2]": lambda h: h[:, 5::-2],
+    "[:,1:1:-1]": lambda h: h[:, 1:1:-1], "[:,::3,::-1]": lambda h: h[:, ::3, ::-1],
+    "[1,None,::2]": lambda h: h[1, None, ::2], "[::2,0,None,::-1]": lambda h: h[::2, 0, None, ::-1],
+}
+
+
+@pytest.mark.parametrize("index", STEPPED.values(), ids=STEPPED.keys())
+def test_stepped_slices_match_numpy_and_build_strided_slice(index):
+    prog = compiled(index)
+    np.testing.assert_array_equal(prog.f(H), index(H))
+    assert "strided_slice" in {op.type for op in prog.program.block("f").ops}
+
+
+@pytest.mark.parametrize("index", [STEPPED[k] for k in ("[:,::2]", "[::-1]", "[:,::-2,1]",
+                                                        "[:,::3,::-1]", "[...,1:-1:3]")])
+def test_gradients_through_stepped_slices(index):
+    from ops.harness import check_block
+
+    def build():
+        x = fluid.layers.data("x", [2, 3, 4], "float64", append_batch_size=False,
+                              stop_gradient=False)
+        return index(x)
+    out, = check_block(build, {"x": H.astype("float64")}, wrt=["x"])
+    np.testing.assert_array_equal(out, index(H))
 
 
 @pytest.mark.parametrize("compare", [
@@ -81,13 +112,14 @@ def test_gradients_flow_through_slices_and_abs():
 
 
 @pytest.mark.parametrize("index, match", [
-    (lambda h: h[:, ::2], "a slice step of 2 is not supported"),
+    (lambda h: h[:, ::0], "a slice step cannot be zero"),
+    (lambda h: h[:, ::1.5], "slice bounds and steps must be integers"),
     (lambda h: h[0, 0, 0, 0], r"too many indices \(4\) for a Variable of rank 3"),
     (lambda h: h[:, 3], "index 3 is out of range for dim 1 of size 3"),
     (lambda h: h[..., ...], r"only one '\.\.\.'"),
     (lambda h: h[h > 0], "indexing with a Variable"),
     (lambda h: h["a"], "cannot index with str"),
-    (lambda h: h[:, 0.5:], "slice bounds must be integers"),
+    (lambda h: h[:, 0.5:], "slice bounds and steps must be integers"),
 ])
 def test_unsupported_indices_are_clear_errors(index, match):
     with pytest.raises(fluid.OpArgumentError, match=match):

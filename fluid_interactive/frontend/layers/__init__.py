@@ -14,6 +14,7 @@ from .conv import *  # noqa: F403
 from .creation import *  # noqa: F403
 from .crf import *  # noqa: F403
 from .ctc import *  # noqa: F403
+from .ctr import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .index import *  # noqa: F403
 from .io import *  # noqa: F403
