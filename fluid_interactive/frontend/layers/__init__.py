@@ -7,6 +7,8 @@ import difflib as _difflib
 import types as _types
 
 from .activations import *  # noqa: F403
+from .beam_decoder import *  # noqa: F403
+from .beam_search import *  # noqa: F403
 from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
@@ -14,6 +16,8 @@ from .conv import *  # noqa: F403
 from .creation import *  # noqa: F403
 from .crf import *  # noqa: F403
 from .ctc import *  # noqa: F403
+from .decode import *  # noqa: F403
+from .decode_helpers import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .index import *  # noqa: F403
 from .io import *  # noqa: F403
@@ -33,6 +37,8 @@ from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .reductions import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .rnn_cells import *  # noqa: F403
+from .rnn_loop import *  # noqa: F403
 from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_edit import *  # noqa: F403
