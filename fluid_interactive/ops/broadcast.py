@@ -120,7 +120,8 @@ def make_unbroadcast(xp: Any, grad_shape: Sequence[int], target_shape: Sequence[
             k *= d
         ones = xp.ones((m,), dtype=dtype)
         if out is not None and out.shape == (k,) and len(grad_shape) == 2:
-            return lambda g: xp.dot(ones, g, out=out)  # the common bias gradient
+            # the common bias gradient (g [m, k]; [m1, m2] summed whole has k = 1)
+            return lambda g: xp.dot(ones, g.reshape(m, k), out=out)
         flat_out = out.reshape(k) if out is not None else None
 
         def lead_sum(g):
