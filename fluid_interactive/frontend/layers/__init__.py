@@ -4,6 +4,7 @@ Each layer module lists its public layers in ``__all__``; this package re-export
 those (modules of helpers for layers define no ``__all__``).
 """
 import difflib as _difflib
+import sys as _sys
 import types as _types
 
 from .activations import *  # noqa: F403
@@ -49,10 +50,11 @@ from .tensor_array import *  # noqa: F403
 from .unary import *  # noqa: F403
 from .utility import *  # noqa: F403
 
-# every layer module imported above (a submodule import binds its name here; derived, so
-# a new module is never left out)
-_MODULES = [m for m in list(globals().values())
-            if isinstance(m, _types.ModuleType) and m.__name__.startswith(__name__ + ".")]
+# every layer module imported above (derived, so a new module is never left out; read from
+# sys.modules, since a layer may take its module's name here: fluid.layers.rnn)
+_MODULES = [m for n, m in list(_sys.modules.items())
+            if isinstance(m, _types.ModuleType) and n.startswith(__name__ + ".")
+            and "." not in n[len(__name__) + 1:]]
 __all__ = sorted({name for module in _MODULES for name in getattr(module, '__all__', ())})
 
 
