@@ -124,16 +124,17 @@ class Translator(fluid.Program):
     def encode(self, src, src_len):
         """memory [batch, S, 2H], the decoder's first state [batch, H], and the attention
         bias [batch, 1, S] (0 on a digit, -1e9 on padding)."""
-        digits = fluid.embedding(src, size=[10, self.embedding],
-                                 param_attr=fluid.ParamAttr(name="source.embedding"))
         with fluid.var_scope("encoder"):
-            fw, bw = L.GRUCell(self.hidden, name="forward"), L.GRUCell(self.hidden, name="backward")
+            digits = fluid.embedding(src, size=[10, self.embedding],
+                                     param_attr=fluid.ParamAttr(name="source.embedding"))
+            fw = L.GRUCell(self.hidden, name="forward")
+            bw = L.GRUCell(self.hidden, name="backward")
             memory, (last_fw, last_bw) = L.birnn(fw, bw, digits, sequence_length=src_len)
-        state = L.fc(L.concat([last_fw, last_bw], axis=1), self.hidden, act="tanh",
-                     param_attr=fluid.ParamAttr(name="bridge.w"),
-                     bias_attr=fluid.ParamAttr(name="bridge.b"))
-        mask = L.sequence_mask(src_len, maxlen=L.shape(src)[1:2], dtype="float32")
-        return memory, state, L.unsqueeze((mask - 1.0) * 1e9, [1])
+            state = L.fc(L.concat([last_fw, last_bw], axis=1), self.hidden, act="tanh",
+                         param_attr=fluid.ParamAttr(name="bridge.w"),
+                         bias_attr=fluid.ParamAttr(name="bridge.b"))
+            mask = L.sequence_mask(src_len, maxlen=L.shape(src)[1:2], dtype="float32")
+            return memory, state, L.unsqueeze(L.scale(mask, 1e9, bias=-1e9), [1])
 
     def embed(self, ids):
         return fluid.embedding(ids, size=[len(WORDS), self.embedding],
@@ -163,7 +164,7 @@ class Translator(fluid.Program):
         with fluid.var_scope("decoder"):
             outputs, _ = L.rnn(self.cell(), self.embed(tgt_in), state,
                                sequence_length=tgt_len, memory=memory, bias=bias)
-        return outputs
+            return outputs
 
     # --- methods ------------------------------------------------------------------------
 
@@ -171,10 +172,11 @@ class Translator(fluid.Program):
     def train_step(self, src, src_len, tgt_in, tgt_out, tgt_len):
         src, src_len, tgt_in, tgt_out, tgt_len = self.data("src", "src_len", "tgt_in",
                                                            "tgt_out", "tgt_len")
-        logits = self.project(self.teacher_forced(src, src_len, tgt_in, tgt_len))
-        loss = L.softmax_with_cross_entropy(logits, tgt_out)              # [batch, T, 1]
-        mask = L.sequence_mask(tgt_len, maxlen=L.shape(tgt_in)[1:2], dtype="float32")
-        loss = L.reduce_sum(L.squeeze(loss, [2]) * mask) / L.reduce_sum(mask)
+        outputs = self.teacher_forced(src, src_len, tgt_in, tgt_len)
+        with fluid.var_scope("loss"):
+            loss = L.softmax_with_cross_entropy(self.project(outputs), tgt_out)   # [batch, T, 1]
+            mask = L.sequence_mask(tgt_len, maxlen=L.shape(tgt_in)[1:2], dtype="float32")
+            loss = L.reduce_sum(L.squeeze(loss, [2]) * mask) / L.reduce_sum(mask)
         fluid.optimizer.Adam(learning_rate=self.learning_rate).minimize(loss)
         return loss
 

@@ -27,44 +27,26 @@ from ..tracing import error_at
 from ..variable import Variable
 from .activations import log_softmax
 from .compare import equal, greater_equal, logical_not, logical_or
-from .creation import range as arange
 from .decode import Decoder
 from .decode_helpers import check_fn, embedded
+from .grouped import LayerOps
 from .helpers import LayerHelper, as_variable
 from .index import check_bool, check_int, gather, gather_tree, index_sample, topk
 from .math import elementwise_floordiv, elementwise_mod
-from .rearrange import expand
 from .rnn_loop import check_cell, check_states
 from .structure import flatten, pack
 from .tensor import (
     assign,
     cast,
     fill_constant,
-    fill_constant_batch_size_like,
     reduce_max,
     reshape,
     unsqueeze,
 )
-from .utility import shape as shape_of
 
 __all__ = ["BeamSearchDecoder"]
 
 _KINF = 1e9   # the score of a beam that must not be chosen (Paddle's)
-
-
-def reshape_like(x: Variable, lead: list[int], like: Variable, start: int) -> Variable:
-    """``x`` reshaped to ``lead + like.shape[start:]``; dims of ``like`` unknown while
-    tracing are read from its shape when the method runs."""
-    dims: list[Any] = list(like.shape[start:])
-    if any(d < 0 for d in dims):
-        whole = shape_of(like)
-        dims = [d if d >= 0 else whole[start + i:start + i + 1] for i, d in enumerate(dims)]
-    return reshape(x, lead + dims)
-
-
-def _tile(x: Variable, beam: int) -> Variable:
-    """``[batch, ...]`` -> ``[batch, beam, ...]``, each row repeated ``beam`` times."""
-    return expand(unsqueeze(x, [1]), [1, beam] + [1] * (len(x.shape) - 1))
 
 
 class BeamSearchDecoder(Decoder):
@@ -116,6 +98,7 @@ class BeamSearchDecoder(Decoder):
         self.length_penalty = float(length_penalty)
         self.early_stopping = check_bool(early_stopping, "early_stopping", layer)
         self._longest: int | None = None
+        self._ops = LayerOps("beam_search_decoder")
 
     @staticmethod
     def tile_beam_merge_with_batch(x: Variable, beam_size: int) -> Variable:
@@ -123,16 +106,17 @@ class BeamSearchDecoder(Decoder):
         ``beam_size`` times, next to each other (rows ``b * beam_size + j``)."""
         x = as_variable(x, "BeamSearchDecoder.tile_beam_merge_with_batch: x")
         beam = check_int(beam_size, "beam_size", "tile_beam_merge_with_batch", minimum=1)
-        return reshape_like(_tile(x, beam), [-1], x, 1)
+        ops = LayerOps("tile_beam")
+        return ops.reshape_like(ops.tile_beams(x, beam), [-1], x, 1)
 
     def set_max_steps(self, steps: int | None) -> None:
         self._longest = steps
 
     def _merge(self, x: Variable) -> Variable:
-        return reshape_like(x, [-1], x, 2)
+        return self._ops.reshape_like(x, [-1], x, 2)
 
     def _split(self, x: Variable) -> Variable:
-        return reshape_like(x, [-1, self.beam_size], x, 1)
+        return self._ops.reshape_like(x, [-1, self.beam_size], x, 1)
 
     def initialize(self, initial_cell_states: Any) -> tuple[Any, Any, Variable]:
         """The start tokens ``[batch, beam]`` (embedded), the states tiled to ``[batch,
@@ -140,17 +124,21 @@ class BeamSearchDecoder(Decoder):
         that the copies do not compete at the first step), nothing finished."""
         structure, states = flatten(initial_cell_states,
                                     "BeamSearchDecoder.initialize: initial_cell_states")
-        ref, beam = states[0], self.beam_size
+        ref, beam, ops = states[0], self.beam_size, LayerOps("beam_search_decoder")
+        self._ops = ops
         self._dtype = ref.dtype if ref.dtype in ("float32", "float64") else "float32"
-        cell_states = pack(structure, [_tile(s, beam) for s in states])
-        start = fill_constant_batch_size_like(ref, [-1, beam], "int64", self.start_token)
-        first = np.array([0.0] + [-_KINF] * (beam - 1), self._dtype)
-        log_probs = fill_constant_batch_size_like(ref, [-1, beam], self._dtype, 0.0) + \
-            assign(first)
-        finished = fill_constant_batch_size_like(ref, [-1, beam], "bool", False)
-        lengths = fill_constant_batch_size_like(ref, [-1, beam], "int64", 0)
-        rows = arange(0, shape_of(ref)[0:1], 1, "int64") * beam
-        self._row_starts = unsqueeze(rows, [1])          # [batch, 1]: b * beam
+        cell_states = pack(structure, [ops.tile_beams(s, beam) for s in states])
+        start = ops.fill_like_batch(ref, [-1, beam], "int64", self.start_token)
+        first = ops.op("assign_value", {}, {"shape": [beam], "dtype": self._dtype,
+                                            "values": [0.0] + [-_KINF] * (beam - 1)})
+        log_probs = ops.op("elementwise_add", {
+            "X": ops.fill_like_batch(ref, [-1, beam], self._dtype, 0.0), "Y": first})
+        finished = ops.fill_like_batch(ref, [-1, beam], "bool", False)
+        lengths = ops.fill_like_batch(ref, [-1, beam], "int64", 0)
+        # [batch, 1]: b * beam, the first row of each batch row's beams
+        self._row_starts = ops.op("cumsum", {"X": ops.fill_like_batch(ref, [-1, 1], "int64",
+                                                                       beam)},
+                                  {"axis": 0, "exclusive": True})
         inputs = embedded(self.embedding_fn, start, "BeamSearchDecoder") \
             if self.embedding_fn is not None else start
         return inputs, self.StateWrapper(cell_states, log_probs, finished, lengths), finished
@@ -218,8 +206,7 @@ class BeamSearchDecoder(Decoder):
     def _gather(self, x: Variable, rows: Variable) -> Variable:
         """``x`` ``[batch, beam, ...]`` with each row's beams taken from ``rows`` (rows of
         ``[batch * beam, ...]``)."""
-        flat = reshape_like(x, [-1], x, 2) if len(x.shape) > 2 else reshape(x, [-1])
-        return self._split(gather(flat, rows))
+        return self._split(gather(self._merge(x), rows))
 
     def _search(self, logits: Variable, next_cells: Any, state: Any) -> tuple[Any, Any]:
         beam, vocab = self.beam_size, logits.shape[-1]

@@ -21,14 +21,13 @@ from ..tracing import error_at
 from ..variable import Variable
 from .compare import less_equal, logical_and, logical_not, logical_or
 from .control_flow import While, increment
-from .creation import zeros_like
+from .grouped import LayerOps
 from .helpers import LayerHelper, as_variable
 from .index import check_bool, check_int
-from .reductions import reduce_all
 from .rnn_loop import check_states
 from .structure import Structure, flatten, pack
-from .tensor import assign, cast, fill_constant, reshape, transpose, unsqueeze
-from .tensor_array import array_write, create_array, tensor_array_to_tensor
+from .tensor import assign, cast, unsqueeze
+from .tensor_array import array_write
 
 __all__ = ["Decoder", "dynamic_decode"]
 
@@ -70,11 +69,11 @@ class Decoder:
         raise NotImplementedError
 
 
-def _copies(value: Any, what: str) -> tuple[Structure, list[Variable]]:
+def _copies(ops: LayerOps, value: Any, what: str) -> tuple[Structure, list[Variable]]:
     """The vars of ``value`` copied into new vars that the loop carries (the loop writes
     them each step; the vars given stay as they were)."""
     structure, vs = flatten(value, what)
-    return structure, [assign(v) for v in vs]
+    return structure, [ops.copy(v) for v in vs]
 
 
 def _finished(value: Any, what: str) -> Variable:
@@ -94,11 +93,6 @@ def _impute(finished: Variable, old: Variable, new: Variable) -> Variable:
         "where", {"Condition": cond, "X": old, "Y": new}, final=False)
 
 
-def _going(finished: Variable) -> Variable:
-    """Whether some sequence has not finished: a bool [1], a loop's condition."""
-    return logical_not(reshape(reduce_all(finished), [1]))
-
-
 def _max_steps(decoder: Any, max_step_num: Any) -> int | None:
     if max_step_num is None:
         if getattr(decoder, "may_run_forever", False):
@@ -113,11 +107,12 @@ def _max_steps(decoder: Any, max_step_num: Any) -> int | None:
 class _Carried:
     """The vars the loop carries from step to step: inputs, states, finished, lengths."""
 
-    def __init__(self, inputs: Any, states: Any, finished: Variable):
-        self.inputs = _copies(inputs, "dynamic_decode: the initial inputs")
-        self.states = _copies(states, "dynamic_decode: the initial states")
-        self.finished = assign(finished)
-        self.lengths = cast(zeros_like(finished), "int64")
+    def __init__(self, ops: LayerOps, inputs: Any, states: Any, finished: Variable):
+        self.inputs = _copies(ops, inputs, "dynamic_decode: the initial inputs")
+        self.states = _copies(ops, states, "dynamic_decode: the initial states")
+        self.finished = ops.copy(finished)
+        self.lengths = ops.op("fill_any_like", {"X": finished}, {"value": 0.0,
+                                                                 "dtype": "int64"})
         for v in (self.finished, self.lengths):
             v.stop_gradient = True
 
@@ -180,27 +175,27 @@ def dynamic_decode(decoder: Any, inits: Any = None, max_step_num: int | None = N
     initial_inputs, initial_states, initial_finished = decoder.initialize(inits)
     finished = _finished(initial_finished, f"dynamic_decode: the finished flags "
                                            f"{type(decoder).__name__}.initialize returns")
-    carried = _Carried(initial_inputs, initial_states, finished)
-    time = fill_constant([1], "int64", 0)
-    cond = _going(carried.finished)
-    bound = None if limit is None else fill_constant([1], "int64", limit)
-    trace = LayerHelper("dynamic_decode").trace
-    parent = trace.block
+    ops = LayerOps("dynamic_decode")
+    carried = _Carried(ops, initial_inputs, initial_states, finished)
+    time = ops.constant([1], "int64", 0)
+    cond = ops.not_all(carried.finished)
+    bound = None if limit is None else ops.constant([1], "int64", limit)
+    parent = ops.helper.trace.block
     loop = While(cond, is_test=check_bool(is_test, "is_test", "dynamic_decode"))
     with loop.block():
         structure, outs = _step(decoder, carried, time, impute, kwargs)
         dtypes = [o.dtype for o in outs]
-        with trace.in_block(parent):   # the arrays live around the loop
-            arrays = [create_array(d) for d in dtypes]
+        with ops.helper.trace.in_block(parent):   # the arrays live around the loop
+            arrays = [ops.array(d) for d in dtypes]
         for o, array in zip(outs, arrays):
             array_write(o, time, array=array)
         increment(time, 1.0, in_place=True)
-        going = _going(carried.finished)
+        going = ops.not_all(carried.finished)
         if bound is None:
             assign(going, output=cond)
         else:
             logical_and(going, less_equal(time, bound), out=cond)
-    stacked = [tensor_array_to_tensor(a, axis=0, use_stack=True)[0] for a in arrays]
+    stacked = [ops.stacked(a) for a in arrays]
     final_outputs, final_states = pack(structure, stacked), pack(*carried.states)
     try:
         final_outputs, final_states = decoder.finalize(final_outputs, final_states,
@@ -209,7 +204,6 @@ def dynamic_decode(decoder: Any, inits: Any = None, max_step_num: int | None = N
         pass
     if not output_time_major:
         out_structure, vs = flatten(final_outputs, "dynamic_decode: the final outputs")
-        final_outputs = pack(out_structure, [transpose(v, [1, 0] + list(range(2, len(v.shape))))
-                                             for v in vs])
+        final_outputs = pack(out_structure, [ops.swap_batch_time(v) for v in vs])
     result = (final_outputs, final_states)
     return result + (carried.lengths,) if return_length else result

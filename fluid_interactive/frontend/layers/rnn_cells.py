@@ -29,6 +29,7 @@ from ..param_attr import ParamAttr
 from ..tracing import TraceContext, current_trace, error_at
 from ..variable import Variable
 from .activations import sigmoid, tanh
+from .grouped import current_group
 from .helpers import LayerHelper, as_variable
 from .math import matmul
 from .structure import flatten
@@ -105,10 +106,14 @@ class RNNCell:
             raise error_at(DTypeError, f"RNNCell.get_initial_states: dtype must be float32 "
                                        f"or float64, got {dt}")
 
+        group = current_group()
+
         def fill(dims: list[int]) -> Variable:
             full = dims if dims and dims[0] == -1 else [-1] + dims
-            return fill_constant_batch_size_like(ref, full, dt, init_value,
-                                                 input_dim_idx=int(batch_dim_idx))
+            if group is None:
+                return fill_constant_batch_size_like(ref, full, dt, init_value,
+                                                     input_dim_idx=int(batch_dim_idx))
+            return group.fill_like_batch(ref, full, dt, float(init_value), int(batch_dim_idx))
         return map_shapes(fill, self.state_shape if shape is None else shape)
 
     @property

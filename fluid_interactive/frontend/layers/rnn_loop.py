@@ -19,12 +19,12 @@ from ...ir.records import BlockDesc
 from ...ir.text import short_type
 from ..tracing import error_at
 from ..variable import Variable
-from .helpers import LayerHelper, as_variable
-from .rearrange import flip
+from .grouped import LayerOps
+from .helpers import as_variable
 from .rnn import StaticRNN
 from .rnn_cells import float_var
 from .structure import Structure, flatten, pack
-from .tensor import concat, fill_constant, transpose
+from .tensor import concat
 
 __all__ = ["rnn", "birnn"]
 
@@ -105,36 +105,33 @@ def lengths_var(value: Any, layer: str, what: str = "sequence_length") -> Variab
 class _Steps:
     """The step masks of a run with lengths: [T, B, 1, ...] per rank, sliced per step."""
 
-    def __init__(self, srnn: StaticRNN, batch_major: Variable, lengths: Variable | None,
-                 reverse: bool, parent: BlockDesc):
-        self.srnn, self.ref, self.lengths = srnn, batch_major, lengths
+    def __init__(self, ops: LayerOps, srnn: StaticRNN, batch_major: Variable,
+                 lengths: Variable | None, reverse: bool, parent: BlockDesc):
+        self.ops, self.srnn, self.ref, self.lengths = ops, srnn, batch_major, lengths
         self.reverse, self.parent = reverse, parent
-        self.helper = LayerHelper("rnn")
         self.masks: dict[int, Variable] = {}
 
     def mask(self, rank: int) -> Variable:
         """The step's slice of the mask for values of ``rank`` dims ([B, 1, ...])."""
         if rank not in self.masks:
-            with self.helper.trace.in_block(self.parent):
-                whole = self.helper.append_one("sequence_step_mask",
-                                               {"X": self.ref, "Lengths": self.lengths},
-                                               {"rank": rank + 1}, final=False)
+            with self.ops.helper.trace.in_block(self.parent):
+                whole = self.ops.op("sequence_step_mask",
+                                    {"X": self.ref, "Lengths": self.lengths},
+                                    {"rank": rank + 1})
                 whole.stop_gradient = True
                 if self.reverse:
-                    whole = flip(whole, [0])
+                    whole = self.ops.flip(whole, [0])
             self.masks[rank] = self.srnn.step_input(whole)
         return self.masks[rank]
 
     def select(self, new: Variable, old: Variable) -> Variable:
         """``new`` where the row's sequence goes on at this step, else ``old``."""
-        return self.helper.append_one("where", {"Condition": self.mask(len(new.shape)),
-                                                "X": new, "Y": old}, final=False)
+        return self.ops.where(self.mask(len(new.shape)), new, old)
 
     def output(self, out: Variable) -> Variable:
         if self.lengths is None:
             return out
-        zero = fill_constant([1] * len(out.shape), out.dtype, 0.0)
-        return self.select(out, zero)
+        return self.select(out, self.ops.constant([1] * len(out.shape), out.dtype, 0.0))
 
 
 def rnn(cell: Any, inputs: Any, initial_states: Any = None, sequence_length: Any = None,
@@ -156,21 +153,22 @@ def rnn(cell: Any, inputs: Any, initial_states: Any = None, sequence_length: Any
     in_structure, xs = flatten(inputs, "rnn: inputs")
     xs = [float_var(x, "rnn: inputs") for x in xs]
     _sequences(xs, bool(time_major))
+    ops = LayerOps("rnn")
     if initial_states is None:
-        initial_states = cell.get_initial_states(batch_ref=xs[0], dtype=xs[0].dtype,
-                                                 batch_dim_idx=1 if time_major else 0)
+        with ops.recording():
+            initial_states = cell.get_initial_states(batch_ref=xs[0], dtype=xs[0].dtype,
+                                                     batch_dim_idx=1 if time_major else 0)
     given = flatten(initial_states, "rnn: initial_states")
     inits = [float_var(s, "rnn: initial_states") for s in given[1]]
     for s in inits:
         s.stop_gradient = False   # gradients reach states made by get_initial_states too
     lengths = None if sequence_length is None else lengths_var(sequence_length, "rnn")
-    seqs = xs if time_major else [transpose(x, _swap(x)) for x in xs]
-    batch_major = xs[0] if not time_major else transpose(xs[0], _swap(xs[0]))
+    seqs = xs if time_major else [ops.swap_batch_time(x) for x in xs]
+    batch_major = xs[0] if not time_major else ops.swap_batch_time(xs[0])
     if is_reverse:
-        seqs = [flip(s, [0]) for s in seqs]
+        seqs = [ops.flip(s, [0]) for s in seqs]
     srnn = StaticRNN()
-    trace = LayerHelper("rnn").trace
-    steps = _Steps(srnn, batch_major, lengths, bool(is_reverse), trace.block)
+    steps = _Steps(ops, srnn, batch_major, lengths, bool(is_reverse), ops.helper.trace.block)
     with srnn.step():
         step_in = pack(in_structure, [srnn.step_input(s) for s in seqs])
         mems = [srnn.memory(init=s) for s in inits]
@@ -188,15 +186,11 @@ def rnn(cell: Any, inputs: Any, initial_states: Any = None, sequence_length: Any
     stacked = stacked if isinstance(stacked, list) else [stacked]
     outputs = stacked[:len(out_vars)]
     if is_reverse:
-        outputs = [flip(o, [0]) for o in outputs]
+        outputs = [ops.flip(o, [0]) for o in outputs]
     if not time_major:
-        outputs = [transpose(o, _swap(o)) for o in outputs]
-    finals = [s[-1] for s in stacked[len(out_vars):]]
+        outputs = [ops.swap_batch_time(o) for o in outputs]
+    finals = [ops.last(s) for s in stacked[len(out_vars):]]
     return pack(out_structure, outputs), pack(given[0], finals)
-
-
-def _swap(x: Variable) -> list[int]:
-    return [1, 0] + list(range(2, len(x.shape)))
 
 
 def birnn(cell_fw: Any, cell_bw: Any, inputs: Any, initial_states: Any = None,
