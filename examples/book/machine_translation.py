@@ -167,14 +167,21 @@ def start_beam(batch_size: int, beam_size: int, start_id: int = 1
     return ids, scores.astype(np.float32)
 
 
-def main(steps: int = 5, batch_size: int = 2, seed: int = 0, **options) -> list[float]:
-    """Train ``steps`` steps on one synthetic batch, decode it; returns the losses."""
+def train_synthetic(cls: type, steps: int, batch_size: int, seed: int, options: dict
+                    ) -> tuple[object, dict[str, np.ndarray], list[float]]:
+    """A book network ``cls`` compiled with ``options`` and trained ``steps`` times on one
+    synthetic batch: (the program, the batch, the losses)."""
     rng = np.random.default_rng(seed)
-    prog = MachineTranslation(**options).Compile(seed=seed)
-    data = synthetic_batch(rng, batch_size, options.get("dict_size",
-                                                        MachineTranslation.dict_size))
+    prog = cls(**options).Compile(seed=seed)
+    data = synthetic_batch(rng, batch_size, options.get("dict_size", cls.dict_size))
     losses = [prog.train_step(**data) for _ in range(steps)]
     print("losses:", " ".join(f"{x:.6f}" for x in losses))
+    return prog, data, losses
+
+
+def main(steps: int = 5, batch_size: int = 2, seed: int = 0, **options) -> list[float]:
+    """Train ``steps`` steps on one synthetic batch, decode it; returns the losses."""
+    prog, data, losses = train_synthetic(MachineTranslation, steps, batch_size, seed, options)
     ids, scores = start_beam(batch_size, options.get("beam_size", MachineTranslation.beam_size))
     sentences, sentence_scores, lengths = prog.decode(data["src"], data["src_len"], ids, scores)
     print("hypotheses", sentences.shape, "lengths", lengths.tolist())

@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "extension"), HERE]
 
-from machine_translation import book_optimizer, synthetic_batch, words  # noqa: E402
+from machine_translation import book_optimizer, train_synthetic, words  # noqa: E402
 
 import fluid  # noqa: E402
 
@@ -110,13 +108,7 @@ class RnnEncoderDecoder(fluid.Program):
 
 def main(steps: int = 5, batch_size: int = 10, seed: int = 0, **options) -> list[float]:
     """Train ``steps`` steps on one synthetic batch; returns the losses."""
-    rng = np.random.default_rng(seed)
-    prog = RnnEncoderDecoder(**options).Compile(seed=seed)
-    data = synthetic_batch(rng, batch_size, options.get("dict_size",
-                                                        RnnEncoderDecoder.dict_size))
-    losses = [prog.train_step(**data) for _ in range(steps)]
-    print("losses:", " ".join(f"{x:.6f}" for x in losses))
-    return losses
+    return train_synthetic(RnnEncoderDecoder, steps, batch_size, seed, options)[2]
 
 
 if __name__ == "__main__":
