@@ -283,3 +283,70 @@ def test_decoding_mistakes_are_errors_at_the_users_line(build, error, match):
         "f": fluid.network("h0")(lambda self, h0: build()[0])})()
     with pytest.raises(error, match=rf"(?s){match}.*test_decode.py:\d+"):
         prog.Compile()
+
+
+class Undone(L.Decoder):
+    """A decoder that says nothing of finishing: its flags are floats."""
+
+    def initialize(self, inits):
+        return inits, inits, L.reduce_sum(inits, dim=1)
+
+    def step(self, time, inputs, states):
+        return inputs, states, inputs, L.reduce_sum(inputs, dim=1)
+
+
+class NoStep(L.Decoder):
+    def initialize(self, inits):
+        return inits, inits, L.fill_constant_batch_size_like(inits, [-1], "bool", False)
+
+
+def _direct_step():
+    """A penalised early-stopping beam step outside dynamic_decode: no step limit known."""
+    decoder = L.BeamSearchDecoder(Cell(), START, END, 2, embed, project, length_penalty=0.5,
+                                  early_stopping=True)
+    inputs, states, _ = decoder.initialize(_h0())
+    return decoder.step(L.fill_constant([1], "int64", 0), inputs, states)
+
+
+def _start():
+    return L.fill_constant_batch_size_like(_h0(), [-1], "int64", START)
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda: [L.TrainingHelper(L.fill_constant([2], "float64", 0.0),
+                               L.fill_constant([2], "int64", 1))], fluid.ShapeError,
+     r"TrainingHelper: inputs .* must be \[batch, T, \.\.\.\]"),
+    (lambda: L.GreedyEmbeddingHelper("embed", _start(), END), TypeError,
+     r"GreedyEmbeddingHelper: embedding_fn must be a function of the ids"),
+    (lambda: L.GreedyEmbeddingHelper(embed, _h0(), END), TypeError,
+     r"GreedyEmbeddingHelper: start_tokens must be an int64 vector \[batch\]"),
+    (lambda: L.SampleEmbeddingHelper(embed, _start(), END, softmax_temperature=0), TypeError,
+     r"SampleEmbeddingHelper: softmax_temperature must be a number above 0"),
+    (lambda: L.BasicDecoder(Cell(), object()), TypeError,
+     r"BasicDecoder: helper must be a DecodeHelper"),
+    (lambda: L.BasicDecoder(Cell(), L.GreedyEmbeddingHelper(embed, _start(), END),
+                            output_fn="fc"), TypeError,
+     r"BasicDecoder: output_fn must be a function of a Variable"),
+    (lambda: L.dynamic_decode(L.BasicDecoder(Cell(), L.GreedyEmbeddingHelper(
+        embed, _start(), END), output_fn=lambda x: L.unsqueeze(project(x), [1])),
+        inits=_h0(), max_step_num=2), fluid.ShapeError,
+     r"GreedyEmbeddingHelper: the logits .* must be \[batch, vocab\]"),
+    (lambda: L.dynamic_decode(L.BeamSearchDecoder(
+        Cell(), START, END, 2, embed, lambda x: L.reshape(project(x), [-1, V])),
+        inits=_h0(), max_step_num=2), fluid.ShapeError,
+     r"BeamSearchDecoder: the logits .*f64\[\?,7\] must be \[batch, beam_size=2, vocab\]"),
+    (lambda: L.dynamic_decode(Undone(), inits=_h0()), TypeError,
+     r"dynamic_decode: the finished flags Undone.initialize returns .* must be a bool var"),
+    (lambda: L.dynamic_decode(NoStep(), inits=_h0()), NotImplementedError,
+     r"NoStep must define step\(time, inputs, states\)"),
+    (lambda: L.dynamic_decode(L.BeamSearchDecoder(Cell(), START, END, 2, embed, project),
+                              inits=_h0(), max_step_num=-1), TypeError,
+     r"dynamic_decode: max_step_num=-1 must be at least 0"),
+    (_direct_step, TypeError, r"early_stopping with a length_penalty needs dynamic_decode's "
+                              r"max_step_num"),
+])
+def test_more_decoding_mistakes_are_clear_errors(build, error, match):
+    prog = type("P", (fluid.Program,), {
+        "f": fluid.network("h0")(lambda self, h0: build()[0])})()
+    with pytest.raises(error, match=rf"(?s){match}"):
+        prog.Compile()

@@ -441,3 +441,61 @@ def test_a_cell_returning_other_states_is_an_error_at_the_users_line(mistake, ma
 def test_argument_errors_name_the_users_line(build, error, match):
     with pytest.raises(error, match=rf"(?s){match}.*test_rnn_cells.py:\d+"):
         _traced(build).Compile()
+
+
+class Plain(L.RNNCell):
+    def call(self, inputs, states):
+        return inputs, states
+
+
+class TwoOutputs(L.RNNCell):
+    def __init__(self):
+        self.gru = L.GRUCell(H, dtype="float64")
+
+    def call(self, inputs, states):
+        h, new = self.gru(inputs, states)
+        return (h, h), new
+
+    @property
+    def state_shape(self):
+        return [H]
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda x, n: L.GRUCell(H, name=""), TypeError, r"GRUCell: name must be a non-empty "
+                                                    r"string"),
+    (lambda x, n: L.GRUCell(H, dtype="float64", param_attr=False)(x[:, 0], x[:, 0, :1]),
+     TypeError, r"GRUCell: states .* must be \[batch, 4\] \(hidden_size=4\)"),
+    (lambda x, n: L.GRUCell(H, dtype="float64", param_attr=False)(
+        x[:, 0], L.fill_constant_batch_size_like(x, [-1, H], "float64", 0.0)), TypeError,
+     r"GRUCell needs its weights; param_attr=False is not allowed"),
+    (lambda x, n: L.GRUCell(H, dtype="float64")(x[:, 0], x[:, 0], scale=2), TypeError,
+     r"GRUCell.call takes inputs and states only, got scale besides"),
+    (lambda x, n: L.GRUCell(H, gate_activation="relu"), TypeError,
+     r"GRUCell: gate_activation must be a function of a Variable"),
+    (lambda x, n: L.LSTMCell(H, forget_bias="1"), TypeError,
+     r"LSTMCell: forget_bias must be a number"),
+    (lambda x, n: L.rnn(L.GRUCell(H, dtype="float64"), x, sequence_length=L.cast(n, "float32")),
+     TypeError, r"rnn: sequence_length .* must be an int64 vector \[batch\] of lengths"),
+    (lambda x, n: L.rnn(L.GRUCell(H, dtype="float64"), [
+        L.fill_constant([2, 3, IN], "float64", 0.0), L.fill_constant([2, 4, IN], "float64",
+                                                                      0.0)]),
+     fluid.ShapeError, r"rnn: inputs .*\[2,3,3\] and .*\[2,4,3\] must share their batch "
+                       r"and time dims"),
+    (lambda x, n: L.rnn(Plain(), x), NotImplementedError,
+     r"Plain defines no state_shape; give get_initial_states a shape, or rnn "
+     r"initial_states"),
+    (lambda x, n: Plain().get_initial_states(x, shape=[[H], "big"]), TypeError,
+     r"RNNCell.get_initial_states: a shape is a list of ints"),
+    (lambda x, n: Plain().get_initial_states(x, shape=[H], dtype="int32"), TypeError,
+     r"RNNCell.get_initial_states: dtype must be float32 or float64, got int32"),
+    (lambda x, n: Plain().get_initial_states(L.cast(x, "bool"), shape=[H]), TypeError,
+     r"RNNCell.get_initial_states: batch_ref .* must be float or int"),
+    (lambda x, n: L.birnn(L.GRUCell(H), L.GRUCell(H), x, initial_states=x), TypeError,
+     r"birnn: initial_states must be a pair \(states_fw, states_bw\), or None"),
+    (lambda x, n: L.birnn(TwoOutputs(), L.GRUCell(H, dtype="float64"), x), TypeError,
+     r"birnn: cell_fw and cell_bw must give outputs of one structure"),
+])
+def test_more_argument_errors_name_the_users_line(build, error, match):
+    with pytest.raises(error, match=rf"(?s){match}"):
+        _traced(build).Compile()

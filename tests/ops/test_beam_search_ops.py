@@ -245,3 +245,70 @@ def _numpy_loop(table, beam, steps, starts, end):
         mine = sorted(hypotheses[b * beam:(b + 1) * beam], key=lambda h: -h[1][-1])
         by_source.append(mine)
     return [[h[0] for h in s] for s in by_source], [[h[1] for h in s] for s in by_source]
+
+
+def _decode_types(ids=((-1, 1), "int64", "tensor_array"), scores=((-1, 1), "float32",
+                  "tensor_array"), parents=((-1,), "int32", "tensor_array"), beam=2):
+    from fluid_interactive.ir.records import OpDesc
+    from fluid_interactive.ops import infer_op
+    from fluid_interactive.ops.spec import TensorType
+    env = {"i": TensorType(*ids), "s": TensorType(*scores), "p": TensorType(*parents)}
+    op = OpDesc("beam_search_decode", {"Ids": ["i"], "Scores": ["s"], "ParentIdx": ["p"]},
+                {"SentenceIds": ["a"], "SentenceScores": ["b"], "SentenceLengths": ["c"]},
+                {"beam_size": beam, "end_id": 1})
+    return {k: (t[0].shape, t[0].dtype) for k, t in infer_op(op, env.__getitem__).items()}
+
+
+def test_shape_rules_of_the_decode_and_their_errors():
+    assert _decode_types(ids=((6, 1), "int64", "tensor_array")) == {
+        "SentenceIds": ((3, 2, -1), "int64"), "SentenceScores": ((3, 2, -1), "float32"),
+        "SentenceLengths": ((3, 2), "int64")}
+    cases = [
+        ({"ids": ((-1, 1), "int64", "tensor")}, ShapeError,
+         r"Ids must be a tensor array holding one element per step"),
+        ({"scores": ((-1, 1), "int32", "tensor_array")}, DTypeError,
+         r"Scores must be an array of float32 or float64, got int32"),
+        ({"ids": ((-1, 3), "int64", "tensor_array")}, ShapeError,
+         r"the elements of Ids must be \[N, 1\]"),
+        ({"parents": ((-1, 1), "int32", "tensor_array")}, ShapeError,
+         r"the elements of ParentIdx must be \[N\]"),
+        ({"ids": ((4, 1), "int64", "tensor_array"), "parents": ((6,), "int32",
+                                                                 "tensor_array")},
+         ShapeError, r"Ids \[4, 1\], Scores \[\?, 1\], ParentIdx \[6\] must have one row per"),
+        ({"beam": 0}, ShapeError, r"beam_size must be a positive int, got 0"),
+    ]
+    for kwargs, error, match in cases:
+        with pytest.raises(error, match=match):
+            _decode_types(**kwargs)
+
+
+def test_shape_rule_errors_of_a_step():
+    types = {"pre_ids": ((-1, 1), "int64"), "pre_scores": ((-1, 1), "float32"),
+             "scores": ((-1, 5), "float32")}
+    counts = {"selected_ids": 1, "selected_scores": 1}
+    with pytest.raises(ShapeError, match=r"ids \[\?, 4\] and scores \[\?, 5\] must list as "
+                                         r"many candidates per row"):
+        traced_types("beam_search", {**types, "ids": ((-1, 4), "int64")}, {"beam_size": 2},
+                     counts=counts)
+    with pytest.raises(ShapeError, match=r"pre_scores must be \[N, 1\]"):
+        traced_types("beam_search", {**types, "pre_scores": ((-1, 2), "float32")},
+                     {"beam_size": 2}, counts=counts)
+    with pytest.raises(ShapeError, match=r"level must be 0"):
+        traced_types("beam_search", types, {"beam_size": 2, "level": 1}, counts=counts)
+
+
+def test_the_decode_needs_as_many_steps_of_ids_and_scores():
+    def build():
+        ids = L.data("ids", shape=[4, 1], dtype="int64", append_batch_size=False)
+        parents = L.data("parents", shape=[4], dtype="int32", append_batch_size=False)
+        zero, one = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 1)
+        ids_a = L.array_write(ids, zero)
+        L.array_write(ids, one, array=ids_a)
+        scores_a = L.array_write(L.cast(ids, "float32"), zero)
+        return L.beam_search_decode(ids_a, scores_a, 2, 1, parent_idx=L.array_write(
+            parents, zero))[0]
+    prog = type("P", (fluid.Program,), {"f": fluid.network("ids", "parents")(
+        lambda self, ids, parents: build())})().Compile()
+    with pytest.raises(fluid.KernelError, match=r"Ids and Scores must hold one element per "
+                                                r"step .* got 2, 1 and 1"):
+        prog.f(np.zeros((4, 1), np.int64), np.arange(4, dtype=np.int32))
