@@ -7,6 +7,7 @@ from . import (  # noqa: F401
                activation,
                activation_param,
                auc,
+               beam_search,
                chain,
                chunk_eval,
                compare,

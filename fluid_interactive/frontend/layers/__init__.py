@@ -4,9 +4,12 @@ Each layer module lists its public layers in ``__all__``; this package re-export
 those (modules of helpers for layers define no ``__all__``).
 """
 import difflib as _difflib
+import sys as _sys
 import types as _types
 
 from .activations import *  # noqa: F403
+from .beam_decoder import *  # noqa: F403
+from .beam_search import *  # noqa: F403
 from .branches import *  # noqa: F403
 from .compare import *  # noqa: F403
 from .control_flow import *  # noqa: F403
@@ -15,6 +18,8 @@ from .creation import *  # noqa: F403
 from .crf import *  # noqa: F403
 from .ctc import *  # noqa: F403
 from .ctr import *  # noqa: F403
+from .decode import *  # noqa: F403
+from .decode_helpers import *  # noqa: F403
 from .dynamic_rnn import *  # noqa: F403
 from .index import *  # noqa: F403
 from .io import *  # noqa: F403
@@ -37,6 +42,8 @@ from .recurrent import *  # noqa: F403
 from .reductions import *  # noqa: F403
 from .resize import *  # noqa: F403
 from .rnn import *  # noqa: F403
+from .rnn_cells import *  # noqa: F403
+from .rnn_loop import *  # noqa: F403
 from .roi import *  # noqa: F403
 from .sampled import *  # noqa: F403
 from .sequence import *  # noqa: F403
@@ -49,10 +56,11 @@ from .unary import *  # noqa: F403
 from .utility import *  # noqa: F403
 from .vision import *  # noqa: F403
 
-# every layer module imported above (a submodule import binds its name here; derived, so
-# a new module is never left out)
-_MODULES = [m for m in list(globals().values())
-            if isinstance(m, _types.ModuleType) and m.__name__.startswith(__name__ + ".")]
+# every layer module imported above (derived, so a new module is never left out; read from
+# sys.modules, since a layer may take its module's name here: fluid.layers.rnn)
+_MODULES = [m for n, m in list(_sys.modules.items())
+            if isinstance(m, _types.ModuleType) and n.startswith(__name__ + ".")
+            and "." not in n[len(__name__) + 1:]]
 __all__ = sorted({name for module in _MODULES for name in getattr(module, '__all__', ())})
 
 

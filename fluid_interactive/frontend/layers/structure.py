@@ -1,5 +1,5 @@
-"""Nested structures of vars (a var, or tuples, lists and dicts of them), flattened and
-rebuilt: what `cond`'s branches and a loop's functions return."""
+"""Nested structures of vars (a var, or tuples, named tuples, lists and dicts of them),
+flattened and rebuilt: what `cond`'s branches, a loop's functions and an `RNNCell` return."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,13 +9,20 @@ from ..tracing import error_at
 from ..variable import Variable
 from .helpers import as_variable
 
-Structure = Any   # None for a var; ('tuple'|'list', [children]); ('dict', [(key, child)])
+# None for a var; ('tuple'|'list'|a named tuple's class, [children]); ('dict', [(key, child)])
+Structure = Any
+
+
+def _kind(value: list | tuple) -> Any:
+    if isinstance(value, list):
+        return "list"
+    return type(value) if hasattr(value, "_fields") else "tuple"
 
 
 def flatten(value: Any, what: str) -> tuple[Structure, list[Variable]]:
     """The shape of ``value`` (comparable with ``==``) and its vars in order."""
     if isinstance(value, (list, tuple)):
-        kind = "list" if isinstance(value, list) else "tuple"
+        kind = _kind(value)
         parts = [flatten(v, what) for v in value]
         return (kind, [p[0] for p in parts]), [v for p in parts for v in p[1]]
     if isinstance(value, dict):
@@ -40,5 +47,7 @@ def pack(structure: Structure, values: list[Variable]) -> Any:
         if kind == "dict":
             return {k: build(c) for k, c in children}
         items = [build(c) for c in children]
-        return items if kind == "list" else tuple(items)
+        if kind == "list":
+            return items
+        return tuple(items) if kind == "tuple" else kind(*items)
     return build(structure)
