@@ -81,3 +81,18 @@ def test_affine_grid_out_shape_var_must_hold_four_values():
     with pytest.raises(OpArgumentError, match=r"out_shape as a Variable must be an int \[4\]"):
         run_case(lambda self: layers.affine_grid(
             self.data("theta", shape=[2, 3]), self.data("s", [2, 2], "int32")))
+
+
+def test_label_smooth_with_an_integer_dtype_keeps_the_smoothed_values_as_paddle():
+    # Paddle's make_label_smooth asks for dtype="int32"; its kernel writes the floats
+    def build(self):
+        label = self.data("label", shape=[1], dtype="int32", value=[[3], [0]])
+        one_hot_label = layers.one_hot(input=label, depth=10)
+        return (layers.label_smooth(label=one_hot_label, epsilon=0.1, dtype="int32"),
+                layers.label_smooth(label=one_hot_label, epsilon=0.1, dtype="float64"))
+    smooth, wide = run_case(build)
+    want = np.full((2, 10), 0.01)
+    want[0, 3] = want[1, 0] = 0.91
+    assert smooth.dtype == np.float32 and wide.dtype == np.float64
+    np.testing.assert_allclose(smooth, want, rtol=1e-6)
+    np.testing.assert_allclose(wide, want, rtol=1e-6)
