@@ -104,6 +104,12 @@ def run_case(build: Callable[[Case], Any], seed: int = 111, **case: Any) -> list
     """Trace ``build(Case(**case))`` into a compiled method fed by the data vars it
     declares, run it once, and return what it returned: each value an array of the shape
     the trace declared (unknown dims as the feeds made them) and its dtype, finite."""
+    return run_case_with_feeds(build, seed, **case)[0]
+
+
+def run_case_with_feeds(build: Callable[[Case], Any], seed: int = 111, **case: Any
+                        ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """`run_case`, and the arrays it fed (by data var name)."""
     probe = Case(feeding=True, **case)
     trace = TraceContext("probe")        # a first trace tells which data vars to feed
     with trace.method_block("main"):
@@ -127,4 +133,4 @@ def run_case(build: Callable[[Case], Any], seed: int = 111, **case: Any) -> list
                                                  zip(shape, value.shape)), (shape, value.shape)
         assert value.dtype == np.dtype(dtype), (value.dtype, dtype)
         assert value.dtype.kind not in "fc" or np.isfinite(value).all()
-    return values
+    return values, probe.feeds
