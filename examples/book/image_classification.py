@@ -10,6 +10,10 @@ between), each followed by an fc of 10 with softmax, cross_entropy and accuracy,
 by Adam(0.001) on batches of 128 (book_common.ImageClassifier). Images are float32
 [3, 32, 32] in [0, 1], labels int64 [1].
 
+The book's VGG head (an fc of 4096 straight into the fc of 10, no activation between)
+makes Adam's first steps overshoot: the loss jumps to 10-20 before it falls, as the same
+head does in PyTorch.
+
 `depth`, `resnet_channels`, `vgg_channels` and `vgg_fc` are options: the tests
 (tests/test_examples_book.py) build the same structure thinner (and ResNet-8: one basic
 block per stage) so that a step takes a fraction of a second on a CPU.
