@@ -330,7 +330,9 @@ def fn_3():
 
 #: Paddle's case and switch_case branches return values of different shapes and dtypes;
 #: cond here takes branches of one type until the control-flow branch's cond (commit
-#: bc1115c: differing dims become -1, dtypes the false branch's) is merged.
+#: bc1115c: differing dims become -1, dtypes the false branch's) is merged. Its result's
+#: declared type is then not the chosen branch's (Paddle runs the branch's own tensor),
+#: so these two check the values only.
 BRANCH_TYPES = pytest.mark.xfail(raises=ShapeError, strict=False,
                                  reason="cond branches of different types: the control-flow "
                                         "branch's cond takes them")
@@ -348,7 +350,7 @@ def test_case():
         out_1 = layers.case(pred_fn_pairs=[(pred_1, fn_1), (pred_2, fn_2)], default=fn_3)
         out_2 = layers.case(pred_fn_pairs=[(pred_2, fn_2), (pred_3, fn_3)])
         return out_1, out_2
-    out_1, out_2 = run_case(build)
+    out_1, out_2 = run_case(build, check_types=False)
     np.testing.assert_array_equal(out_1, np.ones([1, 2]))
     np.testing.assert_array_equal(out_2, np.full([3], 3))     # no default: the last pair's
 
@@ -365,7 +367,7 @@ def test_switch_case():
         out_3 = layers.switch_case(branch_index=index_2,
                                    branch_fns=[(0, fn_1), (4, fn_2), (7, fn_3)])
         return out_1, out_2, out_3
-    out_1, out_2, out_3 = run_case(build)
+    out_1, out_2, out_3 = run_case(build, check_types=False)
     np.testing.assert_array_equal(out_1, np.ones([1, 2]))
     np.testing.assert_array_equal(out_2, np.full([2, 2], 2))
     np.testing.assert_array_equal(out_3, np.full([3], 3))     # no default: the largest key's
