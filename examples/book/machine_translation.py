@@ -30,9 +30,8 @@ pd = fluid.layers
 
 
 def book_optimizer(learning_rate: float, **kwargs):
-    """The book's Adagrad; SGD where fluid.optimizer has no Adagrad yet."""
-    adagrad = getattr(fluid.optimizer, "Adagrad", None)
-    return (adagrad or fluid.optimizer.SGD)(learning_rate=learning_rate, **kwargs)
+    """The book's optimizer: Adagrad."""
+    return fluid.optimizer.Adagrad(learning_rate=learning_rate, **kwargs)
 
 
 def words(name: str):

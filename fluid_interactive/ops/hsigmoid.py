@@ -1,7 +1,8 @@
 """``hierarchical_sigmoid``: the hierarchical sigmoid loss, a class's probability as the
 product of binary decisions along its path in a tree.
 
-X [N, D], Label [N, 1] int64, W [rows, D] (one row per inner node), Bias [rows, 1].
+X [N, D], Label [N, 1] int64 (a label of another shape gives its first N values to the
+N rows, as Paddle's kernel reads it), W [rows, D] (one row per inner node), Bias [rows, 1].
 The default tree over ``num_classes`` is Paddle's complete binary tree: class c is the
 code c + num_classes, its path the code's prefixes (node ``(code >> (j + 1)) - 1`` at step
 j) and its decisions the code's bits (``(code >> j) & 1``), for ``L = bit_length(
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir.text import format_shape as fmt
-from .loss_common import check_range, check_rows
+from .loss_common import check_range, check_rows, first_values
 from .loss_grads import register_with_grad
 from .sampled_loss import scatter_rows
 from .spec import InferContext, KernelContext, dims_compatible
@@ -75,7 +76,8 @@ class _Paths:
             nodes = xp.where(valid, table, 0)
             bits = xp.where(valid, code, 0)
         else:
-            lab = label.reshape(self.n).astype("int64")
+            lab = first_values(label, self.n, "hierarchical_sigmoid: Label")
+            lab = lab.reshape(self.n).astype("int64")
             check_range(xp, lab, self.k, "hierarchical_sigmoid: label")
             c = (lab + self.k)[:, None]
             steps = xp.arange(self.length)[None, :]
@@ -104,6 +106,7 @@ def _kernel(ctx: KernelContext):
         if "Bias" in a:
             score = score + a["Bias"].reshape(-1)[nodes]
         score = xp.clip(score * valid, -40.0, 40.0)
+        bits = bits.astype(score.dtype)   # int64 bits would make the loss float64
         pre = xp.log1p(xp.exp(-xp.abs(score)))
         pre += xp.maximum(score, 0)
         loss = pre.sum(axis=1, keepdims=True) - (bits * score).sum(axis=1, keepdims=True)

@@ -71,6 +71,17 @@ def row_lengths(xp: Any, lengths: Any, batch: int, time: int, what: str) -> Any:
     return n
 
 
+def first_values(a: Any, n: int, what: str) -> Any:
+    """The first ``n`` values of ``a`` in order, ``[n, 1]``: a per-row input (one label or
+    weight per row) as Paddle's kernels read it, whatever its shape, so one holding more
+    values than rows gives its first ``n`` (Paddle's own tests pass such shapes)."""
+    flat = a.reshape(-1)
+    if flat.shape[0] < n:
+        raise ValueError(f"{what} holds {flat.shape[0]} values for {n} rows: it needs one "
+                         f"per row")
+    return flat[:n].reshape(n, 1)
+
+
 def check_range(xp: Any, values: Any, high: int, what: str, allowed: int | None = None
                 ) -> None:
     """With NumPy: every value in ``[0, high)`` (or equal to ``allowed``)."""

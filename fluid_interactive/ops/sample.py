@@ -79,6 +79,9 @@ class _Grids:
         if self.fixed is not None:
             return self.fixed
         flat = shape[0].reshape(-1)
+        if flat.shape[0] != 4:
+            raise ValueError(f"affine_grid: OutputShape must hold 4 values [N, C, H, W], got "
+                             f"{flat.shape[0]}")
         return int(flat[2]), int(flat[3])
 
 

@@ -13,7 +13,8 @@ backend, and move them to the device: a few integers per row.
                    the attr ``custom_neg_classes`` when given. With o = sigmoid(w_k . x +
                    b_k) and q = num_neg_samples * P(k): Cost [N, 1] = SampleWeight * (sum
                    over true k of -log(o / (o + q)) + over sampled k of -log(q / (o + q))).
-                   SampleLogits holds o, SampleLabels the classes.
+                   SampleLogits holds o, SampleLabels the classes. SampleWeight gives
+                   its first N values to the N rows, as Paddle's kernel reads it.
 ``sample_logits``  Logits [N, K], Labels [N, NT]: ``num_samples`` distinct classes drawn
                    log-uniformly (shared by the batch) after each row's true classes;
                    SampledLogits [N, NT + S] = the logits of those classes - log Q (Q the
@@ -32,6 +33,7 @@ from ..ir.text import format_shape as fmt
 from .loss_common import (
     check_range,
     check_rows,
+    first_values,
     host_generator,
 )
 from .loss_grads import register_with_grad
@@ -156,7 +158,7 @@ def _nce_kernel(ctx: KernelContext):
         o, cost = _nce_terms(xp, z.astype("float64"), q, nt)
         per_row = cost.sum(axis=1, keepdims=True)
         if "SampleWeight" in a:
-            per_row = per_row * a["SampleWeight"].reshape(n, 1)
+            per_row = per_row * first_values(a["SampleWeight"], n, "nce: SampleWeight")
         return per_row.astype(dtype), o.astype(dtype), labels
     return fn
 
@@ -178,7 +180,7 @@ def _nce_grad_kernel(ctx: KernelContext):
         g = xp.where(true, q * (o - 1), o * (1 - o)) / (o + q)
         scale = a["Cost@GRAD"].reshape(n, 1)
         if "SampleWeight" in a:
-            scale = scale * a["SampleWeight"].reshape(n, 1)
+            scale = scale * first_values(a["SampleWeight"], n, "nce: SampleWeight")
         g = (g * scale).astype(o.dtype)
         x, w = a["Input"], a["Weight"]
         res = {"Input": lambda: xp.einsum("ns,nsd->nd", g, w[labels])}

@@ -184,7 +184,8 @@ def label_smooth(label: Variable, prior_dist: Variable | None = None, epsilon: f
     """Smoothed targets ``(1 - epsilon) * label + epsilon / K`` of one-hot ``label``
     ``[..., K]`` (float), or ``+ epsilon * prior_dist`` with a prior of K probabilities
     (``[1, K]``). ``epsilon`` lies in [0, 1]. The result has ``label``'s dtype, cast to
-    ``dtype`` when that differs."""
+    ``dtype`` when that is another float type; an integer ``dtype`` changes nothing, as in
+    Paddle (which declares the output with it but writes the label's float values)."""
     layer = "label_smooth"
     x = var_of(layer, label, "label", FLOATS)
     prior = optional_var(layer, prior_dist, "prior_dist", FLOATS)
@@ -194,7 +195,7 @@ def label_smooth(label: Variable, prior_dist: Variable | None = None, epsilon: f
                                         f"{epsilon!r}")
     out_dtype = dtype_arg(layer, dtype)
     helper = LayerHelper(layer, name)
-    same = out_dtype == x.dtype
+    same = out_dtype == x.dtype or out_dtype not in FLOATS
     out = helper.append_one(layer, {"X": x, "PriorDist": prior}, {"epsilon": eps}, final=same)
     if same:
         return out

@@ -68,14 +68,17 @@ def affine_grid(theta: Variable, out_shape: Any, name: str | None = None) -> Var
     """The sampling grid of an affine map (a spatial transformer's): ``theta`` ``[N, 2,
     3]`` -> ``[N, H, W, 2]``, the (x, y) that ``theta`` takes each of H x W points evenly
     spaced over ``[-1, 1]`` to. ``out_shape`` ``[N, C, H, W]``: a list, or an int32
-    Variable ``[4]`` (then H and W are known only when the method runs)."""
+    Variable ``[4]`` (or ``[-1]`` holding 4 values; then H and W are known only when the
+    method runs)."""
     layer = "affine_grid"
     t = as_variable(theta, f"{layer} theta")
     if t.dtype not in FLOAT_DTYPES or len(t.shape) != 3 or tuple(t.shape[1:]) != (2, 3):
         raise error_at(ShapeError, f"{layer}: theta {t.name}:{short_type(t.desc)} must be a "
                                    f"float [N, 2, 3]")
     if isinstance(out_shape, Variable):
-        if out_shape.dtype not in INT_DTYPES or tuple(out_shape.shape) != (4,):
+        # Paddle takes any 1-D int var; one of unknown length must hold 4 values when it runs
+        if out_shape.dtype not in INT_DTYPES or len(out_shape.shape) != 1 or \
+                out_shape.shape[0] not in (4, -1):
             raise error_at(OpArgumentError, f"{layer}: out_shape as a Variable must be an "
                                             f"int [4], got {out_shape.name}:"
                                             f"{short_type(out_shape.desc)}")
