@@ -86,17 +86,27 @@ class ThreadState:
         self.lock = threading.Lock()
 
     def _controllers(self) -> list[Any]:
-        """NumPy's BLAS: the libraries loaded from NumPy's own folders when there are
-        any (a wheel's bundled OpenBLAS), else every BLAS loaded (a system NumPy); so a
-        BLAS that another framework brought along is left alone."""
+        """NumPy's BLAS and SciPy's (which the compiled tier's kernels call, through
+        Numba): the libraries loaded from their own folders when there are any (a
+        wheel's bundled OpenBLAS), else every BLAS loaded (a system NumPy); so a BLAS
+        that another framework brought along is left alone."""
         if self._libs is None:
             libs = [] if ThreadpoolController is None else \
                 ThreadpoolController().select(user_api="blas").lib_controllers
             home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
             own = [lib for lib in libs if os.path.abspath(lib.filepath).startswith(
-                os.path.join(home, "numpy"))]
+                (os.path.join(home, "numpy"), os.path.join(home, "scipy")))]
             self._libs = own or libs
         return self._libs
+
+    def rescan(self) -> None:
+        """Look for the BLAS libraries again (one was loaded since: SciPy's, when the
+        first compiled kernel that calls BLAS loads) and give them the count in force."""
+        with self.lock:
+            self._libs = None
+            if self.current is not None:
+                for lib in self._controllers():
+                    lib.set_num_threads(self.current)
 
     def blas_threads(self) -> list[int]:
         """The thread count of each BLAS library the policy sets (NumPy's)."""

@@ -1,33 +1,23 @@
-"""The compiled forms of the recurrent cells' steps in the kernel tier
-(`kernels/cells.py`): float32/64 on the host. A cell's op keeps the handles and runs its
-compiled steps once the plan switched to them, its NumPy step otherwise (ops/lstm.py,
-ops/gru.py)."""
+"""The compiled forms of the recurrent cells in the kernel tier: a whole sequence forward
+or back in one call (`kernels/recurrent.py`), float32/64 on the host. A cell's op keeps
+the handle and runs the compiled sequence once the plan switched to it, its NumPy steps
+otherwise (ops/lstm.py, ops/gru.py)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..kernels import Kernel, plan_tier
-from ..kernels.build import KernelSource
+from ..kernels.recurrent import sequence_source
 from .spec import KernelContext
 
 
-def compiled_steps(ctx: KernelContext, owner: Any, dtype: str,
-                   sources: Sequence[KernelSource]) -> list[Kernel] | None:
-    """The handles on ``sources`` (the compiled parts of one step) for the kernel
-    ``owner``, or None where the tier does not apply; ``owner`` tells the generated source
-    a label."""
+def sequence_kernel(ctx: KernelContext, owner: Any, dtype: str, function: str,
+                    acts: dict[str, str], modes: dict[str, bool]) -> Kernel | None:
+    """The handle on a whole sequence's compiled kernel (kernels/recurrent.py) for the
+    kernel ``owner`` over arrays of ``dtype``, or None where the tier does not apply."""
     if ctx.xp.__name__ != "numpy" or dtype not in ("float32", "float64"):
         return None
-    tier = plan_tier(ctx.shared)
-    kernels = [tier.request(s, f"{s.key}.py:{s.function}") for s in sources]
-    owner.tier_label = kernels[0].label
-    return kernels
-
-
-def call(kernel: Kernel, *args: Any) -> None:
-    """A compiled part of a step whose first part ran: the plan switched, and the
-    arguments are of the types it was built for."""
-    fn = kernel.fn
-    assert fn is not None, "a step's parts switch together"
-    fn(*args)
+    source = sequence_source(function, dtype, acts, modes)
+    kernel = plan_tier(ctx.shared).request(source, f"{source.key}.py:{function}")
+    owner.tier_label = kernel.label
+    return kernel
