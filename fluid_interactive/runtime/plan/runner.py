@@ -103,10 +103,15 @@ class BlockRunner:
             code = self._generate(analysis, subplans)
         code.nbytes = nbytes
         code.work = work
-        if on_host and not small:   # the faster of one thread and all cores, measured as it runs
-            code.fn = adaptive = threads.AdaptiveThreads(code.fn)
-            tier = self.plan_tier(code)
-            if tier is not None and tier.pending:   # measured again on the compiled kernels
+        tier = self.plan_tier(code)
+        if tier is not None and not tier.kernels:
+            tier = None
+        if on_host and (not small or tier is not None):
+            # the faster of one thread and all cores (a small plan: one thread), and of
+            # its compiled kernels and its NumPy ones, measured as it runs
+            code.fn = adaptive = threads.AdaptiveThreads(code.fn, tier,
+                                                         (1,) if small else None)
+            if tier is not None and tier.pending:   # measured again once they are loaded
                 tier.on_switch.append(adaptive.kernels_changed)
         return code
 
