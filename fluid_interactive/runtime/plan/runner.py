@@ -20,10 +20,10 @@ from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
 from .analysis import BlockAnalysis, analyse_block, describe_op, op_rng
-from .buffers import lent_arenas, over_arenas
+from .buffers import PlanMemory, lent_arenas, over_arenas
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
-from .loops import SubPlans
+from .loops import Compiled, SubPlans
 from .turns import Turns
 
 SignatureKey = tuple
@@ -46,13 +46,21 @@ class BlockRunner:
         at = [origin.get(id(op), i) for i, op in enumerate(self.plan_block.ops)]
         self._rng_for = lambda i: base_rng(at[i] if i >= 0 else i)
         self.is_test = is_test if is_test is not None else not _optimizes(block)
-        # One plan per feed signature (the first one built, for callers that take turns).
+        # One plan per feed signature, for callers that take turns (under a lock).
         self.plans: dict[SignatureKey, GeneratedCode] = {}
-        # Idle plan instances per signature, for callers that run concurrently.
-        self.pools: dict[SignatureKey, list[GeneratedCode]] = {}
-        self.cache = PlanCache(self.plans, self.pools)
+        self.cache = PlanCache(self.plans)
         # The functions of sub-blocks (loop bodies), shared by the plans taking turns.
         self.subplans = SubPlans(seed)
+        # What the plans of every shape share: the memory of their buffers, and the
+        # generated texts compiled, whose code a plan of other shapes runs with its own
+        # kernels (buffers.PlanMemory, loops.finish).
+        self.memory = PlanMemory(xp)
+        self.compiled = Compiled()
+        # Lanes free for callers that run concurrently (a method that changes nothing):
+        # each call takes one, and a lane's plans share its memory; the first lane is
+        # the plans above, so that one caller at a time takes one memory for all shapes.
+        self.lanes = [Lane(self.plans, self.cache, self.memory, self.subplans)]
+        self.declared = [tuple(program.var(block, n).shape) for n in self.feed_names]
 
     def plan(self, arrays: list[Any]) -> GeneratedCode:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -60,24 +68,30 @@ class BlockRunner:
         key = tuple(a.shape for a in arrays)
         code = self.plans.get(key)
         if code is None:
-            code = self._build(arrays)
+            code = self._build(arrays, memory=self.memory, cache=self.cache)
             self.cache.add(key, code)
         return code
 
-    def instance(self, arrays: list[Any]) -> GeneratedCode:
-        """A new plan instance for these shapes, for a call that runs beside others; the
-        caller hands it back with ``code.pool.append(code)``."""
+    def lane(self) -> Lane:
+        """A new lane, for a call that runs beside the calls holding the others."""
+        return Lane({}, None, PlanMemory(self.xp), SubPlans(self.seed))
+
+    def plan_in(self, lane: Lane, arrays: list[Any]) -> GeneratedCode:
+        """The plan of ``lane`` for these arrays' shapes, built on first use (the caller
+        holds the lane: its plans run one call at a time)."""
         key = tuple(a.shape for a in arrays)
-        code = self._build(arrays, SubPlans(self.seed), turns=False)
-        code.pool = self.pools.setdefault(key, [])
-        self.cache.add(key, code)
+        code = lane.plans.get(key)
+        if code is None:
+            code = self._build(arrays, lane.subplans, False, lane.memory, lane.cache)
+            lane.cache.add(key, code)
         return code
 
     def _build(self, arrays: list[Any], subplans: SubPlans | None = None,
-               turns: bool = True) -> GeneratedCode:
+               turns: bool = True, memory: PlanMemory | None = None,
+               cache: PlanCache | None = None) -> GeneratedCode:
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
-                return self._build_plan(arrays, subplans or self.subplans, turns)
+                code = self._build_plan(arrays, subplans or self.subplans, turns, memory)
         except MemoryError:
             shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
             raise KernelError(
@@ -85,13 +99,19 @@ class BlockRunner:
                 f"({shapes}); the plan's buffers do not fit. Call it with smaller batches, "
                 f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
                 f"hold). No state was changed.") from None
+        if memory is not None and cache is not None:
+            stale = memory.replaced()   # plans holding blocks since replaced: plan anew
+            if stale:
+                cache.forget(lambda other: bool(other.memory_keys & stale))
+        return code
 
-    def _build_plan(self, arrays: list[Any], subplans: SubPlans, turns: bool) -> GeneratedCode:
+    def _build_plan(self, arrays: list[Any], subplans: SubPlans, turns: bool,
+                    memory: PlanMemory | None) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
-                                 self._rng_for)
+                                 self._rng_for, memory=memory)
         work = plan_work(analysis)
         on_host = self.xp is np   # on a device the host's BLAS is not the step's
         small = threads.is_small(work)
@@ -101,11 +121,13 @@ class BlockRunner:
         code = self._taking_turns(analysis, subplans, nbytes) if turns and on_host else None
         if code is None:
             code = self._generate(analysis, subplans)
-        code.nbytes = nbytes
+        # the method's memory is not the plan's: keeping the plan costs its private buffers
+        code.nbytes = 0 if memory is not None else nbytes
+        code.memory_keys = analysis.slots.keys() if analysis.slots is not None else set()
         code.work = work
         tier = self.plan_tier(code)
-        if tier is not None and not tier.kernels:
-            tier = None
+        if tier is not None and not (tier.pending or tier.ready):
+            tier = None   # no compiled kernel to measure (none asked for, or the tier off)
         if on_host and (not small or tier is not None):
             # the faster of one thread and all cores (a small plan: one thread), and of
             # its compiled kernels and its NumPy ones, measured as it runs
@@ -121,7 +143,8 @@ class BlockRunner:
         return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         rng_for or self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
-                        subplans=subplans, prologue=_tier_switch, plan_state=plan_state)
+                        subplans=subplans, prologue=_tier_switch, plan_state=plan_state,
+                        compiled=self.compiled)
 
     def _taking_turns(self, analysis: BlockAnalysis, subplans: SubPlans, nbytes: int
                       ) -> GeneratedCode | None:
@@ -330,15 +353,26 @@ def plan_cache(plans: int | None = None, memory: int | None = None) -> dict[str,
     return dict(_limits)
 
 
+class Lane:
+    """Plans that run one call at a time, and what they share: the memory of their
+    buffers and their sub-blocks' functions. Concurrent callers each hold a lane."""
+
+    def __init__(self, plans: dict[SignatureKey, GeneratedCode], cache: PlanCache | None,
+                 memory: PlanMemory, subplans: SubPlans):
+        self.plans, self.memory, self.subplans = plans, memory, subplans
+        self.cache = cache if cache is not None else PlanCache(plans)
+
+
 class PlanCache:
     """Keeps a block's plans within `plan_cache`'s bounds. The generated entry marks a
     plan ``used`` on each call (one attribute store); when a new plan would exceed the
     bounds, the oldest plans not used since the last look go first, and used ones get
-    another round (a clock, so the hot path never reorders anything)."""
+    another round (a clock, so the hot path never reorders anything). The memory a
+    method's plans share (buffers.PlanMemory) is not a plan's: the bytes counted are
+    those of plans with buffers of their own."""
 
-    def __init__(self, plans: dict[SignatureKey, GeneratedCode],
-                 pools: dict[SignatureKey, list[GeneratedCode]]):
-        self.plans, self.pools = plans, pools
+    def __init__(self, plans: dict[SignatureKey, GeneratedCode]):
+        self.plans = plans
         self.nbytes = 0
         self.evicted = 0
 
@@ -352,6 +386,13 @@ class PlanCache:
                                        or self.nbytes > _limits["memory"]):
             self._evict_one(keep=key)
 
+    def forget(self, stale: Callable[[GeneratedCode], bool]) -> None:
+        """Drop the plans ``stale`` names (planned again when next called)."""
+        for key in [k for k, code in self.plans.items() if stale(code)]:
+            code = self.plans.pop(key)
+            self.nbytes -= code.nbytes
+            self.evicted += 1
+
     def _evict_one(self, keep: SignatureKey) -> None:
         for key in list(self.plans):
             code = self.plans[key]
@@ -362,7 +403,6 @@ class PlanCache:
                 self.plans[key] = self.plans.pop(key)
                 continue
             del self.plans[key]
-            self.pools.pop(key, None)
             self.nbytes -= code.nbytes
             self.evicted += 1
             return
