@@ -35,6 +35,9 @@ class GeneratedCode:
     work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
     # the blocks of the method's memory its buffers are views of (buffers.PlanMemory)
     memory_keys: set = field(default_factory=set)
+    # what keeping it costs, weighed once it ran (runner.kernel_bytes), where that is not
+    # the bytes of its buffers
+    weigh: Callable[[], int] | None = None
     plan_state: dict = field(default_factory=dict)   # what its kernels share
 
 

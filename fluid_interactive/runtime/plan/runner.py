@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -16,6 +17,7 @@ from ...ir.source import format_location
 from ...kernels import TIER_KEY, PlanTier, enabled
 from ...ops.apply import prepare_kernel
 from ...ops.flat_state import lend_key, state_key
+from ...ops.registry import get_spec
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
@@ -121,8 +123,13 @@ class BlockRunner:
         code = self._taking_turns(analysis, subplans, nbytes) if turns and on_host else None
         if code is None:
             code = self._generate(analysis, subplans)
-        # the method's memory is not the plan's: keeping the plan costs its private buffers
-        code.nbytes = 0 if memory is not None else nbytes
+        # the method's memory is not the plan's: keeping the plan costs its own buffers,
+        # or the arrays its kernels made for themselves (a convolution's columns), weighed
+        # once it ran (kernels may make them in their first call: PlanCache.add)
+        code.nbytes = nbytes
+        if memory is not None:
+            fn, state = code.fn, code.plan_state
+            code.nbytes, code.weigh = 0, lambda: kernel_bytes((fn, state), memory)
         code.memory_keys = analysis.slots.keys() if analysis.slots is not None else set()
         code.work = work
         tier = self.plan_tier(code)
@@ -170,6 +177,43 @@ class BlockRunner:
             return code
         code.fn = Turns(make, (code, gens))
         return code
+
+    def families(self) -> list[PlanFamily]:
+        """The plans kept now, by the shapes they serve: per signature of feed ranks,
+        dtypes and the dims declared (a dim declared -1, a batch or a time dim, is any
+        size), which concrete shapes have kernels prepared, and which ops need them."""
+        groups: dict[tuple, list[tuple]] = {}
+        for key in [*self.plans, *(k for lane in self.lanes[1:] for k in lane.plans)]:
+            groups.setdefault(self._family(key), []).append(key)
+        per_size = self._per_size()
+        files = {k: getattr(self._code(k), "filename", None) for key in groups.values()
+                 for k in key}
+        return [PlanFamily(family, tuple(dict.fromkeys(keys)), per_size,
+                           len({files[k] for k in keys} - {None}))
+                for family, keys in groups.items()]
+
+    def _family(self, key: tuple) -> tuple:
+        return tuple(tuple(-1 if i < len(decl) and decl[i] < 0 else d
+                           for i, d in enumerate(shape))
+                     for shape, decl in zip(key, self.declared))
+
+    def _code(self, key: tuple) -> GeneratedCode | None:
+        return self.plans.get(key) or next(
+            (lane.plans[key] for lane in self.lanes[1:] if key in lane.plans), None)
+
+    def _per_size(self) -> tuple[str, ...]:
+        """The ops whose kernels are prepared for each concrete shape: those touching a var
+        with a dim declared -1 (no spec declares its kernel shape-polymorphic yet)."""
+        found: dict[str, None] = {}
+        for op in self.plan_block.ops:
+            spec = get_spec(op.type)
+            if spec.kernel is None:
+                continue
+            names = op.input_names() + op.output_names()
+            if any(d < 0 for n in names for d in _declared_shape(self.program,
+                                                                 self.plan_block, n)):
+                found[op.type] = None
+        return tuple(found)
 
     @property
     def tier(self) -> str:
@@ -328,6 +372,49 @@ def buffer_bytes(steps: list) -> int:
     return sum(map(_slot_bytes, seen.values()))
 
 
+def kernel_bytes(plan: tuple[Any, dict], memory: PlanMemory) -> int:
+    """The bytes of the arrays a plan's kernels hold of their own (scratch they made: not
+    views of the method's ``memory``), found through the generated function's names and
+    the kernels' shared state, a few references deep (attributes, closures, containers).
+    ``plan``: (the generated function, its kernels' shared state)."""
+    fn, state = plan
+    blocks = {id(b) for b in memory.blocks.values()}
+    seen: set[int] = set()
+    total = 0
+    todo = [(v, 0) for v in [*getattr(fn, "__globals__", {}).values(), *state.values()]]
+    while todo:
+        obj, depth = todo.pop()
+        if isinstance(obj, np.ndarray):
+            root = obj
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if id(root) not in blocks and id(root) not in seen:
+                seen.add(id(root))
+                total += root.nbytes
+            continue
+        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        todo += [(v, depth + 1) for v in _references(obj)]
+    return total
+
+
+def _references(obj: Any) -> list:
+    if isinstance(obj, dict):
+        return list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    refs = list(getattr(obj, "__dict__", {}).values())
+    refs += [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
+             if isinstance(n, str)]
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            refs.append(cell.cell_contents)
+        except ValueError:   # a cell not filled yet
+            pass
+    return refs
+
+
 def _slot_bytes(slot: Any) -> int:
     return prod(slot.shape) * np.dtype(slot.dtype).itemsize
 
@@ -353,6 +440,31 @@ def plan_cache(plans: int | None = None, memory: int | None = None) -> dict[str,
     return dict(_limits)
 
 
+@dataclass(frozen=True)
+class PlanFamily:
+    """The plans of a method for one signature (`BlockRunner.families`): ``inputs`` the
+    feeds' shapes, -1 where its plans serve any size; ``shapes`` the concrete shapes
+    planned now; ``per_size`` the ops whose kernels are prepared for each concrete shape
+    (their specs' kernels are factories of concrete types), under one generated function
+    when ``functions`` is 1 and over the method's one memory of buffers."""
+    inputs: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[tuple[int, ...], ...], ...]
+    per_size: tuple[str, ...]
+    functions: int
+
+    def __repr__(self) -> str:
+        dims = ", ".join("[" + ", ".join("?" if d < 0 else str(d) for d in s) + "]"
+                         for s in self.inputs)
+        return (f"<plans for ({dims}): {len(self.shapes)} shape(s) planned, "
+                f"{self.functions} generated function(s); kernels prepared per shape: "
+                f"{', '.join(self.per_size) or 'none'}>")
+
+
+def _declared_shape(program: ProgramDesc, block: BlockDesc, name: str) -> tuple[int, ...]:
+    var = program.find_var(block, name)
+    return tuple(var.shape) if var is not None else ()
+
+
 class Lane:
     """Plans that run one call at a time, and what they share: the memory of their
     buffers and their sub-blocks' functions. Concurrent callers each hold a lane."""
@@ -373,12 +485,19 @@ class PlanCache:
 
     def __init__(self, plans: dict[SignatureKey, GeneratedCode]):
         self.plans = plans
+        self.last: SignatureKey | None = None   # the plan added last
         self.nbytes = 0
         self.evicted = 0
 
     def add(self, key: SignatureKey, code: GeneratedCode) -> None:
         if key in self.plans:
             return
+        last = self.plans.get(self.last) if self.last is not None else None
+        if last is not None and last.weigh is not None:   # it ran since: weigh its kernels
+            weight = last.weigh()
+            self.nbytes += weight - last.nbytes
+            last.nbytes = weight
+        self.last = key
         code.used = True
         self.plans[key] = code
         self.nbytes += code.nbytes
