@@ -3,6 +3,9 @@ sequence model at many lengths, runs one generated function over one memory of b
 (runtime/plan/buffers.py, PlanMemory), its kernels prepared per concrete shape, and
 `prog.<method>.plans` says so; every call's values are those of a program that only
 ever saw that shape."""
+import os
+import sys
+
 import numpy as np
 
 import fluid
@@ -11,24 +14,21 @@ import fluid
 class MLP(fluid.Program):
     @fluid.network("x")
     def infer(self, x):
-        x = fluid.layers.data(name="x", shape=[6], dtype="float32")
-        with fluid.var_scope("mlp"):
-            h = fluid.layers.fc(input=x, size=16, act="relu")
-            return fluid.layers.fc(input=h, size=3)
+        h = fluid.layers.fc(input=fluid.layers.data(name="x", shape=[6], dtype="float32"),
+                            size=16, act="relu")
+        return fluid.layers.fc(input=h, size=3)
 
 
-class Seq(fluid.Program):
-    @fluid.network("x", "y")
-    def train(self, x, y):
-        x = fluid.layers.data(name="x", shape=[-1, -1, 3], dtype="float32",
-                              append_batch_size=False)
-        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
-        proj = fluid.layers.fc(input=x, size=4 * 8, num_flatten_dims=2)
-        hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * 8, use_peepholes=False)
-        out = fluid.layers.fc(input=fluid.layers.sequence_last_step(hidden), size=1)
-        loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
-        fluid.optimizer.SGD(0.1).minimize(loss)
-        return loss
+def _seq_class():
+    """The LSTM of benchmarks/bench_memory.py (its time dim unknown until it runs),
+    small."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "benchmarks"))
+    try:
+        from bench_memory import lstm_program
+    finally:
+        sys.path.pop(0)
+    return lstm_program(hidden=8, features=3, optimizer=fluid.optimizer.SGD(0.1))
 
 
 def test_one_plan_serves_every_batch_size(rng):
@@ -57,18 +57,19 @@ def test_one_plan_serves_every_sequence_length(rng):
         return (r.standard_normal((4, t, 3)).astype("float32"),
                 r.standard_normal((4, 1)).astype("float32"))
 
-    prog = Seq().Compile(seed=5)
+    seq = _seq_class()
+    prog = seq().Compile(seed=5)
     lengths = [12, 5, 9, 12, 7, 5]
-    losses = [prog.train(*data(t)) for t in lengths]
-    (family,) = prog.train.plans
+    losses = [prog.train_step(*data(t)) for t in lengths]
+    (family,) = prog.train_step.plans
     assert family.inputs == ((-1, -1, 3), (-1, 1))      # any batch size and length
     assert family.functions == 1
     assert "lstm" in family.per_size and "lstm_grad" in family.per_size
     # the same steps in a program whose every plan is new: the same losses
-    fresh = Seq().Compile(seed=5)
+    fresh = seq().Compile(seed=5)
     again = []
     for t in lengths:
-        again.append(fresh.train(*data(t)))
-        fresh.train.runner.plans.clear()
-        fresh.train.runner.memory.blocks.clear()
+        again.append(fresh.train_step(*data(t)))
+        fresh.train_step.runner.plans.clear()
+        fresh.train_step.runner.memory.blocks.clear()
     np.testing.assert_allclose(losses, again, rtol=1e-6)
