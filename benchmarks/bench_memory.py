@@ -74,14 +74,16 @@ def lstm_program(hidden: int = 64, features: int = 2, optimizer=None) -> type:
     return Net
 
 
-def _first_call_ratio(call, known, new_ones, repeats: int = 5) -> dict:
-    """The first call at each new shape against the median call at a known one."""
+def _first_call_ratio(call, known, new_ones) -> dict:
+    """The first call at each new shape against a call at a known one just before it
+    (pairs, so that the machine's load moves both alike): the median of the ratios."""
     call(known)
     call(known)
-    known_ms = statistics.median(_timed(call, known) for _ in range(repeats))
-    firsts = [_timed(call, x) for x in new_ones]
-    return {"known_ms": known_ms, "first_ms": statistics.median(firsts),
-            "ratio": statistics.median(firsts) / known_ms}
+    pairs = [(_timed(call, known), _timed(call, x)) for x in new_ones]
+    ratios = sorted(first / before for before, first in pairs)
+    return {"known_ms": statistics.median(p[0] for p in pairs),
+            "first_ms": statistics.median(p[1] for p in pairs),
+            "ratio": ratios[len(ratios) // 2]}
 
 
 def _timed(call, args) -> float:
