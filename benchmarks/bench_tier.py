@@ -100,9 +100,9 @@ def _cells_to_numpy(prog) -> int:
     n = 0
     for code in list(prog.train_step.runner.plans.values()):
         tier = prog.train_step.runner.plan_tier(code)
-        for kernel in tier.kernels if tier is not None else ():
-            if kernel.source.stem in ("lstm", "gru"):
-                kernel.fn = None
+        for i, kernel in enumerate(tier.kernels if tier is not None else ()):
+            if kernel.source.stem in ("lstm", "gru"):   # and what the policy swaps back
+                kernel.fn = tier.loaded[i] = None
                 n += 1
     return n
 
