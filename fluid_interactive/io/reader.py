@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import EOFException, ReaderError
-from .cache import DEFAULT_BUDGET, CachedSource
+from . import cache
 from .sources import ArraySource, Block, FileSource
 
 __all__ = ["BatchReader", "FileSource", "ArraySource", "Block"]
@@ -602,10 +602,10 @@ class BatchReader:
 def _cached(source: Any, budget: int | None) -> Any:
     """A file source that keeps its first pass in memory (io/cache.py) when it fits."""
     if budget is None:
-        budget = DEFAULT_BUDGET
+        budget = cache.DEFAULT_BUDGET   # read now: a session may change it
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 0:
         raise ReaderError(f"cache_bytes must be an int >= 0 or None, got {budget!r}")
-    return CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
+    return cache.CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
         else source
 
 
