@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import queue
@@ -124,6 +125,18 @@ def module_text(body: str, functions: Sequence[str]) -> str:
     """A module that defines ``functions`` in ``body`` and compiles each with Numba."""
     wrap = "\n".join(f"{f} = njit({NJIT_OPTIONS})({f})" for f in functions)
     return f"{body.rstrip()}\n\n\nfrom numba import njit  # noqa: E402\n\n{wrap}\n"
+
+
+def module_source(dtype: str, constants: dict[str, int], functions: Sequence[Callable]
+                  ) -> str:
+    """The text of a module of ``functions`` (plain Python functions of the tier, taken
+    from their source) after ``constants`` of one kernel (a window, strides), for arrays
+    of ``dtype``: a module per dtype, since a loaded kernel takes only the types it was
+    built for."""
+    head = [f"# {dtype} arrays", "import numpy as np  # noqa: F401", ""]
+    head += [f"{name} = {int(value)}" for name, value in constants.items()]
+    return "\n".join(head) + "\n\n\n" + "\n\n\n".join(
+        inspect.getsource(f).rstrip() for f in functions) + "\n"
 
 
 _MODULES: dict[str, Any] = {}

@@ -40,17 +40,13 @@ class Kernel:
             return False
         return True
 
-    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> Any:
+    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> None:
         """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
         NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was
-        not built for: nothing compiles while a step runs)."""
-        fn = self.fn
-        if fn is not None:
-            try:
-                return fn(*args)
-            except TypeError:
-                pass
-        return numpy(*numpy_args)
+        not built for: nothing compiles while a step runs). For kernels that write their
+        results into their arguments, as every compiled kernel does."""
+        if not self.ran(args):
+            numpy(*numpy_args)
 
 
 class PlanTier:

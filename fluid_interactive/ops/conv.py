@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..kernels import plan_tier
 from ..kernels.col2im import col2im_source
+from .compiled import compiled_kernel
 from .im2col import ConvGeometry, layout_gain
 from .layouts import CHWN, NCHW, LayoutRule, check_layout, from_layout, to_layout
 from .registry import register
@@ -159,7 +159,8 @@ def _col2im(ctx: KernelContext, geo: _ConvGeometry, out: Any) -> Callable[[Any],
         return numpy_col2im
     source = col2im_source((geo.kh, geo.kw), (geo.sh, geo.sw), (geo.dh, geo.dw),
                            (geo.pt, geo.pl), geo.dtype)
-    handle = plan_tier(ctx.shared).request(source, f"{source.key}.py:col2im")
+    handle = compiled_kernel(ctx, source, geo.dtype)
+    assert handle is not None   # a host array of float32/64, checked above
     shape6 = (geo.c, geo.kh, geo.kw, geo.oh, geo.ow, geo.n)
 
     def col2im(dcols: Any) -> Any:

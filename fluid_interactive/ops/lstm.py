@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cell_tier import sequence_kernel
+from .compiled import sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..kernels import plan_tier
 from ..kernels.pool import pool_source
+from .compiled import compiled_kernel
 from .layouts import CHWN
 from .spec import KeptFrom, KernelContext
 
@@ -42,7 +42,7 @@ def _shared(ctx: KernelContext, geo: Any) -> FirstMaxima:
 
 def _handle(ctx: KernelContext, geo: Any, function: str) -> Any:
     source = pool_source(function, (geo.kh, geo.kw), (geo.sh, geo.sw), geo.dtype)
-    return plan_tier(ctx.shared).request(source, f"{source.key}.py:{function}")
+    return compiled_kernel(ctx, source, geo.dtype)
 
 
 def compiled_pool(ctx: KernelContext, geo: Any, numpy_fn: Callable,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fluid_interactive.errors import ReaderError
-from fluid_interactive.io import sources as sources_module
 from fluid_interactive.io import recordio
+from fluid_interactive.io import sources as sources_module
 from fluid_interactive.io.reader import BatchReader, FileSource
 
 from .test_reader import DTYPES, SHAPES, assert_batches_equal, data, drain, reference
