@@ -5,7 +5,7 @@
 2. The update alone: Adam over W2's 669,706 float32 parameters as NumPy's 12 ufunc calls
    and as the compiled loop, interleaved.
 3. The LSTM op and its gradient op alone at W4's and W5's shapes, with their NumPy steps
-   and with the compiled cell steps (kernels/cells.py), interleaved.
+   and with the compiled cell sequences (kernels/recurrent.py), interleaved.
 4. What the tier costs a fresh process: compile + first call with the tier off, with a
    cold cache (the kernels build in the background: how long until the plan switches),
    and with a warm cache, both as a script (compile at once: the kernels load in the
@@ -16,7 +16,7 @@
    workloads whose fused update writes its parameters over its gradients, against the
    same program with a gradient arena of its own.
 
-W4 and W5 (the LSTM) run the compiled cell steps (kernels/cells.py), W6 the chains.
+W4 and W5 (the LSTM) run the compiled cell sequences (kernels/recurrent.py), W6 the chains.
 
     python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
         [--sections steps,update,cells,arena,fresh]
@@ -95,14 +95,14 @@ def step_times(names: list[str], rounds: int) -> None:
 
 
 def _cells_to_numpy(prog) -> int:
-    """Point the compiled cell steps (kernels/cells.py) of ``prog``'s plans back at NumPy
+    """Point the compiled cell sequences (kernels/recurrent.py) of ``prog``'s plans back at NumPy
     (after the switch, which happens once); how many there were."""
     n = 0
     for code in list(prog.train_step.runner.plans.values()):
         tier = prog.train_step.runner.plan_tier(code)
-        for kernel in tier.kernels if tier is not None else ():
-            if kernel.source.stem in ("lstm", "gru"):
-                kernel.fn = None
+        for i, kernel in enumerate(tier.kernels if tier is not None else ()):
+            if kernel.source.stem in ("lstm", "gru"):   # and what the policy swaps back
+                kernel.fn = tier.loaded[i] = None
                 n += 1
     return n
 

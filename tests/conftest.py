@@ -17,3 +17,18 @@ for path in (ROOT, os.path.join(ROOT, "extension"), os.path.join(ROOT, "tests"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def one_blas_thread(request):
+    """Each test runs BLAS on one thread, so that a program's values are the same bits in
+    every run (a GEMM's last bits can depend on the thread count, and the thread policy
+    measures the count of plans from 65K elements up: backend/threads.py). A test of the
+    policy itself asks for `thread_policy`."""
+    from fluid_interactive.backend import threads
+    threads.set_threads(None if "thread_policy" in request.fixturenames else 1)
+
+
+@pytest.fixture
+def thread_policy():
+    """The thread policy chooses the count (no count fixed for the test)."""

@@ -158,7 +158,22 @@ def _cycle(graph: dict[str, dict[str, int]], within: str) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("package", ["runtime", "ir", "ops", "passes", "render", "distributed"])
+#: every package of ours; the frontend's one circle is the Variable's operators (x[i],
+#: x + y, x < y), which import the layers that record them inside the methods
+PACKAGES = ["util", "ir", "backend", "kernels", "io", "ops", "passes", "runtime", "render",
+            "distributed", "onnx",
+            pytest.param("frontend", marks=pytest.mark.xfail(
+                strict=True, reason="frontend.variable's operators import frontend.layers, "
+                                    "which import frontend.variable"))]
+
+
+def test_every_package_is_checked_for_circles():
+    found = {m.split(".")[0] for m in _modules()} - set(ROOT_MODULES) - {"errors"}
+    listed = {p if isinstance(p, str) else p.values[0] for p in PACKAGES}
+    assert found == listed, found ^ listed
+
+
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circle(package):
     found = _cycle(_graph(), package)
     assert found is None, "import circle: " + " -> ".join(found or [])

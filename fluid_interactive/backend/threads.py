@@ -14,6 +14,11 @@ number of elements its step touches:
   compiled kernels (kernels/tier.py), whose costs differ from the NumPy kernels' and whose
   build, in a child process, shared the machine with the first measurement.
 
+Once a plan's compiled kernels are loaded, its measurements also time its calls with the
+compiled kernels against its NumPy kernels, and it keeps whichever ran faster on this
+machine (a small plan measures that alone, on one thread): the tier never makes a plan
+slower than the NumPy kernels would.
+
 The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
 with). The count in force between calls is the small plans' count: it is set when the first
 small plan is built, and a large plan that ran with another count puts it back when its
@@ -28,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,9 +43,11 @@ except ImportError:  # pragma: no cover
     ThreadpoolController = None
 
 #: Elements a plan's step touches (every var of the plan, counted once) below which it
-#: always runs on one thread. Measured with benchmarks/bench_threads.py: an MLP step of
-#: this size ran as fast or faster with one thread than with two on the idle 2-core machine.
-SMALL_WORK = 1 << 20
+#: always runs on one thread: its GEMMs are done before a second thread wakes up. Above it
+#: the plan measures. (It was 1 << 20, from an MLP step that ran as fast on one thread as
+#: on two on the idle 2-core machine; but W2's inference at batch 128, 0.9M elements,
+#: ran 1.7x hand NumPy's time on one thread where OpenBLAS's own kernels use two well.)
+SMALL_WORK = 1 << 16
 #: Calls between two measurements of an adaptive plan (doubled each time a measurement
 #: confirms the count in force, up to `RECHECK_MAX`), and calls timed per measurement.
 RECHECK_CALLS = 400
@@ -86,17 +93,27 @@ class ThreadState:
         self.lock = threading.Lock()
 
     def _controllers(self) -> list[Any]:
-        """NumPy's BLAS: the libraries loaded from NumPy's own folders when there are
-        any (a wheel's bundled OpenBLAS), else every BLAS loaded (a system NumPy); so a
-        BLAS that another framework brought along is left alone."""
+        """NumPy's BLAS and SciPy's (which the compiled tier's kernels call, through
+        Numba): the libraries loaded from their own folders when there are any (a
+        wheel's bundled OpenBLAS), else every BLAS loaded (a system NumPy); so a BLAS
+        that another framework brought along is left alone."""
         if self._libs is None:
             libs = [] if ThreadpoolController is None else \
                 ThreadpoolController().select(user_api="blas").lib_controllers
             home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
             own = [lib for lib in libs if os.path.abspath(lib.filepath).startswith(
-                os.path.join(home, "numpy"))]
+                (os.path.join(home, "numpy"), os.path.join(home, "scipy")))]
             self._libs = own or libs
         return self._libs
+
+    def rescan(self) -> None:
+        """Look for the BLAS libraries again (one was loaded since: SciPy's, when the
+        first compiled kernel that calls BLAS loads) and give them the count in force."""
+        with self.lock:
+            self._libs = None
+            if self.current is not None:
+                for lib in self._controllers():
+                    lib.set_num_threads(self.current)
 
     def blas_threads(self) -> list[int]:
         """The thread count of each BLAS library the policy sets (NumPy's)."""
@@ -145,30 +162,67 @@ def is_small(work: int) -> bool:
     return work < SMALL_WORK or STATE.cores == 1
 
 
+
+
+
+class Tier(Protocol):
+    """What the policy needs of a plan's compiled kernels (kernels/tier.py's PlanTier):
+    whether they are loaded, and which kernels its calls run."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def use(self, compiled: bool) -> None: ...
+
+
+#: (thread count, compiled kernels or not; None: the plan has none)
+Option = tuple[int, "bool | None"]
+
+
 class AdaptiveThreads:
-    """A large plan's entry: it runs the plan with the count that measured faster lately.
+    """A plan's entry: it runs the plan with the thread count, and the kernels, that
+    measured faster lately.
 
     No count changes while another thread has a large plan's call in flight (that call
     keeps the count it started with; this one runs with it, untimed). It starts on one
     thread (never slower than one thread before it has measured). Every
-    `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with one thread and as many with
-    every core, interleaved, and keeps the faster (by the median call); a call on every
-    core that takes `GIVE_UP` times the one-thread call before it ends the measurement at
-    once (a busy core: no need to lose more calls to it). While the measurements agree
-    they come less and less often (up to every `RECHECK_MAX` calls). The plan itself is
-    called unchanged; only the count in force before it changes.
+    `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with each option, interleaved: one
+    thread and every core (``counts``), and, once the plan's compiled kernels are loaded
+    (``tier``), each with the compiled kernels and with the NumPy ones; it keeps the
+    fastest (by the median call). A call on every core that takes `GIVE_UP` times the
+    one-thread call before it ends the measurement at once (a busy core: no need to lose
+    more calls to it). While the measurements agree they come less and less often (up to
+    every `RECHECK_MAX` calls). The plan itself is called unchanged; only the count in
+    force, and which kernels its handles hold, change before it.
     """
 
-    __slots__ = ("fn", "choice", "countdown", "probe", "totals", "interval", "changed")
+    __slots__ = ("fn", "counts", "tier", "option", "countdown", "probe", "totals",
+                 "interval", "changed", "single")
 
-    def __init__(self, fn: Callable[..., Any]):
+    def __init__(self, fn: Callable[..., Any], tier: Tier | None = None,
+                 counts: tuple[int, ...] | None = None):
         self.fn = fn
-        self.choice = 1
+        self.tier = tier
+        self.counts = counts or (1, STATE.cores)
+        self.option: Option = (1, None)
         self.interval = RECHECK_CALLS
         self.countdown = 2          # skip the first call (it fills buffers), then measure
-        self.probe: list[int] = []  # the counts still to time in this measurement
-        self.totals: dict[int, list[float]] = {}
+        self.probe: list[Option] = []  # the options still to time in this measurement
+        self.totals: dict[Option, list[float]] = {}
         self.changed = False
+        # one count (a small plan measuring its kernels alone): no count to switch, so
+        # no lock and no count of calls in flight
+        self.single = self.counts == (1,)
+
+    @property
+    def choice(self) -> int:
+        """The thread count chosen."""
+        return self.option[0]
+
+    @property
+    def compiled(self) -> bool | None:
+        """Whether the compiled kernels measured faster (None: not measured yet)."""
+        return self.option[1]
 
     def kernels_changed(self) -> None:
         """The plan now runs other kernels (its compiled ones): what was measured no longer
@@ -177,53 +231,70 @@ class AdaptiveThreads:
         self.changed = True
 
     def __call__(self, *args: Any) -> Any:
+        if self.single:
+            return self._run(self._wanted(), args)
         with STATE.lock:
             alone = STATE.inflight == 0
-            wanted = self._wanted() if alone else STATE.current
-            if alone and wanted is not None and wanted != STATE.current:
-                STATE._set(wanted)
+            option = self._wanted() if alone else (STATE.current or 1, None)
+            if alone and option[0] != STATE.current:
+                STATE._set(option[0])
             STATE.inflight += 1
         try:
-            if alone and self.probe and wanted == self.probe[-1]:
-                return self._timed(*args)
-            return self.fn(*args)
+            return self._run(option, args) if alone else self.fn(*args)
         finally:
             with STATE.lock:
                 STATE.inflight -= 1
                 if not STATE.inflight and STATE.current != STATE.small:
                     STATE._set(STATE.small)   # between calls, small plans' count
 
-    def _wanted(self) -> int:
-        """The count for this call: the override, the next count to time, or the choice."""
+    def _run(self, option: Option, args: tuple) -> Any:
+        if option[1] is not None and self.tier is not None:
+            self.tier.use(option[1])
+        if self.probe and option == self.probe[-1]:
+            return self._timed(*args)
+        return self.fn(*args)
+
+    def _options(self) -> list[Option]:
+        counts = [STATE.cores if n > 1 else 1 for n in self.counts]
+        tiers: list[bool | None] = [True, False] if self.tier is not None and \
+            self.tier.ready else [None]
+        return [(n, c) for c in tiers for n in sorted(set(counts), reverse=True)]
+
+    def _wanted(self) -> Option:
+        """The option for this call: the override, the next to time, or the choice."""
         if STATE.override is not None:
-            return STATE.override
+            return (STATE.override, self.option[1])
         if self.changed and not self.probe:
             self.changed = False
             self.countdown, self.interval = min(self.countdown, 2), RECHECK_CALLS
         if not self.probe:
             self.countdown -= 1
-            if self.countdown <= 0:
-                self.probe = [STATE.cores, 1] * PROBE_CALLS   # popped from the end: 1 first
+            if self.countdown <= 0:   # popped from the end: one thread first
+                self.probe = self._options() * PROBE_CALLS
                 self.totals = {}
-        return self.probe[-1] if self.probe else self.choice
+        return self.probe[-1] if self.probe else self.option
 
     def _timed(self, *args: Any) -> Any:
-        """One call of the measurement (its count already in force), timed; the last one
+        """One call of the measurement (its option already in force), timed; the last one
         concludes it."""
-        n = self.probe.pop()
+        option = self.probe.pop()
         t0 = time.perf_counter()
         result = self.fn(*args)
-        took = self.totals.setdefault(n, [])
+        took = self.totals.setdefault(option, [])
         took.append(time.perf_counter() - t0)
-        if n != 1 and took[-1] > GIVE_UP * self.totals[1][-1]:
-            self.probe = []
-            self.totals = {1: [0.0]}   # one thread, by far
-        if not self.probe:   # the median of each count's calls: one slow call is noise
-            choice = min(self.totals, key=lambda k: sorted(self.totals[k])[
+        one = self.totals.get((1, option[1]))
+        if option[0] != 1 and one and took[-1] > GIVE_UP * one[-1]:
+            # a busy core: one thread, by far; the kernels still to compare as they are
+            self.probe = [o for o in self.probe if o[0] == 1]
+            for o in list(self.totals):
+                if o[0] != 1:
+                    self.totals[o] = [float("inf")]
+        if not self.probe:   # the median of each option's calls: one slow call is noise
+            option = min(self.totals, key=lambda k: sorted(self.totals[k])[
                 len(self.totals[k]) // 2])
-            # a confirmed count is measured less often; a change, soon again
+            # a confirmed choice is measured less often; a change, soon again
             self.interval = min(2 * self.interval, RECHECK_MAX) \
-                if choice == self.choice else RECHECK_CALLS
-            self.choice = choice
+                if option == self.option else RECHECK_CALLS
+            self.option = option
             self.countdown = self.interval
         return result

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .reader import Block, FileSource
+from .sources import Block, FileSource
 
 DEFAULT_BUDGET = 256 << 20   # bytes of decoded data kept in memory per reader
 

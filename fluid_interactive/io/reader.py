@@ -21,8 +21,6 @@ for the same seed, and `reset` replays it from epoch 0.
 """
 from __future__ import annotations
 
-import glob
-import os
 import queue
 import threading
 import weakref
@@ -32,7 +30,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import EOFException, ReaderError
-from .bulk_read import read_columns
+from . import cache
+from .sources import ArraySource, Block, FileSource
 
 __all__ = ["BatchReader", "FileSource", "ArraySource", "Block"]
 
@@ -40,89 +39,6 @@ _GROUP = 64  # batches gathered before a hand-off between the reading thread and
 _COPIES = 16  # batches copied at once from a block the reader does not own
 _POLL_S = 0.05      # how often a blocked producer or consumer re-checks for a stop
 _JOIN_S = 30.0      # how long close() waits for the thread to finish its current block
-
-
-class Block(NamedTuple):
-    """A run of samples as columns. A source is any object with ``resolved()`` (the
-    source to read from now on: `FileSource` fixes its glob expansion) and ``blocks()``
-    (an iterator of these, one pass over the data)."""
-    origin: str                       # a file path, or "<arrays>"
-    first_record: int                 # index of the block's first record in its origin
-    columns: tuple[np.ndarray, ...]   # one per tensor, leading sample dim
-    owned: bool                       # fresh arrays no one else sees: may be handed out
-
-
-# ================================================================ sources
-
-class ArraySource:
-    """In-memory samples: ``(X, Y, ...)`` with a shared leading sample dim (or one array)."""
-
-    origin = "<arrays>"
-
-    def __init__(self, arrays: Any):
-        columns = (np.asarray(arrays),) if isinstance(arrays, np.ndarray) else tuple(
-            np.asarray(a) for a in arrays)
-        if not columns or any(c.ndim == 0 for c in columns):
-            raise ReaderError("ArraySource takes a tuple of arrays with a leading sample "
-                              "dimension, e.g. ArraySource((X, Y))")
-        if len({len(c) for c in columns}) != 1:
-            raise ReaderError(f"ArraySource arrays hold different numbers of samples: "
-                              f"{[c.shape for c in columns]}")
-        self.columns = columns
-
-    def __len__(self) -> int:
-        return len(self.columns[0])
-
-    def resolved(self) -> ArraySource:
-        return self
-
-    def blocks(self) -> Iterator[Block]:
-        yield Block(self.origin, 0, self.columns, False)
-
-    def __repr__(self) -> str:
-        return f"ArraySource({', '.join(f'{c.dtype}{list(c.shape)}' for c in self.columns)})"
-
-
-def _expand(pattern: str) -> list[str]:
-    if os.path.exists(pattern):
-        return [pattern]
-    if any(ch in pattern for ch in "*?["):
-        found = sorted(glob.glob(pattern))
-        if not found:
-            raise ReaderError(f"no RecordIO file matches {pattern!r}")
-        return found
-    raise ReaderError(f"RecordIO file {pattern!r} does not exist")
-
-
-class FileSource:
-    """RecordIO files: a path, a glob, or a list of paths and globs. Each glob expands to
-    its matches in sorted order; a list keeps its own order. Expansion happens when
-    reading starts (and again after `BatchReader.reset`), so files may be written after
-    the reader is created."""
-
-    def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike]):
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        self.patterns = [os.fspath(p) for p in paths]
-        if not self.patterns:
-            raise ReaderError("FileSource needs at least one path")
-
-    @property
-    def paths(self) -> list[str]:
-        """The files, expanded now; `ReaderError` when a pattern matches nothing."""
-        return [p for pattern in self.patterns for p in _expand(pattern)]
-
-    def resolved(self) -> FileSource:
-        """A source over today's expansion, so every epoch reads the same files."""
-        return FileSource(self.paths)
-
-    def blocks(self) -> Iterator[Block]:
-        for path in self.paths:
-            for run in read_columns(path):
-                yield Block(path, run.first_record, run.columns, True)
-
-    def __repr__(self) -> str:
-        return f"FileSource({self.patterns!r})"
 
 
 # ================================================================ slots
@@ -685,12 +601,11 @@ class BatchReader:
 
 def _cached(source: Any, budget: int | None) -> Any:
     """A file source that keeps its first pass in memory (io/cache.py) when it fits."""
-    from .cache import DEFAULT_BUDGET, CachedSource
     if budget is None:
-        budget = DEFAULT_BUDGET
+        budget = cache.DEFAULT_BUDGET   # read now: a session may change it
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 0:
         raise ReaderError(f"cache_bytes must be an int >= 0 or None, got {budget!r}")
-    return CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
+    return cache.CachedSource(source, int(budget)) if isinstance(source, FileSource) and budget \
         else source
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import queue
@@ -64,8 +65,9 @@ def cache_dir() -> str:
 
 
 #: An argument of a kernel's example call: ("array", dtype, ndim) (C-contiguous),
-#: ("array", dtype, ndim, "A") (any layout: Numba takes a C-contiguous one too), or
-#: ("scalar", dtype).
+#: ("array", dtype, ndim, "A") (any layout: Numba takes a C-contiguous one too), either
+#: with the example's shape after them (("array", dtype, ndim, "C", shape): a kernel
+#: that reads its arrays at the sizes one of them gives), or ("scalar", dtype).
 ArgType = tuple
 
 
@@ -116,9 +118,10 @@ def example_args(args: Sequence[ArgType]) -> list:
     def example(a: ArgType) -> Any:
         if a[0] != "array":
             return np.dtype(a[1]).type(0.5)
-        if a[3:] == ("A",):   # a view with a stride: Numba types it as any layout
-            return np.ones((2,) * (a[2] - 1) + (4,), a[1])[..., ::2]
-        return np.ones((2,) * a[2], a[1])
+        shape = tuple(a[4]) if len(a) > 4 else (2,) * a[2]
+        if a[3:4] == ("A",):   # a view with a stride: Numba types it as any layout
+            return np.ones(shape[:-1] + (2 * shape[-1],), a[1])[..., ::2]
+        return np.ones(shape, a[1])
     return [example(a) for a in args]
 
 
@@ -126,6 +129,18 @@ def module_text(body: str, functions: Sequence[str]) -> str:
     """A module that defines ``functions`` in ``body`` and compiles each with Numba."""
     wrap = "\n".join(f"{f} = njit({NJIT_OPTIONS})({f})" for f in functions)
     return f"{body.rstrip()}\n\n\nfrom numba import njit  # noqa: E402\n\n{wrap}\n"
+
+
+def module_source(dtype: str, constants: dict[str, int], functions: Sequence[Callable]
+                  ) -> str:
+    """The text of a module of ``functions`` (plain Python functions of the tier, taken
+    from their source) after ``constants`` of one kernel (a window, strides), for arrays
+    of ``dtype``: a module per dtype, since a loaded kernel takes only the types it was
+    built for."""
+    head = [f"# {dtype} arrays", "import numpy as np  # noqa: F401", ""]
+    head += [f"{name} = {int(value)}" for name, value in constants.items()]
+    return "\n".join(head) + "\n\n\n" + "\n\n\n".join(
+        inspect.getsource(f).rstrip() for f in functions) + "\n"
 
 
 _MODULES: dict[str, Any] = {}
@@ -209,10 +224,19 @@ def _compiled(path: str, name: str, function: str, args: Sequence[ArgType]) -> A
 
 def load(source: KernelSource) -> Callable:
     """The compiled function, loaded from the disk cache (or compiled here, when the
-    cache lacks it), accepting only the types it was built for from then on."""
+    cache lacks it), accepting only the types it was built for from then on. The first
+    kernel that calls BLAS (SciPy's, through Numba) loads that library: the thread policy
+    then sets its count too (backend/threads.py)."""
     fn = _compiled(source.write(), f"fluid_kernel_{source.key}", source.function, source.args)
     fn.disable_compile()
+    if "np.dot(" in source.text and not _BLAS_SEEN:
+        from ..backend import threads  # here: the child that compiles runs this file alone
+        _BLAS_SEEN.append(True)
+        threads.STATE.rescan()
     return fn
+
+
+_BLAS_SEEN: list[bool] = []
 
 
 def _job(source: KernelSource) -> dict:

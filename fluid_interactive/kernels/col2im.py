@@ -11,11 +11,10 @@ read within the arrays whatever shapes they are given.
 """
 from __future__ import annotations
 
-from .build import KernelSource, module_text
+from .build import KernelSource, module_source, module_text
 
-_TEXT = '''# {dtype} arrays: a module per dtype (a loaded kernel takes only the types it was
-# built for)
-KH, KW, SH, SW, DH, DW, PT, PL = {kh}, {kw}, {sh}, {sw}, {dh}, {dw}, {pt}, {pl}
+#: the geometry: a generated module's own values replace these
+KH, KW, SH, SW, DH, DW, PT, PL = 2, 2, 1, 1, 1, 1, 0, 0
 
 
 def col2im(d, dx):
@@ -37,7 +36,6 @@ def col2im(d, dx):
                             continue
                         for n in range(N):
                             dx[c, h, w, n] += d[c, i, j, hh // SH, ww // SW, n]
-'''
 
 
 def col2im_source(window: tuple[int, int], strides: tuple[int, int],
@@ -45,8 +43,8 @@ def col2im_source(window: tuple[int, int], strides: tuple[int, int],
                   ) -> KernelSource:
     """``col2im(d, dx)``: ``d`` the columns as [C, kh, kw, OH, OW, N], ``dx`` the image
     [C, H, W, N] it writes; ``pads`` the top and left padding."""
-    text = _TEXT.format(kh=window[0], kw=window[1], sh=strides[0], sw=strides[1],
-                        dh=dilations[0], dw=dilations[1], pt=pads[0], pl=pads[1],
-                        dtype=dtype)
+    geometry = dict(zip(("KH", "KW", "SH", "SW", "DH", "DW", "PT", "PL"),
+                        (*window, *strides, *dilations, *pads)))
+    text = module_source(dtype, geometry, (col2im,))
     return KernelSource("col2im", module_text(text, ["col2im"]), "col2im",
                         (("array", dtype, 6), ("array", dtype, 4)))

@@ -20,13 +20,12 @@ NaN for a NaN). The loops read within X and Out whatever shapes they are given.
 """
 from __future__ import annotations
 
-from .build import KernelSource, module_text
-
-_TEXT = '''# {dtype} arrays: a module per dtype (a loaded kernel takes only the types it was
-# built for)
 import numpy as np
 
-KH, KW, SH, SW = {kh}, {kw}, {sh}, {sw}
+from .build import KernelSource, module_source, module_text
+
+#: the window and strides: a generated module's own values replace these
+KH, KW, SH, SW = 2, 2, 2, 2
 
 
 def max_pool(x, out):
@@ -123,9 +122,9 @@ def max_pool_grad(x, y, g, dx):
                         first = free[b] and x[a, h, w, b] == y[a, i, j, b]
                         free[b] = free[b] and not first
                         dx[a, h, w, b] = g[a, i, j, b] * (one if first else nought)
-'''
 
 
+_FUNCTIONS = (max_pool, max_pool_first, _zero_between, max_pool_grad_first, max_pool_grad)
 #: each function's arguments: f for an array of the pooling's dtype, i for the uint8 index
 _ARGS = {"max_pool": "ff", "max_pool_grad": "ffff", "max_pool_first": "ffi",
          "max_pool_grad_first": "iff"}
@@ -136,6 +135,7 @@ def pool_source(function: str, window: tuple[int, int], strides: tuple[int, int]
     """``max_pool(x, out)``, ``max_pool_grad(x, y, g, dx)``, ``max_pool_first(x, out,
     first)`` or ``max_pool_grad_first(first, g, dx)`` for this window and these strides,
     over 4-D C-contiguous arrays of ``dtype`` (``first``: uint8)."""
-    text = _TEXT.format(kh=window[0], kw=window[1], sh=strides[0], sw=strides[1], dtype=dtype)
+    text = module_source(dtype, {"KH": window[0], "KW": window[1], "SH": strides[0],
+                                 "SW": strides[1]}, _FUNCTIONS)
     args = tuple(("array", dtype if kind == "f" else "uint8", 4) for kind in _ARGS[function])
     return KernelSource("pool", module_text(text, ["_zero_between", *_ARGS]), function, args)

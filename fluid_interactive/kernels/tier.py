@@ -40,17 +40,13 @@ class Kernel:
             return False
         return True
 
-    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> Any:
+    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> None:
         """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
         NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was
-        not built for: nothing compiles while a step runs)."""
-        fn = self.fn
-        if fn is not None:
-            try:
-                return fn(*args)
-            except TypeError:
-                pass
-        return numpy(*numpy_args)
+        not built for: nothing compiles while a step runs). For kernels that write their
+        results into their arguments, as every compiled kernel does."""
+        if not self.ran(args):
+            numpy(*numpy_args)
 
 
 class PlanTier:
@@ -67,6 +63,9 @@ class PlanTier:
         self.deferred = 0
         #: called once the plan has switched to its compiled kernels
         self.on_switch: list[Callable[[], None]] = []
+        # the loaded functions, by kernel, and whether the handles hold them (`use`)
+        self.loaded: list[Callable[..., Any] | None] = []
+        self.using = False
 
     def request(self, source: KernelSource, label: str) -> Kernel:
         """A handle on the compiled form of a kernel of this plan (``label``: what the
@@ -99,7 +98,7 @@ class PlanTier:
     def _load_more(self) -> bool:
         """After the switch, another instance of the plan (runtime/plan/turns.py) asked for
         kernels: load them from the cache, where the switch put theirs (True), or not."""
-        more = [k for k in self.kernels if k.fn is None]
+        more = self.kernels[len(self.loaded):]
         if not all(k.source.is_cached() for k in more):
             return False
         try:
@@ -107,7 +106,8 @@ class PlanTier:
         except Exception:   # a damaged cache: build again, as `start` does
             return False
         for kernel, fn in zip(more, fns):
-            kernel.fn = fn
+            kernel.fn = fn if self.using else None
+        self.loaded += fns
         return True
 
     def _submit(self) -> None:
@@ -141,14 +141,32 @@ class PlanTier:
     def _switch(self, fns: list[Callable]) -> None:
         for kernel, fn in zip(self.kernels, fns):
             kernel.fn = fn
+        self.loaded = [k.fn for k in self.kernels]
+        self.using = True
         self.state = "compiled"
         for listener in self.on_switch:
             listener()
 
+    @property
+    def ready(self) -> bool:
+        """Whether the compiled kernels are loaded (`use` may choose them)."""
+        return self.state == "compiled"
+
+    def use(self, compiled: bool) -> None:
+        """Between calls: the compiled kernels (True) or the NumPy ones from the next call
+        on (the thread policy measures both and keeps the faster: backend/threads.py)."""
+        if compiled == self.using or not self.ready:
+            return
+        for kernel, fn in zip(self.kernels, self.loaded):
+            kernel.fn = fn if compiled else None
+        self.using = compiled
+
     def describe(self) -> str:
-        """'numpy', 'compiling' or 'loading' (NumPy runs meanwhile), or 'compiled', with
-        any detail."""
-        return self.state + (f" ({self.detail})" if self.detail else "")
+        """'numpy', 'compiling' or 'loading' (NumPy runs meanwhile), 'compiled', or
+        'compiled, running NumPy' (its NumPy kernels measured faster), with any detail."""
+        state = self.state if self.using or not self.ready else \
+            "compiled, running NumPy (measured faster)"
+        return state + (f" ({self.detail})" if self.detail else "")
 
 
 def plan_tier(shared: Callable[[Hashable, Callable[[], Any]], Any]) -> PlanTier:

@@ -14,7 +14,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,17 +84,17 @@ MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, Arithm
 _ELEMENT_LIMIT = 1 << 46   # more elements than any real tensor: a hostile dim
 
 
-def read_onnx(path: str) -> OnnxGraph:
+def read_onnx(path: str, rules: Mapping[str, Any]) -> OnnxGraph:
     """Parse and validate the ONNX model at ``path``: `onnx.checker` first, then every
-    part the importer uses; any problem is an `OnnxError` saying where and what."""
-    from .import_registry import IMPORT_RULES  # the rules register on import
+    part the importer uses; any problem is an `OnnxError` saying where and what. A node
+    type without an import rule in ``rules`` (by type) is refused by name."""
     path = os.fspath(path)
     model = _load(path)
     g = model.graph
     for rewrite in GRAPH_REWRITES:
         rewrite(g)
     opset = _default_opset(model, path)
-    _reject_unsupported(path, g, IMPORT_RULES)
+    _reject_unsupported(path, g, rules)
     every_initializer = {t.name for t in g.initializer}
     with ExternalData(path) as external:
         initializers = _initializers(path, g, _used_names(g), external)
@@ -228,7 +228,7 @@ def _default_opset(model: Any, path: str) -> int:
     return int(versions[0])
 
 
-def _reject_unsupported(path: str, g: Any, rules: dict) -> None:
+def _reject_unsupported(path: str, g: Any, rules: Mapping[str, Any]) -> None:
     counts: Counter = Counter()
     _count_unsupported(g, rules, counts)
     if counts:
@@ -237,7 +237,7 @@ def _reject_unsupported(path: str, g: Any, rules: dict) -> None:
                         f"{listed}. Supported: {', '.join(sorted(rules))}")
 
 
-def _count_unsupported(g: Any, rules: dict, counts: Counter) -> None:
+def _count_unsupported(g: Any, rules: Mapping[str, Any], counts: Counter) -> None:
     """The node types of ``g`` and of its subgraphs that have no import rule."""
     onnx = onnx_module()
     for node in g.node:

@@ -45,7 +45,7 @@ from . import (  # noqa: F401  (the rules)
     import_vision,
 )
 from .import_graph import OnnxGraph, read_onnx
-from .import_registry import Replay
+from .import_registry import IMPORT_RULES, Replay
 
 
 class OnnxProgram(Program):
@@ -117,7 +117,7 @@ def onnx_program(path: str | os.PathLike) -> type:
     """The `fluid.Program` subclass of the ONNX model at ``path``: an ``infer`` network
     method running the graph, and ``onnx_graph(...)`` to replay it in methods a subclass
     adds. Node types without an import rule are an `OnnxError` listing them with counts."""
-    graph = read_onnx(os.fspath(path))
+    graph = read_onnx(os.fspath(path), IMPORT_RULES)
     feeds = [i.name for i in graph.inputs]
 
     def infer(self: OnnxProgram) -> Any:

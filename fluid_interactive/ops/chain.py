@@ -14,10 +14,10 @@ from math import prod
 from typing import Any
 
 from ..ir.records import OpDesc
-from ..kernels import plan_tier
 from ..kernels.chain import chain_source
 from .apply import infer_op, prepare_kernel
 from .broadcast import aligned_y_shape
+from .compiled import compiled_kernel
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
@@ -109,25 +109,18 @@ def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType
             aligned.append((1,) * (len(out.shape) - len(al)) + tuple(al))
         members.append((op.type, expr, "Y" in op.inputs))
     source = chain_source(members, len(out.shape), aligned, constants, out.dtype)
-    compiled = plan_tier(ctx.shared).request(source, f"{source.key}.py:chain")
     np_ = ctx.xp
 
     def fn(x, *side):
         if compiled.fn is not None:   # the plan has switched to compiled kernels
             target = buf if buf is not None else np_.empty(out.shape, out.dtype)
             ys = [y.reshape(a) for y, a in zip(side, aligned)]
-            if compiled.run((x, *ys, target), _refused) is not _REFUSED:
+            if compiled.ran((x, *ys, target)):
                 return target
         return run(x, *side)
-    fn.tier_label = compiled.label  # type: ignore[attr-defined]
-    return fn
+    compiled = compiled_kernel(ctx, source, out.dtype, fn)
+    return fn if compiled is not None else run
 
-
-_REFUSED = object()
-
-
-def _refused() -> object:
-    return _REFUSED
 
 
 register(OpSpec("fused_elementwise", slots("X", "Ys*"), slots("Out"), _infer, _kernel,

@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ..kernels import plan_tier
 from ..kernels.col2im import col2im_source
+from .compiled import compiled_kernel
 from .im2col import ConvGeometry, layout_gain
 from .layouts import (
     CHWN,
@@ -196,7 +196,8 @@ def _col2im(ctx: KernelContext, geo: ConvGeometry, out: Any) -> Callable[[Any], 
         return numpy_col2im
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = geo.k, geo.s, geo.d, geo.p0
     source = col2im_source((kh, kw), (sh, sw), (dh, dw), (pt, pl), geo.dtype)
-    handle = plan_tier(ctx.shared).request(source, f"{source.key}.py:col2im")
+    handle = compiled_kernel(ctx, source, geo.dtype)
+    assert handle is not None   # a host array of float32/64, checked above
     shape6 = (geo.c,) + geo.k + geo.outs + (geo.n,)
 
     def col2im(dcols: Any) -> Any:

@@ -20,16 +20,15 @@ activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before
 the hidden product h @ Weight[:, 2H:] + Bias[2H:]) and BatchHidden [T, B, H] for its
 gradient; no gradient flows through them.
 
-With the compiled kernel tier, a step's elementwise calls besides its tanh calls run as
-compiled loops once the plan switched (kernels/cells.py): the same values, bit for bit.
+With the compiled kernel tier, the whole sequence runs as one compiled call each way once
+the plan switched (kernels/recurrent.py: a loop over the steps around BLAS calls), within
+float rounding of these kernels' values.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..kernels import Kernel
-from ..kernels.cells import gru_source
-from .cell_tier import call, compiled_steps
+from .compiled import sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -45,7 +44,6 @@ from .rnn import (
     derivative,
     new_or,
     scale_vector,
-    tanh_calls,
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
@@ -93,15 +91,12 @@ class _Forward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
-        self.fast = compiled_steps(ctx, self, dt, [gru_source(
-            f, dt, gate, cand, self.origin, self.lbr) for f in
-            (("gru_lbr_front", "gru_lbr_cand") if self.lbr else ("gru_reset",))
-            + ("gru_update",)])
-        if self.fast is not None:   # NumPy's tanh calls: the very calls of act_ur, act_c
-            self.tanh_ur = tanh_calls(xp, [(0, 2 * H, gate)])
-            self.tanh_c = tanh_calls(xp, [(0, H, cand)])
-            self.never = xp.zeros(B, bool)          # no row frozen
+        self.seq = sequence_kernel(ctx, self, dt, "gru_forward", {"gate": gate, "cand": cand},
+                                   _modes(self.origin, self.lbr, cand))
+        if self.seq is not None:
+            self.never = xp.zeros((self.T, B), bool)   # no row frozen
             self.no_bias = xp.zeros(H, dt)
+            self.hw_ur = xp.empty((B, 2 * H), dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -116,22 +111,28 @@ class _Forward:
         self._weights(v["Weight"])
         b_c = None if bias is None or not self.lbr else bias[0, 2 * H:]
         h = v.get("H0", self.zeros)
-        fast = self.fast is not None and self.fast[0].fn is not None
-        if fast:   # the compiled steps take a C-contiguous state
-            h = xp.ascontiguousarray(h)
-        for t in range(T):
-            if self.lbr:
-                done = self._step_lbr(gates[t], h, resets[t], b_c, fast)
-            else:
-                done = self._step(gates[t], h, resets[t], fast)
-            if done:
-                frozen = self.never if st.frozen is None else st.frozen[t, :, 0]
-                call(self.fast[-1], gates[t], h, frozen, hids[t])
-            else:
+        if not self._sequence(gates, h, b_c, resets, hids):
+            for t in range(T):
+                if self.lbr:
+                    self._step_lbr(gates[t], h, resets[t], b_c)
+                else:
+                    self._step(gates[t], h, resets[t])
                 self._update(gates[t], h, hids[t])
                 st.freeze(t, hids[t], h)
-            h = hids[t]
+                h = hids[t]
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
+
+    def _sequence(self, gates, h0, b_c, resets, hids) -> bool:
+        """Every step in one compiled call, once the plan switched to it (True: it ran)."""
+        if self.seq is None or self.seq.fn is None:
+            return False
+        frozen = self.steps.frozen
+        return self.seq.ran((gates, self.w_ur, self.w_c, self.w_all,
+                             self.xp.ascontiguousarray(h0),
+                             self.no_bias if b_c is None else b_c,
+                             self.never if frozen is None else frozen[..., 0],
+                             int(b_c is not None), self.hw, self.hw_ur, self.tmp, resets,
+                             hids))
 
     def _load(self, x: Any, bias: Any, gates: Any) -> None:
         """gates = (Input + Bias) * pre-scale in processing order, zero at padding; with
@@ -161,36 +162,22 @@ class _Forward:
         xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
         xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
 
-    def _step(self, g: Any, h: Any, reset: Any, fast: bool) -> bool:
-        """A step up to the candidate's activation; with the compiled steps (``fast``: then
-        True) up to NumPy's tanh calls of it, which `gru_update` finishes."""
+    def _step(self, g: Any, h: Any, reset: Any) -> None:
+        """A step up to the candidate's activation."""
         xp, H = self.xp, self.H
         hw = self.hw[:, :2 * H]
         xp.matmul(h, self.w_ur, out=hw)
         xp.add(g[:, :2 * H], hw, out=g[:, :2 * H])
-        if fast:
-            self.tanh_ur(g)
-            call(self.fast[0], g, h, reset)   # type: ignore[index]
-        else:
-            self.act_ur(g)
-            xp.multiply(g[:, H:2 * H], h, out=reset)
+        self.act_ur(g)
+        xp.multiply(g[:, H:2 * H], h, out=reset)
         xp.matmul(reset, self.w_c, out=self.tmp)
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
-        (self.tanh_c if fast else self.act_c)(g[:, 2 * H:])
-        return fast
+        self.act_c(g[:, 2 * H:])
 
-    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any, fast: bool) -> bool:
+    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any) -> None:
         """As `_step`, with linear_before_reset."""
         xp, H = self.xp, self.H
         xp.matmul(h, self.w_all, out=self.hw)
-        if fast:
-            front, cand = self.fast[0], self.fast[1]   # type: ignore[index]
-            call(front, g, self.hw, self.no_bias if b_c is None else b_c,
-                 int(b_c is not None), hidden_product)
-            self.tanh_ur(g)
-            call(cand, g, hidden_product)
-            self.tanh_c(g[:, 2 * H:])
-            return True
         xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
         if b_c is None:
             xp.copyto(hidden_product, self.hw[:, 2 * H:])
@@ -202,7 +189,6 @@ class _Forward:
             xp.multiply(self.tmp, self.s_cand, out=self.tmp)
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
         self.act_c(g[:, 2 * H:])
-        return False
 
     def _update(self, g: Any, h: Any, out: Any) -> None:
         """h_t = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode."""
@@ -216,6 +202,11 @@ class _Forward:
 
 def _kernel(ctx: KernelContext):
     return _Forward(ctx)
+
+
+def _modes(origin: bool, lbr: bool, cand: str) -> dict[str, bool]:
+    """The compiled sequence's modes (kernels/recurrent.py)."""
+    return {"ORIGIN": origin, "LBR": lbr, "SCALE_CAND": lbr and PRE_SCALE[cand] != 1.0}
 
 
 def _grad(g: GradContext) -> None:
@@ -262,11 +253,12 @@ class _Backward:
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
-        fast = compiled_steps(ctx, self, dt, [gru_source(
-            f, dt, self.gate, self.cand, self.origin, self.lbr)
-            for f in ("gru_grad_pre", "gru_grad_post")])
-        self.pre: Kernel | None = None if fast is None else fast[0]
-        self.post: Kernel | None = None if fast is None else fast[1]
+        self.seq = sequence_kernel(ctx, self, dt, "gru_backward", {
+            "gate": self.gate, "cand": self.cand}, _modes(self.origin, self.lbr, self.cand))
+        if self.seq is not None:
+            self.dgc = xp.empty((B, 3 * H), dt)
+            self.dg_ur = xp.empty((B, 2 * H), dt)
+            self.dg_c = xp.empty((B, H), dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -281,25 +273,29 @@ class _Backward:
             dh_in = xp.multiply(dh_in, st.valid, out=self.dh_seq)
         w = v["Weight"]
         w_t, w_ur_t, w_c_t = w.T, w[:, :2 * H].T, w[:, 2 * H:].T
+        if self._sequence(dh_in, keep, gates, (w_ur_t, w_c_t, w_t)):
+            return self._results(v, h_prev)
         for t in range(T - 1, -1, -1):
             dh = self.dh_seq[t]
-            pre = self._pre(t, dh, dh_in[t])
-            if not pre:
-                if t == T - 1:
-                    xp.copyto(dh, dh_in[t])
-                else:
-                    xp.add(self.dh_next, dh_in[t], out=dh)
-            if self.lbr:
-                self._step_lbr(t, dh, keep[t], w_t, pre)
+            if t == T - 1:
+                xp.copyto(dh, dh_in[t])
             else:
-                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t, pre)
+                xp.add(self.dh_next, dh_in[t], out=dh)
+            if self.lbr:
+                self._step_lbr(t, dh, keep[t], w_t)
+            else:
+                self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t)
         return self._results(v, h_prev)
 
-    def _pre(self, t: int, dh: Any, dh_in_t: Any) -> bool:
-        """The compiled `gru_grad_pre` (dh and the dG parts it gives), when it ran."""
-        flags = int(t < self.T - 1) | 2 * self.lbr
-        return self.pre is not None and self.pre.ran(
-            (dh, self.dh_next, dh_in_t, self.factors[t], flags, self.dgates[t]))
+    def _sequence(self, dh_in, keep, gates, weights) -> bool:
+        """Every step in one compiled call, once the plan switched to it (True: it ran)."""
+        if self.seq is None or self.seq.fn is None:
+            return False
+        xp = self.xp
+        return self.seq.ran((dh_in, self.factors, keep, gates,
+                             *(xp.ascontiguousarray(w) for w in weights), self.dh_seq,
+                             self.dh_next, self.drh, self.dgc, self.dg_ur, self.dg_c,
+                             self.dgates))
 
     def _h_prev(self, h0: Any, hids: Any) -> Any:
         xp = self.xp
@@ -328,32 +324,25 @@ class _Backward:
             xp.multiply(p[..., H:2 * H], h_prev, out=p[..., H:2 * H])
         return keep
 
-    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t, pre) -> None:
-        """A step back; ``pre``: the compiled `gru_grad_pre` wrote dG's u and c~ parts."""
+    def _step(self, t, dh, keep, gates_t, w_ur_t, w_c_t) -> None:
+        """A step back."""
         xp, B, H = self.xp, self.B, self.H
         dg, p = self.dgates[t], self.factors[t]
-        if not pre:
-            xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
-                        out=dg.reshape(B, 3, H)[:, ::2])
+        xp.multiply(p[:, :3 * H].reshape(B, 3, H)[:, ::2], dh.reshape(B, 1, H),
+                    out=dg.reshape(B, 3, H)[:, ::2])
         xp.matmul(dg[:, 2 * H:], w_c_t, out=self.drh)
         xp.multiply(self.drh, p[:, H:2 * H], out=dg[:, H:2 * H])
         xp.matmul(dg[:, :2 * H], w_ur_t, out=self.dh_next)
-        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh,
-                                                    gates_t, 0)):
-            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
         xp.multiply(self.drh, gates_t[:, H:2 * H], out=self.tmp)
         xp.add(self.dh_next, self.tmp, out=self.dh_next)
 
-    def _step_lbr(self, t, dh, keep, w_t, pre) -> None:
+    def _step_lbr(self, t, dh, keep, w_t) -> None:
         xp, B, H = self.xp, self.B, self.H
         dg = self.dgates[t]
-        if not pre:
-            xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
-                        out=dg.reshape(B, 3, H))
+        xp.multiply(self.factors[t][:, :3 * H].reshape(B, 3, H), dh.reshape(B, 1, H),
+                    out=dg.reshape(B, 3, H))
         xp.matmul(dg, w_t, out=self.dh_next)
-        if self.post is not None and self.post.ran((self.dh_next, dh, keep, self.drh, dg, 2)):
-            return
         xp.add(self.dh_next, xp.multiply(dh, keep, out=self.tmp), out=self.dh_next)
 
     def _results(self, v: dict, h_prev: Any) -> Any:

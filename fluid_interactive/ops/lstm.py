@@ -22,16 +22,15 @@ The backward op first computes, for all steps at once, every factor that does no
 on the recurrence (gate derivatives times the values they multiply), so that each step is
 one matrix product and five elementwise calls; then one GEMM gives the weight gradient.
 
-With the compiled kernel tier, a step's elementwise calls (besides its tanh calls, which
-stay NumPy's) run as compiled loops once the plan switched (kernels/cells.py): the same
-values, bit for bit, in six calls a step forward and two backward.
+With the compiled kernel tier, the whole sequence runs as one compiled call each way once
+the plan switched (kernels/recurrent.py: a loop over the steps around BLAS calls), within
+float rounding of these kernels' values.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.cells import lstm_source
-from .cell_tier import call, compiled_steps
+from .compiled import sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -48,7 +47,6 @@ from .rnn import (
     derivative,
     new_or,
     scale_vector,
-    tanh_calls,
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
@@ -92,19 +90,6 @@ def _cell_fn(xp: Any, act: str):
     return other
 
 
-def _cell_tanh(xp: Any, act: str):
-    """The tanh call of `_cell_fn` alone: ``out = tanh(c)``, or tanh(c / 2) for sigmoid
-    (the compiled `lstm_out` finishes it); nothing for the others."""
-    if act == "tanh":
-        return lambda c, out: xp.tanh(c, out=out)
-    if act == "sigmoid":
-        def half_tanh(c, out):
-            xp.multiply(c, 0.5, out=out)
-            xp.tanh(out, out=out)
-        return half_tanh
-    return lambda c, out: None
-
-
 class _Forward:
     def __init__(self, ctx: KernelContext):
         xp = self.xp = ctx.xp
@@ -132,21 +117,12 @@ class _Forward:
         self.pf = xp.empty((self.B, 2, H), dt)
         self.zeros = xp.zeros((self.B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden", "Cell") + _INTERNAL]
-        self.fast = compiled_steps(ctx, self, dt, [lstm_source(
-            f, dt, gate, a["cell_activation"], cand, self.peep)
-            for f in ("lstm_front", "lstm_cell", "lstm_out")])
-        if self.fast is not None:
-            self._fast_setup(gate, a["cell_activation"], cand)
-
-    def _fast_setup(self, gate: str, cell: str, cand: str) -> None:
-        """What the compiled steps need: the tanh calls of the NumPy step's activations
-        (the very calls, so the values are NumPy's), and constant arguments."""
-        xp, H = self.xp, self.H
-        front = [(0, H, cand), (H, (3 if self.peep else 4) * H, gate)]
-        self.tanh_front, self.tanh_o = tanh_calls(xp, front), tanh_calls(xp, [(0, H, gate)])
-        self.tanh_cell = _cell_tanh(xp, cell)
-        self.never = xp.zeros(self.B, bool)          # no row frozen
-        self.no_peep = xp.zeros((3, H), self.dtype)
+        self.seq = sequence_kernel(ctx, self, dt, "lstm_forward", {
+            "gate": gate, "cand": cand, "cell": a["cell_activation"]}, {"PEEP": self.peep})
+        if self.seq is not None:
+            self.never = xp.zeros((self.T, self.B), bool)   # no row frozen
+            self.no_peep = xp.zeros((3, H), dt)
+            self.no_bias, self.ones = xp.zeros(4 * H, dt), xp.ones(4 * H, dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -157,23 +133,52 @@ class _Forward:
         cells = new_or(self.bufs[3], xp, (T, B, H), dt)
         hids = new_or(self.bufs[4], xp, (T, B, H), dt)
         bias = v.get("Bias")
-        self._load(v["Input"], bias, gates)
         ws = v["Weight"] if self.scale is None else xp.multiply(v["Weight"], self.scale,
                                                                 out=self.ws)
-        peep = self._peepholes(bias) if self.peep else None
-        fast = self._fast_peepholes(bias)
         h, c = v.get("H0", self.zeros), v.get("C0", self.zeros)
-        if fast is not None:   # the compiled steps take C-contiguous states
-            h, c = xp.ascontiguousarray(h), xp.ascontiguousarray(c)
+        done = self._sequence(v["Input"], gates, ws, h, c, bias, cells, hids)
+        if done:
+            return (*done, gates, cells, hids)
+        self._load(v["Input"], bias, gates)
+        peep = self._peepholes(bias) if self.peep else None
         for t in range(T):
             xp.matmul(h, ws, out=self.hw)
-            if not self._fast_step(fast, t, gates[t], h, c, cells[t], hids[t]):
-                self._step(gates[t], peep, h, c, cells[t], hids[t])
-                st.freeze(t, cells[t], c)
-                st.freeze(t, hids[t], h)
+            self._step(gates[t], peep, h, c, cells[t], hids[t])
+            st.freeze(t, cells[t], c)
+            st.freeze(t, hids[t], h)
             h, c = hids[t], cells[t]
         return (st.to_batch(hids, self.bufs[0]), st.to_batch(cells, self.bufs[1]),
                 gates, cells, hids)
+
+    def _sequence(self, x, gates, ws, h0, c0, bias, cells, hids) -> tuple | None:
+        """Every step in one compiled call, once the plan switched to it: (Hidden, Cell),
+        or None when it did not run. It reads Input and writes Hidden and Cell in the
+        op's [B, T, K] order where no gather is needed (flags: kernels/recurrent.py's
+        lstm_forward); else the NumPy kernel's `_load` and `to_batch` do that part."""
+        if self.seq is None or self.seq.fn is None:
+            return None
+        xp, H, st = self.xp, self.H, self.steps
+        w = self.no_peep
+        if self.peep:
+            w = bias[0, 4 * H:].reshape(3, H)
+            w = w * self.s_gate if self.s_gate != 1.0 else w
+        direct = st.valid is None   # no gather, no padding to zero
+        if direct:
+            x = xp.ascontiguousarray(x)
+        else:
+            self._load(x, bias, gates)
+        outs = [new_or(buf, xp, (self.B, self.T, H), self.dtype) for buf in self.bufs[:2]]
+        flags = (1 | 16 | 8 * int(st.reverse)) * int(direct) | 2 * int(bias is not None) | \
+            4 * int(self.scale is not None)
+        if not self.seq.ran((x, self.no_bias if bias is None else bias[0, :4 * H],
+                             self.ones if self.scale is None else self.scale, gates, ws,
+                             xp.ascontiguousarray(h0), xp.ascontiguousarray(c0), w,
+                             self.never if st.frozen is None else st.frozen[..., 0], flags,
+                             self.hw, cells, hids, *outs)):
+            return None
+        if not direct:
+            outs = [st.to_batch(hids, outs[0]), st.to_batch(cells, outs[1])]
+        return tuple(outs)
 
     def _load(self, x: Any, bias: Any, gates: Any) -> None:
         """gates = (Input + Bias) * pre-scale, in processing order, zero at padding."""
@@ -193,36 +198,6 @@ class _Forward:
         w_if = bias[0, 4 * H:6 * H].reshape(2, H)
         w_o = bias[0, 6 * H:7 * H]
         return (w_if * s, w_o * s) if s != 1.0 else (w_if, w_o)
-
-    def _fast_peepholes(self, bias: Any) -> Any:
-        """The compiled step's peepholes [3, H] (pre-scaled, as `_peepholes`), once the
-        plan switched to it; else None."""
-        if self.fast is None or self.fast[0].fn is None:
-            return None
-        if not self.peep:
-            return self.no_peep
-        w = bias[0, 4 * self.H:].reshape(3, self.H)
-        return w * self.s_gate if self.s_gate != 1.0 else w
-
-    def _fast_step(self, w, t, g, h_prev, c_prev, c, h) -> bool:
-        """The step after the product, freezing included, in compiled steps and NumPy's
-        tanh calls, when the first step ran (then the others take their arguments)."""
-        if w is None or self.fast is None:
-            return False
-        front, cell, out = self.fast
-        if not front.ran((g, self.hw, c_prev, w)):
-            return False
-        self.tanh_front(g)
-        call(cell, g, c_prev, w, c)
-        if self.peep:
-            self.tanh_o(g[:, 3 * self.H:])
-        self.tanh_cell(c, self.tc)
-        call(out, g, c, self.tc, c_prev, h_prev, self._frozen(t), h)
-        return True
-
-    def _frozen(self, t: int) -> Any:
-        frozen = self.steps.frozen
-        return self.never if frozen is None else frozen[t, :, 0]
 
     def _step(self, g, peep, h_prev, c_prev, c, h) -> None:
         """The NumPy step after the product ``self.hw = h_prev @ ws``."""
@@ -304,11 +279,14 @@ class _Backward:
         self.tmp = xp.empty((B, H), dt)
         self.pf = xp.empty((B, 2, H), dt)
         self.zeros = xp.zeros((B, H), dt)
-        fast = compiled_steps(ctx, self, dt, [lstm_source("lstm_grad_step", dt, *self.acts,
-                                                          self.peep)])
-        self.fast = None if fast is None else fast[0]
-        if self.fast is not None:
+        gate, cell, cand = self.acts
+        self.seq = sequence_kernel(ctx, self, dt, "lstm_backward", {
+            "gate": gate, "cand": cand, "cell": cell}, {"PEEP": self.peep})
+        if self.seq is not None:
             self.no_peep = xp.zeros((3, H), dt)
+            self.none = xp.zeros((0, 0, 0), dt)    # no gradient flows in there
+            self.dgc = xp.empty((B, 4 * H), dt)
+            self.tc, self.xs = xp.empty((B, H), dt), xp.empty((B, H), dt)
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -316,17 +294,40 @@ class _Backward:
         st = self.steps
         st.begin(v.get("Lengths"))
         c0 = v.get("C0", self.zeros)
+        w_t = v["Weight"].T
+        dx = self._input_grad()
+        dg = self.dgates if dx is None else st.time_view(dx)
+        if self._sequence(v, c0, w_t, dx):
+            return self._results(v, dg, dx, c0)
         self._factors(v["BatchGate"], v["BatchCellPreAct"], c0)
         dh_in = self._time_major(v.get("Hidden@GRAD"), self.dh_seq)
         dc_in = self._time_major(v.get("Cell@GRAD"), self.dc_seq)
         peep = self._peepholes(v.get("Bias"))
-        fast = self._fast_peepholes(v.get("Bias"))
-        w_t = v["Weight"].T
-        dx = self._input_grad()
-        dg = self.dgates if dx is None else st.time_view(dx)
         for t in range(T - 1, -1, -1):
-            self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep, fast)
+            self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep)
         return self._results(v, dg, dx, c0)
+
+    def _sequence(self, v: dict, c0: Any, w_t: Any, dx: Any) -> bool:
+        """Every step in one compiled call, once the plan switched to it (True: it ran).
+        It reads the output gradients and writes Input@GRAD in the op's [B, T, K] order
+        where no gather is needed (flags: kernels/recurrent.py's lstm_backward)."""
+        if self.seq is None or self.seq.fn is None:
+            return False
+        xp, H, st = self.xp, self.H, self.steps
+        w = v["Bias"][0, 4 * H:].reshape(3, H) if self.peep else self.no_peep
+        flags = 16 * int(dx is not None) | 32 * int(st.reverse and st.valid is None)
+        ins = []
+        for k, (slot, buf) in enumerate((("Hidden@GRAD", self.dh_seq),
+                                         ("Cell@GRAD", self.dc_seq))):
+            d = v.get(slot)
+            if d is not None:
+                flags |= (1 << k) | (4 << k) * int(st.valid is None)
+                d = xp.ascontiguousarray(d) if st.valid is None else self._time_major(d, buf)
+            ins.append(self.none if d is None else d)
+        return self.seq.ran((*ins, v["BatchCellPreAct"], xp.ascontiguousarray(c0),
+                             v["BatchGate"], xp.ascontiguousarray(w_t), w, flags, self.dh,
+                             self.carry, self.dgc, self.tc, self.xs,
+                             self.dgates if dx is None else dx))
 
     def _input_grad(self) -> Any:
         """Input@GRAD [B, T, 4H] when the steps write into it (`direct`), else None."""
@@ -367,32 +368,13 @@ class _Backward:
         derivative(xp, act_c, cell, k)
         xp.multiply(k, gates[..., 3 * H:], out=k)
 
-    def _fast_peepholes(self, bias: Any) -> Any:
-        """The compiled step's peepholes [3, H], once the plan switched to it; else None."""
-        if self.fast is None or self.fast.fn is None:
-            return None
-        return bias[0, 4 * self.H:].reshape(3, self.H) if self.peep else self.no_peep
-
-    def _fast_step(self, w, t, dg, dh_in, dc_in, gates_t) -> bool:
-        """The compiled step after the product, when it ran."""
-        kernel, dh, first = self.fast, self.dh, t == self.T - 1
-        if w is None or kernel is None:
-            return False
-        flags = (0 if first or dh_in is None else 1) | (0 if first else 2) | \
-            (0 if dc_in is None else 4)
-        return kernel.ran((dh, dh if dh_in is None else dh_in[t], self.k[t], self.carry,
-                           dh if dc_in is None else dc_in[t], self.factors[t], gates_t, w,
-                           flags, self.dc, dg[t]))
-
-    def _step(self, t, dg, w_t, dh_in, dc_in, gates_t, peep, fast) -> None:
+    def _step(self, t, dg, w_t, dh_in, dc_in, gates_t, peep) -> None:
         xp, B, H, T = self.xp, self.B, self.H, self.T
         dh, dc, p = self.dh, self.dc, self.factors[t]
         if t == T - 1:
             self._first(dh, dh_in, t)
         else:
             xp.matmul(dg[t + 1], w_t, out=dh)
-        if self._fast_step(fast, t, dg, dh_in, dc_in, gates_t):
-            return
         if t < T - 1 and dh_in is not None:
             xp.add(dh, dh_in[t], out=dh)
         xp.multiply(dh, self.k[t], out=dc)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from ..kernels import plan_tier
 from ..kernels.optim import update_source
+from .compiled import compiled_kernel
 from .flat_state import DoubleBuffer, FlatInput, lend_key, state_key
 from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update
 from .registry import get_spec, register
@@ -106,13 +106,13 @@ class _FlatUpdate:
         if self.xp.__name__ != "numpy" or self.dtype not in ("float32", "float64") or \
                 (lr and lr[0].dtype != self.dtype):
             return None
-        tier = plan_tier(ctx.shared)
         if self.lent:
-            self.over_kernel = tier.request(update_source(function + "_over", self.dtype),
-                                     f"fluid_interactive/kernels/loops.py:{function}_over")
+            self.over_kernel = compiled_kernel(
+                ctx, update_source(function + "_over", self.dtype), self.dtype,
+                label=f"fluid_interactive/kernels/loops.py:{function}_over")
             self.buffers.writes_over = True
-        return tier.request(update_source(function, self.dtype),
-                            f"fluid_interactive/kernels/loops.py:{function}")
+        return compiled_kernel(ctx, update_source(function, self.dtype), self.dtype,
+                               label=f"fluid_interactive/kernels/loops.py:{function}")
 
     def labelled(self, fn: Callable, compiled: Any) -> Callable:
         """``fn``, telling the generated source which compiled kernels it may call."""

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from math import prod
 from typing import Any
 
-from ..kernels import plan_tier
 from ..kernels.pool import pool_source
+from .compiled import compiled_kernel
 from .layouts import CHWN
 from .spec import KeptFrom, KernelContext
 
@@ -43,7 +43,7 @@ def _shared(ctx: KernelContext, geo: Any) -> FirstMaxima:
 
 def _handle(ctx: KernelContext, geo: Any, function: str) -> Any:
     source = pool_source(function, geo.k, geo.s, geo.dtype)
-    return plan_tier(ctx.shared).request(source, f"{source.key}.py:{function}")
+    return compiled_kernel(ctx, source, geo.dtype)
 
 
 def compiled_pool(ctx: KernelContext, geo: Any, numpy_fn: Callable,

@@ -55,22 +55,6 @@ def activation(xp: Any, spans: Sequence[tuple[int, int, str]]) -> Callable[[Any]
     return each
 
 
-def tanh_calls(xp: Any, spans: Sequence[tuple[int, int, str]]) -> Callable[[Any], None]:
-    """The tanh calls of `activation` for the same ``spans``, alone, on the same views
-    (so giving the same values): a compiled step finishes the activations from them
-    (kernels/cells.py)."""
-    lo, hi = spans[0][0], spans[-1][1]
-    adjacent = all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
-    if adjacent and all(act in ("sigmoid", "tanh") for _, _, act in spans):
-        return lambda v: xp.tanh(v[:, lo:hi], out=v[:, lo:hi])
-    each = [(a, b) for a, b, act in spans if act in ("sigmoid", "tanh")]
-
-    def tanh_each(v):
-        for a, b in each:
-            xp.tanh(v[:, a:b], out=v[:, a:b])
-    return tanh_each
-
-
 def _tanh_to_sigmoid(xp: Any, v: Any) -> None:
     xp.multiply(v, 0.5, out=v)
     xp.add(v, 0.5, out=v)

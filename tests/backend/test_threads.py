@@ -13,12 +13,18 @@ def blas_threads() -> set[int]:
     return set(threads.STATE.blas_threads())
 
 
-def test_the_policy_sets_numpys_own_blas():
-    numpy_blas = [d for d in threadpool_info() if d["user_api"] == "blas"
-                  and "numpy" in d["filepath"]]
-    assert numpy_blas, "NumPy's wheel bundles its OpenBLAS"
-    assert [lib.filepath for lib in threads.STATE._controllers()] == \
-        [d["filepath"] for d in numpy_blas]
+def test_the_policy_sets_numpys_own_blas_and_scipys():
+    """NumPy's BLAS, and SciPy's once loaded (the compiled kernels call it through Numba);
+    not another framework's (torch's)."""
+    import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's BLAS, as a kernel would)
+    threads.STATE.rescan()
+    blas = [d["filepath"] for d in threadpool_info() if d["user_api"] == "blas"]
+    ours = [f for f in blas if "numpy" in f or "scipy" in f]
+    assert any("numpy" in f for f in ours), "NumPy's wheel bundles its OpenBLAS"
+    assert sorted(lib.filepath for lib in threads.STATE._controllers()) == sorted(ours)
+
+
+pytestmark = pytest.mark.usefixtures("thread_policy")
 
 
 @pytest.fixture(autouse=True)
@@ -202,3 +208,49 @@ def test_a_change_of_kernels_during_a_measurement_waits_for_its_end(clock):
     entry()
     entry()
     assert len(entry.probe) == 2 * threads.PROBE_CALLS - 1   # and another began
+
+
+class FakeTier:
+    """A plan's compiled kernels, loaded: `use` chooses which kernels its calls run."""
+
+    def __init__(self):
+        self.ready, self.using = True, True
+
+    def use(self, compiled):
+        self.using = compiled
+
+
+def plan_with_kernels(clock, tier, seconds, calls):
+    """A plan whose call costs seconds[(thread count, compiled kernels in use)]."""
+    def plan():
+        calls.append((threads.STATE.current, tier.using))
+        clock[0] += seconds[(threads.STATE.current, tier.using)]
+    return plan
+
+
+@pytest.mark.parametrize("compiled_wins", [True, False])
+def test_a_plan_keeps_its_compiled_kernels_only_where_they_measured_faster(
+        clock, compiled_wins):
+    tier, calls = FakeTier(), []
+    fast, slow = 0.5, 1.0
+    one = {True: fast if compiled_wins else slow, False: slow if compiled_wins else fast}
+    seconds = {(1, c): t for c, t in one.items()}
+    seconds.update({(2, c): 1.5 * t for c, t in one.items()})   # a second core never pays
+    entry = threads.AdaptiveThreads(plan_with_kernels(clock, tier, seconds, calls), tier)
+    for _ in range(2 + 4 * threads.PROBE_CALLS + 5):
+        entry()
+    assert set(calls[2:2 + 4 * threads.PROBE_CALLS]) == set(seconds)   # all timed
+    assert entry.option == (1, compiled_wins)
+    assert calls[-5:] == [(1, compiled_wins)] * 5 and tier.using == compiled_wins
+
+
+def test_a_small_plan_measures_its_kernels_on_one_thread_without_the_lock(clock):
+    tier, calls = FakeTier(), []
+    seconds = {(1, True): 2.0, (1, False): 1.0}
+    entry = threads.AdaptiveThreads(plan_with_kernels(clock, tier, seconds, calls), tier,
+                                    counts=(1,))
+    threads.STATE.use(1)
+    for _ in range(2 + 2 * threads.PROBE_CALLS + 3):
+        entry()
+    assert {n for n, _ in calls} == {1} and entry.option == (1, False)
+    assert calls[-3:] == [(1, False)] * 3 and threads.STATE.inflight == 0

@@ -198,7 +198,7 @@ def test_control_flow_story(tmp_path, kernel_env):
         'trips': [trips[a] for a in (2.0, 100.0, 1e6)],
         'grads': [float(newton.sqrt(np.array([a]))[2]) for a in (2.0, 100.0, 1e6)],
         'functions': re.findall(r"^def (\\w+)", lstm.test_mse.source, flags=re.M),
-        'plans': len(lstm.test_mse.runner.plans),
+        'plans': [(p.inputs[0], p.functions) for p in lstm.test_mse.plans],
         'watched': {n: list(v.shape) for n, v in lstm.train_step.watched.items()},
         'norms': {k: [float(x) for x in v] for k, v in norms.items()}}""", tmp_path)
     assert facts["steps"] == 800 and facts["mse_20"] < (1 / 6) / 20
@@ -206,7 +206,9 @@ def test_control_flow_story(tmp_path, kernel_env):
     for a, grad in zip((2.0, 100.0, 1e6), facts["grads"]):
         assert abs(grad - 0.5 / a ** 0.5) < 1e-6
     assert facts["functions"][0] == "test_mse" and len(facts["functions"]) == 2
-    assert facts["plans"] == 2   # T=20 and T=40, one step function
+    # one signature, any T (a dim declared -1), one generated function for T=20 and T=40
+    assert len(facts["plans"]) == 1 and facts["plans"][0][1] == 1
+    assert -1 in facts["plans"][0][0]
     loop_lines = stdout_of(nb, 'print("\\n".join(line for line in re.sub')
     assert "while " in loop_lines and "for " in loop_lines
     assert "fluid.layers.cond(pred" in stdout_of(nb, "class Branchy")

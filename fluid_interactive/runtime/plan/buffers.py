@@ -22,6 +22,16 @@ reads for its shape alone is never a view's base). Feeds,
 constants, persistable and returned vars get no buffer, nor do the results of an op that
 runs a sub-block (new arrays of each run) except the arrays it stacks the runs' results
 into (``SubBlockRule.stacked``).
+
+**One memory for every plan of a method** (`PlanMemory`): the plans of one method never
+run at once (its callers take turns), and a buffer holds nothing from one call to the
+next (several vars share it within a call already). So the k-th buffer of a dtype that
+a plan's planner hands out is a view of the method's k-th block of that dtype, whatever
+the batch size or sequence length the plan is for; a block grows (by half at least) when
+a plan needs more, and the plans that hold views of the block it replaced are planned
+again when next called (`PlanMemory.replaced`). The buffers of every shape a method is
+called with then take the memory of its largest call, not one plan's worth per shape,
+and freed buffers of every size no longer fragment the heap.
 """
 from __future__ import annotations
 
@@ -33,6 +43,80 @@ from math import prod
 from typing import Any
 
 from ...ops.spec import BufferSlot, TensorType
+
+
+class PlanMemory:
+    """The blocks the plans of one method take their buffers from (see the module
+    docstring). Blocks are flat arrays, keyed by (dtype, index)."""
+
+    #: a block that must grow grows by this factor at least, so that calls of growing
+    #: sizes replace each block a logarithmic number of times
+    GROWTH = 1.5
+
+    def __init__(self, xp: Any):
+        self.xp = xp
+        self.blocks: dict[tuple[str, int], Any] = {}
+        self._replaced: set[tuple[str, int]] = set()
+
+    def take(self, key: tuple[str, int], size: int) -> Any:
+        """The flat block ``key``, holding at least ``size`` elements."""
+        block = self.blocks.get(key)
+        if block is None or block.size < size:
+            if block is not None:
+                self._replaced.add(key)
+                size = max(size, int(block.size * self.GROWTH))
+            block = self.blocks[key] = self.xp.empty(size, key[0])
+        return block
+
+    def replaced(self) -> set[tuple[str, int]]:
+        """The keys of the blocks replaced by larger ones since the last look."""
+        keys, self._replaced = self._replaced, set()
+        return keys
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.blocks.values())
+
+
+class MemorySlot(BufferSlot):
+    """A planned buffer that is a view of a block of the method's `PlanMemory`."""
+
+    __slots__ = ("memory", "key")
+
+    def __init__(self, memory: PlanMemory, key: tuple[str, int], shape: tuple[int, ...],
+                 dtype: str):
+        super().__init__(shape, dtype, memory.xp)
+        self.memory, self.key = memory, key
+
+    def materialize(self) -> Any:
+        if self.array is None:
+            size = prod(self.shape)
+            self.array = self.memory.take(self.key, size)[:size].reshape(self.shape)
+        return self.array
+
+
+class Slots:
+    """Makes the buffers of one plan: views of the method's `PlanMemory` (the k-th of a
+    dtype is a view of its k-th block), or arrays of its own without one (a sub-block's
+    function, a plan instance that runs beside others)."""
+
+    def __init__(self, xp: Any, memory: PlanMemory | None = None):
+        self.xp, self.memory = xp, memory
+        self.counts: dict[str, int] = {}
+        self.made: list[BufferSlot] = []
+
+    def __call__(self, shape: tuple[int, ...], dtype: str) -> BufferSlot:
+        if self.memory is None:
+            slot = BufferSlot(shape, dtype, self.xp)
+        else:
+            k = self.counts[dtype] = self.counts.get(dtype, -1) + 1
+            slot = MemorySlot(self.memory, (dtype, k), shape, dtype)
+        self.made.append(slot)
+        return slot
+
+    def keys(self) -> set[tuple[str, int]]:
+        """The blocks of the memory this plan's buffers are views of."""
+        return {s.key for s in self.made if isinstance(s, MemorySlot)}
 
 
 class ArenaSlot(BufferSlot):
@@ -138,7 +222,7 @@ def _viewable_inputs(step: Any) -> list[str]:
     return [n for n in step.inputs if n not in shape_only]
 
 
-def _arenas(steps: list, types: dict[str, TensorType], xp: Any,
+def _arenas(steps: list, types: dict[str, TensorType], slots: Slots,
             no_buffer: set[str]) -> dict[str, ArenaSlot]:
     produced = {n for step in steps for n in step.outputs}
     fixed: dict[str, ArenaSlot] = {}
@@ -150,7 +234,7 @@ def _arenas(steps: list, types: dict[str, TensorType], xp: Any,
                     n in no_buffer or n not in produced or n in fixed for n in names):
                 continue
             dtype = dtypes.pop()
-            arena = BufferSlot((sum(prod(types[n].shape) for n in names),), dtype, xp)
+            arena = slots((sum(prod(types[n].shape) for n in names),), dtype)
             offset = 0
             for n in names:
                 fixed[n] = ArenaSlot(arena, offset, types[n].shape, dtype)
@@ -159,11 +243,11 @@ def _arenas(steps: list, types: dict[str, TensorType], xp: Any,
 
 
 class _Planner:
-    def __init__(self, steps: list, types: dict[str, TensorType], xp: Any,
+    def __init__(self, steps: list, types: dict[str, TensorType], slots: Slots,
                  no_buffer: set[str]):
-        self.types, self.xp, self.no_buffer = types, xp, no_buffer
+        self.types, self.slots, self.no_buffer = types, slots, no_buffer
         self.last = last_uses(steps, no_buffer)
-        self.fixed = _arenas(steps, types, xp, no_buffer)
+        self.fixed = _arenas(steps, types, slots, no_buffer)
         self.free: dict[tuple, list[BufferSlot]] = {}
         # (last step reading the owner, order of assignment, key, buffer, owner): a heap,
         # so a step frees what expired in time logarithmic in the live buffers
@@ -217,7 +301,7 @@ class _Planner:
                 buf = self._in_place(step, i, slot.name, name, taken)
                 if buf is None:
                     pool = self.free.get(key)
-                    buf = pool.pop() if pool else BufferSlot(t.shape, t.dtype, self.xp)
+                    buf = pool.pop() if pool else self.slots(t.shape, t.dtype)
                 self.buffer_of[name] = buf
                 self.owner[id(buf)] = name
                 heapq.heappush(self.expiry, (self.last.get(name, i), next(self.order), key,
@@ -228,9 +312,12 @@ class _Planner:
 
 
 def assign_buffers(steps: list, types: dict[str, TensorType], xp: Any,
-                   no_buffer: set[str]) -> None:
-    """Fill each step's ``buffers`` (output slot -> one buffer or None per var)."""
-    planner = _Planner(steps, types, xp, no_buffer)
+                   no_buffer: set[str], memory: PlanMemory | None = None) -> Slots:
+    """Fill each step's ``buffers`` (output slot -> one buffer or None per var), views of
+    ``memory`` when given; returns what made them."""
+    slots = Slots(xp, memory)
+    planner = _Planner(steps, types, slots, no_buffer)
     for i, step in enumerate(steps):
         planner.release_expired(i)
         planner.assign(step, i)
+    return slots

@@ -26,7 +26,7 @@ from ...backend import to_host
 from ...ir.records import BlockDesc, ProgramDesc, map_returns, returns_source
 from .analysis import BlockAnalysis, Step
 from .emitter import Emitter, GeneratedCode, StepPlan, py_name
-from .loops import SubPlans, emit_steps, finish
+from .loops import Compiled, SubPlans, emit_steps, finish
 
 __all__ = ["GeneratedCode", "generate"]
 
@@ -68,11 +68,13 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
              is_test: bool, tag: str, subplans: SubPlans | None = None,
              prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None,
-             plan_state: dict | None = None) -> GeneratedCode:
+             plan_state: dict | None = None, compiled: Compiled | None = None
+             ) -> GeneratedCode:
     """``prologue(bind, plan_state)``, called once the kernels are prepared, gives lines
     that run first in every call (the thread count, the kernel tier), using ``bind`` to
     name the values they need. ``plan_state``: the kernels' shared state, when another
-    instance of the plan shares it (they take turns: runtime/plan/turns.py)."""
+    instance of the plan shares it (they take turns: runtime/plan/turns.py); ``compiled``:
+    the texts compiled for the method's other plans (loops.finish)."""
     em = Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
@@ -100,7 +102,7 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host, xp))
     fn_name = py_name(block.name or f"block{block.idx}", set())
     text = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    code = finish(em, text, fn_name, tag, block.idx)
+    code = finish(em, text, fn_name, tag, block.idx, compiled)
     code.plan_state = plan.plan_state
     return code
 

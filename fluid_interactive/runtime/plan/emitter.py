@@ -24,7 +24,6 @@ class GeneratedCode:
     source: str                  # its text and, below it, that of the functions it calls
     filename: str
     line_to_op: dict[int, int]   # generated line -> op index in the block
-    pool: list | None = None     # where a concurrently used instance goes back to
     block: int = -1              # the index of the block it runs
     # every function it calls, directly or not, by file name
     children: dict[str, GeneratedCode] = field(default_factory=dict)
@@ -34,6 +33,11 @@ class GeneratedCode:
     nbytes: int = 0              # its preallocated buffers (what keeping the plan costs)
     used: bool = False           # called since the plan cache last looked (see PlanCache)
     work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
+    # the blocks of the method's memory its buffers are views of (buffers.PlanMemory)
+    memory_keys: set = field(default_factory=set)
+    # what keeping it costs, weighed once it ran (runner.kernel_bytes), where that is not
+    # the bytes of its buffers
+    weigh: Callable[[], int] | None = None
     plan_state: dict = field(default_factory=dict)   # what its kernels share
 
 

@@ -11,9 +11,10 @@ Calls from several threads (docs/api.md, "Concurrency"):
 * a method that changes state (it writes a persistable var, takes batches from a reader,
   or draws random numbers) runs under its program's lock, so concurrent calls equal some
   sequential order of them, and each reader batch goes to exactly one call;
-* a method that changes nothing runs without a lock; each concurrent call takes a plan
-  instance of its own (buffers and kernel state are per plan) from a pool, and reads the
-  parameters it needs in one step, so it never sees half of another call's update.
+* a method that changes nothing runs without a lock; each concurrent call takes a lane of
+  its own (plans whose buffers share one memory, runtime/plan/runner.py) from a list of
+  free lanes, and reads the parameters it needs in one step, so it never sees half of
+  another call's update.
 
 A call that fails after taking a reader's batch gives the batch back (`unread`), so a
 retry reads the same samples.
@@ -127,22 +128,28 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
 
 
 def _pooled_body(n_feeds: int) -> list[str]:
-    """Without a lock: a plan instance of this call's own, returned to the pool after."""
+    """Without a lock: a lane of this call's own (a plan memory no other call uses
+    meanwhile), handed back after."""
     every = ", ".join(f"a{i}" for i in range(n_feeds))
     key = "(" + "".join(f"a{i}.shape, " for i in range(n_feeds)) + ")"
     return ["    try:",
-            f"        code = pools[{key}].pop()",
-            "        code.used = True   # for the plan cache's clock",
-            "    except (KeyError, IndexError):",
-            f"        code = instance([{every}])",
+            "        lane = lanes.pop()",
+            "    except IndexError:",
+            "        lane = new_lane()",
+            "    code = None",
             "    try:",
+            f"        code = lane.plans.get({key})",
+            "        if code is None:",
+            f"            code = plan_in(lane, [{every}])",
+            "        else:",
+            "            code.used = True   # for the plan cache's clock",
             f"        return code.fn(S{', ' if n_feeds else ''}{every})",
             "    except FluidError:",
             "        raise",
             "    except Exception as e:",
             "        raise kernel_error(e, code) from e",
             "    finally:",
-            "        code.pool.append(code)"]
+            "        lanes.append(lane)"]
 
 
 class Recording(NamedTuple):
@@ -174,8 +181,8 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
 
     With a ``lock`` (a method that changes state) the call runs under it and first takes
     the next batch of each reader in ``readers`` ((reader var, slot count) pairs), and
-    goes into the history when ``recorded``; without one it runs on a pooled plan instance
-    of ``runner`` (see the module docstring)."""
+    goes into the history when ``recorded``; without one it runs on a lane of ``runner``
+    (see the module docstring)."""
     on_device = to_device is not None
     lines = _head(n_feeds, feed_shapes, on_device)
     if lock is not None:
@@ -186,8 +193,9 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
         lines += _pooled_body(n_feeds)
     namespace: dict[str, Any] = {
         "MISSING": MISSING, "ndarray": np.ndarray, "bind": bind, "S": values,
-        "plans_get": runner.plans.get, "plan": runner.plan, "pools": runner.pools,
-        "instance": runner.instance, "kernel_error": kernel_error, "FluidError": FluidError,
+        "plans_get": runner.plans.get, "plan": runner.plan, "lanes": runner.lanes,
+        "new_lane": runner.lane, "plan_in": runner.plan_in, "kernel_error": kernel_error,
+        "FluidError": FluidError,
         "to_device": to_device, "lock": lock,
     }
     if recorded is not None:

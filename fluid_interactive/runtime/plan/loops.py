@@ -22,6 +22,7 @@ them when the body's own shapes did not change.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import FunctionType
 from typing import Any
 
 import numpy as np
@@ -116,17 +117,34 @@ def _tuple(items: list[str]) -> str:
     return "(" + "".join(v + ", " for v in items) + ")"
 
 
-def finish(em: Emitter, text: str, fn_name: str, tag: str, block: int) -> GeneratedCode:
+def finish(em: Emitter, text: str, fn_name: str, tag: str, block: int,
+           compiled: Compiled | None = None) -> GeneratedCode:
     """Compile ``text`` (the function ``fn_name``) into a `GeneratedCode` whose source
-    shows the functions it calls below it."""
-    filename = source_filename(tag)
-    namespace = compile_source(text, filename, dict(em.namespace))
+    shows the functions it calls below it. ``compiled`` keeps the texts compiled for the
+    plans of one method: a plan for other shapes whose text is the same (the text names
+    its kernels, not their shapes) runs that compiled code with its own kernels."""
+    hit = compiled.get(text) if compiled is not None else None
+    if hit is None:
+        filename = source_filename(tag)
+        namespace = compile_source(text, filename, dict(em.namespace))
+        if compiled is not None:
+            compiled[text] = (filename, namespace[fn_name].__code__)
+            release_with(compiled, filename)   # the text lives as long as the method's
+    else:
+        filename, fn_code = hit
+        namespace = {fn_name: FunctionType(fn_code, dict(em.namespace), fn_name)}
     source = "\n\n".join([text.rstrip("\n"), *em.sources.values()]) + "\n"
     code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op,
                          block=block, children=dict(em.children), counters=em.counters,
                          text=text)
-    release_with(code, filename)   # the text lives as long as the plan
+    if compiled is None:
+        release_with(code, filename)   # the text lives as long as the plan
     return code
+
+
+class Compiled(dict):
+    """text -> (file name, code object) of the generated functions of one method's plans
+    (a dict that a weak reference may follow)."""
 
 
 def _ensure_local(em: Emitter, var: str, index: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -16,14 +17,15 @@ from ...ir.source import format_location
 from ...kernels import TIER_KEY, PlanTier, enabled
 from ...ops.apply import prepare_kernel
 from ...ops.flat_state import lend_key, state_key
+from ...ops.registry import get_spec
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
 from .analysis import BlockAnalysis, analyse_block, describe_op, op_rng
-from .buffers import lent_arenas, over_arenas
+from .buffers import PlanMemory, lent_arenas, over_arenas
 from .codegen import GeneratedCode, generate
 from .feed import check_batch_sizes
-from .loops import SubPlans
+from .loops import Compiled, SubPlans
 from .streams import RandomStreams
 from .turns import Turns
 
@@ -51,13 +53,21 @@ class BlockRunner:
         at = [origin.get(id(op), i) for i, op in enumerate(self.plan_block.ops)]
         self._rng_for = lambda i: base_rng(at[i] if i >= 0 else i)
         self.is_test = is_test if is_test is not None else not _optimizes(block)
-        # One plan per feed signature (the first one built, for callers that take turns).
+        # One plan per feed signature, for callers that take turns (under a lock).
         self.plans: dict[SignatureKey, GeneratedCode] = {}
-        # Idle plan instances per signature, for callers that run concurrently.
-        self.pools: dict[SignatureKey, list[GeneratedCode]] = {}
-        self.cache = PlanCache(self.plans, self.pools)
+        self.cache = PlanCache(self.plans)
         # The functions of sub-blocks (loop bodies), shared by the plans taking turns.
         self.subplans = SubPlans(seed, streams)
+        # What the plans of every shape share: the memory of their buffers, and the
+        # generated texts compiled, whose code a plan of other shapes runs with its own
+        # kernels (buffers.PlanMemory, loops.finish).
+        self.memory = PlanMemory(xp)
+        self.compiled = Compiled()
+        # Lanes free for callers that run concurrently (a method that changes nothing):
+        # each call takes one, and a lane's plans share its memory; the first lane is
+        # the plans above, so that one caller at a time takes one memory for all shapes.
+        self.lanes = [Lane(self.plans, self.cache, self.memory, self.subplans)]
+        self.declared = [tuple(program.var(block, n).shape) for n in self.feed_names]
 
     def plan(self, arrays: list[Any]) -> GeneratedCode:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -65,24 +75,30 @@ class BlockRunner:
         key = tuple(a.shape for a in arrays)
         code = self.plans.get(key)
         if code is None:
-            code = self._build(arrays)
+            code = self._build(arrays, memory=self.memory, cache=self.cache)
             self.cache.add(key, code)
         return code
 
-    def instance(self, arrays: list[Any]) -> GeneratedCode:
-        """A new plan instance for these shapes, for a call that runs beside others; the
-        caller hands it back with ``code.pool.append(code)``."""
+    def lane(self) -> Lane:
+        """A new lane, for a call that runs beside the calls holding the others."""
+        return Lane({}, None, PlanMemory(self.xp), SubPlans(self.seed, self.streams))
+
+    def plan_in(self, lane: Lane, arrays: list[Any]) -> GeneratedCode:
+        """The plan of ``lane`` for these arrays' shapes, built on first use (the caller
+        holds the lane: its plans run one call at a time)."""
         key = tuple(a.shape for a in arrays)
-        code = self._build(arrays, SubPlans(self.seed, self.streams), turns=False)
-        code.pool = self.pools.setdefault(key, [])
-        self.cache.add(key, code)
+        code = lane.plans.get(key)
+        if code is None:
+            code = self._build(arrays, lane.subplans, False, lane.memory, lane.cache)
+            lane.cache.add(key, code)
         return code
 
     def _build(self, arrays: list[Any], subplans: SubPlans | None = None,
-               turns: bool = True) -> GeneratedCode:
+               turns: bool = True, memory: PlanMemory | None = None,
+               cache: PlanCache | None = None) -> GeneratedCode:
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
-                return self._build_plan(arrays, subplans or self.subplans, turns)
+                code = self._build_plan(arrays, subplans or self.subplans, turns, memory)
         except MemoryError:
             shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
             raise KernelError(
@@ -90,13 +106,19 @@ class BlockRunner:
                 f"({shapes}); the plan's buffers do not fit. Call it with smaller batches, "
                 f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
                 f"hold). No state was changed.") from None
+        if memory is not None and cache is not None:
+            stale = memory.replaced()   # plans holding blocks since replaced: plan anew
+            if stale:
+                cache.forget(lambda other: bool(other.memory_keys & stale))
+        return code
 
-    def _build_plan(self, arrays: list[Any], subplans: SubPlans, turns: bool) -> GeneratedCode:
+    def _build_plan(self, arrays: list[Any], subplans: SubPlans, turns: bool,
+                    memory: PlanMemory | None) -> GeneratedCode:
         check_batch_sizes(self.block, self.feed_names, arrays)
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
-                                 self._rng_for)
+                                 self._rng_for, memory=memory)
         work = plan_work(analysis)
         on_host = self.xp is np   # on a device the host's BLAS is not the step's
         small = threads.is_small(work)
@@ -106,12 +128,24 @@ class BlockRunner:
         code = self._taking_turns(analysis, subplans, nbytes) if turns and on_host else None
         if code is None:
             code = self._generate(analysis, subplans)
+        # the method's memory is not the plan's: keeping the plan costs its own buffers,
+        # or the arrays its kernels made for themselves (a convolution's columns), weighed
+        # once it ran (kernels may make them in their first call: PlanCache.add)
         code.nbytes = nbytes
+        if memory is not None:
+            fn, state = code.fn, code.plan_state
+            code.nbytes, code.weigh = 0, lambda: kernel_bytes((fn, state), memory)
+        code.memory_keys = analysis.slots.keys() if analysis.slots is not None else set()
         code.work = work
-        if on_host and not small:   # the faster of one thread and all cores, measured as it runs
-            code.fn = adaptive = threads.AdaptiveThreads(code.fn)
-            tier = self.plan_tier(code)
-            if tier is not None and tier.pending:   # measured again on the compiled kernels
+        tier = self.plan_tier(code)
+        if tier is not None and not (tier.pending or tier.ready):
+            tier = None   # no compiled kernel to measure (none asked for, or the tier off)
+        if on_host and (not small or tier is not None):
+            # the faster of one thread and all cores (a small plan: one thread), and of
+            # its compiled kernels and its NumPy ones, measured as it runs
+            code.fn = adaptive = threads.AdaptiveThreads(code.fn, tier,
+                                                         (1,) if small else None)
+            if tier is not None and tier.pending:   # measured again once they are loaded
                 tier.on_switch.append(adaptive.kernels_changed)
         return code
 
@@ -121,7 +155,8 @@ class BlockRunner:
         return generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         rng_for or self._rng_for, self.is_test,
                         tag=f"{self.program.name}.{self.block.name or self.block.idx}",
-                        subplans=subplans, prologue=_tier_switch, plan_state=plan_state)
+                        subplans=subplans, prologue=_tier_switch, plan_state=plan_state,
+                        compiled=self.compiled)
 
     def _taking_turns(self, analysis: BlockAnalysis, subplans: SubPlans, nbytes: int
                       ) -> GeneratedCode | None:
@@ -147,6 +182,43 @@ class BlockRunner:
             return code
         code.fn = Turns(make, (code, gens))
         return code
+
+    def families(self) -> list[PlanFamily]:
+        """The plans kept now, by the shapes they serve: per signature of feed ranks,
+        dtypes and the dims declared (a dim declared -1, a batch or a time dim, is any
+        size), which concrete shapes have kernels prepared, and which ops need them."""
+        groups: dict[tuple, list[tuple]] = {}
+        for key in [*self.plans, *(k for lane in self.lanes[1:] for k in lane.plans)]:
+            groups.setdefault(self._family(key), []).append(key)
+        per_size = self._per_size()
+        files = {k: getattr(self._code(k), "filename", None) for key in groups.values()
+                 for k in key}
+        return [PlanFamily(family, tuple(dict.fromkeys(keys)), per_size,
+                           len({files[k] for k in keys} - {None}))
+                for family, keys in groups.items()]
+
+    def _family(self, key: tuple) -> tuple:
+        return tuple(tuple(-1 if i < len(decl) and decl[i] < 0 else d
+                           for i, d in enumerate(shape))
+                     for shape, decl in zip(key, self.declared))
+
+    def _code(self, key: tuple) -> GeneratedCode | None:
+        return self.plans.get(key) or next(
+            (lane.plans[key] for lane in self.lanes[1:] if key in lane.plans), None)
+
+    def _per_size(self) -> tuple[str, ...]:
+        """The ops whose kernels are prepared for each concrete shape: those touching a var
+        with a dim declared -1 (no spec declares its kernel shape-polymorphic yet)."""
+        found: dict[str, None] = {}
+        for op in self.plan_block.ops:
+            spec = get_spec(op.type)
+            if spec.kernel is None:
+                continue
+            names = op.input_names() + op.output_names()
+            if any(d < 0 for n in names for d in _declared_shape(self.program,
+                                                                 self.plan_block, n)):
+                found[op.type] = None
+        return tuple(found)
 
     @property
     def tier(self) -> str:
@@ -305,6 +377,49 @@ def buffer_bytes(steps: list) -> int:
     return sum(map(_slot_bytes, seen.values()))
 
 
+def kernel_bytes(plan: tuple[Any, dict], memory: PlanMemory) -> int:
+    """The bytes of the arrays a plan's kernels hold of their own (scratch they made: not
+    views of the method's ``memory``), found through the generated function's names and
+    the kernels' shared state, a few references deep (attributes, closures, containers).
+    ``plan``: (the generated function, its kernels' shared state)."""
+    fn, state = plan
+    blocks = {id(b) for b in memory.blocks.values()}
+    seen: set[int] = set()
+    total = 0
+    todo = [(v, 0) for v in [*getattr(fn, "__globals__", {}).values(), *state.values()]]
+    while todo:
+        obj, depth = todo.pop()
+        if isinstance(obj, np.ndarray):
+            root = obj
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if id(root) not in blocks and id(root) not in seen:
+                seen.add(id(root))
+                total += root.nbytes
+            continue
+        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        todo += [(v, depth + 1) for v in _references(obj)]
+    return total
+
+
+def _references(obj: Any) -> list:
+    if isinstance(obj, dict):
+        return list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    refs = list(getattr(obj, "__dict__", {}).values())
+    refs += [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
+             if isinstance(n, str)]
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            refs.append(cell.cell_contents)
+        except ValueError:   # a cell not filled yet
+            pass
+    return refs
+
+
 def _slot_bytes(slot: Any) -> int:
     return prod(slot.shape) * np.dtype(slot.dtype).itemsize
 
@@ -330,27 +445,77 @@ def plan_cache(plans: int | None = None, memory: int | None = None) -> dict[str,
     return dict(_limits)
 
 
+@dataclass(frozen=True)
+class PlanFamily:
+    """The plans of a method for one signature (`BlockRunner.families`): ``inputs`` the
+    feeds' shapes, -1 where its plans serve any size; ``shapes`` the concrete shapes
+    planned now; ``per_size`` the ops whose kernels are prepared for each concrete shape
+    (their specs' kernels are factories of concrete types), under one generated function
+    when ``functions`` is 1 and over the method's one memory of buffers."""
+    inputs: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[tuple[int, ...], ...], ...]
+    per_size: tuple[str, ...]
+    functions: int
+
+    def __repr__(self) -> str:
+        dims = ", ".join("[" + ", ".join("?" if d < 0 else str(d) for d in s) + "]"
+                         for s in self.inputs)
+        return (f"<plans for ({dims}): {len(self.shapes)} shape(s) planned, "
+                f"{self.functions} generated function(s); kernels prepared per shape: "
+                f"{', '.join(self.per_size) or 'none'}>")
+
+
+def _declared_shape(program: ProgramDesc, block: BlockDesc, name: str) -> tuple[int, ...]:
+    var = program.find_var(block, name)
+    return tuple(var.shape) if var is not None else ()
+
+
+class Lane:
+    """Plans that run one call at a time, and what they share: the memory of their
+    buffers and their sub-blocks' functions. Concurrent callers each hold a lane."""
+
+    def __init__(self, plans: dict[SignatureKey, GeneratedCode], cache: PlanCache | None,
+                 memory: PlanMemory, subplans: SubPlans):
+        self.plans, self.memory, self.subplans = plans, memory, subplans
+        self.cache = cache if cache is not None else PlanCache(plans)
+
+
 class PlanCache:
     """Keeps a block's plans within `plan_cache`'s bounds. The generated entry marks a
     plan ``used`` on each call (one attribute store); when a new plan would exceed the
     bounds, the oldest plans not used since the last look go first, and used ones get
-    another round (a clock, so the hot path never reorders anything)."""
+    another round (a clock, so the hot path never reorders anything). The memory a
+    method's plans share (buffers.PlanMemory) is not a plan's: the bytes counted are
+    those of plans with buffers of their own."""
 
-    def __init__(self, plans: dict[SignatureKey, GeneratedCode],
-                 pools: dict[SignatureKey, list[GeneratedCode]]):
-        self.plans, self.pools = plans, pools
+    def __init__(self, plans: dict[SignatureKey, GeneratedCode]):
+        self.plans = plans
+        self.last: SignatureKey | None = None   # the plan added last
         self.nbytes = 0
         self.evicted = 0
 
     def add(self, key: SignatureKey, code: GeneratedCode) -> None:
         if key in self.plans:
             return
+        last = self.plans.get(self.last) if self.last is not None else None
+        if last is not None and last.weigh is not None:   # it ran since: weigh its kernels
+            weight = last.weigh()
+            self.nbytes += weight - last.nbytes
+            last.nbytes = weight
+        self.last = key
         code.used = True
         self.plans[key] = code
         self.nbytes += code.nbytes
         while len(self.plans) > 1 and (len(self.plans) > _limits["plans"]
                                        or self.nbytes > _limits["memory"]):
             self._evict_one(keep=key)
+
+    def forget(self, stale: Callable[[GeneratedCode], bool]) -> None:
+        """Drop the plans ``stale`` names (planned again when next called)."""
+        for key in [k for k, code in self.plans.items() if stale(code)]:
+            code = self.plans.pop(key)
+            self.nbytes -= code.nbytes
+            self.evicted += 1
 
     def _evict_one(self, keep: SignatureKey) -> None:
         for key in list(self.plans):
@@ -362,7 +527,6 @@ class PlanCache:
                 self.plans[key] = self.plans.pop(key)
                 continue
             del self.plans[key]
-            self.pools.pop(key, None)
             self.nbytes -= code.nbytes
             self.evicted += 1
             return
