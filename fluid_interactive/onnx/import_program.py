@@ -34,6 +34,7 @@ from ..frontend.tracing import current_trace
 from ..frontend.variable import Variable
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
+    import_array,
     import_control,
     import_creation,
     import_index,

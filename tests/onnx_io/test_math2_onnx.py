@@ -9,7 +9,7 @@ import pytest
 
 import fluid
 from fluid_interactive.errors import OnnxError
-from tests.onnx_io.helpers import canonical_ops, one_method, onnx, ort_run
+from tests.onnx_io.helpers import canonical_ops, check_export, one_method
 
 L = fluid.layers
 F32 = "float32"
@@ -77,33 +77,16 @@ CASES = {
 EXACT = {"unary"}
 
 
-def _as_list(result):
-    return list(result) if isinstance(result, tuple) else [result]
-
-
 @pytest.mark.parametrize("opset", [17, 18])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_export_runs_in_onnxruntime_and_imports_back(case, opset, tmp_path):
     build, spec = CASES[case]
     net = one_method(build, spec, name=case.title())().Compile(seed=3)
-    path = str(tmp_path / f"{case}.onnx")
-    fluid.export_onnx(net, path, opset=opset)
-    onnx.checker.check_model(onnx.load(path), full_check=True)
-    back = fluid.import_onnx(path)
     rng = np.random.default_rng(1)
-    for batch in (1, 5):
-        feeds = {n: rng.standard_normal((batch,) + s).astype(d) for n, (s, d) in spec.items()}
-        want = _as_list(net.infer(**feeds))
-        got = ort_run(path, feeds)
-        again = _as_list(back.infer(**feeds))
-        assert len(got) == len(want) == len(again)
-        for i, (w, g, a) in enumerate(zip(want, got, again)):
-            if isinstance(w, (float, int, bool)):   # one number without a batch dim
-                assert g.size == 1
-                w, g, a = np.asarray(w, g.dtype), g.reshape(()), np.reshape(a, ())
-            assert g.shape == np.shape(w) and g.dtype == w.dtype, (i, g.shape, np.shape(w))
-            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=f"output {i}")
-            np.testing.assert_allclose(a, w, rtol=2e-5, atol=2e-6, err_msg=f"output {i}")
+    back = check_export(net, str(tmp_path / f"{case}.onnx"),
+                        lambda batch: {n: rng.standard_normal((batch,) + s).astype(d)
+                                       for n, (s, d) in spec.items()},
+                        (1, 5), opset=opset, rtol=2e-5, atol=2e-5, import_atol=2e-6)
     if case in EXACT:
         assert canonical_ops(back) == canonical_ops(net)
 

@@ -8,7 +8,7 @@ import pytest
 
 import fluid
 from fluid_interactive.errors import OnnxError
-from tests.onnx_io.helpers import canonical_ops, one_method, onnx, ort_run
+from tests.onnx_io.helpers import canonical_ops, check_export, one_method
 
 L = fluid.layers
 F32 = "float32"
@@ -83,21 +83,12 @@ def _compiled(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_export_matches_onnxruntime_and_imports_back(case, tmp_path):
     net = _compiled(case)
-    path = str(tmp_path / f"{case}.onnx")
-    fluid.export_onnx(net, path, opset=OPSETS.get(case, 18))
-    onnx.checker.check_model(onnx.load(path), full_check=True)
-    back = fluid.import_onnx(path)
     rng = np.random.default_rng(1)
-    for batch in (1, 5):
-        feeds = {n: rng.standard_normal((batch,) + s).astype(d) for n, (s, d) in SPEC.items()}
-        want = list(net.infer(**feeds))
-        got = ort_run(path, feeds)
-        again = list(back.infer(**feeds))
-        assert len(got) == len(want) == len(again)
-        for w, g, a in zip(want, got, again):
-            assert g.shape == np.shape(w) and g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
-            np.testing.assert_allclose(a, w, rtol=2e-5, atol=2e-5)
+    back = check_export(net, str(tmp_path / f"{case}.onnx"),
+                        lambda batch: {n: rng.standard_normal((batch,) + s).astype(d)
+                                       for n, (s, d) in SPEC.items()},
+                        (1, 5), opset=OPSETS.get(case, 18), rtol=2e-5, atol=2e-5,
+                        import_atol=2e-5)
     if case in EXACT_ROUND_TRIP:
         assert canonical_ops(back) == canonical_ops(net)
 
