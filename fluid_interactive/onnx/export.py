@@ -19,6 +19,7 @@ from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
     export_branch,
+    export_build,
     export_creation,
     export_image,
     export_index,
@@ -28,6 +29,7 @@ from . import (  # noqa: F401  (the rules)
     export_math2,
     export_nn,
     export_products,
+    export_query,
     export_rnn,
     export_rnn_unit,
     export_seq,

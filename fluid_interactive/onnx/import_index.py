@@ -134,10 +134,32 @@ def _gather_nd(n: NodeImport) -> None:
 
 @import_rule("GatherElements")
 def _gather_elements(n: NodeImport) -> None:
-    x = n.var(0)
-    if len(n.shape(x)) != 2 or int(n.attr("axis", 0)) not in (1, -1):
-        n.fail("gathers other than along the last axis of a 2-D tensor (index_sample's form)")
-    n.op("index_sample", {"X": x, "Index": _index(n, 1)}, {})
+    """index_sample, which gathers along the last axis of [M, D] rows: another axis is
+    moved last (transpose) and the other dims flattened into the rows, then put back."""
+    x, index = n.var(0), _index(n, 1)
+    rank = len(n.shape(x))
+    axis = int(n.attr("axis", 0))
+    if not -rank <= axis < rank or len(n.shape(index)) != rank:
+        n.fail(f"gathers along axis {axis} with an index of rank {len(n.shape(index))} "
+               f"from a rank-{rank} tensor")
+    axis %= rank
+    if rank == 2 and axis == 1:
+        n.op("index_sample", {"X": x, "Index": index}, {})
+        return
+    stem = n.node.outputs[0]
+    perm = [i for i in range(rank) if i != axis] + [axis]
+    if axis != rank - 1:
+        x, index = (n.op("transpose", {"X": v}, {"axis": perm}, name=f"{stem}.{what}")
+                    for v, what in ((x, "x_last"), (index, "index_last")))
+    rows = [n.op("flatten", {"X": v}, {"axis": rank - 1}, name=f"{stem}.{what}")
+            for v, what in ((x, "x_rows"), (index, "index_rows"))]
+    picked = n.op("index_sample", {"X": rows[0], "Index": rows[1]}, {}, name=f"{stem}.rows")
+    shape = n.op("shape", {"Input": index}, {}, name=f"{stem}.shape")
+    if axis == rank - 1:
+        n.op("reshape", {"X": picked, "Shape": shape}, {"shape": []})
+        return
+    back = n.op("reshape", {"X": picked, "Shape": shape}, {"shape": []}, name=f"{stem}.back")
+    n.op("transpose", {"X": back}, {"axis": [perm.index(i) for i in range(rank)]})
 
 
 @import_rule("ScatterND")

@@ -41,6 +41,7 @@ from . import (  # noqa: F401  (the rules)
     import_math,
     import_math2,
     import_nn,
+    import_query,
     import_rnn,
     import_shape,
     import_vision,

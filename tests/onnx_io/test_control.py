@@ -96,12 +96,13 @@ def test_a_loop_body_op_without_a_mapping_names_the_loop():
             i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 2)
             cond = L.less_than(i, n)
             loop = L.While(cond)
-            with loop.block():   # assign of an array constant: assign_value, not mapped
-                L.assign(h * L.assign(np.ones((1, 3), np.float32)), output=h)
+            with loop.block():   # a random draw: no ONNX mapping
+                L.assign(h * L.uniform_random_batch_size_like(h, [-1, 3]), output=h)
                 L.increment(i, in_place=True)
                 L.less_than(i, n, cond=cond)
             return h
-    with pytest.raises(fluid.OnnxError, match=r"(?s)op 'while' runs an op 'assign_value' in "
+    with pytest.raises(fluid.OnnxError, match=r"(?s)op 'while' runs an op "
+                                              r"'uniform_random_batch_size_like' in "
                                               r"its block.*test_control.py:"):
         fluid.export_onnx(Unmapped().Compile(), None)
 
