@@ -33,6 +33,7 @@ from . import (  # noqa: F401  (the rules)
     export_rnn,
     export_rnn_unit,
     export_seq,
+    export_seq_mask,
     export_shape,
     export_vision,
 )

@@ -277,20 +277,29 @@ def _padded_like(n: NodeImport) -> bool:
 @import_rule("Where")
 def _where(n: NodeImport) -> None:
     """Our where selects into X's shape, its Condition and Y of X's rank with each dim X's
-    or 1; ONNX broadcasts all three. The three are brought to one rank (leading 1s), and
-    where Y has the full shape instead of X, the two swap places under a negated
-    condition."""
+    or 1; ONNX broadcasts all three. The three are brought to one rank (leading 1s); where
+    Y has the full shape instead of X, the two swap places under a negated condition, and
+    where neither has it, X is spread to it first."""
     rank = max(len(n.shape(n.var(i))) for i in range(3))
     cond, x, y = (_ranked(n, n.var(i), rank, what)
                   for i, what in enumerate(("condition", "x", "y")))
     if not _covers(n.shape(x), n.shape(y)) or not _covers(n.shape(x), n.shape(cond)):
-        if not (_covers(n.shape(y), n.shape(x)) and _covers(n.shape(y), n.shape(cond))):
-            n.fail(f"selects between shapes {list(n.shape(x))} and {list(n.shape(y))} under "
-                   f"a condition of shape {list(n.shape(cond))}: one of the values must have "
-                   f"the whole shape")
-        cond = n.op("logical_not", {"X": cond}, {}, name=f"{n.node.outputs[0]}.not")
-        x, y = y, x
+        if _covers(n.shape(y), n.shape(x)) and _covers(n.shape(y), n.shape(cond)):
+            cond = n.op("logical_not", {"X": cond}, {}, name=f"{n.node.outputs[0]}.not")
+            x, y = y, x
+        else:   # X spread to the whole shape: plus zeros shaped like the others
+            x = _spread(n, x, cond, y)
     n.op("where", {"Condition": cond, "X": x, "Y": y}, {})
+
+
+def _spread(n: NodeImport, x: str, cond: str, y: str) -> str:
+    """``x`` broadcast against ``cond`` and ``y`` (adding zeros is exact, NaN included)."""
+    stem = n.node.outputs[0]
+    flags = n.op("cast", {"X": cond}, {"out_dtype": n.dtype(x)}, name=f"{stem}.flags")
+    for k, other in enumerate((flags, y)):
+        zeros = n.op("fill_zeros_like", {"X": other}, {}, name=f"{stem}.zeros{k}")
+        x = n.op("elementwise_add", {"X": x, "Y": zeros}, {"axis": -1}, name=f"{stem}.spread{k}")
+    return x
 
 
 def _ranked(n: NodeImport, var: str, rank: int, what: str) -> str:
