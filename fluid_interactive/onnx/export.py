@@ -18,6 +18,7 @@ from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
+    export_beam,
     export_branch,
     export_build,
     export_creation,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fluid
-from tests.onnx_io.helpers import check_export, check_exported, one_method
+from tests.onnx_io.helpers import check_export, check_exported, one_method, onnx
 
 L = fluid.layers
 F32, I64 = "float32", "int64"
@@ -128,7 +128,16 @@ def test_sizes_known_only_when_the_graph_runs_export(tmp_path):
                  lambda rows: {"x": rng.random((rows, 6)).astype(F32)}, (1, 3))
 
 
-def test_gather_tree_has_no_onnx_mapping():
-    cls = one_method(lambda ids: L.gather_tree(ids, ids * 0), {"ids": ((2, 2), I64)})
-    with pytest.raises(fluid.OnnxError, match="op 'gather_tree' has no ONNX mapping"):
-        fluid.export_onnx(cls().Compile(), None)
+def test_gather_tree_exports_as_a_loop(tmp_path):
+    """Beam paths traced back through the parents: a Loop over the steps, T, B and beam
+    read when the graph runs."""
+    def build(ids, parents):
+        return L.gather_tree(L.transpose(ids, [1, 0, 2]), L.transpose(parents, [1, 0, 2]))
+    cls = one_method(build, {"ids": ((-1, -1, 3), I64), "parents": ((-1, -1, 3), I64)})
+    rng = np.random.default_rng(0)
+    feeds = [{"ids": rng.integers(0, 20, (b, t, 3)).astype(I64),
+              "parents": rng.integers(0, 3, (b, t, 3)).astype(I64)}
+             for b, t in ((2, 5), (4, 1), (1, 3))]
+    path = str(tmp_path / "tree.onnx")
+    check_exported(cls().Compile(), path, feeds)
+    assert "Loop" in {node.op_type for node in onnx.load(path).graph.node}
