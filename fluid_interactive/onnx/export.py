@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (the rules)
     export_branch,
     export_build,
     export_creation,
+    export_detect,
     export_image,
     export_index,
     export_loss,

@@ -37,6 +37,7 @@ from . import (  # noqa: F401  (the rules)
     import_array,
     import_control,
     import_creation,
+    import_detect,
     import_index,
     import_math,
     import_math2,
