@@ -8,6 +8,8 @@
 ``fill_zeros_like`` / ``ones``      ``ConstantOfShape`` of X's ``Shape``
 ``diag``                            the diagonal times an identity made of ``Range`` and
                                     ``Equal``
+``trace``                           X summed where the same mask is 1 (``Where``,
+                                    ``ReduceSum`` over the two dims)
 ``diag_embed``                      X (``Pad``-ded by the offset) times the 0/1 mask of the
                                     offset diagonal, the plane moved to dim1, dim2
                                     (``Transpose``)
@@ -175,3 +177,30 @@ def _cross(e: OpExport) -> None:
     x1, x2 = (e.node("Gather", [x, t], axis=dim)[0] for t in turned)
     y1, y2 = (e.node("Gather", [y, t], axis=dim)[0] for t in turned)
     e.node("Sub", [e.node("Mul", [x1, y2])[0], e.node("Mul", [x2, y1])[0]], [e.output("Out")])
+
+
+@export_rule("trace")
+def _trace(e: OpExport) -> None:
+    """The sum of X where column - row == offset on the planes dim1 (rows), dim2
+    (columns): the mask of `diag_embed` laid over X, ``ReduceSum`` over the two dims."""
+    x, out = e.input("Input"), e.output("Out")
+    rank = len(e.shape(x))
+    d1, d2 = (int(e.attrs[k]) % rank for k in ("dim1", "dim2"))
+    rows = e.node("Range", [e.const(0, "int64", "first"), _size(e, x, d1),
+                            e.const(1, "int64", "step")])[0]
+    cols = e.node("Range", [e.const(0, "int64", "first"), _size(e, x, d2),
+                            e.const(1, "int64", "step")])[0]
+    gap = e.node("Sub", [e.node("Unsqueeze", [cols, e.ints([0])])[0],
+                         e.node("Unsqueeze", [rows, e.ints([1])])[0]])[0]
+    mask = e.node("Equal", [gap, e.const(int(e.attrs["offset"]), "int64", "offset")])[0]
+    if d1 > d2:   # the mask's dims in X's order
+        mask = e.node("Transpose", [mask], perm=[1, 0])[0]
+    others = [i for i in range(rank) if i not in (d1, d2)]
+    if others:
+        mask = e.node("Unsqueeze", [mask, e.ints(others)])[0]
+    kept = e.node("Where", [mask, x, e.scalar(0.0, x, "zero")])[0]
+    total = e.node("ReduceSum", [kept, e.ints(sorted((d1, d2)))], keepdims=0)[0]
+    if others:
+        e.node("Identity", [total], [out])
+    else:
+        e.node("Reshape", [total, e.ints([1], "one")], [out])

@@ -16,6 +16,12 @@ runs, so neither B nor T is fixed in the file):
                         length), ``Concat``-ed on a new last dim
 ``sequence_expand``     X ``Unsqueeze``-d and selected by the mask of Y's lengths (and of
                         X's own)
+``sequence_concat``     the inputs joined along T, each output step reading the input
+                        whose valid steps it falls in
+``sequence_reshape``    each row's valid values flattened, padded to whole rows, in rows
+                        of new_dim
+``sequence_scatter``    X plus the valid Updates selected per column (``Equal`` with a
+                        ``Range`` of the columns) and summed over the steps
 
 Reading row b's step s (`take_steps`) is ``GatherElements`` along T for [B, T] values, and a
 ``Gather`` of the rows of X flattened to [B * T, ...] at b * T + s otherwise.
@@ -33,8 +39,9 @@ def _int64(e: OpExport, name: str) -> str:
 
 
 def _dim(e: OpExport, x: str, axis: int) -> str:
-    """Dim ``axis`` of ``x``, 0-d int64: a constant when the file knows it."""
-    known = e.shape(x)[axis]
+    """Dim ``axis`` of ``x`` (a var, or a value the rule computed), 0-d int64: a constant
+    when the file knows it."""
+    known = e.shape(x)[axis] if e.program.find_var(e.block, x) is not None else -1
     if known >= 0:
         return e.const(known, "int64", "dim")
     return e.node("Gather", [e.node("Shape", [x])[0], e.const(axis, "int64", "axis")],
@@ -69,9 +76,9 @@ def _mask(e: OpExport, x: str, lengths: str, rank: int) -> str:
     return e.node("Unsqueeze", [inside, e.ints(list(range(2, rank)))])[0]
 
 
-def take_steps(e: OpExport, x: str, index: str) -> str:
-    """out[b, t] = x[b, index[b, t]] for x [B, T, ...] and an int64 index [B, T']."""
-    rank = len(e.shape(x))
+def take_steps(e: OpExport, x: str, index: str, rank: int) -> str:
+    """out[b, t] = x[b, index[b, t]] for x [B, T, ...] (``rank`` dims) and an int64 index
+    [B, T']."""
     if rank == 2:
         return e.node("GatherElements", [x, index], axis=1)[0]
     shape = e.node("Shape", [x])[0]
@@ -187,7 +194,7 @@ def _sequence_reverse(e: OpExport) -> None:
     n = e.node("Unsqueeze", [_lengths(e, "Lengths", x), e.ints([1])])[0]
     back = e.node("Sub", [e.node("Sub", [n, e.const(1, "int64", "one")])[0], t])[0]
     index = e.node("Where", [e.node("Less", [t, n])[0], back, t])[0]      # [B, T]
-    e.node("Identity", [take_steps(e, x, index)], [e.output("Y")])
+    e.node("Identity", [take_steps(e, x, index, len(e.shape(x)))], [e.output("Y")])
 
 
 def _column(e: OpExport, slot: str) -> str:
@@ -205,7 +212,7 @@ def _sequence_slice(e: OpExport) -> None:
                              e.const(0, "int64", "zero")])[0]
     mask = inside if rank == 2 else \
         e.node("Unsqueeze", [inside, e.ints(list(range(2, rank)))])[0]
-    _zero_outside(e, mask, take_steps(e, x, index), x, e.output("Out"))
+    _zero_outside(e, mask, take_steps(e, x, index, rank), x, e.output("Out"))
 
 
 # --- sequence_enumerate, sequence_expand --------------------------------------------------
@@ -238,3 +245,79 @@ def _sequence_expand(e: OpExport) -> None:
         mask = e.node("And", [mask, e.node("Unsqueeze", [own, e.ints([1])])[0]])[0]
     spread = e.node("Unsqueeze", [x, e.ints([1])])[0]
     _zero_outside(e, mask, spread, x, e.output("Out"))
+
+
+# --- sequence_concat, sequence_reshape, sequence_scatter --------------------------------------
+
+@export_rule("sequence_concat")
+def _sequence_concat(e: OpExport) -> None:
+    """The inputs joined along T; output step s of row b reads input i's step s - (the
+    lengths of row b's inputs before i) at its place in the join, while inside input i's
+    length; zeros after the summed length."""
+    xs, lens = e.inputs("X"), e.inputs("Lengths")
+    joined = e.node("Concat", xs, axis=1)[0]
+    steps = _steps(e, _dim(e, joined, 1))                                    # [1, T]
+    index = e.node("Mul", [steps, e.const(0, "int64", "zero")])[0]
+    base = e.const(0, "int64", "base")                    # where input i starts in the join
+    offset = None                                         # [B, 1]: where it starts in a row
+    anywhere = None
+    for i, x in enumerate(xs):
+        n = e.node("Unsqueeze", [_int64(e, lens[i]) if lens else e.node(
+            "Expand", [_dim(e, x, 1), e.node("Gather", [e.node("Shape", [x])[0],
+                                                         e.ints([0], "batch_dim")],
+                                              axis=0)[0]])[0], e.ints([1])])[0]
+        start = e.node("Mul", [n, e.const(0, "int64", "zero")])[0] if offset is None else offset
+        end = e.node("Add", [start, n])[0]
+        inside = e.node("And", [e.node("GreaterOrEqual", [steps, start])[0],
+                                e.node("Less", [steps, end])[0]])[0]          # [B, T]
+        place = e.node("Add", [base, e.node("Sub", [steps, start])[0]])[0]
+        index = e.node("Where", [inside, place, index])[0]
+        anywhere = inside if anywhere is None else e.node("Or", [anywhere, inside])[0]
+        offset, base = end, e.node("Add", [base, _dim(e, x, 1)])[0]
+    rank = len(e.shape(xs[0]))
+    assert anywhere is not None and offset is not None   # one input at least
+    mask = anywhere if rank == 2 else \
+        e.node("Unsqueeze", [anywhere, e.ints(list(range(2, rank)))])[0]
+    _zero_outside(e, mask, take_steps(e, joined, index, rank), xs[0], e.output("Out"))
+    e.node("Reshape", [offset, e.ints([-1], "flat")], [e.output("OutLengths")])
+
+
+@export_rule("sequence_reshape")
+def _sequence_reshape(e: OpExport) -> None:
+    """Each row's first length * D values (zeros after), padded to a whole number of rows
+    of new_dim (``Pad`` by new_dim - 1, ``Slice`` to the size), in rows of new_dim."""
+    x, new_dim = e.input("X"), int(e.attrs["new_dim"])
+    depth = e.shape(x)[2]
+    flat = e.node("Reshape", [x, e.ints([0, -1], "rows")])[0]               # [B, T * D]
+    n = _lengths(e, "Lengths", x)
+    size = e.node("Mul", [n, e.const(depth, "int64", "depth")])[0]
+    inside = e.node("Less", [_steps(e, e.node("Mul", [_dim(e, x, 1), e.const(
+        depth, "int64", "depth")])[0]), e.node("Unsqueeze", [size, e.ints([1])])[0]])[0]
+    kept = _zero_outside(e, inside, flat, x)
+    padded = e.node("Pad", [kept, e.ints([0, 0, 0, new_dim - 1], "pads")], mode="constant")[0]
+    total = e.node("Mul", [_dim(e, x, 1), e.const(depth, "int64", "depth")])[0]
+    rows = e.node("Div", [e.node("Add", [total, e.const(new_dim - 1, "int64", "up")])[0],
+                          e.const(new_dim, "int64", "new_dim")])[0]
+    end = e.node("Unsqueeze", [e.node("Mul", [rows, e.const(new_dim, "int64", "new_dim")])[0],
+                               e.ints([0])])[0]
+    cut = e.node("Slice", [padded, e.ints([0], "starts"), end, e.ints([1], "axes")])[0]
+    e.node("Reshape", [cut, e.ints([0, -1, new_dim], "shape")], [e.output("Out")])
+    e.node("Div", [size, e.const(new_dim, "int64", "new_dim")], [e.output("OutLengths")])
+
+
+@export_rule("sequence_scatter")
+def _sequence_scatter(e: OpExport) -> None:
+    """X [B, D] plus, at each column, the Updates of the valid steps whose id is that
+    column: a [B, T, D] selection (``Equal``, ``Where``) summed over T."""
+    x, ids, updates = e.input("X"), e.input("Ids"), e.input("Updates")
+    flat = [e.node("Squeeze", [v, e.ints([2])])[0] if len(e.shape(v)) == 3 else v
+            for v in (ids, updates)]
+    valid = _mask(e, flat[0], _lengths(e, "Lengths", flat[0]), 2)          # [B, T]
+    columns = e.node("Range", [e.const(0, "int64", "first"), _dim(e, x, 1),
+                               e.const(1, "int64", "step")])[0]
+    hit = e.node("Equal", [e.node("Unsqueeze", [_int64(e, flat[0]), e.ints([2])])[0],
+                           columns])[0]                                     # [B, T, D]
+    hit = e.node("And", [hit, e.node("Unsqueeze", [valid, e.ints([2])])[0]])[0]
+    spread = _zero_outside(e, hit, e.node("Unsqueeze", [flat[1], e.ints([2])])[0], x)
+    e.node("Add", [x, e.node("ReduceSum", [spread, e.ints([1])], keepdims=0)[0]],
+           [e.output("Out")])

@@ -26,7 +26,21 @@ def _built(x, ids):
             L.diag(column), L.diag_embed(x), L.diag_embed(x, offset=2),
             L.diag_embed(L.reshape(x, [0, 2, 2]), offset=-1, dim1=0, dim2=2),
             L.kron(x, L.reshape(column[:2], [2, 1])), grid[0], grid[1],
-            L.cross(L.reshape(x[:, :3], [-1, 3]), L.reshape(x[:, 1:], [-1, 3])))
+            L.cross(L.reshape(x[:, :3], [-1, 3]), L.reshape(x[:, 1:], [-1, 3])),
+            L.trace(L.reshape(x, [0, 2, 2])), L.trace(L.reshape(x, [0, 2, 2]), 1, 0, 2),
+            L.trace(L.kron(x, x), offset=-2, dim1=1, dim2=0), _routed(x))
+
+
+def _routed(x):
+    """IfElse: each row through the block its mask picks (split_lod_tensor and
+    merge_lod_tensor)."""
+    ie = L.IfElse(L.less_than(L.reduce_sum(x, dim=1, keep_dim=True),
+                              L.fill_constant([1], F32, 0.0)))
+    with ie.true_block():
+        ie.output(L.scale(ie.input(x), 2.0))
+    with ie.false_block():
+        ie.output(L.exp(ie.input(x)))
+    return ie()[0]
 
 
 def _queried(x, ids, wild):

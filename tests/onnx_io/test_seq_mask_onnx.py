@@ -46,7 +46,19 @@ def _edits(x, n, ids):
             L.sequence_expand(x, x, x_lengths=n, y_lengths=n))
 
 
-CASES = {"pools": _pools, "edits": _edits}
+def _joins(x, n, ids):
+    short = L.slice(x, axes=[1], starts=[0], ends=[1])
+    m = L.elementwise_min(n, L.fill_constant([1], "int64", 1))
+    evens = L.elementwise_floordiv(n, L.fill_constant([1], "int64", 2)) * 2
+    columns = L.elementwise_mod(ids, L.fill_constant([1], "int64", 3))
+    return (*L.sequence_concat([x, short, x], lengths=[n, m, n]),
+            *L.sequence_reshape(L.reshape(x[:, :, :2], [0, -1, 2]), 4, lengths=evens),
+            L.sequence_reshape(x, 1, lengths=n)[0],
+            L.sequence_scatter(L.reduce_sum(x, dim=1), columns, L.cast(ids, "float32"),
+                               lengths=n))
+
+
+CASES = {"pools": _pools, "edits": _edits, "joins": _joins}
 
 
 def _program(build):
@@ -91,3 +103,4 @@ def test_an_lstm_classifier_ending_in_sequence_last_step_exports(tmp_path, rng):
     back = check_exported(LstmClassifier().Compile(seed=0), str(tmp_path / "lstm.onnx"), feeds)
     ops = [op.type for op in back.program.block("infer").ops]
     assert ops.count("lstm") == 1 and ops.count("mul") == 2   # fc, lstm, fc: as they were
+
