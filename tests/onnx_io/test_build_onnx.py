@@ -28,7 +28,21 @@ def _built(x, ids):
             L.kron(x, L.reshape(column[:2], [2, 1])), grid[0], grid[1],
             L.cross(L.reshape(x[:, :3], [-1, 3]), L.reshape(x[:, 1:], [-1, 3])),
             L.trace(L.reshape(x, [0, 2, 2])), L.trace(L.reshape(x, [0, 2, 2]), 1, 0, 2),
-            L.trace(L.kron(x, x), offset=-2, dim1=1, dim2=0), _routed(x))
+            L.trace(L.kron(x, x), offset=-2, dim1=1, dim2=0), _routed(x), *_compared(x, ids))
+
+
+def _compared(x, ids):
+    """Comparisons, unique, a 3-D max pooling with its (unread) index, and the zeros and
+    ones shaped like a value (ops the layers add only to gradients: appended directly)."""
+    from fluid_interactive.frontend.layers.helpers import LayerHelper
+    half = x * 0.5
+    cube = L.reshape(x, [-1, 1, 2, 2, 1])
+    flat = L.reshape(ids, [-1])
+    return (L.greater_equal(x, half), L.less_equal(x, half), L.not_equal(x, half),
+            L.logical_xor(x > 0.0, half > 0.2), *L.unique(flat, dtype="int64"),
+            L.adaptive_pool3d(cube, [2, 1, 1], "max", require_index=True)[0],
+            LayerHelper("fill_zeros_like").append_one("fill_zeros_like", {"X": x}),
+            LayerHelper("fill_ones_like").append_one("fill_ones_like", {"X": ids}))
 
 
 def _routed(x):
