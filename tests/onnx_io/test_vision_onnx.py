@@ -28,6 +28,13 @@ def _pools(v, x):
             L.pool2d(img, 3, "max", 2, pool_padding="SAME"))
 
 
+def _uneven(v, x):
+    """Adaptive pools whose windows differ in size (their Slices' reductions take their
+    axes as an attr before opset 18)."""
+    img = L.transpose(x, [0, 3, 1, 2])
+    return L.adaptive_pool2d(img, [4, 5], "avg"), L.adaptive_pool3d(v, [3, 4, 2], "max")
+
+
 def _channel_last_and_adaptive(v, x):
     img = L.transpose(x, [0, 3, 1, 2])
     return (L.conv2d(x, 4, 3, padding="SAME", data_format="NHWC"),
@@ -71,11 +78,12 @@ def _samples(v, x):
 
 
 SPEC = {"v": ((2, 4, 6, 5), F32), "x": ((7, 6, 6), F32)}   # a volume, an NHWC image
-CASES = {"convs": _convs, "pools": _pools, "channel_last": _channel_last_and_adaptive,
-         "resizes": _resizes, "norms": _norms, "samples": _samples}
+CASES = {"convs": _convs, "pools": _pools, "uneven": _uneven,
+         "channel_last": _channel_last_and_adaptive, "resizes": _resizes, "norms": _norms,
+         "samples": _samples}
 #: the cases whose ops all come back as themselves
 EXACT_ROUND_TRIP = {"convs", "pools"}
-OPSETS = {"resizes": 18, "samples": 17}
+OPSETS = {"resizes": 18, "samples": 17, "uneven": 17}
 
 
 def _compiled(case):
