@@ -228,7 +228,7 @@ def _feeds(prog):
     feeds = []
     for name in prog.methods["infer"].block.feeds:
         var = prog.program.find_var(prog.methods["infer"].block, name)
-        shape = [2] + [d if d >= 0 else 2 for d in var.shape[1:]]   # any dim may vary
+        shape = [2] + list(var.shape[1:])
         if np.prod(shape, dtype=float) > 1e6:
             return None
         if var.dtype.startswith("int"):
