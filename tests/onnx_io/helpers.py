@@ -82,13 +82,13 @@ def record_written(graph) -> None:
 
 def assert_same(got, want, rtol: float, atol: float, what: str = "") -> None:
     """``got`` (from onnxruntime or an imported program) is ``want`` (from the program):
-    the same shape, dtype and values; an array (a list) element by element; a number
+    the same shape, dtype and values; a tensor array element by element; a number
     (one value without a batch dim, which methods return as a Python number) as any
     one-element array."""
-    if isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), (what, type(got))
-        for k, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, rtol, atol, f"{what}[{k}]")
+    if not isinstance(want, (np.ndarray, np.generic, bool, int, float)):   # an array
+        assert not isinstance(got, np.ndarray) and len(got) == len(want), (what, type(got))
+        for k in range(len(want)):   # onnxruntime gives a list, a program its array value
+            assert_same(got[k], want[k], rtol, atol, f"{what}[{k}]")
         return
     if isinstance(want, (bool, int, float)):
         assert np.size(got) == 1, (what, np.shape(got))
