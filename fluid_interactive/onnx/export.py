@@ -18,7 +18,11 @@ from ..ir.records import BlockDesc, OpRole, ProgramDesc, returned_names
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
     export_array,
+    export_beam,
+    export_branch,
+    export_build,
     export_creation,
+    export_detect,
     export_image,
     export_index,
     export_loss,
@@ -27,9 +31,11 @@ from . import (  # noqa: F401  (the rules)
     export_math2,
     export_nn,
     export_products,
+    export_query,
     export_rnn,
     export_rnn_unit,
     export_seq,
+    export_seq_mask,
     export_shape,
     export_vision,
 )
@@ -87,19 +93,13 @@ def build_model(compiled: CompiledProgram, block: BlockDesc, opset: int) -> Any:
     for name in (n for op in block.ops for n in op.output_names()):
         graph.reserve(name)
     is_test = block.is_test if block.is_test is not None else True
-    needed = _read_later(block)
-    for index, op in enumerate(block.ops):
-        before = len(graph.nodes)
+    for op in block.ops:
         EXPORT_RULES[op.type](OpExport(program, block, op, graph, is_test, block.name))
-        produced = {o for node in graph.nodes[before:] for o in node.output}
-        for name in op.output_names():
-            var = program.find_var(block, name)
-            assert var is not None, name   # the verifier checked every output is declared
-            if name in needed[index] and name not in produced and not var.persistable:
-                raise export_error(program, block, op, block.name,
-                                   f"has no ONNX counterpart for its output {name!r}, which "
-                                   f"the method reads later or returns")
+    _check_produced(program, block, graph)
     outputs, returns = _outputs(program, block, graph)
+    graph.nodes = _read_nodes(graph.nodes, {v.name for v in outputs})
+    read = _node_reads(graph.nodes)   # state a rule wrote in ONNX's layout is not kept twice
+    graph.initializers = [t for t in graph.initializers if t.name in read]
     model_graph = helper.make_graph(graph.nodes, f"{program.name or 'program'}.{block.name}",
                                     inputs, outputs, initializer=graph.initializers)
     opsets = [helper.make_opsetid("", opset)]
@@ -153,15 +153,49 @@ def _add_state(compiled: CompiledProgram, block: BlockDesc, graph: GraphBuilder)
                 graph.initializer(name, compiled.get_var(name))
 
 
-def _read_later(block: BlockDesc) -> list[set[str]]:
-    """For each op index, the names read by later ops or returned."""
-    returned = set(returned_names(block.returns))
-    after: list[set[str]] = []
-    reads: set[str] = set(returned)
-    for op in reversed(block.ops):
-        after.append(set(reads))
-        reads.update(op.input_names())
-    return list(reversed(after))
+def _check_produced(program: ProgramDesc, block: BlockDesc, graph: GraphBuilder) -> None:
+    """Every op output that a node reads (in any subgraph too) or the method returns is
+    some node's output, an input or state; the first op to leave one out is the error.
+    (A rule may write an op's value inside a later node, as `cond`'s If does for its
+    blocks, so this looks at what the nodes read, not at what the ops read.)"""
+    defined = set(block.feeds) | {t.name for t in graph.initializers} | \
+        {o for node in graph.nodes for o in node.output}
+    read = _node_reads(graph.nodes) | set(returned_names(block.returns))
+    for op in block.ops:
+        for name in op.output_names():
+            var = program.find_var(block, name)
+            assert var is not None, name   # the verifier checked every output is declared
+            if name in read and name not in defined and not var.persistable:
+                raise export_error(program, block, op, block.name,
+                                   f"has no ONNX counterpart for its output {name!r}, which "
+                                   f"the method reads later or returns")
+
+
+def _read_nodes(nodes: list, outputs: set[str]) -> list:
+    """The nodes whose outputs the graph returns or a kept node reads: a rule's node that
+    another rule made redundant (the ``Not`` and ``Cast`` of a `cond` whose If takes its
+    predicate as it is) is left out."""
+    read = set(outputs)
+    kept = []
+    for node in reversed(nodes):   # the nodes are in graph order: readers come later
+        if any(o in read for o in node.output):
+            kept.append(node)
+            read |= _node_reads([node])
+    return kept[::-1]
+
+
+def _node_reads(nodes: list) -> set[str]:
+    """The names ``nodes`` read, their subgraphs' reads of the graphs around included."""
+    onnx = onnx_module()
+    read: set[str] = set()
+    for node in nodes:
+        read.update(filter(None, node.input))
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                inner = {o for n in attr.g.node for o in n.output} | \
+                    {v.name for v in attr.g.input} | {t.name for t in attr.g.initializer}
+                read.update(_node_reads(list(attr.g.node)) - inner)
+    return read
 
 
 def _outputs(program: ProgramDesc, block: BlockDesc, graph: GraphBuilder) -> tuple[list, Any]:

@@ -1,6 +1,6 @@
-"""Export rules of control flow: ``while`` as an ONNX ``Loop``, ``conditional_block`` and
-``select_input`` as ``If``, ``recurrent`` (a StaticRNN or DynamicRNN) as a ``Loop`` whose
-scan outputs stack the steps; and the small ops loops are made of (comparisons, logical
+"""Export rules of control flow: ``while`` as an ONNX ``Loop``, ``recurrent`` (a StaticRNN
+or DynamicRNN) as a ``Loop`` whose scan outputs stack the steps (branches, as ``If``, are
+in `export_branch`); and the small ops loops are made of (comparisons, logical
 ops, ``increment``, ``elementwise_mod``, ``fill_constant``,
 ``fill_constant_batch_size_like``).
 
@@ -22,7 +22,6 @@ import numpy as np
 from ..ir.blocks import sub_block_index
 from ..ir.names import fresh_name
 from ..ir.records import BlockDesc, OpDesc, ProgramDesc, clone_var
-from ..ops.tensor_array import ARRAY
 from .export_math import aligned_operand
 from .export_registry import EXPORT_RULES, GraphBuilder, OpExport, export_rule
 from .proto import onnx_dtype, onnx_module, value_info
@@ -85,9 +84,11 @@ def _rename_returns(returns: Any, current: Mapping[str, str]) -> Any:
     return {k: _rename_returns(v, current) for k, v in returns.items()}
 
 
-def original_op(e: OpExport) -> OpDesc:
-    """The op of the program that ``e.op`` (perhaps renamed) stands for."""
-    k = next(i for i, op in enumerate(e.block.ops) if op is e.op)
+def original_op(e: OpExport, op: OpDesc | None = None) -> OpDesc:
+    """The op of the program that ``op`` (default ``e.op``), an op of ``e.block`` perhaps
+    renamed, stands for."""
+    target = e.op if op is None else op
+    k = next(i for i, o in enumerate(e.block.ops) if o is target)
     return e.program.blocks[e.block.idx].ops[k]
 
 
@@ -99,8 +100,7 @@ class Subgraph:
     def __init__(self, e: OpExport, env: dict[str, str], block: BlockDesc | None = None):
         self.e, self.env = e, dict(env)   # var of the program -> its value name here
         self.origin = {v: k for k, v in env.items()}   # and back, for every name used
-        self.graph = GraphBuilder(e.opset)
-        self.graph.used = e.graph.used    # names are unique over all graphs of the model
+        self.graph = GraphBuilder(e.opset, root=e.graph.root)   # names unique model-wide
         self.inputs: list[Any] = []
         if block is None:   # the block the op runs
             idx = sub_block_index(original_op(e))
@@ -186,14 +186,16 @@ class Subgraph:
         return onnx_module().helper.make_graph(self.graph.nodes, name, self.inputs, infos)
 
 
-def _scalar_bool(e: OpExport, cond: str) -> str:
+def scalar_bool(e: OpExport, cond: str) -> str:
     """A bool [1] condition as the 0-d bool ONNX's Loop and If take."""
     return e.node("Squeeze", [cond, e.ints([0])], [e.tmp("cond")])[0]
 
 
-def _outer(e: OpExport, slot: str) -> dict[str, str]:
-    """Var of the program -> its value name in the graph around, for the vars of ``slot``."""
-    return dict(zip(original_op(e).input(slot), e.inputs(slot)))
+def outer_values(e: OpExport, slot: str, op: OpDesc | None = None) -> dict[str, str]:
+    """Var of the program -> its value name in the graph around, for the vars of ``slot``
+    of ``op`` (default ``e.op``)."""
+    target = e.op if op is None else op
+    return dict(zip(original_op(e, target).input(slot), target.input(slot)))
 
 
 # --- while -> Loop ------------------------------------------------------------------------------
@@ -202,7 +204,7 @@ def _outer(e: OpExport, slot: str) -> dict[str, str]:
 def _while(e: OpExport) -> None:
     op = original_op(e)
     cond = op.input("Condition")[0]
-    outer = _outer(e, "X")
+    outer = outer_values(e, "X")
     carried = [n for n in op.output("Out") if n != cond]
     missing = [n for n in carried if n not in outer]
     if missing:
@@ -219,7 +221,7 @@ def _while(e: OpExport) -> None:
     graph = body.make([(body.env[n], n) for n in carried], f"{e.method}.block{body.block.idx}",
                       first=body.flag_info(cond_out))
     finals = dict(zip(op.output("Out"), e.outputs("Out")))
-    e.node("Loop", ["", _scalar_bool(e, e.input("Condition")),
+    e.node("Loop", ["", scalar_bool(e, e.input("Condition")),
                     *[outer[n] for n in carried]], [finals[n] for n in carried], body=graph)
     if _read_later(e, finals[cond]):   # a loop ends when its condition is false
         e.node("Constant", [], [finals[cond]],
@@ -233,63 +235,6 @@ def _read_later(e: OpExport, name: str) -> bool:
         name in returned_names(e.block.returns)
 
 
-# --- conditional_block and select_input -> If ---------------------------------------------------
-
-def _empty(graph: GraphBuilder, var: Any, hint: str) -> str:
-    """Zeros of ``var``'s type, none along a dim unknown until run time (for a tensor
-    array, an empty sequence): what a branch gives for a var that only the other branch
-    sets (`select_input` never takes it)."""
-    if var.kind == ARRAY:
-        out = graph.fresh(hint)
-        graph.node("SequenceEmpty", [], [out], name=f"{out}/SequenceEmpty",
-                   dtype=onnx_dtype(var.dtype))
-        return out
-    shape = [0 if d < 0 else d for d in var.shape]
-    return graph.constant(np.zeros(shape, dtype=var.dtype), graph.fresh(hint))
-
-
-def _passed(e: OpExport, branch: Subgraph, value: str, var: str, hint: str) -> str:
-    """``value`` (of var ``var``) as an output of ``branch``, unchanged: an Identity node,
-    which takes a sequence (a tensor array) from opset 14 on."""
-    if e.var(var).kind == ARRAY and e.opset < 14:
-        e.fail(f"passes the tensor array {var!r} through a branch unchanged, which takes "
-               f"ONNX's Identity of a sequence (opset 14); export with opset=14 or later "
-               f"(this export uses {e.opset})")
-    return branch.node("Identity", [value], hint)
-
-
-@export_rule("conditional_block")
-def _conditional_block(e: OpExport) -> None:
-    op = original_op(e)
-    outer = _outer(e, "Input")
-    then = Subgraph(e, outer)
-    then.run()
-    names = op.output("Out")
-    other = Subgraph(e, outer)
-    kept = [_passed(e, other, outer[n], n, f"{n}.kept") if n in outer
-            else _empty(other.graph, e.var(n), f"{n}.unset") for n in names]
-    e.node("If", [_scalar_bool(e, e.input("Cond"))], e.outputs("Out"),
-           then_branch=then.make([(then.env[n], n) for n in names],
-                                 f"{e.method}.block{then.block.idx}"),
-           else_branch=other.make(list(zip(kept, names)), f"{e.method}.block{then.block.idx}.else"))
-
-
-def _identity_branch(e: OpExport, value: str, like: str, hint: str) -> Any:
-    branch = Subgraph(e, {}, e.block)
-    return branch.make([(_passed(e, branch, value, like, hint), like)], hint)
-
-
-@export_rule("select_input")
-def _select_input(e: OpExport) -> None:
-    xs = e.inputs("X")
-    if len(xs) != 2:
-        e.fail(f"selects among {len(xs)} values; ONNX export takes two (the branches of cond)")
-    mask = e.node("Cast", [e.input("Mask")], [e.tmp("mask")], to=onnx_dtype("bool"))[0]
-    e.node("If", [_scalar_bool(e, mask)], [e.output("Out")],
-           then_branch=_identity_branch(e, xs[1], xs[1], e.tmp_hint("then")),
-           else_branch=_identity_branch(e, xs[0], xs[0], e.tmp_hint("else")))
-
-
 # --- recurrent (StaticRNN) -> Loop with scan outputs ------------------------------------------
 
 @export_rule("recurrent")
@@ -297,7 +242,7 @@ def _recurrent(e: OpExport) -> None:
     """A Loop over the first dim of the inputs: each step Gathers its slices, the memories
     are carried, the step outputs are the Loop's scan outputs (stacked along dim 0)."""
     a = e.attrs
-    body = Subgraph(e, _outer(e, "Parameters"))
+    body = Subgraph(e, outer_values(e, "Parameters"))
     step = body.add_iteration()
     cond_in = body.add_flag()
     for outer_x, inner in zip(e.inputs("Inputs"), a["step_inputs"]):

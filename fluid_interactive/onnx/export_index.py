@@ -286,7 +286,7 @@ def _pad2d(e: OpExport) -> None:
 def _pad_constant_like(e: OpExport) -> None:
     """Y padded at the end of each dim by X's size less its own: constant pads where both
     shapes are known in the file, else computed from their Shapes when the graph runs
-    (such a file runs, but does not import back)."""
+    (which imports back as pad_constant_like)."""
     y, x_shape = e.input("Y"), e.shape(e.input("X"))
     y_shape = e.shape(y)
     starts = [0] * len(y_shape)
@@ -333,8 +333,8 @@ def _expand(e: OpExport) -> None:
 @export_rule("expand_as")
 def _expand_as(e: OpExport) -> None:
     """Tile by the target's shape over X's: constant repeats where both shapes are known
-    in the file, else computed from their Shapes when the graph runs (such a file runs, but
-    does not import back: a computed shape has no op here)."""
+    in the file, else computed from their Shapes when the graph runs (which imports back as
+    expand with its ExpandTimes computed)."""
     x, target = e.input("X"), e.input("target_tensor")
     x_shape, t_shape = e.shape(x), e.shape(target)
     if min(x_shape + t_shape, default=0) >= 0:

@@ -1,16 +1,17 @@
 """Export rules of the losses that ONNX's elementwise and reduction nodes express:
 huber_loss, smooth_l1_loss, kldiv_loss, log_loss, rank_loss, margin_rank_loss,
-teacher_student_sigmoid_loss, label_smooth, sigmoid_cross_entropy_with_logits and
-softmax_with_cross_entropy with soft labels. Every node they write (Abs, Add, Sub, Mul,
-Div, Min, Max, Relu, Exp, Log, Less, Greater, LessOrEqual, And, Not, Cast, Reshape,
-Flatten, Softmax, LogSoftmax, ReduceSum, ReduceMean) imports back.
+teacher_student_sigmoid_loss, label_smooth, sigmoid_cross_entropy_with_logits, and the
+losses that pick by label with GatherElements: softmax_with_cross_entropy and
+cross_entropy (hard and soft labels) and bpr_loss. Every node they write (Abs, Add, Sub,
+Mul, Div, Neg, Min, Max, Relu, Exp, Log, Less, Greater, LessOrEqual, Equal, And, Not,
+Where, Cast, Reshape, Flatten, Softmax, LogSoftmax, GatherElements, ReduceSum,
+ReduceMean) imports back.
 
 Not here, and why: the CRF, CTC, edit distance, chunk_eval and the greedy decoder (dynamic
 programs over a sequence: a Loop would spell them, slowly, and nothing reads them back as
 the ops they are); auc and center_loss (they update program state); nce and
-sampled_softmax_with_cross_entropy (they draw samples); hsigmoid, bpr_loss and hard-label
-softmax_with_cross_entropy / cross_entropy (they gather by label, and the importer reads
-no GatherElements).
+sampled_softmax_with_cross_entropy (they draw samples); hsigmoid (its path through the
+default class tree has a length per label: a Loop over the code bits, not written).
 """
 from __future__ import annotations
 
@@ -179,16 +180,72 @@ def _sigmoid_ce(e: OpExport) -> None:
     _n(e, "Mul", loss, keep, out=e.output("Out"))
 
 
+def _picked(e: OpExport, values: str, label: str, axis: int, dtype: str) -> tuple[str, str]:
+    """(values at each label along ``axis`` (GatherElements), the 0/1 mask of ``dtype`` of
+    the labels that are not ignore_index)."""
+    ignore = int(e.attrs["ignore_index"])
+    if e.dtype(label) != "int64":
+        label = _n(e, "Cast", label, to=e.onnx_dtype("int64"))
+    kept = _n(e, "Not", _n(e, "Equal", label, e.const(ignore, "int64", "ignore")))
+    safe = _n(e, "Where", kept, label, e.const(0, "int64", "zero"))
+    picked = _n(e, "GatherElements", values, safe, axis=axis)
+    return picked, _n(e, "Cast", kept, to=e.onnx_dtype(dtype))
+
+
 @export_rule("softmax_with_cross_entropy")
 def _softmax_ce(e: OpExport) -> None:
-    """Soft labels: Softmax, and -sum(label * LogSoftmax) along the axis."""
-    if not e.attrs["soft_label"]:
-        e.fail("has hard labels, which need a gather by label (GatherElements) that the "
-               "ONNX importer does not read; soft labels (one-hot rows) export")
+    """Softmax, and -sum(label * LogSoftmax) along the axis (soft labels) or -LogSoftmax
+    at the label (GatherElements; 0 where the label is ignore_index)."""
     x, lab = e.input("Logits"), e.input("Label")
-    axis = int(e.attrs["axis"])
-    _n(e, "Softmax", x, out=e.output("Softmax"), axis=axis)
-    picked = _n(e, "Mul", lab, _n(e, "LogSoftmax", x, axis=axis))
     rank = len(e.shape(x))
-    total = _reduce(e, "ReduceSum", picked, [axis % rank], True)
+    axis = int(e.attrs["axis"]) % rank
+    _n(e, "Softmax", x, out=e.output("Softmax"), axis=axis)
+    logp = _n(e, "LogSoftmax", x, axis=axis)
+    if not e.attrs["soft_label"]:
+        picked, kept = _picked(e, logp, lab, axis, e.dtype(x))
+        _n(e, "Mul", _n(e, "Neg", picked), kept, out=e.output("Loss"))
+        return
+    total = _reduce(e, "ReduceSum", _n(e, "Mul", lab, logp), [axis], True)
     _n(e, "Mul", total, _k(e, -1.0), out=e.output("Loss"))
+
+
+def _clamped_log(e: OpExport, p: str, dtype: str) -> str:
+    """log(p) with log(0) = -1e20 (float16: its most negative finite value), as the op
+    clamps it."""
+    big = float(np.finfo(dtype).max) if dtype == "float16" else 1e20
+    positive = _n(e, "Greater", p, _k(e, 0.0))
+    log = _n(e, "Log", _n(e, "Where", positive, p, _k(e, 1.0)))
+    return _n(e, "Where", positive, log, _k(e, -big))
+
+
+@export_rule("cross_entropy")
+def _cross_entropy(e: OpExport) -> None:
+    """-log(X) at the label (hard; 0 where it is ignore_index) or -sum(Label * log X)
+    along the last axis (soft); -log(0) is 1e20, as the op clamps it."""
+    x, lab = e.input("X"), e.input("Label")
+    axis = len(e.shape(x)) - 1
+    if e.attrs["soft_label"]:
+        logs = _n(e, "Mul", lab, _clamped_log(e, x, e.dtype(x)))
+        total = _reduce(e, "ReduceSum", logs, [axis], True)
+        _n(e, "Neg", total, out=e.output("Y"))
+        return
+    picked, kept = _picked(e, x, lab, axis, e.dtype(x))
+    _n(e, "Mul", _n(e, "Neg", _clamped_log(e, picked, e.dtype(x))), kept, out=e.output("Y"))
+
+
+@export_rule("bpr_loss")
+def _bpr_loss(e: OpExport) -> None:
+    """The mean over the other classes of softplus(X[j] - X[label]): the row's sum less
+    the label's own term, over C - 1."""
+    x, lab = e.input("X"), e.input("Label")
+    classes = e.shape(x)[-1]
+    if classes < 0:
+        e.fail("takes scores of an unknown number of classes; declare C to export it")
+    if e.dtype(lab) != "int64":
+        lab = _n(e, "Cast", lab, to=e.onnx_dtype("int64"))
+    axis = len(e.shape(x)) - 1
+    own = _n(e, "GatherElements", x, lab, axis=axis)
+    terms = _softplus(e, _n(e, "Sub", x, own))
+    others = _n(e, "Sub", _reduce(e, "ReduceSum", terms, [axis], True),
+                _n(e, "GatherElements", terms, lab, axis=axis))
+    _n(e, "Div", others, _k(e, float(classes - 1)), out=e.output("Y"))

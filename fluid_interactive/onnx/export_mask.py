@@ -1,5 +1,8 @@
-"""Export rules of selection by a mask (`ops/mask.py`): ``where`` as ONNX ``Where`` and
-``sequence_step_mask`` as the comparison of a range of steps with the lengths.
+"""Export rules of selection by a mask (`ops/mask.py`): ``where`` as ONNX ``Where``,
+``sequence_step_mask`` as the comparison of a range of steps with the lengths, and the
+row routing of IfElse: ``split_lod_tensor`` (the rows where the mask holds, and the
+others: ``NonZero``, ``Gather``) and ``merge_lod_tensor`` (each row from the side its mask
+names, read at that side's running count: ``CumSum``, ``Gather``, ``Where``).
 
 ``sequence_step_mask`` reads its padded batch X [B, T, ...] for T alone: ``Shape`` and
 ``Gather`` give T when the graph runs, ``Range`` the steps 0..T-1, and ``Less`` compares
@@ -35,3 +38,46 @@ def _sequence_step_mask(e: OpExport) -> None:
         return
     mask = e.node("Less", [column, row])[0]
     e.node("Unsqueeze", [mask, e.ints(list(range(2, rank)))], [e.output("Out")])
+
+
+def _flat_mask(e: OpExport) -> str:
+    return e.node("Reshape", [e.input("Mask"), e.ints([-1], "flat")])[0]
+
+
+def _rows_where(e: OpExport, x: str, mask: str, out: str) -> None:
+    """The rows of x where the bool [N] mask holds, in order (``NonZero``, ``Gather``)."""
+    at = e.node("Reshape", [e.node("NonZero", [mask])[0], e.ints([-1], "flat")])[0]
+    e.node("Gather", [x, at], [out], axis=0)
+
+
+@export_rule("split_lod_tensor")
+def _split_lod_tensor(e: OpExport) -> None:
+    mask, x = _flat_mask(e), e.input("X")
+    _rows_where(e, x, mask, e.output("OutTrue"))
+    _rows_where(e, x, e.node("Not", [mask])[0], e.output("OutFalse"))
+
+
+def _side(e: OpExport, rows: str, mask: str) -> str:
+    """Row i of the merge from ``rows`` (a side of the split): the side's row number of
+    i (the mask's running count, less one), read from the side with a zero row appended
+    (so an empty side is read safely; the Where never keeps that row)."""
+    count = e.node("CumSum", [e.node("Cast", [mask], to=e.onnx_dtype("int64"))[0],
+                              e.const(0, "int64", "axis")])[0]
+    at = e.node("Max", [e.node("Sub", [count, e.const(1, "int64", "one")])[0],
+                        e.const(0, "int64", "zero")])[0]
+    rank = len(e.shape(rows))
+    padded = e.node("Pad", [rows, e.ints([0] * rank + [1] + [0] * (rank - 1), "pads")],
+                    mode="constant")[0]
+    return e.node("Gather", [padded, at], axis=0)[0]
+
+
+@export_rule("merge_lod_tensor")
+def _merge_lod_tensor(e: OpExport) -> None:
+    """Out's row i is the next row of InTrue where Mask[i] holds, else of InFalse."""
+    mask = _flat_mask(e)
+    taken = _side(e, e.input("InTrue"), mask)
+    other = _side(e, e.input("InFalse"), e.node("Not", [mask])[0])
+    rank = len(e.shape(e.input("InTrue")))
+    chosen = mask if rank == 1 else \
+        e.node("Unsqueeze", [mask, e.ints(list(range(1, rank)))])[0]
+    e.node("Where", [chosen, taken, other], [e.output("Out")])

@@ -3,8 +3,8 @@
 cumsum, the further reductions, the products and the norms; and the tensor-valued attrs
 of scale, pow and clip.
 
-Not exported (no ONNX form short of a loop): ``cross`` (3-vector gathers),
-``similarity_focus`` (a greedy selection) and ``mean_iou`` (per-class counting).
+Not exported: ``similarity_focus`` (a greedy selection, one position at a time: a Loop,
+not written). ``cross`` is in `export_build`, ``mean_iou`` in `export_query`.
 """
 from __future__ import annotations
 

@@ -47,11 +47,14 @@ def export_rule(*op_types: str) -> Callable[[ExportRule], ExportRule]:
 class GraphBuilder:
     """The nodes, initializers and value names of the graph being written."""
 
-    def __init__(self, opset: int):
+    def __init__(self, opset: int, root: GraphBuilder | None = None):
         self.opset = opset
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
-        self.used: set[str] = set()
+        # a subgraph (a loop body) shares its model's names, state and initializers
+        self.root: GraphBuilder = root or self
+        self.used: set[str] = root.used if root else set()
+        self.values: dict[str, np.ndarray] = root.values if root else {}   # state's values
         self._helper = onnx_module().helper
 
     def reserve(self, name: str) -> str:
@@ -78,8 +81,10 @@ class GraphBuilder:
         return out
 
     def initializer(self, name: str, value: np.ndarray) -> None:
+        """An initializer of the model (a subgraph's nodes read it by name)."""
         self.reserve(name)
-        self.initializers.append(
+        self.values[name] = value
+        self.root.initializers.append(
             onnx_module().numpy_helper.from_array(np.array(value, order="C"), name))
 
 
@@ -121,6 +126,11 @@ class OpExport:
     def shape(self, name: str) -> tuple[int, ...]:
         return self.var(name).shape
 
+    def value(self, name: str) -> np.ndarray | None:
+        """The current value of var ``name`` when the method reads it as state (a
+        parameter): a rule may write a value derived from it (`initializer`)."""
+        return self.graph.values.get(name)
+
     def dtype(self, name: str) -> str:
         return self.var(name).dtype
 
@@ -154,6 +164,13 @@ class OpExport:
     def ints(self, values: Sequence[int], hint: str = "axes") -> str:
         """A 1-D int64 Constant (axes, shapes, sections, pads)."""
         return self.const(list(values), "int64", hint)
+
+    def initializer(self, value: np.ndarray, hint: str) -> str:
+        """A new initializer holding ``value`` (a parameter in ONNX's layout); returns its
+        name."""
+        name = self.tmp(hint)
+        self.graph.initializer(name, value)
+        return name
 
     def scalar(self, value: float, like: str, hint: str = "value") -> str:
         """A 0-d Constant of the dtype of var ``like``."""

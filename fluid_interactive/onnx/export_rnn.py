@@ -4,8 +4,9 @@ Our ops take the input already projected ([B, T, 4H] or [B, T, 3H], batch-major)
 the gates in Paddle's order; ONNX's take [T, B, I] and project it themselves, with the
 gates in its own order (LSTM i, o, f, c; GRU z, r, h). So the ONNX node gets the projected
 input transposed, an input weight W that only reorders the gates (a permutation matrix),
-the recurrent weight R as our weight transposed with its gates reordered (Gather nodes, so
-the parameter stays a parameter), and the biases likewise. Lengths become
+and the recurrent weight R and the biases as initializers holding our parameters' current
+values transposed, with their gates reordered (as PyTorch writes them: the import reads
+them back as parameters). Lengths become
 ``sequence_lens``; Hidden is ONNX's Y, transposed back. ONNX has no counterpart of the
 whole cell sequence (Cell), so a method that returns or reads it does not export.
 
@@ -57,8 +58,14 @@ def _hidden_out(e: OpExport, y: str) -> None:
     e.node("Transpose", [seq], [e.output("Hidden")], perm=[1, 0, 2])
 
 
-def _flat_bias(e: OpExport) -> str:
-    return e.node("Reshape", [e.input("Bias"), e.ints([-1])])[0]
+def _state(e: OpExport, slot: str) -> np.ndarray:
+    """The current value of the op's ``slot`` (a parameter)."""
+    value = e.value(e.input(slot))
+    if value is None:
+        e.fail(f"takes a {slot} computed in the method; the ONNX export takes it as a "
+               f"parameter (it writes the weights in ONNX's layout)")
+    assert value is not None
+    return value
 
 
 @export_rule("lstm")
@@ -69,19 +76,13 @@ def _lstm(e: OpExport) -> None:
     acts = _acts(e, ("gate_activation", "candidate_activation", "cell_activation"))
     cols = _columns(_LSTM_BLOCKS, h)
     w = e.const(np.eye(4 * h)[cols][None], dtype, "W")
-    r = e.node("Gather", [e.node("Transpose", [e.input("Weight")], perm=[1, 0])[0],
-                          e.ints(cols, "gates")], axis=0)[0]
-    r = e.node("Unsqueeze", [r, e.ints([0])])[0]
+    r = e.initializer(_state(e, "Weight").T[cols][None], "R")
     b = peep = ""
     if e.has_input("Bias"):
-        flat = _flat_bias(e)
-        wb = e.node("Gather", [flat, e.ints(cols, "gates")], axis=0)[0]
-        b = e.node("Concat", [wb, e.const(np.zeros(4 * h), dtype, "zeros")], axis=0)[0]
-        b = e.node("Unsqueeze", [b, e.ints([0])])[0]
+        flat = _state(e, "Bias").reshape(-1)
+        b = e.initializer(np.concatenate([flat[cols], np.zeros(4 * h, dtype)])[None], "B")
         if e.attrs["use_peepholes"]:   # ours W_ic, W_fc, W_oc; ONNX's i, o, f
-            p = e.node("Gather", [flat, e.ints(_columns((4, 6, 5), h), "peepholes")],
-                       axis=0)[0]
-            peep = e.node("Unsqueeze", [p, e.ints([0])])[0]
+            peep = e.initializer(flat[_columns((4, 6, 5), h)][None], "P")
     lens, h0, c0 = _optional_inputs(e)
     direction = "reverse" if e.attrs["is_reverse"] else "forward"
     y = e.node("LSTM", [_time_major(e), w, r, b, lens, h0, c0, peep],
@@ -99,21 +100,18 @@ def _gru(e: OpExport) -> None:
     if not origin and e.attrs["gate_activation"] != "sigmoid":
         e.fail("has origin_mode=False with a gate activation other than sigmoid, which "
                "ONNX's GRU cannot express (it keeps the old state by the update gate)")
-    sign = np.ones(3 * h)
+    sign = np.ones(3 * h, dtype)
     if not origin:
         sign[:h] = -1.0            # z = 1 - u = sigmoid(-pre_u)
     w = e.const(np.diag(sign)[None], dtype, "W")
-    r = e.node("Transpose", [e.input("Weight")], perm=[1, 0])[0]
-    r = e.node("Mul", [r, e.const(sign[:, None], dtype, "sign")])[0]
-    r = e.node("Unsqueeze", [r, e.ints([0])])[0]
+    r = e.initializer((_state(e, "Weight").T * sign[:, None])[None], "R")
     b = ""
     if e.has_input("Bias"):
-        flat = _flat_bias(e)
-        outside = sign * (np.arange(3 * h) < 2 * h) if lbr else sign
-        parts = [e.node("Mul", [flat, e.const(outside, dtype, "outside")])[0],
-                 e.node("Mul", [flat, e.const(np.arange(3 * h) >= 2 * h, dtype, "inside")])[0]
-                 if lbr else e.const(np.zeros(3 * h), dtype, "zeros")]
-        b = e.node("Unsqueeze", [e.node("Concat", parts, axis=0)[0], e.ints([0])])[0]
+        flat = _state(e, "Bias").reshape(-1)
+        inside = np.arange(3 * h) >= 2 * h
+        parts = [flat * sign * ~inside if lbr else flat * sign,
+                 flat * inside if lbr else np.zeros(3 * h, dtype)]
+        b = e.initializer(np.concatenate(parts).astype(dtype)[None], "B")
     lens, h0 = _optional_inputs(e)
     direction = "reverse" if e.attrs["is_reverse"] else "forward"
     y = e.node("GRU", [_time_major(e), w, r, b, lens, h0], [e.tmp("y")],

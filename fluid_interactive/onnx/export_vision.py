@@ -1,7 +1,8 @@
 """Export rules of the image ops over 2 or 3 spatial dims: convolutions and their
 transposes (Conv, ConvTranspose), pooling (MaxPool, AveragePool, the global pools;
-adaptive pooling where its windows are all alike), and the max pooling with an index
-when nothing reads the index. Channel-last images (``data_format`` NHWC, NDHWC) go
+adaptive pooling as one pooling where its windows are all alike, else as the Slices of
+its windows reduced one spatial dim at a time), and the max pooling with an index when
+nothing reads the index. Channel-last images (``data_format`` NHWC, NDHWC) go
 through a Transpose to channel-first and back; Paddle's SAME padding is ONNX's
 ``auto_pad=SAME_UPPER`` (the odd pixel at the end), VALID no padding.
 
@@ -92,12 +93,36 @@ def _conv_transpose(e: OpExport) -> None:
 
 
 def _uniform_windows(e: OpExport, sizes: tuple[int, ...], outs: tuple[int, ...]
-                     ) -> list[int]:
-    """The window (= stride) of an adaptive pooling whose windows are all alike."""
-    if min(sizes) < 0 or any(s % o for s, o in zip(sizes, outs)):
-        e.fail(f"pools adaptively from {list(sizes)} to {list(outs)}: only sizes that the "
-               f"output divides have windows ONNX's pooling can express")
+                     ) -> list[int] | None:
+    """The window (= stride) of an adaptive pooling whose windows are all alike; None
+    when the output does not divide the input (`adaptive_windows` spells them out)."""
+    if min(sizes) < 0:
+        e.fail(f"pools adaptively from {list(sizes)} to {list(outs)}: the spatial sizes "
+               f"must be known in the file (declare the image's size)")
+    if any(s % o for s, o in zip(sizes, outs)):
+        return None
     return [s // o for s, o in zip(sizes, outs)]
+
+
+def adaptive_windows(e: OpExport, kind: str, x: str, out: str, sizes: tuple[int, ...],
+                     outs: tuple[int, ...]) -> None:
+    """Adaptive pooling whose windows differ in size: window i of a dim spans floor(i S /
+    O) to ceil((i + 1) S / O). The pooling is separable (a max of maxima; an average of
+    averages, each window's size being the product of its extents), so each spatial dim
+    in turn becomes O ``Slice``s reduced (``ReduceMax`` / ``ReduceMean``) and ``Concat``-ed:
+    sum(O) windows rather than prod(O)."""
+    node = "ReduceMax" if kind == "max" else "ReduceMean"
+    for d, (size, o) in enumerate(zip(sizes, outs)):
+        axis = 2 + d
+        parts = []
+        for i in range(o):
+            start, end = i * size // o, -(-(i + 1) * size // o)
+            window = e.node("Slice", [x, e.ints([start], "start"), e.ints([end], "end"),
+                                      e.ints([axis])])[0]
+            parts.append(e.node(node, [window], axes=[axis], keepdims=1)[0] if e.opset < 18
+                         else e.node(node, [window, e.ints([axis])], keepdims=1)[0])
+        last = d == len(sizes) - 1
+        x = e.node("Concat", parts, [out] if last else None, axis=axis)[0]
 
 
 def _pool_node(e: OpExport, kind: str, x: str, out: str, sizes: tuple[int, ...],
@@ -112,7 +137,11 @@ def _pool_node(e: OpExport, kind: str, x: str, out: str, sizes: tuple[int, ...],
         if all(o == 1 for o in outs):
             e.node("Global" + name, [x], [out])
             return
-        k = s = tuple(_uniform_windows(e, sizes, outs))
+        uniform = _uniform_windows(e, sizes, outs)
+        if uniform is None:
+            adaptive_windows(e, kind, x, out, sizes, outs)
+            return
+        k = s = tuple(uniform)
     window: dict[str, Any] = _padding(e, pads)
     if "pads" in window:
         window["pads"], ceil = pool_pads(e, sizes, outs, k, s, pads, ceil, exclusive)
@@ -182,4 +211,7 @@ def _max_pool_with_index(e: OpExport) -> None:
         e.node("GlobalMaxPool", [x], [e.output("Out")])
         return
     k = _uniform_windows(e, sizes, outs)
+    if k is None:
+        adaptive_windows(e, "max", x, e.output("Out"), sizes, outs)
+        return
     e.node("MaxPool", [x], [e.output("Out")], kernel_shape=k, strides=k)

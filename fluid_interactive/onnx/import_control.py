@@ -15,6 +15,7 @@ import numpy as np
 
 from ..frontend import layers as L
 from ..frontend.variable import Variable
+from ..ops.tensor_array import ARRAY
 from .import_graph import OnnxGraph
 from .import_registry import NodeImport, Pending, Replay, import_rule
 
@@ -52,7 +53,7 @@ def _loop(n: NodeImport) -> None:
     body: OnnxGraph = n.attr("body")
     trace = n.replay.trace
     n_carried = len(n.node.inputs) - 2
-    carried = [L.assign(Variable(trace, n.var(2 + k))) for k in range(n_carried)]
+    carried = [_copy(trace, Variable(trace, n.var(2 + k))) for k in range(n_carried)]
     i = L.fill_constant([1], "int64", 0)
     trip = L.cast(L.reshape(Variable(trace, n.var(0)), [1]), "int64") if n.has_input(0) else None
     going = _keep_going(_flag(n.var(1), trace) if n.has_input(1) else None, i, trip)
@@ -64,10 +65,11 @@ def _loop(n: NodeImport) -> None:
         inputs = [L.reshape(i, []).name, L.reshape(going, []).name, *[v.name for v in carried]]
         outs = [Variable(trace, v) for v in inner.run(inputs, body.outputs)]
         for new, var in zip(outs[1:1 + n_carried], carried):
-            L.assign(new, output=var)
+            _copy(trace, new, var)
         for value in outs[1 + n_carried:]:   # scan outputs: one element per iteration
+            dtype = value.dtype   # read here: the value is not visible around the loop
             with trace.in_block(parent_block):
-                arrays.append(L.create_array(value.dtype))
+                arrays.append(L.create_array(dtype))
             L.array_write(value, i, array=arrays[-1])
         L.increment(i, in_place=True)
         L.assign(_keep_going(_flag(outs[0].name, trace), i, trip), output=going)
@@ -75,6 +77,19 @@ def _loop(n: NodeImport) -> None:
         n.bind(var.name, k)
     for k, arr in enumerate(arrays):
         n.bind(L.tensor_array_to_tensor(arr, axis=0, use_stack=True)[0].name, n_carried + k)
+
+
+def _copy(trace, value: Variable, into: Variable | None = None) -> Variable:
+    """``value`` copied into a new var, or into ``into`` (a carried value updated). A
+    tensor array is copied by the op itself: the layer compares element shapes, which
+    an array made empty before the loop does not have yet."""
+    if value.desc.kind != ARRAY:
+        return L.assign(value, output=into)
+    if into is not None and not into.desc.shape:   # as array_write does: the element
+        into.desc.shape = value.desc.shape         # type learnt from the first write
+    out = into.name if into is not None else trace.unique_in_block(f"{value.name}.carried")
+    trace.append_op("assign", {"X": [value.name]}, {"Out": [out]}, {})
+    return Variable(trace, out)
 
 
 def _keep_going(cond: Variable | None, i: Variable, trip: Variable | None) -> Variable:
@@ -85,16 +100,57 @@ def _keep_going(cond: Variable | None, i: Variable, trip: Variable | None) -> Va
     return cond if counting is None else L.logical_and(cond, counting)
 
 
+#: Recognisers of an If that is one op's export (an array write): each appends that op
+#: and returns True, or returns False and appends nothing (`import_array` adds them).
+IF_FORMS: list[Callable[[NodeImport], bool]] = []
+
+
 @import_rule("If")
 def _if(n: NodeImport) -> None:
+    """An If whose else branch passes values of the graph around on unchanged (what a
+    ``Switch`` case or an array write in a branch exports as) becomes a conditional block
+    updating copies of them: a ``Switch`` case; any other If is a `fluid.layers.cond`."""
+    if any(form(n) for form in IF_FORMS):
+        return
     trace = n.replay.trace
     pred = _flag(n.var(0), trace)
+    kept = _passed_on(n.attr("else_branch"))
+    if kept is not None:
+        _case(n, pred, [Variable(trace, n.replay.var(v, f"a value {n.node.label} keeps"))
+                        for v in kept])
+        return
 
     def branch(graph: OnnxGraph) -> Callable[[], list[Variable]]:
         inner = _inner_replay(n, graph)
         return lambda: [Variable(trace, v) for v in inner.run([], graph.outputs)]
     outs = L.cond(pred, branch(n.attr("then_branch")), branch(n.attr("else_branch")))
     for k, var in enumerate(outs):
+        n.bind(var.name, k)
+
+
+def _passed_on(graph: OnnxGraph) -> list[str] | None:
+    """The values of the graph around that ``graph`` gives unchanged (through Identity
+    nodes), output by output; None when it computes anything."""
+    sources = {node.outputs[0]: node.inputs[0] for node in graph.nodes
+               if node.op_type == "Identity" and len(node.inputs) == 1}
+    if len(sources) != len(graph.nodes) or graph.inputs:
+        return None
+    kept = [sources.get(name, name) for name in graph.outputs]
+    inner = set(sources) | set(graph.initializers) | set(graph.constants)
+    return None if inner & set(kept) else kept
+
+
+def _case(n: NodeImport, pred: Variable, kept: list[Variable]) -> None:
+    """Copies of ``kept``, which the then branch overwrites when ``pred`` holds."""
+    trace = n.replay.trace
+    copies = [_copy(trace, v) for v in kept]
+    graph: OnnxGraph = n.attr("then_branch")
+    inner = _inner_replay(n, graph)
+    with L.Switch() as switch:
+        with switch.case(pred):
+            for value, var in zip(inner.run([], graph.outputs), copies):
+                _copy(trace, Variable(trace, value), var)
+    for k, var in enumerate(copies):
         n.bind(var.name, k)
 
 

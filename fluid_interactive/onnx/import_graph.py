@@ -107,8 +107,10 @@ def read_onnx(path: str, rules: Mapping[str, Any]) -> OnnxGraph:
     given = [v for v in g.input if v.name not in every_initializer]
     # A file whose every input fixes its first dim fixed its batch size when it was
     # written (a static export): the first dims take any size. A file leaving some first
-    # dim open says which dims vary itself.
-    static = all(_fixed(v, 0) for v in given if len(v.type.tensor_type.shape.dim))
+    # dim open says which dims vary itself, and so does every file this package writes
+    # (a dim it fixes was fixed in the program).
+    static = model.producer_name != "fluid_interactive" and \
+        all(_fixed(v, 0) for v in given if len(v.type.tensor_type.shape.dim))
     inputs = [_graph_input(path, v, static) for v in given]
     outputs = [checked_name(v.name, "graph output", path) for v in g.output]
     if not outputs:
@@ -299,6 +301,8 @@ def _attr_value(path: str, attr: Any, label: str, external: ExternalData) -> Any
         return tensor_array(path, value, label, external)
     if attr.type == onnx.AttributeProto.STRING:
         return value.decode("utf-8", "replace")
+    if attr.type == onnx.AttributeProto.STRINGS:   # an RNN's activations
+        return [v.decode("utf-8", "replace") for v in value]
     if attr.type == onnx.AttributeProto.INTS:
         return [int(v) for v in value]
     if attr.type == onnx.AttributeProto.FLOATS:
@@ -326,10 +330,15 @@ def _subgraph(path: str, g: Any, label: str, external: ExternalData) -> OnnxGrap
 
 
 def _any_input(path: str, v: Any, label: str) -> GraphInput:
+    """A subgraph input: a tensor of any shape, or a sequence of tensors (a tensor array
+    a Loop carries)."""
     name = checked_name(v.name, f"input of {label}", path)
-    t = v.type.tensor_type
-    if not v.type.HasField("tensor_type"):
-        raise OnnxError(f"{path}: input {name!r} of {label} is not a tensor")
+    sequence = v.type.HasField("sequence_type")
+    kind = v.type.sequence_type.elem_type if sequence else v.type
+    if not kind.HasField("tensor_type"):
+        raise OnnxError(f"{path}: input {name!r} of {label} is neither a tensor nor a "
+                        f"sequence of tensors")
+    t = kind.tensor_type
     dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else -1
                  for d in t.shape.dim)
     return GraphInput(name, dims, dtype_from_onnx(t.elem_type, f"input {name!r} of {label}"))

@@ -134,10 +134,32 @@ def _gather_nd(n: NodeImport) -> None:
 
 @import_rule("GatherElements")
 def _gather_elements(n: NodeImport) -> None:
-    x = n.var(0)
-    if len(n.shape(x)) != 2 or int(n.attr("axis", 0)) not in (1, -1):
-        n.fail("gathers other than along the last axis of a 2-D tensor (index_sample's form)")
-    n.op("index_sample", {"X": x, "Index": _index(n, 1)}, {})
+    """index_sample, which gathers along the last axis of [M, D] rows: another axis is
+    moved last (transpose) and the other dims flattened into the rows, then put back."""
+    x, index = n.var(0), _index(n, 1)
+    rank = len(n.shape(x))
+    axis = int(n.attr("axis", 0))
+    if not -rank <= axis < rank or len(n.shape(index)) != rank:
+        n.fail(f"gathers along axis {axis} with an index of rank {len(n.shape(index))} "
+               f"from a rank-{rank} tensor")
+    axis %= rank
+    if rank == 2 and axis == 1:
+        n.op("index_sample", {"X": x, "Index": index}, {})
+        return
+    stem = n.node.outputs[0]
+    perm = [i for i in range(rank) if i != axis] + [axis]
+    if axis != rank - 1:
+        x, index = (n.op("transpose", {"X": v}, {"axis": perm}, name=f"{stem}.{what}")
+                    for v, what in ((x, "x_last"), (index, "index_last")))
+    rows = [n.op("flatten", {"X": v}, {"axis": rank - 1}, name=f"{stem}.{what}")
+            for v, what in ((x, "x_rows"), (index, "index_rows"))]
+    picked = n.op("index_sample", {"X": rows[0], "Index": rows[1]}, {}, name=f"{stem}.rows")
+    shape = n.op("shape", {"Input": index}, {}, name=f"{stem}.shape")
+    if axis == rank - 1:
+        n.op("reshape", {"X": picked, "Shape": shape}, {"shape": []})
+        return
+    back = n.op("reshape", {"X": picked, "Shape": shape}, {"shape": []}, name=f"{stem}.back")
+    n.op("transpose", {"X": back}, {"axis": [perm.index(i) for i in range(rank)]})
 
 
 @import_rule("ScatterND")
@@ -206,6 +228,8 @@ def _depth_to_space(n: NodeImport) -> None:
 def _pad(n: NodeImport) -> None:
     """Padding of the height and width of a 4-D tensor (NCHW): pad2d; other constant
     paddings: pad."""
+    if n.has_input(1) and n.static(1) is None and _padded_like(n):
+        return
     x = n.var(0)
     rank = len(n.shape(x))
     pads = n.ints(1, "pads", "pads")
@@ -227,8 +251,68 @@ def _pad(n: NodeImport) -> None:
     n.op("pad", {"X": x}, {"paddings": paddings, "pad_value": value})
 
 
+def _padded_like(n: NodeImport) -> bool:
+    """Pads computed as no start and Shape(X) - Shape(Y) at the end, Y the padded value
+    (pad_constant_like with a dim unknown in the file): pad_constant_like, appended."""
+    producers = n.replay.graph.producers()
+    concat = producers.get(n.input_name(1))
+    if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 2:
+        return False
+    starts = n.replay.graph.constants.get(concat.inputs[0])
+    grow = producers.get(concat.inputs[1])
+    if starts is None or starts.any() or grow is None or grow.op_type != "Sub" or \
+            len(grow.inputs) != 2:
+        return False
+    like, own = (producers.get(name) for name in grow.inputs)
+    if like is None or own is None or like.op_type != "Shape" or own.op_type != "Shape" or \
+            own.inputs[:1] != n.node.inputs[:1]:
+        return False
+    value = n.static(2) if n.has_input(2) else None
+    n.op("pad_constant_like",
+         {"X": n.replay.var(like.inputs[0], "the value a Pad pads like"), "Y": n.var(0)},
+         {"pad_value": 0.0 if value is None else float(value.reshape(-1)[0])})
+    return True
+
+
 @import_rule("Where")
 def _where(n: NodeImport) -> None:
-    """Our where selects into X's shape: X must have the full shape, the condition and Y
-    that rank."""
-    n.op("where", {"Condition": n.var(0), "X": n.var(1), "Y": n.var(2)}, {})
+    """Our where selects into X's shape, its Condition and Y of X's rank with each dim X's
+    or 1; ONNX broadcasts all three. The three are brought to one rank (leading 1s); where
+    Y has the full shape instead of X, the two swap places under a negated condition, and
+    where neither has it, X is spread to it first."""
+    rank = max(len(n.shape(n.var(i))) for i in range(3))
+    cond, x, y = (_ranked(n, n.var(i), rank, what)
+                  for i, what in enumerate(("condition", "x", "y")))
+    if not _covers(n.shape(x), n.shape(y)) or not _covers(n.shape(x), n.shape(cond)):
+        if _covers(n.shape(y), n.shape(x)) and _covers(n.shape(y), n.shape(cond)):
+            cond = n.op("logical_not", {"X": cond}, {}, name=f"{n.node.outputs[0]}.not")
+            x, y = y, x
+        else:   # X spread to the whole shape: plus zeros shaped like the others
+            x = _spread(n, x, cond, y)
+    n.op("where", {"Condition": cond, "X": x, "Y": y}, {})
+
+
+def _spread(n: NodeImport, x: str, cond: str, y: str) -> str:
+    """``x`` broadcast against ``cond`` and ``y`` (adding zeros is exact, NaN included)."""
+    stem = n.node.outputs[0]
+    flags = n.op("cast", {"X": cond}, {"out_dtype": n.dtype(x)}, name=f"{stem}.flags")
+    for k, other in enumerate((flags, y)):
+        zeros = n.op("fill_zeros_like", {"X": other}, {}, name=f"{stem}.zeros{k}")
+        x = n.op("elementwise_add", {"X": x, "Y": zeros}, {"axis": -1}, name=f"{stem}.spread{k}")
+    return x
+
+
+def _ranked(n: NodeImport, var: str, rank: int, what: str) -> str:
+    """``var`` with leading 1s up to ``rank`` dims (ONNX's broadcasting)."""
+    have = len(n.shape(var))
+    if have == rank:
+        return var
+    return n.op("unsqueeze", {"X": var}, {"axes": list(range(rank - have))},
+                name=f"{n.node.outputs[0]}.{what}")
+
+
+def _covers(full: tuple[int, ...], other: tuple[int, ...]) -> bool:
+    """Whether a value of shape ``other`` broadcasts to ``full`` without growing it (an
+    unknown dim is taken to match)."""
+    return all(o == 1 or f == o or (f < 0 and o != 1) or (o < 0 and f != 1)
+               for f, o in zip(full, other))

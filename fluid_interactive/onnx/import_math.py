@@ -64,7 +64,12 @@ def _binary(n: NodeImport) -> None:
             n.bind(scaled)
             return
     x, y, axis = _operands(n)
-    n.op(_BINARY[node.op_type], {"X": x, "Y": y}, {"axis": axis})
+    op_type = _BINARY[node.op_type]
+    if op_type == "elementwise_div" and not n.dtype(x).startswith("float"):
+        # ONNX's integer Div truncates; floordiv gives the same for the non-negative
+        # sizes and counts files divide (elementwise_div of ints gives a fraction)
+        op_type = "elementwise_floordiv"
+    n.op(op_type, {"X": x, "Y": y}, {"axis": axis})
 
 
 def _row_mask(n: NodeImport) -> int | None:

@@ -34,12 +34,15 @@ from ..frontend.tracing import current_trace
 from ..frontend.variable import Variable
 from ..runtime.live.compiled import CompiledProgram
 from . import (  # noqa: F401  (the rules)
+    import_array,
     import_control,
     import_creation,
+    import_detect,
     import_index,
     import_math,
     import_math2,
     import_nn,
+    import_query,
     import_rnn,
     import_shape,
     import_vision,

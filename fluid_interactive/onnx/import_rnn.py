@@ -12,8 +12,10 @@ candidate's recurrent bias inside the reset as the op's Bias.
 PyTorch writes a zero initial state as ``ConstantOfShape`` of a shape computed from the
 input (Shape, Gather, Unsqueeze, Concat); `drop_zero_initial_states` reads those as "no
 initial state" (ours start at zero) and removes the shape arithmetic before the graph is
-replayed; `require_fixed_weights` says up front when W, R or B are computed by other nodes
-(as in this package's own export), which the import does not read.
+replayed; `require_fixed_weights` says up front when W, R or B are computed by other nodes,
+which the import does not read. A W that only reorders the gates (this package's export of
+an op whose input comes projected; for a GRU, also negating the update gate of
+``origin_mode=False``) adds no projection: the op takes the input as it is.
 """
 from __future__ import annotations
 
@@ -151,19 +153,24 @@ def _lstm(n: NodeImport) -> None:
     rows = _rows(_LSTM_FROM_ONNX, h)
     hiddens, cells = [], []
     for d, reverse in enumerate(reverses):
-        tag = "bw" if reverse and len(reverses) > 1 else ("rev" if reverse else "fw")
+        tag = _tag(reverse, len(reverses))
         b = np.zeros(8 * h, w.dtype) if bias is None else bias[d]
-        gates = _project(n, x, w[d][rows].T.copy(), (b[:4 * h] + b[4 * h:])[rows], tag)
+        gate_w, gate_b = w[d][rows].T, (b[:4 * h] + b[4 * h:])[rows]
+        direct = np.array_equal(gate_w, np.eye(4 * h))   # the input comes projected
+        gates = x if direct else _project(n, x, gate_w.copy(), gate_b, tag)
         weight = n.replay.declare_state(f"{n.input_name(2)}.{tag}", r[d][rows].T.copy(),
                                         parameter=True)
         inputs: dict[str, Any] = {"Input": gates, "Weight": weight,
                                   "H0": _state(n, 5, d, len(reverses)),
                                   "C0": _state(n, 6, d, len(reverses)), "Lengths": lengths}
-        if peep is not None:   # ONNX's i, o, f -> our W_ic, W_fc, W_oc after a zero bias
+        parts = [gate_b if direct else np.zeros(4 * h, w.dtype)]
+        if peep is not None:   # ONNX's i, o, f -> our W_ic, W_fc, W_oc after the bias
             p = peep[d].reshape(3, h)
-            value = np.concatenate([np.zeros(4 * h, w.dtype), p[0], p[2], p[1]])[None]
-            inputs["Bias"] = n.replay.declare_state(f"{n.input_name(7)}.{tag}", value,
-                                                    parameter=True)
+            parts += [p[0], p[2], p[1]]
+        if peep is not None or (direct and bias is not None):
+            source = n.input_name(3) if direct and bias is not None else n.input_name(7)
+            inputs["Bias"] = n.replay.declare_state(
+                f"{source}.{tag}", np.concatenate(parts).astype(w.dtype)[None], parameter=True)
         attrs = {"use_peepholes": peep is not None, "is_reverse": reverse,
                  "gate_activation": acts[3 * d], "candidate_activation": acts[3 * d + 1],
                  "cell_activation": acts[3 * d + 2]}
@@ -176,6 +183,26 @@ def _lstm(n: NodeImport) -> None:
         _outputs(n, seqs, lengths, out)
 
 
+def _tag(reverse: bool, dirs: int) -> str:
+    return "bw" if reverse and dirs > 1 else ("rev" if reverse else "fw")
+
+
+def _gru_signs(w: np.ndarray, b: np.ndarray, h: int, lbr: bool,
+               gate_act: str) -> np.ndarray | None:
+    """When input weight W only negates the update gate or nothing (this package's export
+    of an input that comes projected: negated for ``origin_mode=False``, whose update gate
+    is 1 - ONNX's with a sigmoid), the sign of each gate column; None otherwise (or when the
+    candidate has an input bias outside the reset, which our linear_before_reset lacks)."""
+    signs = np.diag(w) if w.shape == (3 * h, 3 * h) else np.zeros(0)
+    if not signs.size or not np.array_equal(w, np.diag(signs)) or \
+            not np.array_equal(signs[h:], np.ones(2 * h)) or \
+            not (np.all(signs[:h] == 1) or (np.all(signs[:h] == -1) and gate_act == "sigmoid")):
+        return None
+    if lbr and b[2 * h:3 * h].any():
+        return None
+    return signs
+
+
 @import_rule("GRU")
 def _gru(n: NodeImport) -> None:
     h, reverses, acts = _check_attrs(n)
@@ -185,24 +212,53 @@ def _gru(n: NodeImport) -> None:
     x, lengths = _batch_major(n), _lengths(n)
     hiddens = []
     for d, reverse in enumerate(reverses):
-        tag = "bw" if reverse and len(reverses) > 1 else ("rev" if reverse else "fw")
+        tag = _tag(reverse, len(reverses))
         b = np.zeros(6 * h, w.dtype) if bias is None else bias[d]
-        inside = np.concatenate([np.zeros(2 * h, w.dtype), b[5 * h:]]) if lbr else None
-        outside = b[:3 * h] + b[3 * h:] - (0 if inside is None else inside)
-        gates = _project(n, x, w[d].T.copy(), outside, tag)
-        weight = n.replay.declare_state(f"{n.input_name(2)}.{tag}", r[d].T.copy(),
-                                        parameter=True)
-        inputs: dict[str, Any] = {"Input": gates, "Weight": weight,
-                                  "H0": _state(n, 5, d, len(reverses)), "Lengths": lengths}
-        if inside is not None:
-            inputs["Bias"] = n.replay.declare_state(f"{n.input_name(3)}.{tag}.inside",
-                                                    inside[None], parameter=True)
-        attrs = {"is_reverse": reverse, "origin_mode": True, "linear_before_reset": lbr,
+        signs = _gru_signs(w[d], b, h, lbr, acts[2 * d])
+        if signs is not None:   # the input comes projected: the op as it was
+            inputs, origin = _gru_direct(n, x, r[d], b, signs, tag, bias is not None), \
+                bool(signs[0] > 0)
+        else:
+            inputs, origin = _gru_projected(n, x, w[d], r[d], b, lbr, tag), True
+        inputs.update({"H0": _state(n, 5, d, len(reverses)), "Lengths": lengths})
+        attrs = {"is_reverse": reverse, "origin_mode": origin, "linear_before_reset": lbr,
                  "gate_activation": acts[2 * d], "activation": acts[2 * d + 1]}
         hiddens.append((n.op("gru", {k: v for k, v in inputs.items() if v is not None},
                              attrs, name=f"{_stem(n)}.{tag}.hidden"), reverse))
     for out in (0, 1):
         _outputs(n, hiddens, lengths, out)
+
+
+def _gru_direct(n: NodeImport, x: str, r: np.ndarray, b: np.ndarray, signs: np.ndarray,
+                tag: str, has_bias: bool) -> dict[str, Any]:
+    """Weight and Bias of a gru taking the input as it is, the update gate's signs undone
+    (its input and recurrent biases summed: ours adds the candidate's inside the reset
+    with linear_before_reset, where ONNX's input bias there is zero)."""
+    h = r.shape[1]
+    inputs: dict[str, Any] = {"Input": x, "Weight": n.replay.declare_state(
+        f"{n.input_name(2)}.{tag}", (r.T * signs).astype(r.dtype), parameter=True)}
+    if has_bias:
+        total = (b[:3 * h] + b[3 * h:]) * signs
+        inputs["Bias"] = n.replay.declare_state(f"{n.input_name(3)}.{tag}",
+                                                total.astype(r.dtype)[None], parameter=True)
+    return inputs
+
+
+def _gru_projected(n: NodeImport, x: str, w: np.ndarray, r: np.ndarray, b: np.ndarray,
+                   lbr: bool, tag: str) -> dict[str, Any]:
+    """Inputs of a gru (origin_mode) after a projection by W with the input biases (and
+    the recurrent ones outside the reset)."""
+    h = r.shape[1]
+    inside = np.concatenate([np.zeros(2 * h, w.dtype), b[5 * h:]]) if lbr else None
+    outside = b[:3 * h] + b[3 * h:] - (0 if inside is None else inside)
+    inputs: dict[str, Any] = {
+        "Input": _project(n, x, w.T.copy(), outside, tag),
+        "Weight": n.replay.declare_state(f"{n.input_name(2)}.{tag}", r.T.copy(),
+                                         parameter=True)}
+    if inside is not None:
+        inputs["Bias"] = n.replay.declare_state(f"{n.input_name(3)}.{tag}.inside",
+                                                inside[None], parameter=True)
+    return inputs
 
 
 # --- PyTorch's zero initial states ----------------------------------------------------------
@@ -269,9 +325,8 @@ def require_fixed_weights(graph: Any) -> None:
             if i < len(node.input) and node.input[i] and node.input[i] not in fixed:
                 raise OnnxError(
                     f"ONNX {node.op_type} node {node.name[:80]!r} needs its {what} (input "
-                    f"{i}) as an initializer, as PyTorch's exports have it; here other nodes "
-                    f"compute it (fluid_interactive's own export computes R from the "
-                    f"parameter, so its LSTM/GRU files do not import back)")
+                    f"{i}) as an initializer, as PyTorch's and fluid_interactive's exports "
+                    f"have it; here other nodes compute it")
 
 
 GRAPH_REWRITES.extend([drop_zero_initial_states, require_fixed_weights])

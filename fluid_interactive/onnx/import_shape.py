@@ -1,5 +1,5 @@
 """Import rules of shape nodes: Flatten, Reshape, Transpose, Concat, Split, Slice, Squeeze,
-Unsqueeze, the reductions and ArgMax."""
+Unsqueeze, the reductions, ArgMax and Expand."""
 from __future__ import annotations
 
 from .import_index import reshape_by_tensor, slice_node
@@ -169,3 +169,34 @@ def _argmax(n: NodeImport) -> None:
         return
     flat = n.op(op, {"X": x}, {"axis": axis}, name=f"{n.node.outputs[0]}.flat")
     n.op("unsqueeze", {"X": flat}, {"axes": [axis]})
+
+
+@import_rule("Expand")
+def _expand(n: NodeImport) -> None:
+    """ONNX broadcasts X to a shape: a dim of size 1 takes the shape's size there, any
+    other stays (and X gains leading dims up to the shape's length). That is expand,
+    tiling the dims of size 1: by the shape's sizes when the file fixes them
+    (``expand_times``), else by the computed shape itself (``ExpandTimes``), which needs
+    every dim of X to be 1."""
+    x = n.var(0)
+    static = n.static(1)
+    size = len(static.reshape(-1)) if static is not None else (n.shape(n.var(1)) or (-1,))[0]
+    shape = n.shape(x)
+    if size < 0 or size < len(shape):
+        n.fail(f"broadcasts a rank-{len(shape)} input to a shape of {size} entries; the "
+               f"import takes a shape of known length, at least the input's rank")
+    if size > len(shape):
+        x = n.op("unsqueeze", {"X": x}, {"axes": list(range(size - len(shape)))},
+                 name=f"{n.node.outputs[0]}.ranked")
+        shape = (1,) * (size - len(shape)) + tuple(shape)
+    if static is None:
+        if any(d != 1 for d in shape):
+            n.fail(f"broadcasts an input of shape {list(shape)} to a computed shape; the "
+                   f"import takes a computed shape only for an input of 1s")
+        n.op("expand", {"X": x, "ExpandTimes": n.var(1)}, {"expand_times": []})
+        return
+    target = [int(t) for t in static.reshape(-1)]
+    if any(d != 1 and t not in (1, d) for d, t in zip(shape, target)):
+        n.fail(f"cannot broadcast an input of shape {list(shape)} to {target}")
+    n.op("expand", {"X": x}, {"expand_times": [t if d == 1 else 1
+                                               for d, t in zip(shape, target)]})

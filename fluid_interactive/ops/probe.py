@@ -81,10 +81,11 @@ def _empty_infer(ctx: InferContext) -> None:
 
 def _empty_kernel(ctx: KernelContext):
     xp, out = ctx.xp, ctx.buffer("Out")
+    empty = 0 in ctx.input("X").shape   # X is read for its shape only (shape_only)
 
     def is_empty(x: Any) -> Any:
         o = xp.empty((1,), "bool") if out is None else out
-        o.fill(x.size == 0)
+        o.fill(empty)
         return o
     return is_empty
 

@@ -89,7 +89,7 @@ class _Boxes:
 
     def __init__(self, xp: Any, start: Any, size: Any, bins: int, limit: int,
                  offset_in_bin: bool):
-        k = xp.arange(bins)
+        k = xp.arange(bins, dtype=size.dtype)   # bounds in the rois' dtype, as Paddle's
         lo = start[:, None] + xp.floor(k * size[:, None]) if offset_in_bin else \
             xp.floor(start[:, None] + k * size[:, None])
         hi = start[:, None] + xp.ceil((k + 1) * size[:, None]) if offset_in_bin else \

@@ -156,7 +156,8 @@ class _Pool:
         s = (x if lengths is None else xp.where(v.mask(lengths), x, 0)).sum(axis=1)
         if self.kind == "SUM":
             return s
-        n = v.time if lengths is None else v.per_row(xp.maximum(lengths, 1)).astype(x.dtype)
+        n = x.dtype.type(v.time) if lengths is None else \
+            v.per_row(xp.maximum(lengths, 1)).astype(x.dtype)   # X's dtype: sqrt keeps it
         return s / (n if self.kind == "AVERAGE" else xp.sqrt(n))
 
     def _max(self, x, lengths):

@@ -67,31 +67,62 @@ def as_list(result) -> list:
     return list(result) if isinstance(result, tuple) else [result]
 
 
+#: The ONNX node types of every model exported in this session (subgraphs included):
+#: conftest.py records them, test_zz_import_coverage.py checks each has an import rule.
+WRITTEN: set[str] = set()
+
+
+def record_written(graph) -> None:
+    for node in graph.node:
+        WRITTEN.add(node.op_type)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                record_written(attr.g)
+
+
+def assert_same(got, want, rtol: float, atol: float, what: str = "") -> None:
+    """``got`` (from onnxruntime or an imported program) is ``want`` (from the program):
+    the same shape, dtype and values; a tensor array element by element; a number
+    (one value without a batch dim, which methods return as a Python number) as any
+    one-element array."""
+    if not isinstance(want, (np.ndarray, np.generic, bool, int, float)):   # an array
+        assert not isinstance(got, np.ndarray) and len(got) == len(want), (what, type(got))
+        for k in range(len(want)):   # onnxruntime gives a list, a program its array value
+            assert_same(got[k], want[k], rtol, atol, f"{what}[{k}]")
+        return
+    if isinstance(want, (bool, int, float)):
+        assert np.size(got) == 1, (what, np.shape(got))
+        np.testing.assert_allclose(np.reshape(got, ()), want, rtol=rtol, atol=atol,
+                                   err_msg=what)
+        return
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        (what, got.shape, want.shape, got.dtype, want.dtype)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
+
+
 def check_export(net, path: str, feeds_of, batches, opset: int = 17, rtol: float = 1e-5,
-                 atol: float = 1e-5, import_atol: float = 1e-6):
-    """Export ``net.infer`` to ``path`` (full onnx.checker), import the file back, and for
-    the feeds ``feeds_of(batch)`` of each batch size check that onnxruntime and the
-    imported program give what ``infer`` gives (shapes and dtypes too). Returns the
+                 atol: float = 1e-5, import_atol: float = 1e-6, method: str = "infer"):
+    """Export ``net.<method>`` to ``path`` (full onnx.checker), import the file back, and
+    for the feeds ``feeds_of(batch)`` of each batch size check that onnxruntime and the
+    imported program give what the method gives (shapes and dtypes too). Returns the
     imported program."""
     import fluid
-    fluid.export_onnx(net, path, opset=opset)
+    fluid.export_onnx(net, path, method=method, opset=opset)
     onnx.checker.check_model(onnx.load(path), full_check=True)
     back = fluid.import_onnx(path)
     for batch in batches:
         feeds = feeds_of(batch)
-        want = as_list(net.infer(**feeds))
+        want = as_list(getattr(net, method)(**feeds))
         got = ort_run(path, feeds)
         again = as_list(back.infer(**feeds))
         assert len(got) == len(want) == len(again)
-        for w, g, a in zip(want, got, again):
-            if isinstance(w, float):   # a 0-d float result comes back as a Python float
-                w = np.float32(w)
-            assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-            np.testing.assert_allclose(a, w, rtol=rtol, atol=import_atol)
+        for k, (w, g, a) in enumerate(zip(want, got, again)):
+            assert_same(g, w, rtol, atol, f"onnxruntime's output {k} at {batch}")
+            assert_same(a, w, rtol, import_atol, f"the import's output {k} at {batch}")
     return back
 
 
-def check_exported(net, path: str, batches: list, opset: int = 17):
+def check_exported(net, path: str, batches: list, opset: int = 17, **tolerances):
     """`check_export` for ``batches`` given as the feed dicts themselves."""
-    return check_export(net, path, lambda feeds: feeds, batches, opset)
+    return check_export(net, path, lambda feeds: feeds, batches, opset, **tolerances)

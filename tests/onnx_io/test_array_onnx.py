@@ -1,12 +1,13 @@
 """Tensor arrays in ONNX: create_array, array_write, array_read, array_length and
 tensor_array_to_tensor as ONNX sequences, outside loops, in a While's Loop body and in a
-branch's If, each checked against onnxruntime (at several trip counts, zero included)."""
+branch's If, each checked against onnxruntime (at several trip counts, zero included) and
+imported back as the array ops."""
 import numpy as np
 import pytest
 
 import fluid
 
-from .helpers import ort_run
+from .helpers import as_list, assert_same, check_exported, onnx, ort_run
 
 L = fluid.layers
 
@@ -41,12 +42,15 @@ class Filled(fluid.Program):
         return stacked, index, joined, sizes, L.array_length(steps), h
 
 
-def _assert_same(theirs, ours):
-    assert len(theirs) == len(ours)
-    for got, want in zip(theirs, ours):
-        want = np.asarray(want)
-        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6)
-        assert got.dtype == want.dtype
+def _feeds(rng, width: int, counts, slot: str = "n", batches=(1, 3)) -> list[dict]:
+    return [{"x": rng.standard_normal((batch, width)).astype(np.float32),
+             slot: np.array([n])} for batch in batches for n in counts]
+
+
+def _array_ops(back) -> set[str]:
+    block = back.program.block("infer")
+    return {op.type for b in back.program.blocks if b.idx == block.idx or b.parent_idx >= 1
+            for op in b.ops}
 
 
 @pytest.mark.parametrize("opset", [13, 17, 21])
@@ -54,18 +58,15 @@ def test_a_while_filling_an_array_matches_onnxruntime_at_several_trip_counts(ops
                                                                              rng):
     prog = Filled().Compile(seed=0)
     path = str(tmp_path / "filled.onnx")
-    model = fluid.export_onnx(prog, path, opset=opset)
+    back = check_exported(prog, path, _feeds(rng, 4, (0, 1, 2, 5)), opset=opset)
+    model = onnx.load(path)
     loop = next(node for node in model.graph.node if node.op_type == "Loop")
     body = {node.op_type for node in loop.attribute[0].g.node}
     assert {"SequenceAt", "SequenceLength", "If"} <= body   # the write: an If on I < length
     assert "SequenceInsert" in str(loop) and "ConcatFromSequence" in str(model.graph)
-    for batch in (1, 3):
-        x = rng.standard_normal((batch, 4)).astype(np.float32)
-        for n in (0, 1, 2, 5):
-            ours = prog.infer(x, np.array([n]))
-            theirs = ort_run(path, {"x": x, "n": np.array([n])})
-            assert theirs[0].shape == (batch, n + 1, 4) and int(theirs[4][0]) == n + 1
-            _assert_same(theirs, ours)
+    assert {"write_to_array", "read_from_array", "tensor_array_to_tensor"} <= _array_ops(back)
+    theirs = ort_run(path, {"x": np.ones((2, 4), np.float32), "n": np.array([3])})
+    assert theirs[0].shape == (2, 4, 4) and int(theirs[4][0]) == 4
 
 
 class Nested(fluid.Program):
@@ -99,15 +100,14 @@ class Nested(fluid.Program):
         return joined, sizes, total
 
 
-def test_arrays_in_nested_loops_match_onnxruntime(rng):
+def test_arrays_in_nested_loops_match_onnxruntime(tmp_path, rng):
     prog = Nested().Compile(seed=0)
-    model = fluid.export_onnx(prog, None)
-    x = rng.standard_normal((2, 3)).astype(np.float32)
-    for n, length in ((0, 1), (1, 1), (2, 3), (5, 5), (6, 7)):
-        theirs = ort_run(model, {"x": x, "n": np.array([n])})
+    path = str(tmp_path / "nested.onnx")
+    check_exported(prog, path, _feeds(rng, 3, (0, 1, 2, 5, 6), batches=(2, 4)))
+    for n, length in ((0, 1), (2, 3), (6, 7)):
+        theirs = ort_run(path, {"x": np.ones((2, 3), np.float32), "n": np.array([n])})
         assert theirs[0].shape == (2, 3 * length)
         np.testing.assert_array_equal(theirs[1], np.full(length, 3, np.int32))
-        _assert_same(theirs, prog.infer(x, np.array([n])))
 
 
 def _filled_from_empty(batch_known: bool):
@@ -135,30 +135,31 @@ def _filled_from_empty(batch_known: bool):
     return Empty().Compile(seed=0)
 
 
-def test_an_empty_array_gives_the_empty_tensors_of_infer(rng):
+def test_an_empty_array_gives_the_empty_tensors_of_infer(tmp_path, rng):
     prog = _filled_from_empty(batch_known=True)
-    model = fluid.export_onnx(prog, None)
-    x = rng.standard_normal((2, 3)).astype(np.float32)
-    for n in (0, 1, 4):
-        ours = prog.infer(x, np.array([n]))
-        theirs = ort_run(model, {"x": x, "n": np.array([n])})
+    path = str(tmp_path / "empty.onnx")
+    check_exported(prog, path, _feeds(rng, 3, (0, 1, 4), batches=(2,)))
+    for n in (0, 4):
+        theirs = ort_run(path, {"x": np.ones((2, 3), np.float32), "n": np.array([n])})
         assert theirs[0].shape == (n, 2, 3) and theirs[2].shape == (2, 3 * n)
-        _assert_same(theirs, ours)
 
 
-def test_an_empty_array_of_rows_of_unknown_batch_has_no_rows_in_onnx(rng):
+def test_an_empty_array_of_rows_of_unknown_batch_has_no_rows_in_onnx(tmp_path, rng):
     """An empty array's unknown dims are 0 in onnxruntime, which cannot know them; infer
-    knows them from its plan (docs/export.md says so). Non-empty, the two agree."""
+    knows them from its plan (docs/export.md says so), and so does the imported program.
+    Non-empty, the three agree."""
     prog = _filled_from_empty(batch_known=False)
-    model = fluid.export_onnx(prog, None)
+    path = str(tmp_path / "rows.onnx")
+    check_exported(prog, path, _feeds(rng, 3, (1, 3), batches=(2, 5)))
     x = rng.standard_normal((2, 3)).astype(np.float32)
     ours = prog.infer(x, np.array([0]))
-    theirs = ort_run(model, {"x": x, "n": np.array([0])})
+    theirs = ort_run(path, {"x": x, "n": np.array([0])})
     assert ours[0].shape == (0, 2, 3) and theirs[0].shape == (0, 0, 3)
     assert ours[2].shape == (2, 0) and theirs[2].shape == (0, 0)
     assert theirs[1].shape == theirs[3].shape == (0,) and int(theirs[4][0]) == 0
-    for n in (1, 3):
-        _assert_same(ort_run(model, {"x": x, "n": np.array([n])}), prog.infer(x, np.array([n])))
+    again = as_list(fluid.import_onnx(path).infer(x, np.array([0])))
+    for k, (a, w) in enumerate(zip(again, ours)):
+        assert_same(a, w, 0, 0, f"output {k}")
 
 
 class Written(fluid.Program):
@@ -177,18 +178,16 @@ class Written(fluid.Program):
         return middle, stacked, L.array_length(arr)
 
 
-def test_arrays_outside_loops_match_onnxruntime(rng):
+def test_arrays_outside_loops_match_onnxruntime(tmp_path, rng):
     prog = Written().Compile(seed=0)
-    model = fluid.export_onnx(prog, None)
-    for batch in (1, 6):
-        x = rng.standard_normal((batch, 3)).astype(np.float32)
-        ours = prog.infer(x)
-        theirs = ort_run(model, {"x": x})
-        _assert_same(theirs, ours)
-        np.testing.assert_allclose(theirs[1][..., 1], x - 1.0, rtol=1e-6)
+    path = str(tmp_path / "written.onnx")
+    check_exported(prog, path, [{"x": rng.standard_normal((b, 3)).astype(np.float32)}
+                                for b in (1, 6)])
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(ort_run(path, {"x": x})[1][..., 1], x - 1.0, rtol=1e-6)
 
 
-def test_a_returned_array_is_an_onnx_sequence(rng):
+def test_a_returned_array_is_an_onnx_sequence(tmp_path, rng):
     class Returned(fluid.Program):
         @fluid.network("x")
         def infer(self, x):
@@ -197,13 +196,10 @@ def test_a_returned_array_is_an_onnx_sequence(rng):
             L.array_write(L.exp(x), _int(1), array=arr)
             return arr
     prog = Returned().Compile(seed=0)
-    model = fluid.export_onnx(prog, None)
-    assert model.graph.output[0].type.HasField("sequence_type")
-    x = rng.standard_normal((4, 3)).astype(np.float32)
-    (theirs,) = ort_run(model, {"x": x})
-    ours = prog.infer(x)
-    assert isinstance(theirs, list) and len(theirs) == len(ours) == 2
-    _assert_same(theirs, ours)
+    path = str(tmp_path / "returned.onnx")
+    check_exported(prog, path, [{"x": rng.standard_normal((b, 3)).astype(np.float32)}
+                                for b in (1, 4)])
+    assert onnx.load(path).graph.output[0].type.HasField("sequence_type")
 
 
 class Branch(fluid.Program):
@@ -221,15 +217,13 @@ class Branch(fluid.Program):
         return stacked, L.array_length(arr)
 
 
-def test_an_array_written_in_a_branch_matches_onnxruntime(rng):
+def test_an_array_written_in_a_branch_matches_onnxruntime(tmp_path, rng):
     prog = Branch().Compile(seed=0)
-    model = fluid.export_onnx(prog, None, opset=14)
-    x = rng.standard_normal((2, 3)).astype(np.float32)
-    for k in (0, 1):
-        ours = prog.infer(x, np.array([k]))
-        theirs = ort_run(model, {"x": x, "k": np.array([k])})
-        assert int(theirs[1][0]) == 1 + k
-        _assert_same(theirs, ours)
+    path = str(tmp_path / "branch.onnx")
+    back = check_exported(prog, path, _feeds(rng, 3, (0, 1), "k", batches=(2, 5)), opset=14)
+    assert [int(ort_run(path, {"x": np.ones((1, 3), np.float32), "k": np.array([k])})[1][0])
+            for k in (0, 1)] == [1, 2]
+    assert "select_input" not in _array_ops(back)   # the If came back as a Switch case
 
 
 def test_an_array_through_a_branch_before_opset_14_says_which_opset():

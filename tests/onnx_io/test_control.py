@@ -1,6 +1,6 @@
-"""Control flow in ONNX: a While exported as an ONNX Loop, a conditional block and cond's
-choice as If, a StaticRNN as a Loop with scan outputs; each checked against onnxruntime
-at several trip counts and sequence lengths."""
+"""Control flow in ONNX: a While exported as an ONNX Loop, a cond and a Switch case as If, a
+StaticRNN as a Loop with scan outputs; each checked against onnxruntime and imported back
+at several trip counts, batch sizes and sequence lengths."""
 import warnings
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 
 import fluid
 
-from .helpers import ort_run
+from .helpers import check_export, check_exported, onnx, ort_run
 
 L = fluid.layers
 
@@ -40,18 +40,22 @@ class Loops(fluid.Program):
         return chosen * scale, i
 
 
-def test_a_while_loop_matches_onnxruntime_at_several_trip_counts(tmp_path, rng):
+def test_a_while_loop_matches_onnxruntime_and_imports_back(tmp_path, rng):
     prog = Loops().Compile(seed=0)
     path = str(tmp_path / "loops.onnx")
-    model = fluid.export_onnx(prog, path, method="infer")
-    types = [node.op_type for node in model.graph.node]
-    assert types.count("Loop") == 1 and types.count("If") >= 3
-    x = rng.standard_normal((3, 4)).astype(np.float32)
-    for n in (0, 1, 2, 5, 8):
-        ours = prog.infer(x, np.array([n]))
-        theirs = ort_run(path, {"x": x, "n": np.array([n])})
-        np.testing.assert_allclose(theirs[0], ours[0], rtol=1e-5, atol=1e-6)
-        assert int(theirs[1][0]) == ours[1] == n
+    feeds = [{"x": rng.standard_normal((rows, 4)).astype(np.float32), "n": np.array([n])}
+             for rows in (3, 1) for n in (0, 1, 2, 5, 8)]
+    back = check_exported(prog, path, feeds)
+    graph = onnx.load(path).graph
+    types = [node.op_type for node in graph.node]
+    # one If for the cond (both blocks and the choice), one per Switch case
+    assert types.count("Loop") == 1 and types.count("If") == 3
+    read = {n for node in graph.node for n in node.input} | {v.name for v in graph.output}
+    read |= {n for node in graph.node for a in node.attribute if a.g.name
+             for inner in a.g.node for n in inner.input}
+    assert all(set(node.output) & read for node in graph.node)   # no node left unread
+    ops = [op.type for op in back.program.block("infer").ops]
+    assert ops.count("while") == 1 and ops.count("select_input") == 1
 
 
 def _rnn(hidden=5):
@@ -75,17 +79,12 @@ def _rnn(hidden=5):
     return RNN
 
 
-def test_a_static_rnn_matches_onnxruntime_at_several_lengths(tmp_path, rng):
+def test_a_static_rnn_matches_onnxruntime_and_imports_back(tmp_path, rng):
     prog = _rnn()().Compile(seed=0)
     path = str(tmp_path / "rnn.onnx")
-    model = fluid.export_onnx(prog, path, method="infer")
-    assert [node.op_type for node in model.graph.node].count("Loop") == 1
-    for steps in (1, 4, 11):
-        x = rng.standard_normal((steps, 2, 3)).astype(np.float32)
-        ours = prog.infer(x)
-        theirs = ort_run(path, {"x": x})
-        for a, b in zip(ours, theirs):
-            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    check_export(prog, path, lambda shape: {"x": rng.standard_normal(shape).astype(np.float32)},
+                 [(1, 2, 3), (4, 1, 3), (11, 5, 3)])
+    assert [node.op_type for node in onnx.load(path).graph.node].count("Loop") == 1
 
 
 def test_a_loop_body_op_without_a_mapping_names_the_loop():
@@ -97,12 +96,13 @@ def test_a_loop_body_op_without_a_mapping_names_the_loop():
             i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 2)
             cond = L.less_than(i, n)
             loop = L.While(cond)
-            with loop.block():   # assign of an array constant: assign_value, not mapped
-                L.assign(h * L.assign(np.ones((1, 3), np.float32)), output=h)
+            with loop.block():   # a random draw: no ONNX mapping
+                L.assign(h * L.uniform_random_batch_size_like(h, [-1, 3]), output=h)
                 L.increment(i, in_place=True)
                 L.less_than(i, n, cond=cond)
             return h
-    with pytest.raises(fluid.OnnxError, match=r"(?s)op 'while' runs an op 'assign_value' in "
+    with pytest.raises(fluid.OnnxError, match=r"(?s)op 'while' runs an op "
+                                              r"'uniform_random_batch_size_like' in "
                                               r"its block.*test_control.py:"):
         fluid.export_onnx(Unmapped().Compile(), None)
 
@@ -170,13 +170,9 @@ def test_an_exported_while_loop_imports_back(tmp_path, rng):
                 L.less_than(i, n, cond=cond)
             return h
     prog = Counting().Compile(seed=0)
-    path = str(tmp_path / "counting.onnx")
-    fluid.export_onnx(prog, path)
-    back = fluid.import_onnx(path)
-    x = rng.standard_normal((2, 3)).astype(np.float32)
-    for n in (0, 3):
-        np.testing.assert_allclose(back.infer(x, np.array(n)), prog.infer(x, np.array(n)),
-                                   rtol=1e-6)
+    check_exported(prog, str(tmp_path / "counting.onnx"),
+                   [{"x": rng.standard_normal((rows, 3)).astype(np.float32), "n": np.array(n)}
+                    for rows in (2, 5) for n in (0, 3)])
 
 
 def test_a_loop_over_a_state_shaped_like_the_batch_imports_back(tmp_path, rng):
@@ -199,9 +195,5 @@ def test_a_loop_over_a_state_shaped_like_the_batch_imports_back(tmp_path, rng):
                 L.less_than(i, n, cond=cond)
             return h
     prog = Accumulate().Compile(seed=0)
-    path = str(tmp_path / "accumulate.onnx")
-    fluid.export_onnx(prog, path)
-    back = fluid.import_onnx(path)
-    for rows in (1, 6):
-        x = rng.standard_normal((rows, 4)).astype(np.float32)
-        np.testing.assert_allclose(back.infer(x), prog.infer(x), rtol=1e-6, atol=1e-7)
+    check_export(prog, str(tmp_path / "accumulate.onnx"),
+                 lambda rows: {"x": rng.standard_normal((rows, 4)).astype(np.float32)}, (1, 6))

@@ -1,13 +1,14 @@
 """DynamicRNN in ONNX: the step mask (sequence_step_mask) and the selections (where) a
 DynamicRNN with lengths adds around and inside its loop, and cells written with gru_unit
 and lstm_unit, checked against onnxruntime at several batch sizes, sequence lengths and
-lengths vectors (zeros included), with B and T left dynamic in the file."""
+lengths vectors (zeros included), with B and T left dynamic in the file, and imported
+back."""
 import numpy as np
 import pytest
 
 import fluid
 
-from .helpers import ort_run
+from .helpers import check_exported, onnx
 
 L = fluid.layers
 D, H = 5, 4
@@ -65,38 +66,35 @@ def _compiled(cls):
     return prog
 
 
-def _check(prog, rng, opset=17):
-    model = fluid.export_onnx(prog, None, opset=opset)
+def _check(prog, rng, path, opset=17):
+    feeds = []
     for batch, steps in SHAPES:
         x = rng.standard_normal((batch, steps, D)).astype(np.float32)
         for lengths in (rng.integers(0, steps + 1, batch), np.full(batch, steps),
                         np.arange(batch) % (steps + 1)):   # the last has a zero at row 0
-            lengths = lengths.astype(np.int64)
-            ours = prog.infer(x, lengths)
-            theirs = ort_run(model, {"x": x, "lengths": lengths})
-            for got, want in zip(theirs, ours):
-                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    return model
+            feeds.append({"x": x, "lengths": lengths.astype(np.int64)})
+    check_exported(prog, str(path), feeds, opset=opset, atol=1e-6)
+    return onnx.load(str(path))
 
 
 @pytest.mark.parametrize("origin_mode", [False, True], ids=["default", "origin"])
 @pytest.mark.parametrize("with_lengths", [True, False], ids=["lengths", "full"])
-def test_a_gru_unit_cell_matches_onnxruntime(origin_mode, with_lengths, rng):
-    model = _check(_compiled(_gru_cell(origin_mode, with_lengths)), rng)
+def test_a_gru_unit_cell_matches_onnxruntime(origin_mode, with_lengths, rng, tmp_path):
+    model = _check(_compiled(_gru_cell(origin_mode, with_lengths)), rng, tmp_path / "gru.onnx")
     graph = str(model.graph)
     assert ('op_type: "Where"' in graph) == with_lengths
     assert ('op_type: "Range"' in graph) == with_lengths
 
 
 @pytest.mark.parametrize("with_lengths", [True, False], ids=["lengths", "full"])
-def test_an_lstm_unit_cell_matches_onnxruntime(with_lengths, rng):
-    _check(_compiled(_lstm_cell(with_lengths)), rng)
+def test_an_lstm_unit_cell_matches_onnxruntime(with_lengths, rng, tmp_path):
+    _check(_compiled(_lstm_cell(with_lengths)), rng, tmp_path / "lstm.onnx")
 
 
 @pytest.mark.parametrize("opset", [13, 21])
-def test_the_oldest_and_newest_opsets_export_both_cells(opset, rng):
-    _check(_compiled(_lstm_cell(True)), rng, opset)
-    _check(_compiled(_gru_cell(False, True)), rng, opset)
+def test_the_oldest_and_newest_opsets_export_both_cells(opset, rng, tmp_path):
+    _check(_compiled(_lstm_cell(True)), rng, tmp_path / "lstm.onnx", opset)
+    _check(_compiled(_gru_cell(False, True)), rng, tmp_path / "gru.onnx", opset)
 
 
 def test_the_batch_and_time_dims_stay_dynamic():
@@ -129,13 +127,12 @@ class Wide(fluid.Program):
         return drnn()
 
 
-def test_masks_of_other_ranks_match_onnxruntime(rng):
+def test_masks_of_other_ranks_match_onnxruntime(rng, tmp_path):
     prog = Wide().Compile(seed=0)
-    model = fluid.export_onnx(prog, None)
+    feeds = []
     for batch, steps in SHAPES:
-        x = rng.standard_normal((batch, steps, 2, 3)).astype(np.float32)
-        init = rng.standard_normal((batch, 2, 3)).astype(np.float32)
-        lengths = (np.arange(batch) % (steps + 1)).astype(np.int64)
-        theirs = ort_run(model, {"x": x, "lengths": lengths, "init": init})[0]
-        np.testing.assert_allclose(theirs, prog.infer(x, lengths, init), rtol=1e-5, atol=1e-6)
-        assert not theirs[0].any()   # row 0 has length 0: its outputs are zeros
+        feeds.append({"x": rng.standard_normal((batch, steps, 2, 3)).astype(np.float32),
+                      "lengths": (np.arange(batch) % (steps + 1)).astype(np.int64),
+                      "init": rng.standard_normal((batch, 2, 3)).astype(np.float32)})
+    back = check_exported(prog, str(tmp_path / "wide.onnx"), feeds, atol=1e-6)
+    assert not back.infer(**feeds[1])[0].any()   # row 0 has length 0: its outputs are zeros

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fluid
-from tests.onnx_io.helpers import as_list, check_export, one_method, ort_run
+from tests.onnx_io.helpers import check_export, check_exported, one_method, onnx
 
 L = fluid.layers
 F32, I64 = "float32", "int64"
@@ -113,33 +113,31 @@ def test_lists_given_as_tensors_export(tmp_path):
                                  L.data("n", shape=[], dtype="int32",
                                         append_batch_size=False)))})
     net = cls().Compile()
-    path = str(tmp_path / "lists.onnx")
-    fluid.export_onnx(net, path, opset=17)
-    back = fluid.import_onnx(path)
     x = np.random.default_rng(0).random((4, 6)).astype(F32)
-    for k in (1, 2):
-        feeds = {"x": x, "n": np.array(k, "int32")}
-        want = as_list(net.infer(**feeds))
-        for w, g, a in zip(want, ort_run(path, feeds), as_list(back.infer(**feeds))):
-            np.testing.assert_allclose(g, w)
-            np.testing.assert_allclose(a, w)
+    check_exported(net, str(tmp_path / "lists.onnx"),
+                   [{"x": x[:rows], "n": np.array(k, "int32")} for rows in (2, 4) for k in (1, 2)])
 
 
 def test_sizes_known_only_when_the_graph_runs_export(tmp_path):
     """expand_as and pad_constant_like between tensors with a batch dim: the file computes
-    the repeats and pads from their Shapes (it runs in onnxruntime; importing it back
-    needs ops holding shapes, which are not here)."""
+    the repeats and pads from their Shapes, and imports back."""
     cls = one_method(lambda x: (L.expand_as(x[:, :3], x), L.pad_constant_like(x, x[:, :2])),
                      {"x": ((6,), F32)})
-    net = cls().Compile()
-    path = str(tmp_path / "shapes.onnx")
-    fluid.export_onnx(net, path)
-    x = np.random.default_rng(0).random((3, 6)).astype(F32)
-    for want, got in zip(net.infer(x=x), ort_run(path, {"x": x})):
-        np.testing.assert_allclose(got, want)
+    rng = np.random.default_rng(0)
+    check_export(cls().Compile(), str(tmp_path / "shapes.onnx"),
+                 lambda rows: {"x": rng.random((rows, 6)).astype(F32)}, (1, 3))
 
 
-def test_gather_tree_has_no_onnx_mapping():
-    cls = one_method(lambda ids: L.gather_tree(ids, ids * 0), {"ids": ((2, 2), I64)})
-    with pytest.raises(fluid.OnnxError, match="op 'gather_tree' has no ONNX mapping"):
-        fluid.export_onnx(cls().Compile(), None)
+def test_gather_tree_exports_as_a_loop(tmp_path):
+    """Beam paths traced back through the parents: a Loop over the steps, T, B and beam
+    read when the graph runs."""
+    def build(ids, parents):
+        return L.gather_tree(L.transpose(ids, [1, 0, 2]), L.transpose(parents, [1, 0, 2]))
+    cls = one_method(build, {"ids": ((-1, -1, 3), I64), "parents": ((-1, -1, 3), I64)})
+    rng = np.random.default_rng(0)
+    feeds = [{"ids": rng.integers(0, 20, (b, t, 3)).astype(I64),
+              "parents": rng.integers(0, 3, (b, t, 3)).astype(I64)}
+             for b, t in ((2, 5), (4, 1), (1, 3))]
+    path = str(tmp_path / "tree.onnx")
+    check_exported(cls().Compile(), path, feeds)
+    assert "Loop" in {node.op_type for node in onnx.load(path).graph.node}

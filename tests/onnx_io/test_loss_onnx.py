@@ -1,14 +1,13 @@
 """The losses' ONNX export: each exported method passes onnx.checker, runs in onnxruntime
 with the outputs of ``infer`` (batches of 1 and 6), and imports back to a program that
-gives them too. Plus the message of a loss ONNX cannot take (hard-label softmax
-cross entropy)."""
+gives them too; the losses that pick by label (hard-label softmax_with_cross_entropy and
+cross_entropy, bpr_loss, dice_loss through one_hot) included."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import fluid
-from fluid_interactive.errors import OnnxError
 from tests.onnx_io.helpers import check_exported, one_method
 
 L = fluid.layers
@@ -41,11 +40,24 @@ def _classes(x, onehot):
                                          return_softmax=True)[0])
 
 
+def _labels(x, ids):
+    probs = L.softmax(x)
+    return (L.softmax_with_cross_entropy(x, ids),
+            L.softmax_with_cross_entropy(x, ids, ignore_index=2, return_softmax=True)[0],
+            L.softmax_with_cross_entropy(L.transpose(x, [1, 0]), L.transpose(ids, [1, 0]),
+                                         axis=0),
+            L.cross_entropy(probs, ids), L.cross_entropy(probs * 0.0 + 0.2, ids, ignore_index=0),
+            L.cross_entropy(probs, L.one_hot(ids, 5), soft_label=True),
+            L.cross_entropy(L.relu(x), L.softmax(x * 2.0), soft_label=True),
+            L.bpr_loss(x, ids), L.dice_loss(probs, ids))
+
+
 CASES = {
     "pointwise": (_pointwise, {"x": ((4,), F32), "y": ((4,), F32), "w": ((4,), F32)}),
     "probabilities": (_probabilities, {"p": ((1,), F32), "lab": ((1,), F32),
                                        "z": ((1,), F32)}),
     "classes": (_classes, {"x": ((5,), F32), "onehot": ((5,), F32)}),
+    "labels": (_labels, {"x": ((5,), F32), "ids": ((1,), "int64")}),
 }
 
 
@@ -59,6 +71,8 @@ def _feeds(case, batch, rng):
         out["onehot"] = np.eye(5, dtype=F32)[rng.integers(0, 5, batch)]
     if case == "pointwise":
         out["w"] = np.abs(out["w"])
+    if case == "labels":
+        out["ids"] = rng.integers(0, 5, (batch, 1)).astype("int64")
     return out
 
 
@@ -71,8 +85,3 @@ def test_losses_export_run_in_onnxruntime_and_import_back(case, tmp_path):
                    [_feeds(case, batch, rng) for batch in (1, 6)])
 
 
-def test_hard_label_softmax_cross_entropy_does_not_export():
-    net = one_method(lambda x, y: L.softmax_with_cross_entropy(x, L.cast(y, "int64")),
-                     {"x": ((3,), F32), "y": ((1,), "int64")})().Compile()
-    with pytest.raises(OnnxError, match="hard labels, which need a gather by label"):
-        fluid.export_onnx(net, None)
