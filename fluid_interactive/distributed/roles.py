@@ -74,7 +74,11 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
     if cfg.role == "TRAINER":
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
-        raise SystemExit(serve(plan, cfg, env))
+        status = serve(plan, cfg, env)
+        # The job's end is decided and the state removed: a stop asked for while Ray
+        # shuts down (the launcher stopping the roles) would only hide this status.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(status)
     from .launch import launch
     return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
 
