@@ -109,10 +109,10 @@ def layer_drawings(program: Any, methods: None | MethodRef | Sequence[MethodRef]
                    *, forward_only: bool = False, stack_methods: bool = False,
                    limit: int = 40) -> list[Drawing]:
     """What each box of `program_to_dot` (same arguments) opens into: ``(node id, label,
-    DOT text)`` for its forward layers and its folded backward pass (op by op) and for
-    each box running a block (its body by layer), then for the boxes of those bodies,
-    level by level; at most ``limit`` of them. A notebook shows them under the drawing
-    and opens one when its box is clicked."""
+    DOT text)`` for its forward layers (op by op), its folded backward pass (the gradient
+    of each layer) and each box running a block (its body by layer), then for the boxes
+    of those drawings, level by level; at most ``limit`` of them. A notebook shows them
+    under the drawing and opens one when its box is clicked."""
     program = as_program(program)
     top = GroupedGraph(program, select_blocks(program, methods),
                        GroupOptions(forward_only, frozenset(), stack_methods), Legend())
