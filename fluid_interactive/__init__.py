@@ -13,6 +13,7 @@ from .errors import (
                      EOFException,
                      FeedError,
                      FluidError,
+                     FluidWarning,
                      KernelError,
                      NameConflictError,
                      NotCompiledError,
@@ -22,6 +23,7 @@ from .errors import (
                      ReaderError,
                      RecordIOError,
                      RewindError,
+                     SequenceWarning,
                      ShapeError,
                      VerifyError,
 )
@@ -70,6 +72,7 @@ __all__ = [
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "NotCompiledError", "KernelError", "VerifyError",
     "CheckpointError", "OnnxError", "RewindError", "EOFException", "RecordIOError", "ReaderError",
+    "FluidWarning", "SequenceWarning",
     "recordio",
     "__version__",
 ]

@@ -89,3 +89,26 @@ class OnnxError(FluidError, ValueError):
     (the message names the op and the user's line that recorded it), a node type of the
     imported file has no rule (all of them are listed with their counts), a name in the file
     cannot be a var name, or the file is malformed. Nothing is written or created."""
+
+
+class FluidWarning(UserWarning):
+    """Base class of every warning fluid_interactive gives: something runs, but probably
+    not as meant. Warnings point at the user's line; ``warnings.filterwarnings('error',
+    category=fluid.FluidWarning)`` turns them into errors."""
+
+
+class SequenceWarning(FluidWarning):
+    """A sequence is probably fed the wrong way, in a form that runs and learns nothing,
+    or learns from padding. Given while a method is traced, at the line of the layer:
+
+    * a ``StaticRNN`` stepping over the batch: its step input's dim 0 is the batch dim a
+      data var got from ``append_batch_size`` and its dim 1 the sequence (batch-major
+      ``[B, T, ...]``), but a ``StaticRNN`` steps over dim 0 (time-major ``[T, B, ...]``).
+      Transpose it first (``fluid.layers.transpose(x, perm=[1, 0, 2])``), or use
+      ``DynamicRNN``, which takes batch-major sequences with their lengths;
+    * a pool over padded sequences without their lengths (``sequence_last_step``,
+      ``sequence_pool``): the method declares an int data var that holds the rows'
+      lengths (it is named so, or another sequence layer takes it as ``lengths``) and
+      does not pass it, so every row counts as ``T`` long and the padding is pooled. Pass
+      ``lengths=``.
+    """

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -70,3 +72,30 @@ def test_the_readmes_table_names_every_notebook_example_and_doc():
             if folder == "examples" and stem in ("digits_data",):   # a helper, not a demo
                 continue
             assert stem in text or name in text, f"README's table does not name {folder}/{name}"
+
+
+def _paddle_page_snippets() -> list[tuple[int, str]]:
+    """The "here" snippets of docs/paddle.md (fenced ```python; Paddle's own are fenced
+    ```python paddle-1.8), with the line each starts at."""
+    with open(os.path.join(ROOT, "docs", "paddle.md")) as f:
+        text = f.read()
+    return [(text[:m.start()].count("\n") + 2, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def test_the_paddle_page_pairs_each_paddle_snippet_with_one_here():
+    with open(os.path.join(ROOT, "docs", "paddle.md")) as f:
+        fences = re.findall(r"^```(python(?: paddle-1.8)?)$", f.read(), re.M)
+    assert fences and fences == ["python paddle-1.8", "python"] * (len(fences) // 2), fences
+
+
+@pytest.mark.parametrize("line, snippet", _paddle_page_snippets(),
+                         ids=lambda v: f"line{v}" if isinstance(v, int) else None)
+def test_the_paddle_pages_snippets_run_as_written(line, snippet):
+    import fluid
+    missing = [n for n in re.findall(r"\blayers\.(\w+)\(", snippet)
+               if not hasattr(fluid.layers, n)]
+    if missing:   # a layer another branch adds; the snippet runs once it is merged
+        pytest.skip(f"fluid.layers lacks {', '.join(sorted(set(missing)))} here")
+    padded = "\n" * (line - 1) + snippet       # tracebacks name the page's own lines
+    exec(compile(padded, os.path.join(ROOT, "docs", "paddle.md"), "exec"), {})

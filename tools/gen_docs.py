@@ -139,11 +139,23 @@ def errors_page() -> str:
              "also subclasses the builtin exception that describes it best, so `except ValueError`",
              "keeps working. Messages say what was wrong, where (your `file:line`), and how to",
              "fix it.", ""]
-    for name, cls in inspect.getmembers(errors, inspect.isclass):
-        if issubclass(cls, errors.FluidError):
-            bases = ", ".join(b.__name__ for b in cls.__bases__)
-            lines += [f"## `fluid.{name}` ({bases})", "", inspect.cleandoc(cls.__doc__ or ""), ""]
+    lines += _classes(errors.FluidError, "##")
+    lines += ["## Warnings", "",
+              "A `fluid.FluidWarning` says that something runs but probably not as you meant it.",
+              "It names your line; `warnings.filterwarnings('error', category=fluid.FluidWarning)`",
+              "makes it an error.", ""]
+    lines += _classes(errors.FluidWarning, "###")
     return "\n".join(lines)
+
+
+def _classes(base: type, heading: str) -> list[str]:
+    lines = []
+    for name, cls in inspect.getmembers(errors, inspect.isclass):
+        if issubclass(cls, base):
+            bases = ", ".join(b.__name__ for b in cls.__bases__)
+            lines += [f"{heading} `fluid.{name}` ({bases})", "",
+                      inspect.cleandoc(cls.__doc__ or ""), ""]
+    return lines
 
 
 PAGES = {"docs/api.md": api_page, "docs/errors.md": errors_page}

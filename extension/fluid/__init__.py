@@ -2,7 +2,8 @@
 
 ``import fluid`` gives the whole public API of the engine, plus a few notebook helpers that
 work in a plain script too: `fluid.train` (a training loop with a progress display),
-`fluid.graph` (draw a program), `fluid.explore` (the variable explorer), `fluid.inspect`
+`fluid.graph` (draw a program), `fluid.heatmap` (a 2-D array with axes and a colour
+scale), `fluid.explore` (the variable explorer), `fluid.inspect`
 (the activations and gradients a watched call kept, layer by layer) and
 `fluid.live_reload` (recompile live programs when their class is redefined), and ONNX in
 and out: `fluid.export_onnx`, `fluid.import_onnx`, `fluid.onnx_program` (docs/export.md).
@@ -37,6 +38,7 @@ from fluid_interactive.ir.source import exclude_path as _exclude_path
 from fluid_interactive.onnx import OnnxProgram, export_onnx, import_onnx, onnx_program
 
 from .display import Graph, graph
+from .heatmap import Heatmap, heatmap
 from .inspection import inspect
 from .live import live_reload
 from .training import History, train
@@ -61,7 +63,8 @@ def unload_ipython_extension(ipython) -> None:
     unload(ipython)
 
 
-__all__ = list(_engine_all) + ["scope", "train", "History", "graph", "Graph", "explore", "inspect",
+__all__ = list(_engine_all) + ["scope", "train", "History", "graph", "Graph", "heatmap",
+                               "Heatmap", "explore", "inspect",
                                "live_reload", "export_onnx", "import_onnx", "onnx_program",
                                "OnnxProgram",
                                "load_ipython_extension", "unload_ipython_extension"]

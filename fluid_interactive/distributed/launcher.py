@@ -26,6 +26,8 @@ Nothing waits for ever and nothing is left behind:
   the cluster's temporary directory; a watchdog process does the same if the launcher is
   killed with SIGKILL;
 * the exit status is the worst trainer's (a role killed by signal N counts as 128 + N).
+
+Ray's own log lines in a role's output are left out and counted (`ray_noise`).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .ray_cluster import RayHead, stop_pids
+from .ray_noise import is_ray_log
 from .roles import CHECK_VAR, PLAN_OK, PLAN_REFUSED, timeout_from_env
 from .settings import distributed_options
 from .state import default_root
@@ -91,6 +94,7 @@ class _Role:
     last_words: collections.deque = field(default_factory=lambda: collections.deque(maxlen=3))
     reported: bool = False
     relay: threading.Thread | None = None      # prints its output
+    ray_lines: int = 0                         # Ray's own log lines left out of it
 
     @property
     def trainer(self) -> bool:
@@ -103,7 +107,10 @@ class _Role:
         code = self.proc.returncode
         words = " | ".join(w for w in self.last_words if w.strip())
         said = f"; its last words: {words}" if words and code else ""
-        return f"{describe_exit(code)} after {time.monotonic() - self.started:.1f}s{said}"
+        ray = (f" ({self.ray_lines} line{'s' if self.ray_lines > 1 else ''} of Ray's own "
+               f"logging left out)" if self.ray_lines else "")
+        return (f"{describe_exit(code)} after {time.monotonic() - self.started:.1f}s"
+                f"{ray}{said}")
 
 
 class Launcher:
@@ -237,6 +244,9 @@ class Launcher:
         assert role.proc.stdout is not None
         for line in role.proc.stdout:
             line = line.rstrip("\n")
+            if is_ray_log(line):
+                role.ray_lines += 1
+                continue
             role.last_words.append(line)
             m = PSERVER_READY.match(line) if not role.trainer else None
             if m:

@@ -144,20 +144,29 @@ class ParameterServer(PServer):
         every server (commits it here if it is still only prepared)."""
         with self._cond:
             self._check_trainer(trainer_id)
-            self._last_seen[trainer_id] = time.monotonic()
             self._missing.pop(trainer_id, None)
-            if committed is not None:
-                self._commit_upto(committed)
-            if not self.sync:
-                return self._exchange_async(trainer_id, step, blocks, names)
-            if step <= self.step:              # committed already: a repeated exchange
-                return self._read(self._values, names)
-            r = self._round_for(step)
-            if r.staged is None and r.error is None and trainer_id not in r.pending:
-                r.pending[trainer_id] = dict(blocks)
-                if len(r.pending) == self.trainers:
-                    self._prepare(r)
-            return self._read(self._await(r, trainer_id), names)
+            try:
+                self._last_seen[trainer_id] = time.monotonic()
+                return self._exchange(trainer_id, step, committed, blocks, names)
+            finally:
+                # a trainer that waited in a step was alive all along: its silence
+                # starts when the exchange ends, however it ends
+                self._last_seen[trainer_id] = time.monotonic()
+
+    def _exchange(self, trainer_id: int, step: int, committed: int | None,
+                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+        if committed is not None:
+            self._commit_upto(committed)
+        if not self.sync:
+            return self._exchange_async(trainer_id, step, blocks, names)
+        if step <= self.step:              # committed already: a repeated exchange
+            return self._read(self._values, names)
+        r = self._round_for(step)
+        if r.staged is None and r.error is None and trainer_id not in r.pending:
+            r.pending[trainer_id] = dict(blocks)
+            if len(r.pending) == self.trainers:
+                self._prepare(r)
+        return self._read(self._await(r, trainer_id), names)
 
     def commit(self, step: int) -> None:
         """Every server has prepared ``step`` (and the steps before it): make it the state."""
@@ -308,11 +317,8 @@ class ParameterServer(PServer):
                 return r.staged
             gone = [t for t in self._finished if t not in r.pending]
             if gone:
-                r.error = StepFailed(
-                    f"{self.role}: step {r.step} cannot complete: trainer(s) "
-                    f"{', '.join(map(str, gone))} finished without sending it (sync mode "
-                    f"needs every trainer in every step: give each trainer as many "
-                    f"batches, e.g. drop_last=True or equal shards)")
+                r.error = StepFailed(f"{self.role}: step {r.step} cannot complete: "
+                                     + self._why_gone(gone))
                 self._cond.notify_all()
                 continue
             left = deadline - time.monotonic()
@@ -327,6 +333,17 @@ class ParameterServer(PServer):
                 self._cond.notify_all()
                 continue
             self._cond.wait(left)
+
+    def _why_gone(self, gone: list[int]) -> str:
+        """Why the trainers ``gone`` (finished) will not send the open step: the error
+        they stopped with, or that they ran out of batches."""
+        failed = [f"trainer {t} stopped ({self._finished[t]})" for t in gone
+                  if self._finished[t]]
+        if failed:
+            return "; ".join(failed)
+        return (f"trainer(s) {', '.join(map(str, gone))} finished without sending it (sync "
+                f"mode needs every trainer in every step: give each trainer as many batches, "
+                f"e.g. drop_last=True or equal shards)")
 
     def _prepare(self, r: _Round) -> None:
         arrived: dict[str, Any] = {}

@@ -173,8 +173,11 @@ class RayHead:
     def _environment(self, timeout: float) -> dict[str, str]:
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS")
-        # Ray gives its raylet 10 s to register; a busy machine may need longer.
+        # Ray gives its raylet 10 s to register, and the raylet gives the dashboard agent
+        # 30 s to write its port file (then it aborts: "Timed out waiting for file
+        # .../dashboard_agent_listen_port"); a busy machine may need longer for both.
         env.setdefault("RAY_raylet_start_wait_time_s", str(int(timeout)))
+        env.setdefault("RAY_agent_register_timeout_ms", str(int(timeout * 1000)))
         # The autoscaler's and the dashboard's metrics servers listen on fixed ports
         # (44217, 44227) unless these say otherwise.
         env["AUTOSCALER_METRIC_PORT"] = str(free_port())

@@ -30,6 +30,31 @@ def actor_name(endpoint: str) -> str:
     return f"pserver:{endpoint}"
 
 
+def read_when_done(ref: Any) -> None:
+    """Read ``ref``'s outcome whenever it arrives. Ray reports the error of a result
+    nobody read when its ref is freed ("Unhandled error (suppress with
+    'RAY_IGNORE_UNHANDLED_ERRORS=1'): ..." on the process's stderr), and a wait that
+    gives up (a timeout, a signal ending the process mid-call) leaves its result unread:
+    the call's own failure is reported already, so its late outcome is read here and
+    dropped."""
+    try:
+        ref.future().add_done_callback(lambda done: done.exception())
+    except Exception:   # Ray is shutting down: it reports nothing either
+        pass
+
+
+def get_or_leave(ray: Any, ref: Any, timeout: float | None) -> Any:
+    """``ray.get(ref, timeout)``; a wait that ends otherwise than with the outcome (a
+    timeout, an interrupt) leaves the outcome to `read_when_done`."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+        raise                       # the outcome, read
+    except BaseException:
+        read_when_done(ref)
+        raise
+
+
 def _remote_method(name: str, waits_for: str) -> Callable[..., Any]:
     """``PServer.<name>`` sent to the actor (`RayPServer.call`)."""
     declared = getattr(PServer, name)
@@ -120,7 +145,7 @@ class RayPServer(_RemotePServer):
         restart_deadline = None
         while True:
             try:
-                return ray.get(ref, timeout=timeout)
+                return get_or_leave(ray, ref, timeout)
             except ray.exceptions.RayTaskError as e:
                 cause = e.cause
                 if isinstance(cause, (FluidError, KeyError, ValueError, RuntimeError)):
@@ -176,7 +201,7 @@ def shut_down_actor(handle: Any, remove_state: bool, wait: float = 10.0) -> None
     """Let the server actor remove its state, then end it."""
     ray = import_ray()
     try:
-        ray.get(handle.shut_down.remote(remove_state), timeout=wait)
+        get_or_leave(ray, handle.shut_down.remote(remove_state), wait)
     except Exception:   # dead already, or stuck: it is killed below either way
         pass
     try:
@@ -200,7 +225,7 @@ class RayTrainer(Trainer):
     def _get(self, ref: Any, what: str) -> Any:
         ray = import_ray()
         try:
-            return ray.get(ref, timeout=self.timeout)
+            return get_or_leave(ray, ref, self.timeout)
         except ray.exceptions.GetTimeoutError:
             raise DistributedTimeout(f"driver: trainer {self.trainer_id} did not answer "
                                      f"within {self.timeout:g}s ({what})") from None

@@ -74,7 +74,11 @@ def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,
     if cfg.role == "TRAINER":
         return start_trainer(plan, cfg, env)
     if cfg.role == "PSERVER":
-        raise SystemExit(serve(plan, cfg, env))
+        status = serve(plan, cfg, env)
+        # The job's end is decided and the state removed: a stop asked for while Ray
+        # shuts down (the launcher stopping the roles) would only hide this status.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(status)
     from .launch import launch
     return launch(plan, env.get(ENGINE_VAR) or "local", timeout=timeout_from_env(env))
 
@@ -124,12 +128,16 @@ def start_trainer(plan: TranspilePlan, cfg: RoleConfig, env: Mapping[str, str]
                   ) -> DistributedProgram:
     """The `DistributedProgram` of trainer ``cfg.trainer_id`` in this process; joining the
     cluster and finding the servers take at most the job's timeout each."""
+    from .liveness import hold_token
     from .local import LocalTrainer
     from .ray_cluster import connect
     from .ray_engine import RESTART_TIMEOUT, join_servers
+    from .ray_noise import quiet_unread_results
 
     tid, timeout, namespace = cfg.trainer_id, timeout_from_env(env), _namespace(env)
     connect(None, namespace, env, timeout=timeout)
+    quiet_unread_results()
+    hold_token(tid, namespace)      # the servers tell a dead trainer from a slow one by it
     failure: list[str] = []
     _stop_with_exit_status(failure)
     pservers = join_servers(plan, tid, namespace, timeout=timeout, wait=timeout)
@@ -248,19 +256,23 @@ def serve(plan: TranspilePlan, cfg: RoleConfig, env: Mapping[str, str]) -> int:
 def _serve(plan: TranspilePlan, ep: str, timeout: float, namespace: str,
            folder: _StateFolder, env: Mapping[str, str], say: Callable[[str], None]
            ) -> int:
+    from .liveness import TrainerWatch
     from .ray_cluster import connect
     from .ray_engine import start_pserver
+    from .ray_noise import quiet_unread_results
     from .ray_proxy import shut_down_actor
     from .supervise import supervise
 
     j = plan.endpoints.index(ep)
     ray = connect(None, namespace, env, timeout=timeout)
+    quiet_unread_results()
     ps = None
     try:
         ps = start_pserver(plan, ep, namespace=namespace, seed=plan.seed, timeout=timeout,
                            state_dir=folder.root, who=f"pserver {j}")
         print(f"pserver {j} pid {ps.pid()} endpoint {ep}", flush=True)
-        status, message = supervise(ps, plan.trainers, plan.sync, timeout, say=say)
+        status, message = supervise(ps, plan.trainers, plan.sync, timeout, say=say,
+                                    watch=TrainerWatch(plan.trainers))
         say(message)
         return status
     finally:

@@ -4,11 +4,16 @@ than the job's timeout past the last sign of life of a trainer.
 
 A trainer is lost when
 
+* its process ended without saying it finished: the supervisor's ``watch`` (for the role
+  processes, `liveness.TrainerWatch`) no longer finds the token the trainer's process
+  owned. Then the server is told at once (``finish`` with why), so a sync step waiting for
+  it fails for the others now, naming it, instead of after the timeout;
 * a sync step timed out waiting for it (the server names it missing);
 * it never connected within the timeout of the server's start (or was refused: its plan
   differs, and the refusal says how);
 * it sent nothing for the timeout while every other trainer has finished, is lost, or is
-  silent as long (a trainer hung outside a step, or every trainer hung).
+  silent as long (a trainer hung outside a step, or every trainer hung); a trainer whose
+  blocks are in the open step waits inside it, and is not silent.
 
 A sync job that lost a trainer ends with status 1, naming it; an async job carries on
 without a trainer that stopped talking (status 0, saying so), but not without one that
@@ -17,13 +22,19 @@ never connected.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .interface import PServer
 from .server_spec import ServerStatus
 
 POLL_S = 0.5
+
+
+class Watch(Protocol):
+    def gone(self, among: Iterable[int]) -> list[int]:
+        """Those of ``among`` whose process is known to have ended."""
 
 
 @dataclass
@@ -59,7 +70,8 @@ def _learn(known: _Trainers, st: ServerStatus, sync: bool, timeout: float) -> No
             known.never_connected.add(t)
 
     def silent(t: int) -> bool:
-        return st.idle_s.get(t, 0.0) > timeout
+        waiting = bool(st.waiting_for) and t not in st.waiting_for   # inside the open step
+        return st.idle_s.get(t, 0.0) > timeout and not waiting
 
     for t in known.open():
         if t in known.connected and silent(t) and all(
@@ -82,13 +94,30 @@ def _verdict(known: _Trainers, st: ServerStatus, sync: bool) -> tuple[int, str]:
     return 0, f"every trainer finished (step {st.step}, {st.updates} block updates)"
 
 
+def _bury(ps: PServer, known: _Trainers, dead: list[int], sync: bool,
+          say: Callable[[str], None]) -> None:
+    """Trainers whose process ended without finishing: lost, and the server told."""
+    for t in dead:
+        if t not in known.open():
+            continue           # it finished before its process ended
+        why = "its process ended without finishing: killed, or it crashed"
+        known.lost[t] = why
+        say(f"trainer {t} is gone: {why}" + ("" if sync else
+                                             "; the job goes on without it (async mode)"))
+        ps.finish(t, why)
+
+
 def supervise(ps: PServer, trainers: int, sync: bool, timeout: float,
-              say: Callable[[str], None] = print) -> tuple[int, str]:
+              say: Callable[[str], None] = print, watch: Watch | None = None
+              ) -> tuple[int, str]:
     """Poll a server until every trainer finished or is lost (see the module docstring);
     returns (exit status, what happened)."""
     known = _Trainers(trainers)
     pid = None
     while True:
+        # Which processes ended, asked before the status: a trainer finishes before its
+        # process ends, so the status read after it already says so.
+        dead = watch.gone(known.open()) if watch is not None else []
         st = ps.status()
         if pid is not None and st.pid != pid:
             say(f"restarted (pid {st.pid}) from its saved state at step {st.step}")
@@ -98,6 +127,7 @@ def supervise(ps: PServer, trainers: int, sync: bool, timeout: float,
                 known.refusals_told.add(t)
                 say(why)
         _learn(known, st, sync, timeout)
+        _bury(ps, known, dead, sync, say)
         if known.settled():
             return _verdict(known, st, sync)
         time.sleep(POLL_S)

@@ -70,6 +70,10 @@ class TraceContext:
         self.readers: list[Any] = []            # Reader handles, bound at Compile()
         self.initial_values: dict[str, Any] = {}  # persistable name -> array set at Compile()
         self.data_locs: dict[str, SourceLoc | None] = {}  # data var -> where declared
+        # what `hints` reads to spot likely mistakes: data vars whose batch dim data()
+        # prepended, and vars a sequence layer was given as its lengths
+        self.batch_prepended: set[str] = set()
+        self.lengths_given: set[str] = set()
 
     # --- blocks ----------------------------------------------------------------------------
 
@@ -89,6 +93,7 @@ class TraceContext:
             _CURRENT.reset(token)
             self.block_idx, self.method, self.placeholders = 0, "", {}
             self.data_locs = {}
+            self.batch_prepended, self.lengths_given = set(), set()
 
     @contextmanager
     def sub_block(self) -> Iterator[BlockDesc]:

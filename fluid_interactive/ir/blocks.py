@@ -106,6 +106,20 @@ def walk_ops(program: ProgramDesc, block: BlockDesc) -> Iterator[tuple[BlockDesc
             yield from walk_ops(program, program.blocks[idx])
 
 
+def owned_block(program: ProgramDesc, op: OpDesc) -> BlockDesc | None:
+    """The block ``op`` runs, or None (no ``sub_block`` attr, or one naming no block)."""
+    idx = sub_block_index(op)
+    if idx is None or not 0 < idx < len(program.blocks):
+        return None
+    return program.blocks[idx]
+
+
+def body_ops(program: ProgramDesc, op: OpDesc) -> list[OpDesc]:
+    """Every op ``op`` runs: those of its block and of the blocks nested in it."""
+    body = owned_block(program, op)
+    return [] if body is None else [o for _, o in walk_ops(program, body)]
+
+
 def owners(program: ProgramDesc) -> dict[int, tuple[BlockDesc, int]]:
     """sub-block index -> (the block holding its owner, the owner's op index)."""
     found: dict[int, tuple[BlockDesc, int]] = {}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .blocks import sub_block_index, walk_ops
+from .blocks import body_ops, sub_block_index, walk_ops
 from .records import BlockDesc, OpDesc, OpRole, ProgramDesc
 
-__all__ = ["layer_of", "scope_of", "layer_type", "in_scope", "model_ops", "NOT_MODEL"]
+__all__ = ["layer_of", "scope_of", "layer_type", "in_scope", "model_ops", "NOT_MODEL",
+           "own_names", "construct_name"]
 
 #: Roles of ops that are not the model's own computation: its gradient, its optimizer, the
 #: learning-rate schedule and communication.
@@ -59,3 +60,28 @@ def model_ops(block: BlockDesc, program: ProgramDesc | None = None
             continue
         if outputs and not op.role & NOT_MODEL:
             yield layer_of(outputs[0]), op
+
+
+def own_names(program: ProgramDesc, op: OpDesc) -> tuple[list[str], list[str]]:
+    """The inputs of ``op`` its body does not read and the outputs it does not write:
+    what the op itself reads (a loop's condition, a sequence it slices) and makes (the
+    stacked outputs, the values kept for the gradient)."""
+    ops = body_ops(program, op)
+    reads = {n for o in ops for n in o.input_names()}
+    writes = {n for o in ops for n in o.output_names()}
+    ins = list(dict.fromkeys(n for n in op.input_names() if n not in reads))
+    outs = list(dict.fromkeys(n for n in op.output_names() if n not in writes))
+    return ins, outs
+
+
+def construct_name(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
+    """The name of what an op running a block runs (``while_1``, ``static_rnn_0``,
+    ``cond_0``): the layer of the op's own vars (`own_names`), one that is not a plain
+    tensor first (the kept values); the op's type when it has none."""
+    ins, outs = own_names(program, op)
+    names = outs + ins
+    special = [n for n in names
+               if (v := program.find_var(block, n)) is not None and v.kind != "tensor"]
+    for n in special + names:
+        return layer_of(n)
+    return op.type

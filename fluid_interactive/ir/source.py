@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from types import FrameType
 
@@ -44,16 +45,31 @@ def is_internal(filename: str) -> bool:
             or filename in _excluded_files)
 
 
+def _is_ours(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return is_internal(name if name.startswith("<") else os.path.abspath(name))
+
+
 def user_location(skip: int = 1) -> SourceLoc | None:
     """The innermost frame of the caller's stack that is not ours."""
     frame: FrameType | None = sys._getframe(skip)
     while frame is not None:
-        code = frame.f_code
-        if not is_internal(os.path.abspath(code.co_filename) if not code.co_filename.startswith("<")
-                           else code.co_filename):
-            return SourceLoc(code.co_filename, frame.f_lineno, code.co_name)
+        if not _is_ours(frame):
+            return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
+
+
+def warn_at_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the user's line (the frame `user_location` finds),
+    so that the warning names it and the warning filters' once-per-line rule applies
+    there, however deep in our code it is raised."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
+    while frame is not None and _is_ours(frame):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
 
 
 # --- printing locations ------------------------------------------------------------------------

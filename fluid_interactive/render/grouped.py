@@ -36,7 +36,7 @@ from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from ..ir.text import short_type
 from . import style as S
 from .builder import Body, Raw, html
-from .groups import Group, group_ops, layer_type
+from .groups import Group, forward_values, group_ops, layer_type
 from .nesting import body_ops, body_word, describe, outermost
 from .parts import (
     Legend,
@@ -63,9 +63,9 @@ class GroupOptions:
     forward_only: bool = False
     expand: frozenset = frozenset()   # layer names, scopes, 'backward', 'optimize'
     stack: bool = False               # method blocks one under the other
-    # each backward op a node of its own, joined op to op with no var nodes between them
-    # (a gradient block drawn on its own: it holds nothing else)
-    loose_backward: bool = False
+    # the backward ops grouped by the layer they differentiate, one box each, joined by
+    # the gradients they pass (the backward pass or a gradient block drawn on its own)
+    backward_layers: bool = False
 
 
 def _strip_prefix(name: str, owner: str) -> str:
@@ -97,12 +97,16 @@ class GroupedGraph:
     """The nodes and edges of one program's grouped drawing."""
 
     def __init__(self, program: ProgramDesc, blocks: list[BlockDesc], opts: GroupOptions,
-                 legend: Legend, *, id_prefix: str = "", cluster_prefix: str = "") -> None:
+                 legend: Legend, *, id_prefix: str = "", cluster_prefix: str = "",
+                 box_prefix: str = "") -> None:
         self.program = program
         self.blocks = blocks = outermost(program, blocks)
         self.opts = opts
         self.legend = legend
         self.prefix = id_prefix
+        self.box_prefix = box_prefix      # of a layer box's id: a drawing of part of a block
+        self.cluster_labels: dict[int, str] = {}   # block -> its cluster's label, if not
+                                                   # its signature
         self.cprefix = cluster_prefix
         self.body_of_block: dict[int, Body] = {}
         self.flow: list[tuple[str, str]] = []     # edges that rank (for stacking programs)
@@ -115,6 +119,8 @@ class GroupedGraph:
         self.single: dict[int, str] = {}          # block drawn as one node -> that node
         self.folded: list[tuple[str, BlockDesc, Group]] = []   # (node, block, group)
         self.gradients = S.gradient_names(program)
+        # what a backward box reads of the forward pass draws no edge (`Walk`)
+        self.forward = forward_values(program) if opts.backward_layers else set()
         # optimizer state several parameters' updates read (a learning rate)
         self.shared_state = self._shared(blocks)
         self._block_ends: list[tuple[list[str], list[tuple[str, str]]]] = []
@@ -179,6 +185,8 @@ class GroupedGraph:
         if g.kind == "forward":
             return (g.short + (f" ({g.call})" if g.call > 1 else ""), layer_type(g.layer),
                     g.layer)
+        if g.kind == "backward" and g.layer:
+            return g.short + (f" ({g.call})" if g.call > 1 else ""), "gradient", g.layer
         if g.kind == "optimize":
             var = self.var(block, g.layer)
             updates = unique(block.ops[i].type for i in g.ops
@@ -192,7 +200,8 @@ class GroupedGraph:
         """The lines of a box (HTML-like markup) and its title."""
         title, note, owner = self._heading(block, g)
         params, state = self._state_of(block, g)
-        params = [p for p in params if p != g.layer] if g.kind == "forward" else []
+        of_layer = g.kind == "forward" or (g.kind == "backward" and bool(g.layer))
+        params = [p for p in params if p != g.layer] if of_layer else []
         state = [n for n in state if n not in self.shared_state and n != g.layer]
         rows = [f"<b>{html(title)}</b>" + (f'  <font color="{_MUTED}">{html(note)}</font>'
                                            if note else "")]
@@ -259,7 +268,7 @@ class GroupedGraph:
         else:
             self.legend.summary = True
             rows, title = self._rows(block, g, outputs)
-            folded = g.kind == "backward"
+            folded = g.kind == "backward" and not g.layer    # the whole backward pass
             shape, style = (S.SUMMARY_SHAPE, "filled") if folded else ("box", "rounded,filled")
             tooltip = self._tooltip(block, g, title, tooltip_head)
         label = ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="1">'
@@ -309,17 +318,14 @@ class GroupedGraph:
                 plan.append(Drawn(g, node, {g.ops[0]: node}, loss))
                 self.folded.append((node, block, g))
                 continue
-            if g.kind == "backward" and self.opts.loose_backward:
-                plan.append(Drawn(g, None, {i: self._id(f"op{block.idx}.{i}")
-                                             for i in g.ops}, loss, loose=True))
-                continue
-            single_op = len(g.ops) == 1 and g.kind not in ("optimize", "backward")
+            single_op = len(g.ops) == 1 and g.kind != "optimize" and (
+                g.kind != "backward" or bool(g.layer))
             if single_op and g.kind == "forward":
                 single_op = not self._state_of(block, g)[0]   # a one-op layer with weights
             if self._expanded(g) or single_op:
                 d = Drawn(g, None, {i: self._id(f"op{block.idx}.{i}") for i in g.ops}, loss)
             else:
-                node = self._id(f"g{block.idx}.{gi}")
+                node = self._id(f"{self.box_prefix}g{block.idx}.{gi}")
                 d = Drawn(g, node, dict.fromkeys(g.ops, node), loss)
                 self.folded.append((node, block, g))
             plan.append(d)
@@ -327,7 +333,8 @@ class GroupedGraph:
 
     def _block(self, block: BlockDesc) -> Body:
         groups = _params_in_declared_order(
-            self.program, group_ops(self.program, block, forward_only=self.opts.forward_only))
+            self.program, group_ops(self.program, block, forward_only=self.opts.forward_only,
+                                    backward_layers=self.opts.backward_layers))
         walk = Walk(self, block, self._plan(block, groups))
         for i, op in enumerate(block.ops):
             if i in walk.node_of:
@@ -350,7 +357,7 @@ class GroupedGraph:
             self._group_node(body, block, d, unique(walk.outputs_of.get(d.node, [])))
             return body, d.node
         target = body
-        if len(g.ops) > 1 and not d.loose:
+        if len(g.ops) > 1:
             target = body.cluster(f"{self.cprefix}{block.idx}_g{k}", [
                 ("label", g.layer or _GROUP_TITLES.get(g.kind, g.kind)),
                 ("style", "rounded,dashed"), ("color", S.OP_STYLES[g.kind].border)])
@@ -412,8 +419,9 @@ class GroupedGraph:
             if block.idx in self.single:
                 body.add(inner)
                 continue
+            label = self.cluster_labels.get(block.idx) or signature(self.program, block)
             cluster = body.cluster(f"{self.cprefix}{block.idx}", [
-                ("label", signature(self.program, block)), ("style", "rounded"),
+                ("label", label), ("style", "rounded"),
                 ("color", S.CLUSTER_COLOR)])
             cluster.add(inner)
         chain(body, list(self.single.values()))

@@ -7,7 +7,9 @@ in scope ``mlp``). Everything else is decided by op roles:
 * forward ops group by the layer of their first output; a layer whose ops run again later in
   the block (a network called twice, a shared discriminator) is a second *call*, drawn as its
   own node, so the drawing follows the data;
-* backward ops form one group (drawn folded unless asked for);
+* backward ops form one group (drawn folded unless asked for), or, drawn on their own (the
+  backward pass or a gradient block opened), one group per layer they differentiate
+  (`gradient_layer`);
 * optimize ops group by the parameter in their ``op_role_var``: one group per parameter,
   holding its update and its optimizer state;
 * learning-rate schedule ops form one group, RPC and distributed ops another, reader ops (ops
@@ -27,7 +29,8 @@ from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc
 from .nesting import construct_name
 from .style import VarLookup, is_reader_op, op_kind
 
-__all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD"]
+__all__ = ["Group", "group_ops", "layer_of", "scope_of", "layer_type", "NOT_FORWARD",
+           "forward_values", "gradient_layer"]
 
 # forward_only drops every op carrying one of these bits (LR schedule ops only feed the
 # optimizer, so they go with it).
@@ -64,6 +67,37 @@ def _first_name(op: OpDesc) -> str | None:
     return None
 
 
+def forward_values(program: ProgramDesc) -> set[str]:
+    """Names the forward computation gives: what ops without a gradient, optimize or
+    schedule role write, what a forward sub-block takes per run (a step's slice and
+    memories), and the program's data and state."""
+    found: set[str] = set()
+    for block in program.blocks:
+        found.update(n for n, v in block.vars.items() if v.persistable or v.is_data)
+        for op in block.ops:
+            if op.role & NOT_FORWARD:
+                continue
+            found.update(op.output_names())
+            sub = sub_block_index(op)
+            if sub is not None and 0 < sub < len(program.blocks):
+                found.update(program.blocks[sub].feeds)
+    return found
+
+
+def gradient_layer(op: OpDesc, forward: set[str]) -> str:
+    """The layer a backward op belongs to: that of the gradient it takes (its first
+    input that is no forward value), or of the gradient it writes when it sums or passes
+    on gradients of that one var (its output's layer is among its inputs'); that of its
+    output when it takes none (a loss's seed, zeros for an accumulator)."""
+    taken = [layer_of(n) for n in op.input_names() if n not in forward]
+    written = [layer_of(n) for n in op.output_names()]
+    if written and written[0] in taken:
+        return written[0]
+    if taken:
+        return taken[0]
+    return written[0] if written else op.type
+
+
 def _classify(op: OpDesc, var_of: VarLookup) -> tuple[str, str, str]:
     """(kind, group key, layer) of one op; forward keys are made unique by the caller."""
     role = op.role
@@ -83,14 +117,16 @@ def _classify(op: OpDesc, var_of: VarLookup) -> tuple[str, str, str]:
     return "forward", "", layer_of(first) if first else op.type
 
 
-def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = False
-              ) -> list[Group]:
-    """The groups of ``block``'s ops, in the order their first op appears."""
+def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = False,
+              backward_layers: bool = False) -> list[Group]:
+    """The groups of ``block``'s ops, in the order their first op appears; with
+    ``backward_layers`` the backward ops group by the layer they differentiate."""
     groups: list[Group] = []
     by_key: dict[str, Group] = {}
     calls: dict[str, int] = {}
     run_state: set[str] = set()   # persistable vars the current forward run has read
     var_of = functools.partial(program.find_var, block)
+    forward = forward_values(program) if backward_layers else set()
     for i, op in enumerate(block.ops):
         if forward_only and op.role & NOT_FORWARD:
             continue
@@ -100,6 +136,9 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
                                 construct_name(program, block, op), [i], sub_block=sub))
             continue
         kind, key, layer = _classify(op, var_of)
+        if kind == "backward" and backward_layers:
+            _gradient_run(groups, calls, gradient_layer(op, forward), i)
+            continue
         if kind == "forward":
             state = {n for n in op.input_names()
                      if (v := program.find_var(block, n)) is not None and v.persistable}
@@ -123,3 +162,17 @@ def group_ops(program: ProgramDesc, block: BlockDesc, *, forward_only: bool = Fa
             groups.append(found)
         found.ops.append(i)
     return groups
+
+
+def _gradient_run(groups: list[Group], calls: dict[str, int], layer: str, i: int) -> None:
+    """Backward op ``i`` of ``layer``'s gradient joins the group before it when that is
+    the same layer's, else starts the layer's next run (an accumulation after other
+    layers' gradients is a box of its own, ``fc_0 (2)``)."""
+    last = groups[-1] if groups else None
+    if last is not None and last.kind == "backward" and last.layer == layer \
+            and not last.runs_block:
+        last.ops.append(i)
+        return
+    key = "@backward:" + layer
+    n = calls[key] = calls.get(key, 0) + 1
+    groups.append(Group(key if n == 1 else f"{key}#{n}", "backward", layer, [i], n))

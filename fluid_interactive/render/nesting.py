@@ -16,8 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..ir.blocks import nested_blocks, outer_interface, owners, sub_block_index, walk_ops
-from ..ir.layers import layer_of
+from ..ir.blocks import (
+    body_ops,
+    nested_blocks,
+    outer_interface,
+    owned_block,
+    owners,
+    sub_block_index,
+)
+from ..ir.layers import construct_name, own_names
 from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, returned_names
 
 __all__ = ["Owner", "owner_of", "outermost", "own_names", "construct_name", "body_ops",
@@ -41,51 +48,12 @@ def owner_of(program: ProgramDesc, block: BlockDesc) -> Owner | None:
     return Owner(holder, index, holder.ops[index])
 
 
-def owned_block(program: ProgramDesc, op: OpDesc) -> BlockDesc | None:
-    """The block ``op`` runs, or None (no ``sub_block`` attr, or one naming no block)."""
-    idx = sub_block_index(op)
-    if idx is None or not 0 < idx < len(program.blocks):
-        return None
-    return program.blocks[idx]
-
-
 def outermost(program: ProgramDesc, blocks: Sequence[BlockDesc]) -> list[BlockDesc]:
     """``blocks`` without those an op of another of them runs (directly or deeper): a
     loop's body is drawn inside the method running it, not beside it. A block that names
     a parent but that no op runs stays."""
     inside = {b.idx for top in blocks for b in nested_blocks(program, top) if b is not top}
     return [b for b in blocks if b.idx not in inside]
-
-
-def body_ops(program: ProgramDesc, op: OpDesc) -> list[OpDesc]:
-    """Every op ``op`` runs: those of its block and of the blocks nested in it."""
-    body = owned_block(program, op)
-    return [] if body is None else [o for _, o in walk_ops(program, body)]
-
-
-def own_names(program: ProgramDesc, op: OpDesc) -> tuple[list[str], list[str]]:
-    """The inputs of ``op`` its body does not read and the outputs it does not write:
-    what the op itself reads (a loop's condition, a sequence it slices) and makes (the
-    stacked outputs, the values kept for the gradient)."""
-    ops = body_ops(program, op)
-    reads = {n for o in ops for n in o.input_names()}
-    writes = {n for o in ops for n in o.output_names()}
-    ins = list(dict.fromkeys(n for n in op.input_names() if n not in reads))
-    outs = list(dict.fromkeys(n for n in op.output_names() if n not in writes))
-    return ins, outs
-
-
-def construct_name(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> str:
-    """The name of what ``op`` runs (``while_1``, ``static_rnn_0``, ``cond_0``): the layer
-    of its own vars, one that is not a plain tensor first (the kept values); the op's type
-    when it has none."""
-    ins, outs = own_names(program, op)
-    names = outs + ins
-    special = [n for n in names
-               if (v := program.find_var(block, n)) is not None and v.kind != "tensor"]
-    for n in special + names:
-        return layer_of(n)
-    return op.type
 
 
 def body_word(op: OpDesc) -> str:

@@ -67,6 +67,20 @@ class OpOptions:
     forward_only: bool = False
     collapse_grads: bool = False
     show_global: bool = True
+    # narrow var nodes (the drawing of one layer's ops): the name relative to this layer
+    # (``lstm/fc_0.w_0`` -> ``w_0``, ``lstm/split_0.tmp_1`` -> ``split_0.tmp_1``), its type
+    # under it
+    compact_layer: str | None = None
+
+
+def _relative(name: str, layer: str) -> str:
+    """``name`` without what it shares with ``layer``: the layer itself for its own vars,
+    else the layer's scope."""
+    scope = layer.rpartition("/")[0]
+    for prefix in (layer + ".", scope + "/" if scope else ""):
+        if prefix and name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    return name
 
 
 def _collapse_group(op: OpDesc, var_of: S.VarLookup) -> str | None:
@@ -280,8 +294,10 @@ class ProgramGraph:
 
     # writing
     def _add_var(self, body: Body, owner: int, name: str, var: VarDesc | None) -> None:
+        layer = self.opts.compact_layer
+        shown = None if layer is None else _relative(name, layer)
         body.node(self.var_id(owner, name), var_node_attrs(
-            name, var, self.legend, gradient=name in self.gradients))
+            name, var, self.legend, gradient=name in self.gradients, shown=shown))
 
     def _add_vars_of(self, body: Body, block: BlockDesc) -> None:
         mine = [(n, var) for (owner, n), var in self.used.items() if owner == block.idx]

@@ -23,8 +23,10 @@ MethodRef = str | int
 
 # --- labels ------------------------------------------------------------------------------
 
-def record(cells: list[str], st: S.VarStyle, first_bold: bool = False) -> Raw:
-    """A record-looking HTML-like table: one cell per field.
+def record(cells: list[str], st: S.VarStyle, first_bold: bool = False,
+           stacked: bool = False) -> Raw:
+    """A record-looking HTML-like table: one cell per field, side by side (``stacked``:
+    one under the other).
 
     Graphviz's own ``shape=record`` fails on flat edges ("lost edge") as soon as an edge
     has ``constraint=false``, which the write-back edges need; tables draw the same."""
@@ -36,8 +38,9 @@ def record(cells: list[str], st: S.VarStyle, first_bold: bool = False) -> Raw:
         if st.fontcolor != "#000000":
             body = f'<font color="{st.fontcolor}">{body}</font>'
         tds.append(f"<td>{body}</td>")
+    rows = "".join(f"<tr>{td}</tr>" for td in tds) if stacked else f"<tr>{''.join(tds)}</tr>"
     return Raw(f'<<table border="0" cellborder="{st.width}" cellspacing="0" cellpadding="3" '
-                f'bgcolor="{st.fill}" color="{st.border}"><tr>{"".join(tds)}</tr></table>>')
+               f'bgcolor="{st.fill}" color="{st.border}">{rows}</table>>')
 
 
 def loc_text(op: OpDesc) -> str:
@@ -63,20 +66,24 @@ def op_node_attrs(op: OpDesc, var_of: S.VarLookup, legend: Legend) -> list[tuple
     return pairs
 
 
-def var_node_attrs(name: str, var: VarDesc | None, legend: Legend, *, gradient: bool = False
-                   ) -> list[tuple[str, Any]]:
+def var_node_attrs(name: str, var: VarDesc | None, legend: Legend, *, gradient: bool = False,
+                   shown: str | None = None) -> list[tuple[str, Any]]:
     """A var drawn by itself: a record ``name | type | tag`` styled by its kind (parameter,
-    state, data, gradient, ...), its type as the tooltip."""
+    state, data, gradient, ...), its type as the tooltip. ``shown``: a narrow node, that
+    text over the type and tag (the full name stays in the tooltip)."""
     kind = S.var_kind(var, gradient)
     st = S.VAR_STYLES[kind]
     legend.var_kinds.add(kind)
     type_text = short_type(var)
-    cells = [name, type_text] + ([st.tag] if st.tag else [])
+    cells = [name if shown is None else shown, type_text] + ([st.tag] if st.tag else [])
+    if shown is not None:
+        cells = [cells[0], " ".join(cells[1:])]
     tooltip = f"{name}: {type_text}" + (f" ({st.tag})" if st.tag else "")
     if var is None:
         tooltip += " (not declared in any block)"
     return [("shape", "none"), ("margin", 0),
-            ("label", record(cells, st, first_bold=st.bold)), ("tooltip", tooltip)]
+            ("label", record(cells, st, first_bold=st.bold, stacked=shown is not None)),
+            ("tooltip", tooltip)]
 
 
 def op_counts(ops: Iterable[OpDesc]) -> str:

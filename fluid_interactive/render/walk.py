@@ -29,6 +29,7 @@ class Drawing(Protocol):
     first_touch: dict[str, str]
     last_touch: dict[str, str]
     first_write: dict[str, str]
+    forward: set[str]           # forward values a backward group's reads skip
 
     def var(self, block: BlockDesc, name: str) -> VarDesc | None: ...
 
@@ -47,8 +48,6 @@ class Drawn:
     node: str | None                        # the group's node; None when expanded
     op_nodes: dict[int, str] = field(default_factory=dict)
     loss: bool = False
-    loose: bool = False     # its ops drawn one by one, without a cluster or var nodes
-
 
 
 class Walk:
@@ -107,7 +106,7 @@ class Walk:
             self._touch(n, node)
             self.graph.first_write.setdefault(n, node)
             writer = node
-            if d.node is None and not d.loose and d.group.kind != "optimize" \
+            if d.node is None and d.group.kind != "optimize" \
                     and len(d.group.ops) > 1 and n not in self.feeds:
                 # an expanded group draws its vars: op -> var -> readers (a var the block
                 # takes is drawn where it comes in, and gets its edge back in `finish`)
@@ -116,22 +115,26 @@ class Walk:
             self.writer[n] = writer
             self.kind_of[writer] = d.group.kind
 
-    def _skips(self, src: str | None, d: Drawn) -> bool:
+    def _skips(self, name: str, src: str | None, d: Drawn) -> bool:
         """Reads a backward box draws no edge for: the folded backward pass is drawn from
         the loss only (`finish`); the box of a gradient op running a block takes the
-        gradients flowing into it, not the forward values it reads as well."""
+        gradients flowing into it, not the forward values it reads as well; a layer's
+        gradient (or a backward op drawn as itself) skips the forward values it reads
+        when the drawing names them (`Drawing.forward`)."""
         g = d.group
-        if g.kind != "backward" or d.node is None:
+        if g.kind != "backward":
             return False
+        if d.node is None or (g.layer and not g.runs_block):
+            return src is None and name in self.graph.forward
         if not g.runs_block:
             return True
         if src is None:
-            return not self.owned
+            return not self.owned or name in self.graph.forward
         return self.kind_of.get(src) != "backward"
 
     def _read(self, name: str, node: str, d: Drawn) -> None:
         src = self.writer.get(name)
-        if self._skips(src, d):
+        if self._skips(name, src, d):
             return
         if src is None:
             var = self.graph.var(self.block, name)

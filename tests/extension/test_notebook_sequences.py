@@ -24,5 +24,7 @@ def test_sequences_story(tmp_path, kernel_env):
     assert facts["gru"] > 0.8 and facts["gru_vs_fused"] < 1e-5 and facts["other_noise"] == 0
     if HAS_DOT:
         assert svgs_of(nb, "fluid.graph(adding.train_step)")
-        heatmap = svgs_of(nb, "def heatmap_svg")
-        assert heatmap and heatmap[0].count("<rect") == 20 * 64 + 2
+    (heatmap,) = svgs_of(nb, 'adding.watch("lstm/lstm_0.tmp_0"')      # fluid.heatmap
+    assert heatmap.count('class="cell"') == 20 * 64 and heatmap.count('class="mark"') == 2
+    assert ">step</text>" in heatmap and ">hidden unit</text>" in heatmap    # the axes
+    assert heatmap.count('class="scale-label"') == 3                         # the scale

@@ -231,6 +231,7 @@ def test_array_errors_and_lengths(rng):
 
 
 def test_static_rnn_errors():
+    time_major = (4, -1, 3)     # [T, B, 3], as a StaticRNN steps over dim 0
     def never_updated(x):
         rnn = L.StaticRNN()
         with rnn.step():
@@ -239,7 +240,7 @@ def test_static_rnn_errors():
             rnn.step_output(x_t)
         return rnn()
     with pytest.raises(fluid.ProgramDefinitionError, match="never updated.*update_memory"):
-        compile_method(never_updated, shape=(4, 3))
+        compile_method(never_updated, shape=time_major)
 
     def writes_outside(x):
         total = L.scale(L.fill_constant_batch_size_like(x, [-1, 3], "float32", 0.0), 1.0)
@@ -250,9 +251,9 @@ def test_static_rnn_errors():
             rnn.step_output(x_t)
         return rnn()
     with pytest.raises(fluid.ProgramDefinitionError, match="memory / update_memory"):
-        compile_method(writes_outside, shape=(4, 3))
+        compile_method(writes_outside, shape=time_major)
     with pytest.raises(fluid.ProgramDefinitionError, match="inside 'with rnn.step"):
-        compile_method(lambda x: L.StaticRNN().step_input(x), shape=(4, 3))
+        compile_method(lambda x: L.StaticRNN().step_input(x), shape=time_major)
 
     def sliced_inside(x):
         rnn = L.StaticRNN()
@@ -260,7 +261,7 @@ def test_static_rnn_errors():
             rnn.step_output(rnn.step_input(L.transpose(x, [1, 0, 2])))
         return rnn()
     with pytest.raises(fluid.ProgramDefinitionError, match="computed inside the step"):
-        compile_method(sliced_inside, shape=(4, 3))
+        compile_method(sliced_inside, shape=time_major)
 
 
 def test_static_rnn_runs_any_number_of_steps(rng):

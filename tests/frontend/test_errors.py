@@ -207,6 +207,9 @@ def test_every_error_class_is_a_fluid_error_and_a_builtin():
     builtins = (ValueError, TypeError, RuntimeError, KeyError)
     for name in fluid.__all__:
         obj = getattr(fluid, name)
+        if isinstance(obj, type) and issubclass(obj, Warning):
+            assert issubclass(obj, fluid.FluidWarning), name
+            continue
         if isinstance(obj, type) and issubclass(obj, Exception) and obj is not fluid.FluidError:
             assert issubclass(obj, fluid.FluidError), name
             if obj is not fluid.EOFException:

@@ -60,3 +60,30 @@ class Branches(fluid.Program):
         positive = L.greater_than(L.reshape(L.reduce_sum(h), [1]),
                                   L.fill_constant([1], "float32", 0.0))
         return L.cond(positive, lambda: h * 2.0, lambda: h - 1.0)
+
+
+class HandLSTM(fluid.Program):
+    """Notebook 07's LSTM cell written by hand in a StaticRNN (hidden 24): its step and
+    the step's gradient block hold many small layers."""
+    hidden = 24
+
+    @fluid.network("x", "y")
+    def train_step(self, x, y):
+        x = L.data(name="x", shape=[-1, -1, 2], dtype="float32", append_batch_size=False)
+        y = L.data(name="y", shape=[1], dtype="float32")
+        with fluid.var_scope("lstm"):
+            rnn = L.StaticRNN()
+            with rnn.step():
+                x_t = rnn.step_input(x)
+                h_prev = rnn.memory(shape=[-1, self.hidden], batch_ref=x_t)
+                c_prev = rnn.memory(shape=[-1, self.hidden], batch_ref=x_t)
+                i, f, o, g = L.split(L.fc(input=[x_t, h_prev], size=4 * self.hidden), 4, dim=1)
+                c = L.sigmoid(f + 1.0) * c_prev + L.sigmoid(i) * L.tanh(g)
+                h = L.sigmoid(o) * L.tanh(c)
+                rnn.update_memory(h_prev, h)
+                rnn.update_memory(c_prev, c)
+                rnn.step_output(h)
+            last = L.fc(input=rnn()[-1], size=1)
+        loss = L.mean(L.square_error_cost(last, y))
+        fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+        return loss

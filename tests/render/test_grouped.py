@@ -246,9 +246,12 @@ def test_layer_drawings_match_the_grouped_nodes(mlp):
     grouped = nodes(program_to_dot(mlp, ["train_step"]))
     drawings = layer_drawings(mlp, ["train_step"])
     labels = [label for _, label, _ in drawings]
-    assert labels == ["mlp/fc_0", "mlp/fc_1", "mlp/fc_2", "train_step: backward pass"]
+    assert labels[:4] == ["mlp/fc_0", "mlp/fc_1", "mlp/fc_2", "train_step: backward pass"]
+    # then what the backward pass's boxes open into: each layer's gradient, op by op
+    assert labels[4:] == [f"train_step: {layer} gradient" for layer in (
+        "mean_0", "softmax_with_cross_entropy_0", "mlp/fc_2", "mlp/fc_1", "mlp/fc_0")]
     for node, _label, dot in drawings:
-        assert node in grouped
+        assert node in grouped or node.startswith(drawings[3][0] + "/")
         assert dot.startswith("digraph") and "cluster_1" in dot
     fc1 = nodes(drawings[1][2])
     assert {"mul", "elementwise_add", "relu"} <= {a.get("label") for a in fc1.values()}

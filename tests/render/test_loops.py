@@ -16,7 +16,8 @@ from fluid_interactive.render import (
     layer_drawings,
     program_to_dot,
 )
-from tests.render.loops import Branches, NestedLoops
+from tests.render.loops import Branches, HandLSTM, NestedLoops
+from tests.render.models import MLP3
 from tests.render.test_dot import cluster_labels, clusters, edges, nodes
 from tests.runtime.test_loops import TrainedRecurrence, _adding_class
 
@@ -125,20 +126,48 @@ def test_the_box_opens_into_its_body_drawn_by_layer(loop):
     assert [a for (src, dst), a in es.items() if dst == f"v{body}:{cond}"] == [{}]
 
 
-def test_a_gradient_block_opens_into_its_ops_joined_op_to_op(loop):
+def test_a_gradient_block_opens_into_the_gradient_of_each_layer(loop):
+    """Each layer's gradient is a box (here one op each, drawn as itself), joined by the
+    gradients they pass; the values the forward loop kept for the block are read, not
+    drawn: the drawing goes from the gradients the block takes to those it gives."""
     _, (_, grad_op, grad_body) = owner_ops(loop, loop.block("train_step"))
     label, dot = drawings(loop, "train_step")[f"sb{grad_body}"]
     assert label == "while_1 (while_grad): gradient block"
     block = loop.blocks[grad_body]
     ns, es = nodes(dot), edges(dot)
     ops = {f"op{grad_body}.{k}" for k in range(len(block.ops))}
-    assert ops <= set(ns) and not [n for n in ns if n.startswith("g")]
+    assert ops == {n for n in ns if n.startswith("op")}
     assert {ns[n]["label"] for n in ops} == {op.type for op in block.ops}
-    # the values kept by the forward loop come in as the block's feeds
-    assert {f"v{grad_body}:{n}" for n in block.feeds} <= set(ns)
-    # the gradients in between are not drawn: tanh_grad follows the assign directly
+    assert not {f"v{grad_body}:{n}" for n in block.feeds} & set(ns)      # kept values
+    drawn = [n.split(":", 1)[1] for n in ns if n.startswith("v")]
+    assert drawn and all("@GRAD" in n for n in drawn), drawn            # gradients only
     assert (f"op{grad_body}.0", f"op{grad_body}.1") in es
     assert f"v{grad_body}:{block.ops[0].output_names()[0]}" not in ns
+
+
+def test_a_layer_of_several_ops_is_one_gradient_box_that_opens_op_by_op(rnn):
+    (_, _, grad_step) = owner_ops(rnn, rnn.block("train_step"))[1]
+    opened = drawings(rnn, "train_step")
+    ns = nodes(opened[f"sb{grad_step}"][1])
+    fc = [n for n, a in ns.items() if text(a).startswith("fc_0 gradient")]
+    assert len(fc) == 1 and fc[0].startswith(f"g{grad_step}.")
+    assert "ops" in text(ns[fc[0]]) and "w_0 f32[2,8]" in text(ns[fc[0]])   # its parameters
+    label, dot = opened[fc[0]]
+    assert label == "static_rnn_0 (recurrent_grad): gradient block › fc_0 gradient"
+    assert {"mul_grad", "elementwise_add_grad"} <= {a.get("label") for a in nodes(dot).values()}
+
+
+def test_the_backward_pass_opens_into_the_gradient_of_each_layer():
+    program = MLP3().Compile(seed=0).program
+    opened = drawings(program, "train_step")
+    backward = next(n for n, (label, _) in opened.items() if label.endswith("backward pass"))
+    ns, es = nodes(opened[backward][1]), edges(opened[backward][1])
+    boxes = {text(a).split(" gradient")[0]: n for n, a in ns.items()}
+    assert list(boxes) == ["mean_0", "softmax_with_cross_entropy_0", "fc_2", "fc_1", "fc_0"]
+    assert all(n.startswith(f"{backward}/") for n in boxes.values())   # ids of their own
+    chain = list(boxes.values())
+    assert set(zip(chain, chain[1:])) == set(es)             # the gradient, layer to layer
+    assert opened[boxes["fc_1"]][0] == "train_step: mlp/fc_1 gradient"
 
 
 def test_nested_loops_open_level_by_level(nested):
@@ -264,3 +293,31 @@ def test_the_drawings_and_the_bodies_fit_the_output_area(loop, nested, rnn):
                   if node.startswith("sb")]
         widths = [_width(svg) for svg in dots_to_svgs(texts)]
         assert max(widths) <= 1100, (program.name, widths)
+
+
+#: What a notebook gives an opened drawing at a 1280 px window (an 848 px output area less
+#: the margin of the box it opens in), and the smallest node label that must reach a
+#: reader, as the other drawings' labels do (docs/graphs.md, "How wide").
+OPENED_AREA_PX, LABEL_FLOOR_PX = 816, 10.5
+
+
+def _smallest_label_px(svg):
+    """The smallest node label of ``svg`` shown at most OPENED_AREA_PX wide, in px."""
+    scale = min(1.0, OPENED_AREA_PX / _width(svg))
+    sizes = [float(s) for node in re.findall(r'<g id="[^"]*" class="node">(.*?)</g>', svg, re.S)
+             for s in re.findall(r'font-size="([\d.]+)"', node)]
+    return min(sizes) * 4 / 3 * scale
+
+
+@needs_dot
+def test_every_drawing_a_box_opens_into_reads_at_the_label_floor(loop, nested, rnn):
+    """The body and the gradient block of a hand-written LSTM cell, the backward pass by
+    layer and each layer's ops: every one keeps its node labels at least 10.5 px tall in
+    the space a notebook gives it (drawn op by op, the LSTM's gradient block had 10.4 px
+    labels and its method's backward pass 4.1 px)."""
+    for program in (loop, nested, rnn, HandLSTM().Compile(seed=0).program,
+                    MLP3().Compile(seed=0).program):
+        drawn = layer_drawings(program)
+        svgs = dots_to_svgs([dot for _, _, dot in drawn])
+        sizes = {node: round(_smallest_label_px(svg), 1) for (node, _, _), svg in zip(drawn, svgs)}
+        assert min(sizes.values()) >= LABEL_FLOOR_PX, (program.name, sizes)

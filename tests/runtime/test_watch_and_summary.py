@@ -70,6 +70,67 @@ def test_summary_of_scopes_frozen_parameters_and_running_statistics():
     assert s.optimizer_state == 0 and "optimizer state" not in text
 
 
+class StepLSTMish(fluid.Program):
+    """A StaticRNN in a scope, its step a hand-written cell: fc, then the update."""
+
+    @fluid.network("x")
+    def infer(self, x):
+        x = fluid.layers.data(name="x", shape=[-1, -1, 2], dtype="float32",
+                              append_batch_size=False)
+        with fluid.var_scope("rnn"):
+            rnn = fluid.layers.StaticRNN()
+            with rnn.step():
+                x_t = rnn.step_input(x)
+                h_prev = rnn.memory(shape=[-1, 4], batch_ref=x_t)
+                gates = fluid.layers.fc(input=[x_t, h_prev], size=8)
+                a, b = fluid.layers.split(gates, 2, dim=1)
+                h = fluid.layers.sigmoid(a) * fluid.layers.tanh(b)
+                rnn.update_memory(h_prev, h)
+                rnn.step_output(h)
+            return fluid.layers.fc(input=rnn()[-1], size=1)
+
+
+def _lines(summary):
+    """The table's rows: (layer column as printed, type, parameters)."""
+    text = repr(summary).splitlines()
+    widths = [len(c) for c in text[2].split("  ")]
+    out = []
+    for line in text[3:text.index(next(t for t in text if t.startswith("===")))]:
+        name, rest = line[:widths[0]].rstrip(), line[widths[0]:].split()
+        out.append((name, rest[0], rest[-1]))
+    return out
+
+
+def test_summary_nests_a_loops_body_under_the_loop():
+    """The StaticRNN is a row (its op, its body's parameters) with the step's layers
+    indented under it, not listed flat beside the method's own."""
+    s = StepLSTMish().Compile(seed=0).summary()
+    lines = _lines(s)
+    body = (2 + 4) * 8 + 8
+    at = [n for n, _, _ in lines].index("  static_rnn_0")
+    assert lines[at] == ("  static_rnn_0", "recurrent", f"{body}")
+    assert lines[at + 1:at + 6] == [("    fc_0", "fc", f"{body}"),
+                                    ("    split_0", "split", "0"),
+                                    ("    sigmoid_0", "sigmoid", "0"),
+                                    ("    tanh_0", "tanh", "0"),
+                                    ("    elementwise_mul_0", "elementwise_mul", "0")]
+    assert ("  fc_1", "fc", "5") in lines[at + 6:]            # after the loop, one level up
+    assert lines[[n for n, _, _ in lines].index("rnn/")] == ("rnn/", "scope", f"{body + 5}")
+    rows = {r.layer: r for r in s.rows}
+    assert rows["rnn/fc_0"].loop == "rnn/static_rnn_0" and rows["rnn/fc_1"].loop == ""
+    assert s.trainable == body + 5
+
+
+def test_summary_nests_loops_in_loops():
+    from tests.render.loops import NestedLoops
+    lines = _lines(NestedLoops().Compile(seed=0).summary())
+    names = [n for n, _, _ in lines]
+    outer, inner = names.index("while_0"), names.index("  while_1")
+    assert lines[outer] == ("while_0", "while", "9") and lines[inner][2] == "9"
+    assert outer < inner and names[inner + 1] == "    matmul_0"
+    assert names.index("mean_0") > inner
+
+
 def test_summary_of_one_method_and_a_shared_layer(mlp):
     assert [r.layer for r in mlp.summary("infer").rows] == ["mlp/fc_0", "mlp/fc_1",
                                                           "mlp/fc_2"]

@@ -13,8 +13,9 @@ from ..tracing import current_trace, error_at
 from ..variable import Variable
 
 
-def _dims(name: str, shape: Any, append_batch_size: bool) -> tuple[int, ...]:
-    """The declared dims, -1 for unknown; a batch dim is prepended when asked for."""
+def _dims(name: str, shape: Any, append_batch_size: bool) -> tuple[tuple[int, ...], bool]:
+    """The declared dims, -1 for unknown, and whether a batch dim was prepended (when
+    asked for and no dim is unknown)."""
     if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise error_at(OpArgumentError, f"data({name!r}): shape must be a list of ints, "
                                         f"got {shape!r}")
@@ -27,9 +28,10 @@ def _dims(name: str, shape: Any, append_batch_size: bool) -> tuple[int, ...]:
             raise error_at(OpArgumentError, f"data({name!r}): shape {list(shape)} has the "
                                             f"dim {d!r}; use ints >= 0, or None / -1 for an "
                                             f"unknown dim")
-    if append_batch_size and all(d >= 0 for d in dims):
+    prepended = append_batch_size and all(d >= 0 for d in dims)
+    if prepended:
         dims = [-1] + dims
-    return tuple(dims)
+    return tuple(dims), prepended
 
 
 def data(name: str, shape: Sequence[int | None], dtype: str = "float32",
@@ -48,7 +50,7 @@ def data(name: str, shape: Sequence[int | None], dtype: str = "float32",
     if lod_level:
         raise error_at(OpArgumentError, "lod_level > 0 (variable-length sequences) is not "
                                         "supported; pad sequences to a fixed length")
-    dims = _dims(name, shape, append_batch_size)
+    dims, prepended = _dims(name, shape, append_batch_size)
     try:
         dtype = canonical_dtype(dtype)
     except TypeError as e:
@@ -64,6 +66,8 @@ def data(name: str, shape: Sequence[int | None], dtype: str = "float32",
                        f"once, or give the second one another name")
     trace.declare(wanted)
     trace.data_locs[name] = user_location()
+    if prepended:
+        trace.batch_prepended.add(name)
     return Variable(trace, name)
 
 

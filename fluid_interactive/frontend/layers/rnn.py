@@ -25,6 +25,7 @@ from ...ir.blocks import outer_interface
 from ...ir.records import BlockDesc, VarDesc
 from ...ir.text import short_type
 from ...ops.sub_block import STEP_SCOPES
+from ..hints import batch_major_steps
 from ..tracing import error_at
 from ..variable import Variable
 from .helpers import as_variable
@@ -66,6 +67,7 @@ class StaticRNN(StepNetwork):
         if len(x.shape) < 2:
             raise error_at(ShapeError, f"StaticRNN.step_input: {x.name}:{short_type(x.desc)} "
                                        f"must be time-major [T, batch, ...]")
+        batch_major_steps(self._helper.trace, x.name)
         name = self._helper.trace.unique_in_block(f"{self._helper.name}.step_in_"
                                                   f"{len(self._inputs)}")
         self._helper.trace.declare(VarDesc(name, x.shape[1:], x.dtype,

@@ -13,7 +13,8 @@ from typing import Any
 
 from ...errors import OpArgumentError
 from ...ir.records import canonical_dtype
-from ..tracing import error_at
+from ..hints import unpadded_pool
+from ..tracing import current_trace, error_at
 from ..variable import Variable
 from .helpers import LayerHelper, as_variable
 
@@ -27,6 +28,7 @@ def with_lengths(inputs: dict, lengths: Any, slot: str = "Lengths") -> dict:
     """``inputs`` with ``lengths`` (when given) in ``slot``."""
     if lengths is not None:
         inputs[slot] = as_variable(lengths, "lengths")
+        current_trace().lengths_given.add(inputs[slot].name)
     return inputs
 
 
@@ -66,6 +68,11 @@ def sequence_pool(input: Variable, pool_type: str, is_test: bool = False,
     'last'. A row of length 0 gives ``pad_value``. ``is_test`` changes nothing (Paddle
     kept the max pool's positions only for training; here the gradient always has them).
     """
+    return _pool(input, pool_type, pad_value, lengths, "sequence_pool")
+
+
+def _pool(input: Variable, pool_type: str, pad_value: float, lengths: Variable | None,
+          layer: str) -> Variable:
     if not isinstance(pool_type, str) or pool_type.lower() not in _POOL_TYPES:
         raise error_at(OpArgumentError, f"sequence_pool: pool_type must be one of "
                                         f"{', '.join(_POOL_TYPES)}, got {pool_type!r}")
@@ -75,17 +82,19 @@ def sequence_pool(input: Variable, pool_type: str, is_test: bool = False,
     outputs = {"MaxIndex": [helper.tmp()]} if kind == "MAX" else None
     outs = helper.append("sequence_pool", inputs,
                          {"pooltype": kind, "pad_value": float(pad_value)}, outputs=outputs)
+    if kind != "FIRST":     # the first step is the same with or without padding
+        unpadded_pool(helper.trace, layer, inputs["X"].name, lengths)
     return outs["Out"][0]
 
 
 def sequence_last_step(input: Variable, lengths: Variable | None = None) -> Variable:
     """Each row's value at its last valid position: ``[B, T, ...] -> [B, ...]``."""
-    return sequence_pool(input, "last", lengths=lengths)
+    return _pool(input, "last", 0.0, lengths, "sequence_last_step")
 
 
 def sequence_first_step(input: Variable, lengths: Variable | None = None) -> Variable:
     """Each row's value at position 0: ``[B, T, ...] -> [B, ...]``."""
-    return sequence_pool(input, "first", lengths=lengths)
+    return _pool(input, "first", 0.0, lengths, "sequence_first_step")
 
 
 def sequence_softmax(input: Variable, use_cudnn: bool = False, name: str | None = None,
