@@ -110,8 +110,7 @@ def _peak_mb(make: type, data: tuple[list, list]) -> tuple[float, float]:
         peak = tracemalloc.get_traced_memory()[1] / 1e6
     finally:
         tracemalloc.stop()
-    plans = prog.train_step.runner.plans.values()
-    return peak, sum(code.nbytes for code in plans) / 1e6
+    return peak, prog.train_step.runner.memory.nbytes / 1e6
 
 
 def _same_parameters(model, data, steps: int) -> bool:

@@ -168,10 +168,12 @@ def _steps(xp: Any, ids: list, scores: list, parents: list, n: int) -> tuple[Any
         raise ValueError(f"beam_search_decode: Ids and Scores must hold one element per step "
                          f"(at least one), and ParentIdx as many or one fewer; got "
                          f"{len(ids)}, {len(scores)} and {len(parents)}")
-    stacked = [xp.stack(a).reshape(len(a), n) for a in (ids, scores)]
+    # lists of the elements: a tensor array is a sequence, not an array the device's stack
+    # takes as it is
+    stacked = [xp.stack(list(a)).reshape(len(a), n) for a in (ids, scores)]
     if len(parents) < len(ids):
         parents = [xp.arange(n)] + list(parents)
-    return stacked[0], stacked[1], xp.stack(parents).reshape(len(ids), n).astype("int64")
+    return stacked[0], stacked[1], xp.stack(list(parents)).reshape(len(ids), n).astype("int64")
 
 
 def _decode_kernel(ctx: KernelContext):
