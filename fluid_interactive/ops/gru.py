@@ -55,6 +55,7 @@ from .rnn import (
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+from .value_layouts import register_layout_change
 
 _ATTRS = {"is_reverse": False, "gate_activation": "sigmoid", "activation": "tanh",
           "origin_mode": False, "linear_before_reset": False}
@@ -456,3 +457,5 @@ register(OpSpec(
     "gru_grad", slots("H0?", "Weight", "Lengths?", *_INTERNAL, "Hidden@GRAD"),
     slots("Input@GRAD?", "H0@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
     _grad_infer, backward_kernel, attrs=_ATTRS))
+# Weights saved before Paddle's layout (value_layouts.py's version 1) held [W_ur | W_c].
+register_layout_change("gru", "Weight", 2, weight_from_blocks)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .gru import backward_kernel, forward_kernel
+from .gru import backward_kernel, forward_kernel, weight_from_blocks
 from .registry import get_spec, register
 from .rnn import check_activations, check_param, check_step, new_or
 from .spec import (
@@ -30,6 +30,7 @@ from .spec import (
     emit_default_grad,
     slots,
 )
+from .value_layouts import register_layout_change
 
 # --- lstm_unit ----------------------------------------------------------------------------------
 
@@ -230,3 +231,5 @@ register(OpSpec("gru_unit_grad",
                       "Hidden@GRAD"),
                 slots("Input@GRAD?", "HiddenPrev@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
                 _gru_unit_grad_infer, _gru_unit_grad_kernel, attrs=_GRU_UNIT_ATTRS))
+# Weights saved before Paddle's layout (value_layouts.py's version 1) held [W_ur | W_c].
+register_layout_change("gru_unit", "Weight", 2, weight_from_blocks)
