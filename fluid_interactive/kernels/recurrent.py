@@ -38,6 +38,15 @@ PEEP = False          # LSTM peepholes
 ORIGIN = False        # GRU origin_mode: h_t = c~ + u * (h - c~)
 LBR = False           # GRU linear_before_reset
 SCALE_CAND = False    # linear_before_reset with a sigmoid candidate: r * N pre-scaled
+CLIP = False          # sigmoids clip their input as Paddle's fused RNN kernels (SIGMOID_RANGE)
+
+#: The range Paddle's fused RNN kernels (gru, lstm) clip a sigmoid's input to; its one-step
+#: ops (gru_unit, lstm_unit) do not clip.
+SIGMOID_RANGE = (-40.0, 13.0)
+#: The top bound on a sigmoid's pre-activation halved (the form act_sigmoid takes). Only
+#: the top bound needs applying: in the tanh form, any input below -40 already gives
+#: exactly 0 (tanh(-20) is -1 in float32 and float64), as -40 itself does.
+SIG_TOP = np.float32(SIGMOID_RANGE[1] / 2)
 
 #: tanh32's clamp and coefficients: tanh(x) = x * P(x^2) / Q(x^2) on [-C, C], +-1 beyond
 T_CLAMP = np.float32(7.90531110763549805)
@@ -81,7 +90,10 @@ tanh = tanh32
 
 def act_sigmoid(v):
     """A sigmoid gate from its pre-activation halved (the ops fold the 1/2 into their
-    weights: rnn.PRE_SCALE), as NumPy computes it: 0.5 * tanh(v) + 0.5."""
+    weights: rnn.PRE_SCALE), as NumPy computes it: 0.5 * tanh(v) + 0.5, v clipped at
+    SIG_TOP first with CLIP (NaN stays NaN, as with np.minimum)."""
+    if CLIP and v > SIG_TOP:
+        v = SIG_TOP
     return tanh(v) * HALF + HALF
 
 
@@ -100,8 +112,11 @@ def act_identity(v):
 
 def cell_sigmoid(c):
     """An LSTM's cell activation of c (not pre-scaled): sigmoid(c) as NumPy's kernel
-    computes it, 0.5 * tanh(c * 0.5) + 0.5."""
-    return tanh(c * HALF) * HALF + HALF
+    computes it, 0.5 * tanh(c * 0.5) + 0.5, c * 0.5 clipped as act_sigmoid's v."""
+    v = c * HALF
+    if CLIP and v > SIG_TOP:
+        v = SIG_TOP
+    return tanh(v) * HALF + HALF
 
 
 def d_sigmoid(y):
@@ -448,13 +463,14 @@ def sequence_source(function: str, dtype: str, acts: dict[str, str],
                     modes: dict[str, bool]) -> KernelSource:
     """``function`` (of `LSTM_FUNCTIONS`, `GRU_FUNCTIONS`) for float32/64 arrays, the
     activations ``acts`` ('gate', 'cand' and for an LSTM 'cell': an activation's name)
-    and ``modes`` (PEEP, ORIGIN, LBR, SCALE_CAND: the defaults' names)."""
+    and ``modes`` (PEEP, ORIGIN, LBR, SCALE_CAND, CLIP: the defaults' names)."""
     lines = ["import math", "", "import numpy as np", "",
-             f"HALF = np.{dtype}(0.5)", f"ZERO = np.{dtype}(0)"]
+             f"HALF = np.{dtype}(0.5)", f"ZERO = np.{dtype}(0)",
+             f"SIG_TOP = np.{dtype}({SIGMOID_RANGE[1] / 2!r})"]
     lines += [f"{name} = np.float32(float.fromhex({float(globals()[name]).hex()!r}))"
               for name in _CONSTANTS]
     lines += [f"{mode} = {bool(modes.get(mode, False))}"
-              for mode in ("PEEP", "ORIGIN", "LBR", "SCALE_CAND")]
+              for mode in ("PEEP", "ORIGIN", "LBR", "SCALE_CAND", "CLIP")]
     lines.append(f"tanh = {'tanh32' if dtype == 'float32' else 'tanh64'}")
     table = {"gate": ACTS, "cand": ACTS, "cell": CELLS}
     lines += [f"{role} = {table[role][act]}" for role, act in sorted(acts.items())]

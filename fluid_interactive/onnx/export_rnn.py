@@ -10,7 +10,9 @@ them back as parameters). Lengths become
 ``sequence_lens``; Hidden is ONNX's Y, transposed back. ONNX has no counterpart of the
 whole cell sequence (Cell), so a method that returns or reads it does not export.
 
-GRU: ONNX's update gate z keeps the old state (our ``origin_mode=True``). Our default,
+GRU: the recurrent weight R is our Weight's two parts (Paddle's layout: `ops/gru.py`) side
+by side, [W_ur | W_c], transposed. ONNX's update gate z keeps the old state (our
+``origin_mode=True``). Our default,
 ``h = (1 - u) * h + u * c~``, exports with the update gate's pre-activation negated, since
 1 - sigmoid(x) = sigmoid(-x); that needs a sigmoid gate activation.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.gru import weight_to_blocks
 from .export_registry import OpExport, export_rule
 
 _ACTS = {"sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
@@ -104,7 +107,7 @@ def _gru(e: OpExport) -> None:
     if not origin:
         sign[:h] = -1.0            # z = 1 - u = sigmoid(-pre_u)
     w = e.const(np.diag(sign)[None], dtype, "W")
-    r = e.initializer((_state(e, "Weight").T * sign[:, None])[None], "R")
+    r = e.initializer((weight_to_blocks(_state(e, "Weight")).T * sign[:, None])[None], "R")
     b = ""
     if e.has_input("Bias"):
         flat = _state(e, "Bias").reshape(-1)

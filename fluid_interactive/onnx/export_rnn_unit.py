@@ -4,7 +4,9 @@
 ONNX's GRU and LSTM nodes run whole sequences and give neither the activated gates nor
 r * h, which ``gru_unit`` returns; a cell inside a `DynamicRNN` or `StaticRNN` runs one
 step per iteration of the Loop its network exports as, so plain MatMul, Split, Sigmoid,
-Tanh, Mul and Add nodes state each step exactly, every output included.
+Tanh, Mul and Add nodes state each step exactly, every output included. ``gru_unit``'s
+Weight [D, 3D] is in Paddle's layout (`ops/gru.py`): W_ur [D, 2D] is its first 2D*D values,
+W_c [D, D] the rest, which Reshape, Split and Reshape nodes read out.
 """
 from __future__ import annotations
 
@@ -25,6 +27,15 @@ def _split(e: OpExport, x: str, sizes: list[int]) -> list[str]:
     return e.node("Split", [x, e.ints(sizes, "split")], outs, axis=1)
 
 
+def _weight_parts(e: OpExport, w: str, d: int) -> list[str]:
+    """W_ur [D, 2D] and W_c [D, D] of a Weight [D, 3D] in Paddle's layout."""
+    flat = e.node("Reshape", [w, e.ints([-1], "shape")])[0]
+    parts = e.node("Split", [flat, e.ints([2 * d * d, d * d], "split")],
+                   [e.tmp("part"), e.tmp("part")], axis=0)
+    return [e.node("Reshape", [part, e.ints([d, k * d], "shape")])[0]
+            for part, k in zip(parts, (2, 1))]
+
+
 @export_rule("gru_unit")
 def _gru_unit(e: OpExport) -> None:
     """[u r] = act_g(x_ur + h W_ur + b_ur); c~ = act(x_c + (r * h) W_c + b_c);
@@ -36,7 +47,7 @@ def _gru_unit(e: OpExport) -> None:
         b_ur, b_c = _split(e, e.input("Bias"), [2 * d, d])
         x_ur = e.node("Add", [x_ur, b_ur])[0]
         x_c = e.node("Add", [x_c, b_c])[0]
-    w_ur, w_c = _split(e, e.input("Weight"), [2 * d, d])
+    w_ur, w_c = _weight_parts(e, e.input("Weight"), d)
     ur = _activate(e, "gate_activation",
                    e.node("Add", [x_ur, e.node("MatMul", [h, w_ur])[0]])[0])
     u, r = _split(e, ur, [d, d])

@@ -7,7 +7,8 @@ reordered to ours, and declared as new parameters named after them (``<W>.fw``,
 ``<R>.bw``, ...), starting at the file's values, so the imported model fine-tunes like any
 other program. ONNX's GRU keeps the old state by its update gate, as our
 ``origin_mode=True``; ``linear_before_reset`` maps to the op attr of that name, with the
-candidate's recurrent bias inside the reset as the op's Bias.
+candidate's recurrent bias inside the reset as the op's Bias. R's gate rows, transposed,
+are [W_ur | W_c]; the gru op's Weight holds them in Paddle's layout (`ops/gru.py`).
 
 PyTorch writes a zero initial state as ``ConstantOfShape`` of a shape computed from the
 input (Shape, Gather, Unsqueeze, Concat); `drop_zero_initial_states` reads those as "no
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OnnxError
+from ..ops.gru import weight_from_blocks
 from .import_graph import GRAPH_REWRITES
 from .import_registry import NodeImport, import_rule
 
@@ -236,7 +238,8 @@ def _gru_direct(n: NodeImport, x: str, r: np.ndarray, b: np.ndarray, signs: np.n
     with linear_before_reset, where ONNX's input bias there is zero)."""
     h = r.shape[1]
     inputs: dict[str, Any] = {"Input": x, "Weight": n.replay.declare_state(
-        f"{n.input_name(2)}.{tag}", (r.T * signs).astype(r.dtype), parameter=True)}
+        f"{n.input_name(2)}.{tag}", weight_from_blocks((r.T * signs).astype(r.dtype)),
+        parameter=True)}
     if has_bias:
         total = (b[:3 * h] + b[3 * h:]) * signs
         inputs["Bias"] = n.replay.declare_state(f"{n.input_name(3)}.{tag}",
@@ -253,7 +256,7 @@ def _gru_projected(n: NodeImport, x: str, w: np.ndarray, r: np.ndarray, b: np.nd
     outside = b[:3 * h] + b[3 * h:] - (0 if inside is None else inside)
     inputs: dict[str, Any] = {
         "Input": _project(n, x, w.T.copy(), outside, tag),
-        "Weight": n.replay.declare_state(f"{n.input_name(2)}.{tag}", r.T.copy(),
+        "Weight": n.replay.declare_state(f"{n.input_name(2)}.{tag}", weight_from_blocks(r.T),
                                          parameter=True)}
     if inside is not None:
         inputs["Bias"] = n.replay.declare_state(f"{n.input_name(3)}.{tag}.inside",

@@ -1,24 +1,30 @@
 """``gru``: a whole padded batch of sequences through a GRU in one op, and ``gru_grad``.
 
-Input [B, T, 3H] is already projected; its columns and those of Weight [H, 3H] and Bias
-[1, 3H] are in Paddle's order: update gate u, reset gate r, candidate c~. Per step, with
-``act_g`` the gate activation and ``act`` the candidate's:
+Input [B, T, 3H] is already projected; its columns and those of Bias [1, 3H] are in
+Paddle's order: update gate u, reset gate r, candidate c~. Weight [H, 3H] holds, as
+Paddle's does, two matrices one after the other in its row-major values: the first 2H*H
+are W_ur [H, 2H] (u's and r's columns), the last H*H are W_c [H, H] (`weight_parts`). Per
+step, with ``act_g`` the gate activation and ``act`` the candidate's:
 
-    [u r] = act_g(Input[:, t, :2H] + h @ Weight[:, :2H] + Bias[:2H])
-    c~ = act(Input[:, t, 2H:] + (r * h) @ Weight[:, 2H:] + Bias[2H:])
+    [u r] = act_g(Input[:, t, :2H] + h @ W_ur + Bias[:2H])
+    c~ = act(Input[:, t, 2H:] + (r * h) @ W_c + Bias[2H:])
     h_t = (1 - u) * h + u * c~            (origin_mode=False, the default)
     h_t = u * h + (1 - u) * c~            (origin_mode=True: Cho et al., and PyTorch)
 
+As in Paddle's GRU kernel, a sigmoid's input is clipped to [-40, 13] first
+(`rnn.SIGMOID_RANGE`); ``gru_unit``, whose Paddle kernel does not clip, runs these
+kernels without it.
+
 ``linear_before_reset=True`` applies the reset gate after the hidden product instead,
-``c~ = act(Input[:, t, 2H:] + r * (h @ Weight[:, 2H:] + Bias[2H:]))``, as PyTorch's
-``nn.GRU``, cuDNN and ONNX's attribute of that name do.
+``c~ = act(Input[:, t, 2H:] + r * (h @ W_c + Bias[2H:]))``, as PyTorch's ``nn.GRU``,
+cuDNN and ONNX's attribute of that name do.
 
 H0 [B, H] (default zeros) starts the state, ``is_reverse`` walks each row backwards, and
 with Lengths [B] positions at or past a row's length leave its state unchanged and give
 zero Hidden (see `rnn.py`). The op keeps, in processing order, BatchGate [T, B, 3H] (the
 activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before_reset``
-the hidden product h @ Weight[:, 2H:] + Bias[2H:]) and BatchHidden [T, B, H] for its
-gradient; no gradient flows through them.
+the hidden product h @ W_c + Bias[2H:]) and BatchHidden [T, B, H] for its gradient; no
+gradient flows through them.
 
 With the compiled kernel tier, the whole sequence runs as one compiled call each way once
 the plan switched (kernels/recurrent.py: a loop over the steps around BLAS calls), within
@@ -27,6 +33,8 @@ float rounding of these kernels' values.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from .compiled import sequence_kernel
 from .registry import register
@@ -47,10 +55,35 @@ from .rnn import (
     zero,
 )
 from .spec import GradContext, InferContext, KernelContext, OpSpec, slots
+from .value_layouts import register_layout_change
 
 _ATTRS = {"is_reverse": False, "gate_activation": "sigmoid", "activation": "tanh",
           "origin_mode": False, "linear_before_reset": False}
 _INTERNAL = ("BatchGate", "BatchResetHiddenPrev", "BatchHidden")
+
+
+# --- the weight's layout -------------------------------------------------------------------------
+
+def weight_parts(w: Any) -> tuple[Any, Any]:
+    """W_ur [H, 2H] and W_c [H, H] of a Weight [H, 3H] in Paddle's layout: its first 2H*H
+    values in row-major order, then the last H*H. Views of a C-contiguous ``w`` (NumPy or
+    CuPy), so that writing them writes ``w``."""
+    h = w.shape[0]
+    flat = w.reshape(-1)
+    return flat[:2 * h * h].reshape(h, 2 * h), flat[2 * h * h:].reshape(h, h)
+
+
+def weight_from_blocks(w: np.ndarray) -> np.ndarray:
+    """A Weight in Paddle's layout from one [H, 3H] whose columns hold [W_ur | W_c] (the
+    layout of checkpoints of format 1, and of the matrices PyTorch and ONNX hold
+    transposed)."""
+    h = w.shape[0]
+    return np.concatenate([w[:, :2 * h].reshape(-1), w[:, 2 * h:].reshape(-1)]).reshape(w.shape)
+
+
+def weight_to_blocks(w: np.ndarray) -> np.ndarray:
+    """The inverse of `weight_from_blocks`: [W_ur | W_c] side by side, [H, 3H]."""
+    return np.concatenate(weight_parts(np.ascontiguousarray(w)), axis=1)
 
 
 def _infer(ctx: InferContext) -> None:
@@ -68,7 +101,10 @@ def _infer(ctx: InferContext) -> None:
 
 
 class _Forward:
-    def __init__(self, ctx: KernelContext):
+    """The forward kernel; ``clip``: sigmoid inputs clipped as Paddle's GRU kernel does
+    (``gru_unit`` runs it without)."""
+
+    def __init__(self, ctx: KernelContext, clip: bool = True):
         xp = self.xp = ctx.xp
         self.B, self.T, g = ctx.input("Input").shape
         B, H = self.B, g // 3
@@ -82,8 +118,8 @@ class _Forward:
         self.scale = None if sv is None else xp.asarray(sv)
         self.steps = Steps(xp, B, self.T, a["is_reverse"])
         self.unpack = Unpack(ctx, ("Input", "H0", "Weight", "Bias", "Lengths"))
-        self.act_ur = activation(xp, [(0, 2 * H, gate)])
-        self.act_c = activation(xp, [(0, H, cand)])
+        self.act_ur = activation(xp, [(0, 2 * H, gate)], clip)
+        self.act_c = activation(xp, [(0, H, cand)], clip)
         self.w_ur = xp.empty((H, 2 * H), dt)
         self.w_c = xp.empty((H, H), dt)
         self.w_all = xp.empty((H, 3 * H), dt)
@@ -92,7 +128,7 @@ class _Forward:
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
         self.seq = sequence_kernel(ctx, self, dt, "gru_forward", {"gate": gate, "cand": cand},
-                                   _modes(self.origin, self.lbr, cand))
+                                   _modes(self.origin, self.lbr, cand, clip))
         if self.seq is not None:
             self.never = xp.zeros((self.T, B), bool)   # no row frozen
             self.no_bias = xp.zeros(H, dt)
@@ -152,15 +188,16 @@ class _Forward:
             xp.copyto(gates, 0, where=st.frozen)
 
     def _weights(self, w: Any) -> None:
-        """Contiguous, pre-scaled copies of the weight's gate and candidate parts."""
+        """Contiguous, pre-scaled copies of the weight's gate and candidate parts (with
+        linear_before_reset, side by side in one [H, 3H], the candidate's not scaled)."""
         xp, H = self.xp, self.H
+        w_ur, w_c = weight_parts(w)
         if self.lbr:
-            xp.copyto(self.w_all, w)
-            if self.s_gate != 1.0:
-                xp.multiply(self.w_all[:, :2 * H], self.s_gate, out=self.w_all[:, :2 * H])
+            xp.multiply(w_ur, self.s_gate, out=self.w_all[:, :2 * H])
+            xp.copyto(self.w_all[:, 2 * H:], w_c)
             return
-        xp.multiply(w[:, :2 * H], self.s_gate, out=self.w_ur)
-        xp.multiply(w[:, 2 * H:], self.s_cand, out=self.w_c)
+        xp.multiply(w_ur, self.s_gate, out=self.w_ur)
+        xp.multiply(w_c, self.s_cand, out=self.w_c)
 
     def _step(self, g: Any, h: Any, reset: Any) -> None:
         """A step up to the candidate's activation."""
@@ -200,13 +237,15 @@ class _Forward:
         xp.add(out, base, out=out)
 
 
-def _kernel(ctx: KernelContext):
-    return _Forward(ctx)
+def forward_kernel(ctx: KernelContext, clip: bool = True) -> Any:
+    """The gru kernel; ``clip=False``: sigmoids unclipped (``gru_unit``'s)."""
+    return _Forward(ctx, clip)
 
 
-def _modes(origin: bool, lbr: bool, cand: str) -> dict[str, bool]:
+def _modes(origin: bool, lbr: bool, cand: str, clip: bool) -> dict[str, bool]:
     """The compiled sequence's modes (kernels/recurrent.py)."""
-    return {"ORIGIN": origin, "LBR": lbr, "SCALE_CAND": lbr and PRE_SCALE[cand] != 1.0}
+    return {"ORIGIN": origin, "LBR": lbr, "SCALE_CAND": lbr and PRE_SCALE[cand] != 1.0,
+            "CLIP": clip}
 
 
 def _grad(g: GradContext) -> None:
@@ -231,7 +270,10 @@ def _grad_infer(ctx: InferContext) -> None:
 
 
 class _Backward:
-    def __init__(self, ctx: KernelContext):
+    """The gradient kernel; ``clip`` as `_Forward`'s (the compiled sequence's module is
+    then the forward's)."""
+
+    def __init__(self, ctx: KernelContext, clip: bool = True):
         xp = self.xp = ctx.xp
         self.T, self.B, g = ctx.input("BatchGate").shape
         T, B, H = self.T, self.B, g // 3
@@ -253,8 +295,9 @@ class _Backward:
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
+        self.w_all = xp.empty((H, 3 * H), dt) if self.lbr else None
         self.seq = sequence_kernel(ctx, self, dt, "gru_backward", {
-            "gate": self.gate, "cand": self.cand}, _modes(self.origin, self.lbr, self.cand))
+            "gate": self.gate, "cand": self.cand}, _modes(self.origin, self.lbr, self.cand, clip))
         if self.seq is not None:
             self.dgc = xp.empty((B, 3 * H), dt)
             self.dg_ur = xp.empty((B, 2 * H), dt)
@@ -262,7 +305,7 @@ class _Backward:
 
     def __call__(self, *args):
         v = self.unpack(args)
-        xp, T, H = self.xp, self.T, self.H
+        xp, T = self.xp, self.T
         st = self.steps
         st.begin(v.get("Lengths"))
         gates = v["BatchGate"]
@@ -271,8 +314,7 @@ class _Backward:
         dh_in = st.time_view(v["Hidden@GRAD"])
         if st.valid is not None:
             dh_in = xp.multiply(dh_in, st.valid, out=self.dh_seq)
-        w = v["Weight"]
-        w_t, w_ur_t, w_c_t = w.T, w[:, :2 * H].T, w[:, 2 * H:].T
+        w_t, w_ur_t, w_c_t = self._weights(v["Weight"])
         if self._sequence(dh_in, keep, gates, (w_ur_t, w_c_t, w_t)):
             return self._results(v, h_prev)
         for t in range(T - 1, -1, -1):
@@ -287,11 +329,24 @@ class _Backward:
                 self._step(t, dh, keep[t], gates[t], w_ur_t, w_c_t)
         return self._results(v, h_prev)
 
+    def _weights(self, w: Any) -> tuple[Any, Any, Any]:
+        """[W_ur | W_c]^T (with linear_before_reset, else None), W_ur^T and W_c^T."""
+        xp, H = self.xp, self.H
+        w_ur, w_c = weight_parts(w)
+        if self.w_all is None:
+            return None, w_ur.T, w_c.T
+        xp.copyto(self.w_all[:, :2 * H], w_ur)
+        xp.copyto(self.w_all[:, 2 * H:], w_c)
+        return self.w_all.T, w_ur.T, w_c.T
+
     def _sequence(self, dh_in, keep, gates, weights) -> bool:
         """Every step in one compiled call, once the plan switched to it (True: it ran)."""
         if self.seq is None or self.seq.fn is None:
             return False
         xp = self.xp
+        w_ur_t, w_c_t, w_t = weights
+        if w_t is None:   # read only with linear_before_reset: any matrix will do
+            weights = (w_ur_t, w_c_t, w_c_t)
         return self.seq.ran((dh_in, self.factors, keep, gates,
                              *(xp.ascontiguousarray(w) for w in weights), self.dh_seq,
                              self.dh_next, self.drh, self.dgc, self.dg_ur, self.dg_c,
@@ -354,20 +409,26 @@ class _Backward:
             dh0 = new_or(self.bufs["H0"], xp, (B, H), dt)
             out.append(copy_into(xp, dh0, self.dh_next) if T else zero(dh0))
         if self.wants["Weight"]:
-            dw = new_or(self.bufs["Weight"], xp, (H, 3 * H), dt)
-            flat_h = h_prev.reshape(-1, H).T
-            if self.lbr:
-                xp.matmul(flat_h, dg.reshape(-1, 3 * H), out=dw)
-            else:
-                xp.matmul(flat_h, dg[..., :2 * H].reshape(-1, 2 * H), out=dw[:, :2 * H])
-                xp.matmul(v["BatchResetHiddenPrev"].reshape(-1, H).T,
-                          dg[..., 2 * H:].reshape(-1, H), out=dw[:, 2 * H:])
-            out.append(dw)
+            out.append(self._dweight(v, h_prev))
         if self.wants["Bias"]:
             db = new_or(self.bufs["Bias"], xp, (1, 3 * H), dt)
             dg.reshape(-1, 3 * H).sum(axis=0, out=db[0])
             out.append(db)
         return out[0] if len(out) == 1 else tuple(out)
+
+    def _dweight(self, v: dict, h_prev: Any) -> Any:
+        """dW_ur = sum of h^T dG_ur, dW_c = sum of (r * h)^T dG_c (h^T dN with
+        linear_before_reset), written into Weight@GRAD's parts in Paddle's layout."""
+        xp, H, dg = self.xp, self.H, self.dgates
+        dw = new_or(self.bufs["Weight"], xp, (H, 3 * H), self.dtype)
+        if not dw.flags.c_contiguous:   # its parts would not be views
+            dw = xp.empty((H, 3 * H), self.dtype)
+        dw_ur, dw_c = weight_parts(dw)
+        flat_h = h_prev.reshape(-1, H).T
+        xp.matmul(flat_h, dg[..., :2 * H].reshape(-1, 2 * H), out=dw_ur)
+        xp.matmul(flat_h if self.lbr else v["BatchResetHiddenPrev"].reshape(-1, H).T,
+                  dg[..., 2 * H:].reshape(-1, H), out=dw_c)
+        return dw
 
     def _dinput(self) -> Any:
         """The gradient of the projected input; with linear_before_reset its candidate
@@ -382,16 +443,19 @@ class _Backward:
         return dx
 
 
-def _grad_kernel(ctx: KernelContext):
-    return _Backward(ctx)
+def backward_kernel(ctx: KernelContext, clip: bool = True) -> Any:
+    """The gru_grad kernel; ``clip`` as `forward_kernel`'s."""
+    return _Backward(ctx, clip)
 
 
 register(OpSpec(
     "gru", slots("Input", "H0?", "Weight", "Bias?", "Lengths?"),
-    slots("Hidden", *_INTERNAL), _infer, _kernel, _grad, attrs=_ATTRS,
+    slots("Hidden", *_INTERNAL), _infer, forward_kernel, _grad, attrs=_ATTRS,
     doc="A GRU over a padded batch Input [B, T, 3H] (projected; gates u, r, c~) with "
         "optional Lengths [B]: Hidden [B, T, H], zero past each row's length."))
 register(OpSpec(
     "gru_grad", slots("H0?", "Weight", "Lengths?", *_INTERNAL, "Hidden@GRAD"),
     slots("Input@GRAD?", "H0@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
-    _grad_infer, _grad_kernel, attrs=_ATTRS))
+    _grad_infer, backward_kernel, attrs=_ATTRS))
+# Weights saved before Paddle's layout (value_layouts.py's version 1) held [W_ur | W_c].
+register_layout_change("gru", "Weight", 2, weight_from_blocks)

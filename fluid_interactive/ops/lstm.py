@@ -10,6 +10,9 @@ forget f, output o. Per step, with ``act_g`` the gate activation:
     c_t = f * c + i * c~                                   from Bias[4H:7H])
     o = act_g(.);  h_t = o * act_cell(c_t)
 
+As in Paddle's LSTM kernel, every sigmoid (gate, cell or candidate activation) clips its
+input to [-40, 13] first (`rnn.SIGMOID_RANGE`).
+
 H0 and C0 [B, H] (default zeros) start the state; ``is_reverse`` walks each row from its
 last valid position back to 0. With Lengths [B], positions at or past a row's length
 leave its state unchanged and give zero Hidden and Cell.
@@ -79,13 +82,13 @@ def _infer(ctx: InferContext) -> None:
 
 
 def _cell_fn(xp: Any, act: str):
-    """``out = act_cell(c)`` without touching ``c``."""
+    """``out = act_cell(c)`` without touching ``c`` (a sigmoid clipped as the gates')."""
     if act == "tanh":
         return lambda c, out: xp.tanh(c, out=out)
 
     def other(c, out):
         xp.copyto(out, c)
-        activate_unscaled(xp, out, act)
+        activate_unscaled(xp, out, act, clip=True)
         return out
     return other
 
@@ -105,10 +108,10 @@ class _Forward:
         self.steps = Steps(xp, self.B, self.T, a["is_reverse"])
         self.unpack = Unpack(ctx, ("Input", "H0", "C0", "Weight", "Bias", "Lengths"))
         if self.peep:
-            self.act_front = activation(xp, [(0, H, cand), (H, 3 * H, gate)])
-            self.act_o = activation(xp, [(0, H, gate)])
+            self.act_front = activation(xp, [(0, H, cand), (H, 3 * H, gate)], clip=True)
+            self.act_o = activation(xp, [(0, H, gate)], clip=True)
         else:
-            self.act_front = activation(xp, [(0, H, cand), (H, 4 * H, gate)])
+            self.act_front = activation(xp, [(0, H, cand), (H, 4 * H, gate)], clip=True)
         self.cell = _cell_fn(xp, a["cell_activation"])
         self.ws = xp.empty((H, 4 * H), dt)
         self.hw = xp.empty((self.B, 4 * H), dt)
@@ -118,7 +121,8 @@ class _Forward:
         self.zeros = xp.zeros((self.B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden", "Cell") + _INTERNAL]
         self.seq = sequence_kernel(ctx, self, dt, "lstm_forward", {
-            "gate": gate, "cand": cand, "cell": a["cell_activation"]}, {"PEEP": self.peep})
+            "gate": gate, "cand": cand, "cell": a["cell_activation"]},
+            {"PEEP": self.peep, "CLIP": True})
         if self.seq is not None:
             self.never = xp.zeros((self.T, self.B), bool)   # no row frozen
             self.no_peep = xp.zeros((3, H), dt)
@@ -281,7 +285,7 @@ class _Backward:
         self.zeros = xp.zeros((B, H), dt)
         gate, cell, cand = self.acts
         self.seq = sequence_kernel(ctx, self, dt, "lstm_backward", {
-            "gate": gate, "cand": cand, "cell": cell}, {"PEEP": self.peep})
+            "gate": gate, "cand": cand, "cell": cell}, {"PEEP": self.peep, "CLIP": True})
         if self.seq is not None:
             self.no_peep = xp.zeros((3, H), dt)
             self.none = xp.zeros((0, 0, 0), dt)    # no gradient flows in there

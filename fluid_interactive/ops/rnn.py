@@ -12,7 +12,9 @@ padding are zero, so no gradient reaches a valid position from it either.
 
 Sigmoid gates are computed as ``0.5 * tanh(x / 2) + 0.5``: the ops fold the ``1/2`` into
 the weights and the input once per call (`PRE_SCALE`), so all gates of a step take one
-``tanh`` call.
+``tanh`` call. Paddle's fused RNN kernels (``gru``, ``lstm``) clip a sigmoid's input to
+`SIGMOID_RANGE` first, and so do ours (the ``clip`` argument of `activation` and
+`activate_unscaled`); Paddle's one-step ops (``gru_unit``, ``lstm_unit``) do not clip.
 """
 from __future__ import annotations
 
@@ -23,26 +25,36 @@ import numpy as np
 
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
+from ..kernels.recurrent import SIGMOID_RANGE
 from .spec import InferContext, KernelContext, TensorType, dims_compatible
 
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
 LENGTH_DTYPES = ("int32", "int64")
 #: The factor a gate's pre-activation is scaled by before `activate` runs on it.
 PRE_SCALE = {"sigmoid": 0.5, "tanh": 1.0, "relu": 1.0, "identity": 1.0}
+#: The top bound on a pre-scaled sigmoid input when it is clipped to `SIGMOID_RANGE`, the
+#: one bound that needs applying (see kernels/recurrent.py, which runs the same clip).
+_SIGMOID_TOP = SIGMOID_RANGE[1] * PRE_SCALE["sigmoid"]
 
 
 # --- activations ---------------------------------------------------------------------------------
 
-def activation(xp: Any, spans: Sequence[tuple[int, int, str]]) -> Callable[[Any], None]:
+def activation(xp: Any, spans: Sequence[tuple[int, int, str]], clip: bool = False
+               ) -> Callable[[Any], None]:
     """An in-place activation of the columns of a ``[B, K]`` view: ``spans`` lists ``(lo,
     hi, act)`` column ranges, each pre-scaled by ``PRE_SCALE[act]``. When every act is
-    sigmoid or tanh and the spans are adjacent, one tanh covers them all."""
+    sigmoid or tanh and the spans are adjacent, one tanh covers them all. ``clip``: the
+    sigmoids' inputs are clipped to `SIGMOID_RANGE` first, as Paddle's fused RNN kernels
+    do."""
     lo, hi = spans[0][0], spans[-1][1]
     adjacent = all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     if adjacent and all(act in ("sigmoid", "tanh") for _, _, act in spans):
         fixes = [(a, b) for a, b, act in spans if act == "sigmoid"]
+        clips = fixes if clip else []
 
         def tanh_all(v):
+            for a, b in clips:
+                _clip_sigmoid(xp, v[:, a:b])
             xp.tanh(v[:, lo:hi], out=v[:, lo:hi])
             for a, b in fixes:
                 _tanh_to_sigmoid(xp, v[:, a:b])
@@ -51,8 +63,13 @@ def activation(xp: Any, spans: Sequence[tuple[int, int, str]]) -> Callable[[Any]
 
     def each(v):
         for a, b, act in steps:
-            _activate(xp, v[:, a:b], act)
+            _activate(xp, v[:, a:b], act, clip)
     return each
+
+
+def _clip_sigmoid(xp: Any, v: Any) -> None:
+    """A pre-scaled sigmoid input clipped as Paddle's fused RNN kernels do (NaN stays)."""
+    xp.minimum(v, _SIGMOID_TOP, out=v)
 
 
 def _tanh_to_sigmoid(xp: Any, v: Any) -> None:
@@ -60,8 +77,10 @@ def _tanh_to_sigmoid(xp: Any, v: Any) -> None:
     xp.add(v, 0.5, out=v)
 
 
-def _activate(xp: Any, v: Any, act: str) -> None:
+def _activate(xp: Any, v: Any, act: str, clip: bool = False) -> None:
     if act == "sigmoid":            # v holds x / 2
+        if clip:
+            _clip_sigmoid(xp, v)
         xp.tanh(v, out=v)
         _tanh_to_sigmoid(xp, v)
     elif act == "tanh":
@@ -70,11 +89,12 @@ def _activate(xp: Any, v: Any, act: str) -> None:
         xp.maximum(v, 0, out=v)
 
 
-def activate_unscaled(xp: Any, v: Any, act: str) -> None:
-    """``act`` in place on a view holding the true pre-activation (not pre-scaled)."""
+def activate_unscaled(xp: Any, v: Any, act: str, clip: bool = False) -> None:
+    """``act`` in place on a view holding the true pre-activation (not pre-scaled);
+    ``clip`` as `activation`'s."""
     if act == "sigmoid":
         xp.multiply(v, 0.5, out=v)
-    _activate(xp, v, act)
+    _activate(xp, v, act, clip)
 
 
 def derivative(xp: Any, y: Any, act: str, out: Any) -> Any:

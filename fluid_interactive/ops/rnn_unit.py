@@ -7,14 +7,18 @@ order i, f, o, g) and C_prev [B, D] give
     C = f * C_prev + i * g;  H = o * tanh(C)
 
 ``gru_unit``: one step of ``gru`` (see `gru.py`) on Input [B, 3D], HiddenPrev [B, D],
-Weight [D, 3D] and Bias [1, 3D]: Gate [B, 3D] (u, r, c~ activated), ResetHiddenPrev
-(r * h) and Hidden [B, D]. It runs the ``gru`` kernels with T = 1, so both ops compute the
-same step the same way; like Paddle's, its gradient flows from Hidden only.
+Weight [D, 3D] (in Paddle's layout, as gru's) and Bias [1, 3D]: Gate [B, 3D] (u, r, c~
+activated), ResetHiddenPrev (r * h) and Hidden [B, D]. It runs the ``gru`` kernels with
+T = 1, so both ops compute the same step the same way, except that, as Paddle's gru_unit
+kernel, it does not clip the sigmoids' inputs (gru does); like Paddle's, its gradient
+flows from Hidden only.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from .gru import backward_kernel, forward_kernel, weight_from_blocks
 from .registry import get_spec, register
 from .rnn import check_activations, check_param, check_step, new_or
 from .spec import (
@@ -26,6 +30,7 @@ from .spec import (
     emit_default_grad,
     slots,
 )
+from .value_layouts import register_layout_change
 
 # --- lstm_unit ----------------------------------------------------------------------------------
 
@@ -138,12 +143,13 @@ def _gru_attrs(ctx: KernelContext) -> dict:
     return dict(get_spec("gru").attrs, **ctx.attrs)
 
 
-def _one_step(ctx: KernelContext, spec_name: str, in_types: dict, out_types: dict,
-              buffers: dict) -> Any:
-    spec = get_spec(spec_name)
-    assert spec.kernel is not None
-    return spec.kernel(KernelContext(spec, _gru_attrs(ctx), ctx.xp, in_types, out_types,
-                                     buffers))
+def _one_step(ctx: KernelContext, spec_name: str, kernel: Callable, in_types: dict,
+              out_types: dict, buffers: dict) -> Any:
+    """``kernel`` of op ``spec_name`` (gru's or gru_grad's) for one step, sigmoids
+    unclipped."""
+    context = KernelContext(get_spec(spec_name), _gru_attrs(ctx), ctx.xp, in_types,
+                            out_types, buffers)
+    return kernel(context, clip=False)
 
 
 def _step_view(a: Any) -> Any:
@@ -162,7 +168,7 @@ def _gru_unit_kernel(ctx: KernelContext):
     bufs = {"BatchGate": [_step_view(ctx.buffer("Gate"))],
             "BatchResetHiddenPrev": [_step_view(ctx.buffer("ResetHiddenPrev"))],
             "BatchHidden": [_step_view(ctx.buffer("Hidden"))]}
-    fn = _one_step(ctx, "gru", ins, outs, bufs)
+    fn = _one_step(ctx, "gru", forward_kernel, ins, outs, bufs)
 
     def unit(x, *rest):
         _, gates, resets, hids = fn(x.reshape(b, 1, g), *rest)
@@ -204,7 +210,7 @@ def _gru_unit_grad_kernel(ctx: KernelContext):
         bufs[name] = [buf.reshape(b, 1, 3 * d) if s == "Input" and buf is not None else buf]
     if "Input" in wanted:
         outs["Input@GRAD"] = [TensorType((b, 1, 3 * d), dt)]
-    fn = _one_step(ctx, "gru_grad", ins, outs, bufs)
+    fn = _one_step(ctx, "gru_grad", backward_kernel, ins, outs, bufs)
 
     def unit(h_prev, w, gate, reset, hidden, dhidden):
         res = fn(h_prev, w, gate[None], reset[None], hidden[None], dhidden.reshape(b, 1, d))
@@ -225,3 +231,5 @@ register(OpSpec("gru_unit_grad",
                       "Hidden@GRAD"),
                 slots("Input@GRAD?", "HiddenPrev@GRAD?", "Weight@GRAD?", "Bias@GRAD?"),
                 _gru_unit_grad_infer, _gru_unit_grad_kernel, attrs=_GRU_UNIT_ATTRS))
+# Weights saved before Paddle's layout (value_layouts.py's version 1) held [W_ur | W_c].
+register_layout_change("gru_unit", "Weight", 2, weight_from_blocks)

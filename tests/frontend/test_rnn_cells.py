@@ -34,13 +34,15 @@ def _sequences():
 
 def dynamic_gru_weights(gate_w, cand_w, gate_b, cand_b):
     """GRUCell's weights as fc + dynamic_gru(origin_mode=True) take them: the input's
-    projection [IN, 3H] and bias [3H] and the recurrent weight, in the gru op's documented
-    order u, r, c~ (ops/gru.py: Weight[:, :2H] the gates, Weight[:, 2H:] the candidate).
-    The one place that knows the gru op's weight layout: change it here if that changes."""
+    projection [IN, 3H] and bias [3H] in the gru op's order u, r, c~, and the recurrent
+    weight in Paddle's layout (ops/gru.py: W_ur [H, 2H], the gates', is its first 2H*H
+    values, W_c [H, H], the candidate's, the last H*H). The one place here that knows the
+    gru op's weight layout."""
     r, u = slice(0, H), slice(H, 2 * H)
     proj = np.concatenate([gate_w[:IN, u], gate_w[:IN, r], cand_w[:IN]], axis=1)
     bias = np.concatenate([gate_b[u], gate_b[r], cand_b])
-    recurrent = np.concatenate([gate_w[IN:, u], gate_w[IN:, r], cand_w[IN:]], axis=1)
+    w_ur = np.concatenate([gate_w[IN:, u], gate_w[IN:, r]], axis=1)
+    recurrent = np.concatenate([w_ur.reshape(-1), cand_w[IN:].reshape(-1)]).reshape(H, 3 * H)
     return proj, bias, recurrent
 
 

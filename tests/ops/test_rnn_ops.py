@@ -1,5 +1,6 @@
 """The recurrent ops: ``lstm``, ``gru``, ``lstm_unit`` and ``gru_unit`` against a NumPy
-reference written row by row and step by step, every gradient against finite differences,
+reference written row by row and step by step (the GRU weight in Paddle's layout, the
+fused ops' sigmoids clipped as Paddle's), every gradient against finite differences,
 ``lstm``/``gru`` against PyTorch's ``nn.LSTM``/``nn.GRU`` with the same weights (gate
 orders mapped) in float64, and padding that never matters."""
 import numpy as np
@@ -11,6 +12,23 @@ from fluid_interactive.ops.interpret import run_ops
 
 ACT = {"sigmoid": lambda v: np.exp(-np.logaddexp(0, -v)), "tanh": np.tanh,
        "relu": lambda v: np.maximum(v, 0), "identity": lambda v: v}
+#: The activations of Paddle's fused RNN kernels (gru, lstm): a sigmoid's input is
+#: clipped to [-40, 13] first.
+FUSED_ACT = dict(ACT, sigmoid=lambda v: ACT["sigmoid"](np.clip(v, -40.0, 13.0)))
+
+
+def gru_weight(w_ur, w_c):
+    """A gru Weight [D, 3D] in Paddle's layout from W_ur [D, 2D] (u, r) and W_c [D, D]:
+    their values one after the other, read as [D, 3D]."""
+    d = w_c.shape[0]
+    return np.concatenate([w_ur.reshape(-1), w_c.reshape(-1)]).reshape(d, 3 * d)
+
+
+def gru_weight_parts(w):
+    """W_ur [D, 2D] and W_c [D, D] of a gru Weight, as Paddle reads them: the first 2*D*D
+    values, then the last D*D."""
+    d = w.shape[0]
+    return w.reshape(-1)[:2 * d * d].reshape(d, 2 * d), w.reshape(-1)[2 * d * d:].reshape(d, d)
 
 
 def row_order(n, t_len, reverse):
@@ -26,7 +44,8 @@ def ref_lstm(Input, Weight, Bias=None, H0=None, C0=None, Lengths=None, use_peeph
              candidate_activation="tanh", **_):
     b, t, g = Input.shape
     h_size = g // 4
-    gate, cell, cand = ACT[gate_activation], ACT[cell_activation], ACT[candidate_activation]
+    gate, cell, cand = (FUSED_ACT[gate_activation], FUSED_ACT[cell_activation],
+                        FUSED_ACT[candidate_activation])
     bias = np.zeros(7 * h_size) if Bias is None else Bias[0]
     hidden, cells = np.zeros((b, t, h_size)), np.zeros((b, t, h_size))
     for row in range(b):
@@ -49,10 +68,13 @@ def ref_lstm(Input, Weight, Bias=None, H0=None, C0=None, Lengths=None, use_peeph
 
 def ref_gru(Input, Weight, Bias=None, H0=None, Lengths=None, is_reverse=False,
             gate_activation="sigmoid", activation="tanh", origin_mode=False,
-            linear_before_reset=False, **_):
+            linear_before_reset=False, clip=True, **_):
+    """``clip=False``: sigmoids unclipped (gru_unit's step)."""
     b, t, g = Input.shape
     d = g // 3
-    gate, cand = ACT[gate_activation], ACT[activation]
+    acts = FUSED_ACT if clip else ACT
+    gate, cand = acts[gate_activation], acts[activation]
+    w_ur, w_c = gru_weight_parts(Weight)
     bias = np.zeros(3 * d) if Bias is None else Bias[0]
     hidden = np.zeros((b, t, d))
     for row in range(b):
@@ -60,12 +82,12 @@ def ref_gru(Input, Weight, Bias=None, H0=None, Lengths=None, is_reverse=False,
         h = np.zeros(d) if H0 is None else H0[row]
         for pos in row_order(n, t, is_reverse):
             x = Input[row, pos]
-            u = gate(x[:d] + h @ Weight[:, :d] + bias[:d])
-            r = gate(x[d:2 * d] + h @ Weight[:, d:2 * d] + bias[d:2 * d])
+            u = gate(x[:d] + h @ w_ur[:, :d] + bias[:d])
+            r = gate(x[d:2 * d] + h @ w_ur[:, d:] + bias[d:2 * d])
             if linear_before_reset:
-                c = cand(x[2 * d:] + r * (h @ Weight[:, 2 * d:] + bias[2 * d:]))
+                c = cand(x[2 * d:] + r * (h @ w_c + bias[2 * d:]))
             else:
-                c = cand(x[2 * d:] + (r * h) @ Weight[:, 2 * d:] + bias[2 * d:])
+                c = cand(x[2 * d:] + (r * h) @ w_c + bias[2 * d:])
             h = u * h + (1 - u) * c if origin_mode else (1 - u) * h + u * c
             hidden[row, pos] = h
     return {"Hidden": hidden}
@@ -172,6 +194,11 @@ def test_lstm_gradient_from_hidden_alone(rng):
 @pytest.mark.parametrize("lengths", [None, (4, 2, 1)], ids=["full", "lengths"])
 def test_gru_gradients(rng, attrs, lengths):
     inputs = gru_inputs(rng, b=3, t=4, d=3, lengths=lengths)
+    if attrs.get("gate_activation") == "identity":
+        # Unbounded gates drive the sigmoid candidate past 13, where the clip makes the
+        # function flat but the gradient (Paddle's, from the sigmoid's value) is not 0.
+        inputs["Input"] *= 0.3
+        inputs["H0"] *= 0.3
     check_grad("gru", inputs, attrs, wrt=["Input", "H0", "Weight", "Bias"],
                through=["Hidden"], max_elements=30)
 
@@ -311,7 +338,8 @@ def test_gru_equals_torch(rng, lengths, reverse):
     suffix = "_l0_reverse" if reverse else "_l0"
     perm = np.r_[h:2 * h, 0:h, 2 * h:3 * h]
     w_ih = getattr(m, "weight_ih" + suffix).detach().numpy()[perm]
-    w = getattr(m, "weight_hh" + suffix).detach().numpy()[perm].T.copy()
+    w_hh = getattr(m, "weight_hh" + suffix).detach().numpy()[perm]
+    w = gru_weight(w_hh[:2 * h].T, w_hh[2 * h:].T)
     b_ih = getattr(m, "bias_ih" + suffix).detach().numpy()[perm]
     b_hh = getattr(m, "bias_hh" + suffix).detach().numpy()[perm]
     x, h0 = rng.standard_normal((b, t, d)), rng.standard_normal((b, h))
@@ -327,8 +355,9 @@ def test_gru_equals_torch(rng, lengths, reverse):
     close = {"rtol": 1e-9, "atol": 1e-11}
     np.testing.assert_allclose(g["Input"] @ w_ih, tx.grad.numpy(), **close)
     np.testing.assert_allclose(g["H0"], th0.grad.numpy()[1 if reverse else 0], **close)
-    np.testing.assert_allclose(g["Weight"],
-                               getattr(m, "weight_hh" + suffix).grad.numpy()[perm].T, **close)
+    dw_hh = getattr(m, "weight_hh" + suffix).grad.numpy()[perm]
+    np.testing.assert_allclose(g["Weight"], gru_weight(dw_hh[:2 * h].T, dw_hh[2 * h:].T),
+                               **close)
     np.testing.assert_allclose(g["Bias"][0][2 * h:],
                                getattr(m, "bias_hh" + suffix).grad.numpy()[perm][2 * h:], **close)
 
@@ -358,7 +387,7 @@ def test_gru_unit_is_one_step_of_gru(rng, attrs):
     g = gru_inputs(rng, b=3, t=1, d=4, lengths=None)
     inputs = {"Input": g["Input"][:, 0], "HiddenPrev": g["H0"], "Weight": g["Weight"],
               "Bias": g["Bias"]}
-    want = ref_gru(**g, **attrs)["Hidden"][:, 0]
+    want = ref_gru(**g, **attrs, clip=False)["Hidden"][:, 0]
     got = check_op("gru_unit", inputs, attrs)
     np.testing.assert_allclose(got["Hidden"][0], want, rtol=1e-12, atol=1e-12)
     d = 4
@@ -366,6 +395,32 @@ def test_gru_unit_is_one_step_of_gru(rng, attrs):
                                got["Gate"][0][:, d:2 * d] * g["H0"], rtol=1e-12)
     check_grad("gru_unit", inputs, attrs, wrt=["Input", "HiddenPrev", "Weight", "Bias"],
                through=["Hidden"])
+
+
+# --- Paddle's sigmoid clip ------------------------------------------------------------------------
+
+SIGMOID_13 = 1.0 / (1.0 + np.exp(-13.0))    # 1 - 2.3e-6
+
+
+def test_fused_ops_clip_sigmoid_inputs_at_13_and_unit_ops_do_not(rng):
+    """As Paddle's kernels: gru and lstm clip a sigmoid's input to [-40, 13], gru_unit and
+    lstm_unit do not (a gate driven to 43 is sigmoid(13) in the former, 1 in the latter)."""
+    g = gru_inputs(rng, b=3, t=1, d=4, lengths=None)
+    g["Input"][..., :4] += 43.0                    # the update gate
+    fused = check_op("gru", g, {}, reference=ref_gru, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fused["BatchGate"][0][0, :, :4], SIGMOID_13, rtol=1e-15)
+    unit = check_op("gru_unit", {"Input": g["Input"][:, 0], "HiddenPrev": g["H0"],
+                                 "Weight": g["Weight"], "Bias": g["Bias"]}, {})
+    np.testing.assert_array_equal(unit["Gate"][0][:, :4], 1.0)
+    x = lstm_inputs(rng, b=3, t=1, h=4, peep=False, lengths=None)
+    x["Input"][..., 4:8] += 43.0                   # the input gate
+    fused = check_op("lstm", x, {"use_peepholes": False}, reference=ref_lstm, rtol=1e-12,
+                     atol=1e-14)
+    np.testing.assert_allclose(fused["BatchGate"][0][0, :, 4:8], SIGMOID_13, rtol=1e-15)
+    i_big = {"X": np.concatenate([np.full((3, 4), 43.0), np.zeros((3, 8)), np.ones((3, 4))],
+                                 axis=1), "C_prev": np.zeros((3, 4))}   # gates i, f, o, g
+    np.testing.assert_array_equal(check_op("lstm_unit", i_big, {})["C"][0],
+                                  np.full((3, 4), np.tanh(1.0)))        # i = 1: unclipped
 
 
 # --- shape rules -------------------------------------------------------------------------------

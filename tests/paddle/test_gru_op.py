@@ -2,7 +2,7 @@
 as a padded batch with lengths (the padding holds a non-zero value) against Paddle's NumPy
 GRU, its gradients, and the errors of `dynamic_gru`. Paddle's BatchGate,
 BatchResetHiddenPrev and BatchHidden hold its batch-sorted internals (LoD-only): Hidden is
-compared. The forward cases wait for the GRU weight layout (xfail, strict)."""
+compared."""
 import numpy as np
 import pytest
 from ops.harness import check_grad, check_op
@@ -11,9 +11,12 @@ from paddle.test_lstm_op import ACTIVATION
 
 import fluid
 
-GRU_LAYOUT = pytest.mark.xfail(
-    strict=True, reason="GRU weight layout: Paddle splits [D, 3D] as the first 2*D*D "
-                        "elements then D*D; fixed in a later change")
+#: The gradient check's absolute tolerance. Paddle's kernels clip a sigmoid's input at 13,
+#: where the function is flat, but its gradient comes from the sigmoid's value (2.3e-6 of
+#: the gradient flowing in, not 0): with these inputs (rand, D = 40) some gates pass 13, and
+#: central differences then differ from Paddle's gradient, and ours, by up to 7e-6. Paddle's
+#: own check compares gradients under 1e-3 absolutely, at max_relative_error (0.005).
+ATOL = 1e-5
 
 
 def reference_gru(Input, Weight, Bias, H0, Lengths, is_reverse, activation,
@@ -73,7 +76,6 @@ def gru_case(name, d=40):
     return inputs, attrs, {"Bias": bias, "H0": h0}
 
 
-@GRU_LAYOUT
 @pytest.mark.parametrize("name", list(CASES))
 def test_check_output(name):   # atol 1e-8
     inputs, attrs, defaults = gru_case(name)
@@ -85,7 +87,7 @@ def test_check_output(name):   # atol 1e-8
 def test_check_grad(name):   # OpTest's max_relative_error 0.005, through Hidden
     inputs, attrs, _ = gru_case(name)
     wrt = [slot for slot in ("Input", "H0", "Weight", "Bias") if slot in inputs]
-    check_grad("gru", inputs, attrs, wrt=wrt, through=["Hidden"], rtol=5e-3, atol=1e-8,
+    check_grad("gru", inputs, attrs, wrt=wrt, through=["Hidden"], rtol=5e-3, atol=ATOL,
                max_elements=200)
 
 

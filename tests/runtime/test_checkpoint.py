@@ -590,7 +590,7 @@ def test_unreadable_manifest(ckpt, content):
         fluid.load(str(ckpt))
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize("version", [3, 0, "1", "2", None, True, 1.0])
 def test_unknown_format_version(ckpt, version):
     doc = read_manifest(ckpt)
     doc["format_version"] = version

@@ -135,8 +135,10 @@ def dynamic_gru(input: Variable, size: int, param_attr: Any = None, bias_attr: A
         u, r = act_g(x_ur + h W_ur + b_ur);  c~ = act_cand(x_c + (r * h) W_c + b_c)
         h_t = (1 - u) * h + u * c~        (origin_mode=True: u * h + (1 - u) * c~)
 
-    Parameters: the weight ``[H, 3H]`` (Xavier) and the bias ``[1, 3H]`` (zeros;
-    ``bias_attr=False``: none). ``h_0`` ``[B, H]`` starts the state (default zeros).
+    Parameters: the weight ``[H, 3H]`` (Xavier), in Paddle's layout: ``W_ur`` ``[H, 2H]``
+    is its first ``2H*H`` values, ``W_c`` ``[H, H]`` the rest (docs/sequences.md); the
+    bias ``[1, 3H]`` (zeros; ``bias_attr=False``: none). ``h_0`` ``[B, H]`` starts the
+    state (default zeros). As Paddle's, sigmoids clip their input to [-40, 13].
     """
     layer = "dynamic_gru"
     helper = LayerHelper("gru")
@@ -180,6 +182,7 @@ def gru_unit(input: Variable, hidden: Variable, size: int, param_attr: Any = Non
     """One GRU step (`dynamic_gru`'s formula) on ``input [B, 3D]`` (projected) and
     ``hidden [B, D]``, with ``size = 3D``; returns ``(updated_hidden, reset_hidden_pre,
     gate)``: ``[B, D]``, ``r * hidden`` ``[B, D]`` and the activated gates ``[B, 3D]``.
+    The weight ``[D, 3D]`` is in `dynamic_gru`'s layout, so the two can share it.
     Gradients flow from ``updated_hidden``."""
     helper = LayerHelper("gru_unit")
     size = _positive_int(size, "size (3 * hidden size)", "gru_unit", multiple=3)

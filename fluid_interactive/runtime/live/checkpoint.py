@@ -6,8 +6,9 @@ A checkpoint is a directory::
     program.json     the ProgramDesc (`program_to_json`)
     var-00000.npy    one NumPy .npy file per persistable var (no object dtypes, no pickle)
     ...
-    manifest.json    written last: format version, seed, every file's size and SHA-256,
-                     var name -> file, dtype and shape; and a SHA-256 of itself
+    manifest.json    written last: format version, the layout version of the values,
+                     seed, every file's size and SHA-256, var name -> file, dtype and
+                     shape; and a SHA-256 of itself
 
 `save` writes a complete checkpoint into a fresh hidden sibling directory, fsyncs it, and
 only then moves it to ``path`` with renames, so ``path`` always holds the complete old
@@ -15,6 +16,11 @@ checkpoint, the complete new one, or (for an instant, or after a crash at exactl
 instant) nothing, which `load` reports as a `CheckpointError`. `load` checks the manifest,
 every file's size and hash, and every array's dtype and shape against the program before
 it builds anything.
+
+Format version 2 adds ``layout_version``: the layouts of the values ops read
+(ops/value_layouts.py), so that a value saved in a layout an op no longer reads (the GRU
+weight before Paddle's layout) is converted on load. Version 1 checkpoints, which predate
+it, hold layout version 1 and load converted.
 """
 from __future__ import annotations
 
@@ -38,10 +44,13 @@ from ...backend import to_host
 from ...errors import CheckpointError, FluidError
 from ...ir.records import DTYPES, ProgramDesc, VarDesc
 from ...ir.serialize import program_from_json, program_to_json
+from ...ops.value_layouts import LAYOUT_VERSION, upgrade
 from .scope import Scope
 
 FORMAT = "fluid_interactive.checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The format versions `read` accepts (1: before ``layout_version``, which it implies is 1).
+READ_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
 
@@ -259,7 +268,7 @@ def _write_checkpoint(tmp: str, program: ProgramDesc, scope: Scope, seed: int | 
         entries.append({"name": var.name, "file": name, "dtype": array.dtype.name,
                         "shape": list(array.shape)})
     manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "format": FORMAT, "format_version": FORMAT_VERSION, "layout_version": LAYOUT_VERSION,
         "seed": None if seed is None else int(seed),
         "program": PROGRAM, "files": files, "vars": entries, "uninitialized": missing,
         # where each reader is (batches since its last reset): a load continues from there
@@ -497,9 +506,11 @@ class _Reader:
             raise self.fail(MANIFEST, f"not a fluid_interactive checkpoint manifest "
                                       f"(expected format {FORMAT!r})")
         version = doc.get("format_version")
-        if version != FORMAT_VERSION or isinstance(version, bool):
+        if version not in READ_VERSIONS or not isinstance(version, int) or \
+                isinstance(version, bool):
             raise self.fail(MANIFEST, f"unknown format version {version!r}; this version of "
-                                      f"fluid_interactive reads version {FORMAT_VERSION}")
+                                      f"fluid_interactive reads versions "
+                                      f"{', '.join(map(str, READ_VERSIONS))}")
         try:
             digest = _manifest_digest(doc)
         except ValueError:  # NaN or infinity: never written by `save`
@@ -508,7 +519,20 @@ class _Reader:
             raise self.fail(MANIFEST, "its checksum does not match its contents (it was "
                                       "edited or is corrupt)")
         self._check_structure(doc)
+        self._check_layout(doc)
         return doc
+
+    def _check_layout(self, doc: dict) -> None:
+        if doc["format_version"] == 1:
+            return
+        layout = doc.get("layout_version")
+        if not isinstance(layout, int) or isinstance(layout, bool) or layout < 1:
+            raise self.fail(MANIFEST, f"malformed: layout_version is {layout!r}, not a "
+                                      f"version number")
+        if layout > LAYOUT_VERSION:
+            raise self.fail(MANIFEST, f"its values are in layout version {layout}, written by "
+                                      f"a newer fluid_interactive; this one reads versions up "
+                                      f"to {LAYOUT_VERSION}")
 
     def _raise_missing(self, message: str) -> NoReturn:
         raise CheckpointError(message + _leftover_hint(self.target))
@@ -684,6 +708,7 @@ def _read_until(target: str, deadline: float) -> Checkpoint:
         with _Reader(target) as reader:
             try:
                 doc, program, values = _read_checkpoint(reader, check_program)
+                values = upgrade(program, values, doc.get("layout_version", 1))
                 readers = {v.name for v in program.global_block().vars.values()
                            if v.kind == "reader"}
                 positions = {k: int(v) for k, v in doc.get("readers", {}).items()
