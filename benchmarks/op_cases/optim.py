@@ -91,8 +91,10 @@ def _lars(p, g, v, lr, mu=0.9, coeff=0.001, wd=0.0005):
 
 
 def _lookahead(p, slow, alpha=0.5):
+    # two arrays: the fast weights are updated in place by the next step, and the slow
+    # ones must not follow them
     blend = alpha * p + (1 - alpha) * slow
-    return blend, blend
+    return blend, blend.copy()
 
 
 CASES = [

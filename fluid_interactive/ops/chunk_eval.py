@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..ir.text import format_shape as fmt
 from .loss_common import (
     check_int,
@@ -59,58 +61,62 @@ def _infer(ctx: InferContext) -> None:
 
 
 class _Chunks:
-    """Where chunks start and end in a batch of tag ids, under one scheme."""
+    """Where chunks start and end in a batch of tag ids, under one scheme.
+
+    Whether a position starts or ends a chunk by its tag depends on its tag and its
+    predecessor's only, so both rules are tables over the (K + 1)^2 pairs of codes
+    (tag + 1; 0: O or padding), built once; a batch then costs one lookup per rule."""
 
     def __init__(self, xp: Any, scheme: str, num_types: int):
         self.xp = xp
-        self.k, self.begin, self.inside, self.end, self.single = SCHEMES[scheme]
+        self.k = SCHEMES[scheme][0]
         self.other = num_types
+        ends, starts = _pair_rules(*SCHEMES[scheme])
+        self.ends_by_tag, self.starts_by_tag = xp.asarray(ends), xp.asarray(starts)
 
     def split(self, ids: Any, valid: Any) -> tuple[Any, Any]:
-        """(tag, type) [B, T + 1]; padded positions and a last extra column are O."""
+        """(code, type) [B, T + 2]: an O column before and after the ids (so that shifted
+        views give each position's predecessor), and O at padded positions (where
+        ``valid`` is False; None: none are)."""
         xp = self.xp
-        b = ids.shape[0]
-        typ = xp.full((b, ids.shape[1] + 1), self.other, dtype="int64")
-        tag = xp.full(typ.shape, -1, dtype="int64")
-        typ[:, :-1] = xp.where(valid, ids // self.k, self.other)
-        tag[:, :-1] = xp.where(valid, ids % self.k, -1)
-        return tag, typ
-
-    def _is(self, tag: Any, *which: int) -> Any:
-        hit = self.xp.zeros(tag.shape, dtype=bool)
-        for w in which:
-            if w >= 0:
-                hit |= tag == w
-        return hit
-
-    def ends(self, pt: Any, pty: Any, t: Any, ty: Any) -> Any:
-        """A chunk that the previous position is in ends there."""
-        xp, o = self.xp, self.other
-        by_tag = xp.where(self._is(pt, self.begin, self.inside), self._is(t, self.begin,
-                                                                          self.single),
-                          self._is(pt, self.end, self.single))
-        return (pty != o) & ((ty == o) | (ty != pty) | by_tag)
-
-    def starts(self, pt: Any, pty: Any, t: Any, ty: Any) -> Any:
-        o = self.other
-        after_end = self._is(pt, self.end, self.single)
-        by_tag = self._is(t, self.begin, self.single) | \
-            (self._is(t, self.inside, self.end) & after_end)
-        return (ty != o) & ((pty == o) | (ty != pty) | by_tag)
+        shape = (ids.shape[0], ids.shape[1] + 2)
+        typ, code = xp.empty(shape, dtype="int64"), xp.empty(shape, dtype="int64")
+        q, r = xp.divmod(ids, self.k)          # one pass for both
+        r += 1
+        if valid is not None:
+            q, r = xp.where(valid, q, self.other), xp.where(valid, r, 0)
+        typ[:, 1:-1], typ[:, 0], typ[:, -1] = q, self.other, self.other
+        code[:, 1:-1], code[:, 0], code[:, -1] = r, 0, 0
+        return code, typ
 
     def find(self, ids: Any, valid: Any) -> tuple[Any, Any, Any]:
         """(ends [B, T]: a chunk ends at t, its start, its type) for each position."""
-        xp = self.xp
-        tag, typ = self.split(ids, valid)
-        first_t = xp.full((ids.shape[0], 1), -1, dtype="int64")
-        first_ty = xp.full((ids.shape[0], 1), self.other, dtype="int64")
-        pt = xp.concatenate([first_t, tag[:, :-1]], axis=1)
-        pty = xp.concatenate([first_ty, typ[:, :-1]], axis=1)
-        begins = self.starts(pt, pty, tag, typ)[:, :-1]
-        ends = self.ends(pt, pty, tag, typ)[:, 1:]          # ends at t-1, seen at t
+        xp, o = self.xp, self.other
+        code, typ = self.split(ids, valid)
+        pty, ty = typ[:, :-1], typ[:, 1:]                      # [B, T + 1]
+        pair = code[:, :-1] * (self.k + 1) + code[:, 1:]
+        differs = ty != pty
+        begins = ((ty != o) & ((pty == o) | differs | self.starts_by_tag[pair]))[:, :-1]
+        # a chunk that the previous position is in ends there: seen at t, ends at t - 1
+        ends = ((pty != o) & ((ty == o) | differs | self.ends_by_tag[pair]))[:, 1:]
         steps = xp.arange(ids.shape[1]).reshape(1, -1)
         start = running_max(xp, xp.where(begins, steps, -1), axis=1)
-        return ends, start, typ[:, :-1]
+        return ends, start, typ[:, 1:-1]
+
+
+def _pair_rules(k: int, begin: int, inside: int, end: int, single: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Paddle's rules by tag alone, over every (previous code, code) pair, flattened:
+    (the previous position's chunk ends, this position starts one)."""
+    codes = np.arange(k + 1)
+    pc, c = np.meshgrid(codes, codes, indexing="ij")
+
+    def is_(code: np.ndarray, *tags: int) -> np.ndarray:
+        return np.isin(code, [t + 1 for t in tags if t >= 0])
+
+    ends = np.where(is_(pc, begin, inside), is_(c, begin, single), is_(pc, end, single))
+    starts = is_(c, begin, single) | (is_(c, inside, end) & is_(pc, end, single))
+    return ends.ravel(), starts.ravel()
 
 
 def _kernel(ctx: KernelContext):
@@ -123,25 +129,25 @@ def _kernel(ctx: KernelContext):
     bufs = [ctx.buffer(s) for s in _OUTS]
     top = num_types * chunks.k + 1
 
-    def kept(typ: Any) -> Any:
-        keep = xp.ones(typ.shape, dtype=bool)
+    def kept(ends: Any, typ: Any) -> Any:
+        """The chunk ends whose type is not excluded."""
         for e in excluded:
-            keep &= typ != e
-        return keep
+            ends = ends & (typ != e)
+        return ends
 
     def fn(inference, label, *length):
-        n = row_lengths(xp, length[0], b, t, "chunk_eval") if has_len else \
-            xp.full((b,), t, dtype="int64")
-        valid = time_mask(xp, n, t)
+        # without lengths every position is valid: no masks to build or apply
+        valid = time_mask(xp, row_lengths(xp, length[0], b, t, "chunk_eval"), t) \
+            if has_len else None
         found = []
         for ids in (inference.reshape(b, t), label.reshape(b, t)):
-            check_range(xp, xp.where(valid, ids, 0), top, "chunk_eval: tag id")
+            check_range(xp, ids if valid is None else xp.where(valid, ids, 0), top,
+                        "chunk_eval: tag id")
             found.append(chunks.find(ids, valid))
         (e_o, s_o, ty_o), (e_l, s_l, ty_l) = found
-        n_infer = (e_o & kept(ty_o)).sum()
-        n_label = (e_l & kept(ty_l)).sum()
-        n_correct = (e_o & e_l & (s_o == s_l) & (ty_o == ty_l) & kept(ty_o)).sum()
-        return _scores(xp, bufs, n_infer, n_label, n_correct)
+        e_o, e_l = kept(e_o, ty_o), kept(e_l, ty_l)
+        n_correct = (e_o & e_l & (s_o == s_l) & (ty_o == ty_l)).sum()
+        return _scores(xp, bufs, e_o.sum(), e_l.sum(), n_correct)
     return fn
 
 
