@@ -29,10 +29,15 @@ Shapes = Sequence[tuple[int, ...]]
 
 
 def address(array: Any) -> int:
-    """The address of an array's first element (NumPy, CuPy)."""
-    data = getattr(array, "data", None)
-    ptr = getattr(data, "ptr", None)
-    return ptr if ptr is not None else array.__array_interface__["data"][0]
+    """The address of an array's first element (NumPy, CuPy).
+
+    Not through NumPy's ``__array_interface__``: the dict it builds has a key
+    (``'typestr'``) that CPython interns when the dict is made and drops from its table of
+    interned strings when the dict dies, so a step that read it changed that table, and
+    CPython rebuilds the table (0.4-2 MB allocated anew) every few thousand steps, at a
+    step that depends on all the process did before."""
+    ptr = getattr(getattr(array, "data", None), "ptr", None)
+    return ptr if ptr is not None else array.ctypes.data
 
 
 def _views(flat: Any, shapes: Shapes) -> list[Any]:
