@@ -40,8 +40,10 @@ define_unary("floor", lambda xp, x, o, a: xp.floor(x, out=o), _zero_grad, (),
 
 def _round(xp, x, o, a):
     t = xp.trunc(x)
-    half = (xp.abs(x - t) >= 0.5).astype(x.dtype)   # x - trunc(x) is exact
-    return xp.add(t, xp.copysign(half, x), out=o)
+    d = xp.subtract(x, t)                          # exact; NaN at an infinity
+    xp.abs(d, out=d)
+    xp.copysign(xp.greater_equal(d, 0.5), x, out=d)   # 1 away from zero at a half or more
+    return xp.add(t, d, out=o)
 
 
 define_unary("round", _round, _zero_grad, (),
