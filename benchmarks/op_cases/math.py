@@ -41,7 +41,9 @@ CASES = [
     _unary("atan", L.atan, np.arctan), _unary("asin", L.asin, np.arcsin, UNIT),
     _unary("acos", L.acos, np.arccos, UNIT), _unary("ceil", L.ceil, np.ceil),
     _unary("floor", L.floor, np.floor),
-    _unary("round", L.round, lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x)),
+    # halves away from zero, exactly (floor(|x| + 0.5) rounds 0.49999997 up in float32)
+    _unary("round", L.round,
+           lambda x: np.trunc(x) + np.copysign(np.abs(x - np.trunc(x)) >= 0.5, x)),
     _unary("reciprocal", L.reciprocal, np.reciprocal, POS),
     _unary("rsqrt", L.rsqrt, lambda x: 1 / np.sqrt(x), POS),
     _unary("log1p", L.log1p, np.log1p, POS),
