@@ -115,9 +115,9 @@ LENET_OPS = (   # name, op, NCHW shapes by var, attrs
 def _op_pair(op: str, layout: str, shapes: dict, attrs: dict, compiled: bool):
     """(forward, gradient, their arguments) of one op in one plan's state."""
     from fluid_interactive.ir.records import OpDesc
-    from fluid_interactive.kernels import TIER_KEY
     from fluid_interactive.ops import prepare_kernel
     from fluid_interactive.ops.layouts import to_layout
+    from fluid_interactive.ops.plan_state import PlanState
     from fluid_interactive.ops.spec import TensorType
     attrs = {**attrs, "data_format": layout}
     image = {n: to_layout(s, layout) if n != "k" else s for n, s in shapes.items()}
@@ -131,10 +131,10 @@ def _op_pair(op: str, layout: str, shapes: dict, attrs: dict, compiled: bool):
         grad = OpDesc("pool2d_grad", {"X": ["x"], "Out": ["y"], "Out@GRAD": ["g"]},
                       {"X@GRAD": ["dx"]}, attrs)
     types = {n: TensorType(s, "float32") for n, s in image.items()}
-    state: dict = {}
-    kernels = [prepare_kernel(o, types.__getitem__, np, plan_state=state) for o in (fwd, grad)]
-    tier = state.get(TIER_KEY)
-    if compiled and tier is not None:
+    state = PlanState()
+    kernels = [prepare_kernel(o, types.__getitem__, np, state=state) for o in (fwd, grad)]
+    tier = state.tier
+    if compiled and tier.kernels:
         tier.start()
         tier.wait(600)
         tier.poll()

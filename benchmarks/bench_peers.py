@@ -46,9 +46,11 @@ from peers.workloads import (  # noqa: E402 (after the path set-up above)
 
 FRAMEWORKS = {"fluid": ("peers.fluid_impl", "fluid"),
               "fluid-numpy": ("peers.fluid_impl", "fluid"),   # FLUID_KERNELS=numpy
+              "fluid-fast": ("peers.fluid_impl", "fluid"),    # FLUID_KERNELS=fast
               "numpy": ("peers.numpy_impl", "numpy"),
               "torch": ("peers.torch_impl", "torch"), "jax": ("peers.jax_impl", "jax")}
 LABELS = {"fluid": "fluid_interactive", "fluid-numpy": "fluid, NumPy kernels only",
+          "fluid-fast": "fluid, kernels within float rounding too (FLUID_KERNELS=fast)",
           "numpy": "hand NumPy", "torch": "PyTorch eager",
           "jax": "JAX jit"}
 SETTLE_S = 0.3   # idle BLAS / OpenMP threads of the previous workload spin for a while
@@ -62,10 +64,11 @@ LOSS_RTOL, LOSS_ATOL = 2e-3, 1e-5
 # another order with another thread count) moves its losses by ~0.3% within 30 steps; and
 # torch.optim.Adam adds epsilon after the bias correction (fluid, JAX and NumPy here:
 # before it, as Paddle does), which moves them by up to ~3%.
-LOOSER = {("torch", "W2-adam"): 5e-2, ("fluid", "W2-adam"): 1e-2, ("fluid-numpy", "W2-adam"): 1e-2,
-          ("jax", "W2-adam"): 1e-2}
+FLUIDS = ("fluid", "fluid-numpy", "fluid-fast")
+LOOSER = {("torch", "W2-adam"): 5e-2, ("jax", "W2-adam"): 1e-2}
+LOOSER.update({(f, "W2-adam"): 1e-2 for f in FLUIDS})
 # RMSProp divides by the root of the mean square as Adam does: the same ~0.3%.
-LOOSER.update({(f, "W2-rmsprop"): 1e-2 for f in ("torch", "fluid", "fluid-numpy", "jax")})
+LOOSER.update({(f, "W2-rmsprop"): 1e-2 for f in ("torch", "jax", *FLUIDS)})
 
 
 def applies(framework: str, w: Workload) -> bool:
@@ -168,8 +171,8 @@ def run_worker(framework: str, mode: str, names: list[str], blocks: int = 3,
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--mode", mode,
            "--workloads", ",".join(names), "--blocks", str(blocks), "--device", device]
     env = dict(os.environ if base_env is None else base_env)
-    if framework == "fluid-numpy":
-        env["FLUID_KERNELS"] = "numpy"
+    if framework in ("fluid-numpy", "fluid-fast"):
+        env["FLUID_KERNELS"] = framework.split("-")[1]
     if THREADS[0]:   # every thread pool of every framework, and one CPU
         env.update({k: str(THREADS[0]) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                                  "MKL_NUM_THREADS")})
@@ -260,7 +263,7 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
                 times[f].setdefault(name, []).append(v)
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     peers = [f for f in ("numpy", "jax", "torch") if f in frameworks]
-    for variant in (f for f in ("fluid", "fluid-numpy") if f in frameworks):
+    for variant in (f for f in FLUIDS if f in frameworks):
         print(f"## Step time: {LABELS[variant]} / peer, median [min-max] over {rounds} "
               f"rounds\n")
         print(f"| workload | {variant} µs (median) | "
@@ -291,7 +294,7 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
         cells = [f"{statistics.median([v['us'] for v in times[f][name]]):,.1f}"
                  if name in times[f] else "" for f in frameworks]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    for variant in (f for f in ("fluid", "fluid-numpy") if f in frameworks):
+    for variant in (f for f in FLUIDS if f in frameworks):
         print(f"\n## {LABELS[variant]}: compile and first call, ms (median over rounds)\n")
         print("| workload | compile | first call (plan + run) | compile + first |")
         print("|---|---|---|---|")
@@ -304,7 +307,7 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
 
 def memory_report(frameworks: list[str], names: list[str]) -> None:
     names = [n for n in names if n in MEMORY_WORKLOADS]
-    variants = [f for f in ("fluid", "fluid-numpy") if f in frameworks]
+    variants = [f for f in FLUIDS if f in frameworks]
     if not names or not variants or "numpy" not in frameworks:
         return
     npy = run_worker("numpy", "memory", names)
@@ -324,7 +327,8 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=3, help="timed blocks per process")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--frameworks", default="fluid,fluid-numpy,numpy,torch,jax",
-                    help="fluid-numpy: fluid with the compiled kernel tier off")
+                    help="fluid-numpy: fluid with the compiled kernel tier off; "
+                         "fluid-fast: with its kernels within float rounding too")
     ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"),
                     help="gpu: fluid on CuPy, PyTorch on CUDA (hand NumPy stays the "
                          "reference on the CPU)")

@@ -1,10 +1,11 @@
 """The thread policy's threshold: MLP training steps (Adam) of growing size with BLAS on one
-thread and on every core, interleaved in one process, and with the policy's own choice
-(`fluid_interactive/backend/threads.py`); ``--busy`` runs it all beside a process that
-burns one core. Each row gives the plan's work (elements a step touches, the measure the
-policy classes plans by) and µs per step.
+thread and on every core, interleaved in one process, with the policy's own choice by
+size (`fluid_interactive/backend/threads.py`) and with ``set_threads("measure")`` (the
+faster of one thread and every core, by timing); ``--busy`` runs it all beside a process
+that burns one core. Each row gives the plan's work (elements a step touches, the measure
+the policy classes plans by) and µs per step.
 
-    python benchmarks/bench_threads.py [--busy] [--rounds 7]
+    python benchmarks/bench_threads.py [--busy] [--rounds 7] [--sizes 2,3]
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def row(inputs: int, hidden: int, batch: int, rounds: int) -> str:
     prog.train_step(x, y)
     work = next(iter(prog.train_step.runner.plans.values())).work
 
-    def with_threads(n: int | None):
+    def with_threads(n: int | str | None):
         def step():
             threads.set_threads(n)
             prog.train_step(x, y)
@@ -77,27 +78,30 @@ def row(inputs: int, hidden: int, batch: int, rounds: int) -> str:
     step_s = 2e-6 * work   # about 2 ns per element: blocks of ~0.2 s
     calls = max(10, min(2000, int(0.2 / step_s)))
     us = settled_us({"1": with_threads(1), "all": with_threads(threads.STATE.cores),
-                     "policy": with_threads(None)}, calls, rounds)
+                     "policy": with_threads(None), "measure": with_threads("measure")},
+                    calls, rounds)
     threads.set_threads(None)
-    chosen = "1 (small)" if threads.is_small(work) else "adaptive"
+    chosen = "1 (small)" if threads.is_small(work) else "every core"
     return (f"| {inputs}-{hidden}-{hidden}-10 b{batch} | {work:,} | {us['1']:,.0f} | "
             f"{us['all']:,.0f} | {us['all'] / us['1']:.2f} | {us['policy']:,.0f} | "
-            f"{us['policy'] / us['1']:.2f} | {chosen} |")
+            f"{us['policy'] / us['1']:.2f} | {chosen} | {us['measure'] / us['1']:.2f} |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", action="store_true", help="beside a process burning one core")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sizes", default=",".join(map(str, range(len(SIZES)))),
+                    help="which rows of SIZES, by index")
     args = ap.parse_args()
     print(f"## Threads: µs per Adam step, {threads.STATE.cores} cores, "
           f"{'one core busy' if args.busy else 'no load added'}, threshold "
           f"{threads.SMALL_WORK:,} elements\n")
     print("| MLP | work (elements) | 1 thread | all cores | all ÷ 1 | policy | policy ÷ 1 "
-          "| policy class |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| policy class | measure ÷ 1 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with busy_core(args.busy):
-        for inputs, hidden, batch in SIZES:
+        for inputs, hidden, batch in (SIZES[int(i)] for i in args.sizes.split(",")):
             print(row(inputs, hidden, batch, args.rounds), flush=True)
 
 

@@ -12,14 +12,10 @@
    background) and as a notebook would (the package, imported in IPython, preloads a
    cached kernel, and the first call comes after that is over).
 
-5. The lent gradient arena (runtime/plan/turns.py): step time and peak memory of the
-   workloads whose fused update writes its parameters over its gradients, against the
-   same program with a gradient arena of its own.
-
 W4 and W5 (the LSTM) run the compiled cell sequences (kernels/recurrent.py), W6 the chains.
 
     python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
-        [--sections steps,update,cells,arena,fresh]
+        [--sections steps,update,cells,fresh]
 """
 from __future__ import annotations
 
@@ -31,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from functools import partial
 
 import numpy as np
@@ -45,10 +40,12 @@ from peers.seq_workloads import SEQ_MODELS, seq_batches  # noqa: E402
 from peers.workloads import WORKLOADS, batches, initial_parameters  # noqa: E402
 
 TRAIN = ["W1", "W2-sgd", "W2-adam", "W3", "W3-scp", "W4", "W5", "W6"]
+KERNELS = ["auto"]   # --kernels
 
 
 def _program(name: str, tier: bool):
-    os.environ["FLUID_KERNELS"] = "auto" if tier else "numpy"   # read when a plan is built
+    # read when a plan is built; KERNELS[0]: "auto" (bit-identical kernels) or "fast"
+    os.environ["FLUID_KERNELS"] = KERNELS[0] if tier else "numpy"
     w = WORKLOADS[name]
     if w.model in SEQ_MODELS:   # the LSTM (compiled cells) and the encoder block
         prog, _ = seq_fluid.compiled(w, initial_parameters(w.model))
@@ -121,59 +118,13 @@ def update_alone(rounds: int) -> None:
     m2 = np.abs(rng.standard_normal(n).astype(f))
     outs = [np.empty(n, f) for _ in range(3)]
     adam = load(update_source("adam", "float32"))
-    adam_over = load(update_source("adam_over", "float32"))
     consts = (f(0.9), f(0.1), f(0.999), f(0.001), f(1e-8), f(1e-3))
-    g_p = g.copy()   # overwritten by parameters each call: the same work every time
     us = interleaved_us({
         "numpy": lambda: adam_update(np, 0.9, 0.999, 1e-8, p, g, m1, m2, 1e-3, *outs, outs[0]),
-        "compiled": lambda: adam(p, g, m1, m2, *consts, *outs),
-        "over": lambda: adam_over(p, g_p, m1, m2, *consts, *outs[1:])}, 50, rounds)
+        "compiled": lambda: adam(p, g, m1, m2, *consts, *outs)}, 50, rounds)
     print(f"\n## Adam's update alone, {n:,} float32 parameters (µs)\n")
     print(f"NumPy (12 ufunc calls): {us['numpy']:,.0f}; compiled loop: {us['compiled']:,.0f} "
-          f"(ratio {us['compiled'] / us['numpy']:.2f}); compiled, the parameters written "
-          f"over the gradients (`adam_over`): {us['over']:,.0f}\n")
-
-
-#: the workloads whose optimizer update is fused and large enough to be lent its arena
-LENT = ["W2-sgd", "W2-adam", "W3", "W3-scp"]
-
-
-def _lending(lend: bool) -> None:
-    from fluid_interactive.runtime.plan import runner
-    runner.LEND_MIN_BYTES = 256 << 10 if lend else 1 << 62   # read when a plan is built
-
-
-def _peak_mb(name: str, lend: bool) -> float:
-    """Peak MB NumPy allocated (tracemalloc) building the program and running 5 steps."""
-    _lending(lend)
-    tracemalloc.start()
-    try:
-        prog, xs, ys = _program(name, True)
-        step = _stepper(prog, xs, ys)
-        for _ in range(3):
-            step()
-        return tracemalloc.get_traced_memory()[1] / 1e6
-    finally:
-        tracemalloc.stop()
-        _lending(True)
-
-
-def lent_arena(names: list[str], rounds: int) -> None:
-    print("\n## The lent gradient arena (runtime/plan/turns.py), with the tier: step µs "
-          "(median of interleaved blocks) and peak MB (building + 5 steps)\n")
-    print("| workload | arena lent | own arena | lent ÷ own | peak MB lent | own | saved |")
-    print("|---|---|---|---|---|---|---|")
-    for name in [n for n in names if n in LENT]:
-        programs = {}
-        for lend in (True, False):
-            _lending(lend)
-            programs[lend] = _program(name, True)
-        _lending(True)
-        us = interleaved_us({k: _stepper(*v) for k, v in programs.items()},
-                            WORKLOADS[name].steps, rounds)
-        mb = {lend: _peak_mb(name, lend) for lend in (True, False)}
-        print(f"| {name} | {us[True]:,.1f} | {us[False]:,.1f} | {us[True] / us[False]:.2f} | "
-              f"{mb[True]:.2f} | {mb[False]:.2f} | {mb[False] - mb[True]:.2f} |", flush=True)
+          f"(ratio {us['compiled'] / us['numpy']:.2f})\n")
 
 
 def _cell_kernels(model: str, compiled: bool) -> list:
@@ -183,10 +134,10 @@ def _cell_kernels(model: str, compiled: bool) -> list:
     from peers.seq_workloads import LSTM_SHAPES
 
     from fluid_interactive.ir.records import OpDesc
-    from fluid_interactive.kernels import TIER_KEY
     from fluid_interactive.kernels.build import load
     from fluid_interactive.ops import flat_inputs, get_spec, prepare_kernel
     from fluid_interactive.ops.interpret import run_ops
+    from fluid_interactive.ops.plan_state import PlanState
     from fluid_interactive.ops.spec import TensorType
     b, t, _, h, _ = LSTM_SHAPES[model]
     rng = np.random.default_rng(0)
@@ -205,11 +156,11 @@ def _cell_kernels(model: str, compiled: bool) -> list:
     run_ops([forward, backward], env)   # every var typed
     out = []
     for op in (forward, backward):
-        plan_state: dict = {}
+        state = PlanState()
+        os.environ["FLUID_KERNELS"] = "fast"   # within rounding of NumPy's: an opt-in
         kernel = prepare_kernel(op, lambda n: TensorType(env[n].shape, str(env[n].dtype)),
-                                np, plan_state=plan_state)
-        tier = plan_state.get(TIER_KEY)
-        for k in tier.kernels if compiled and tier is not None else ():
+                                np, state=state)
+        for k in state.tier.kernels if compiled else ():
             k.fn = load(k.source)
         out.append((kernel, [env[n] for n in flat_inputs(get_spec(op.type), op)]))
     return out
@@ -268,7 +219,8 @@ print("RESULT " + json.dumps({{"compile_first_ms": (t2 - t1) * 1e3, "first_tier"
 
 def fresh_process(name: str, tier: bool, cache: str, notebook: bool = False) -> dict:
     paths = [HERE, os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "extension")]
-    env = dict(os.environ, FLUID_KERNELS="auto" if tier else "numpy", FLUID_KERNEL_CACHE=cache)
+    env = dict(os.environ, FLUID_KERNELS=KERNELS[0] if tier else "numpy",
+               FLUID_KERNEL_CACHE=cache)
     code = _WORKER.format(paths=paths, notebook=notebook, name=name)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=900)
@@ -307,11 +259,15 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(TRAIN))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--processes", type=int, default=3, help="fresh processes per figure")
-    ap.add_argument("--sections", default="steps,update,cells,arena,fresh",
+    ap.add_argument("--sections", default="steps,update,cells,fresh",
                     help="which of: steps (step times), update (Adam alone), cells (the "
-                         "LSTM ops alone), arena (the lent gradient arena), fresh (a "
-                         "fresh process)")
+                         "LSTM ops alone), fresh (a fresh process)")
+    ap.add_argument("--kernels", default="auto", choices=("auto", "fast"),
+                    help="the tier's kernels: auto (NumPy's values bit for bit) or fast "
+                         "(also those within float rounding: the LSTM sequences, exp and "
+                         "tanh in chains)")
     args = ap.parse_args()
+    KERNELS[0] = args.kernels
     sections = args.sections.split(",")
     from fluid_interactive import kernels
     if not kernels.enabled():
@@ -328,8 +284,6 @@ def main() -> None:
             update_alone(args.rounds)
         if "cells" in sections:
             cells_alone([n for n in names if n in ("W4", "W5")], args.rounds)
-        if "arena" in sections:
-            lent_arena(names, args.rounds)
         print(f"(the section above built its kernels in {time.perf_counter() - t0:.0f} s)\n")
     if "fresh" in sections:
         first_calls(names, args.processes)

@@ -25,24 +25,16 @@ from peers import fluid_impl, numpy_impl  # noqa: E402
 from peers.workloads import POOL, WORKLOADS, batches, initial_parameters  # noqa: E402
 
 
-def generated_functions(entry) -> list:
-    """The generated functions behind a plan's entry: a large plan's entry wraps them
-    (threads policy), and a plan with a lent gradient arena takes turns between instances."""
-    entry = getattr(entry, "fn", entry)
-    return entry.functions() if hasattr(entry, "functions") else [entry]
-
-
 def timed_plan(prog, method: str, args) -> dict[str, list[float]]:
-    """Run the method thrice (to plan it, and make the instances a lent gradient arena
-    takes turns between), then wrap its kernels; returns the timer table."""
+    """Run the method thrice (to plan it), then wrap its kernels; returns the timer
+    table."""
     for _ in range(3):
         getattr(prog, method)(*args)
-    code = next(iter(getattr(prog, method).runner.plans.values()))
+    plan = next(iter(getattr(prog, method).runner.plans.values()))
     table: dict[str, list[float]] = defaultdict(list)
-    namespaces = {id(fn.__globals__): fn.__globals__ for fn in generated_functions(code.fn)}
-    for ns in namespaces.values():   # instances may share one: wrap each kernel once
-        for name in [k for k in ns if k.startswith("k") and callable(ns[k])]:
-            ns[name] = _timed(ns[name], table[name])
+    ns = plan.code.fn.__globals__
+    for name in [k for k in ns if k.startswith("k") and callable(ns[k])]:
+        ns[name] = _timed(ns[name], table[name])
     return table
 
 

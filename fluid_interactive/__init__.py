@@ -14,7 +14,10 @@ from .errors import (
                      FeedError,
                      FluidError,
                      FluidWarning,
+                     KernelCacheWarning,
                      KernelError,
+                     LoopLimitError,
+                     LoopMemoryWarning,
                      NameConflictError,
                      NotCompiledError,
                      OnnxError,
@@ -49,12 +52,14 @@ from .ir import (
                      program_to_json,
 )
 from .ir.diff import ProgramDiff
+from .ops.loop_guard import loop_saved_limit
 from .passes.transpiler import TranspilePlan, transpile
 from .passes.verify import check_program
 from .runtime.live.compiled import CompiledMethod, CompiledProgram
 from .runtime.live.history import history_defaults
 from .runtime.live.load import load
-from .runtime.plan.runner import plan_cache
+from .runtime.plan.cache import plan_cache
+from .util.selected_rows import SelectedRows
 
 __version__ = "0.1.0"
 
@@ -65,14 +70,16 @@ __all__ = [
     "backward",
     "gradients", "parameters", "initializer", "regularizer", "ParamAttr", "Variable",
     "CompiledProgram", "CompiledMethod", "load", "set_device", "transpile", "TranspilePlan",
-    "diff", "ProgramDiff", "history_defaults", "plan_cache",
+    "diff", "ProgramDiff", "history_defaults", "plan_cache", "loop_saved_limit",
     "distributed", "get_device", "set_threads", "get_threads",
     "ProgramDesc", "BlockDesc", "VarDesc", "OpDesc", "OpRole", "check_program",
     "program_to_json", "program_from_json", "format_program",
     "FluidError", "ShapeError", "DTypeError", "FeedError", "OpArgumentError",
     "ProgramDefinitionError", "NameConflictError", "NotCompiledError", "KernelError", "VerifyError",
     "CheckpointError", "OnnxError", "RewindError", "EOFException", "RecordIOError", "ReaderError",
-    "FluidWarning", "SequenceWarning",
+    "LoopLimitError",
+    "FluidWarning", "SequenceWarning", "KernelCacheWarning", "LoopMemoryWarning",
     "recordio",
+    "SelectedRows",
     "__version__",
 ]

@@ -55,6 +55,14 @@ class KernelError(FluidError, RuntimeError):
     and the user's line that recorded the op; the original exception is chained."""
 
 
+class LoopLimitError(FluidError, RuntimeError):
+    """A ``While`` (or ``while_loop``) made with ``max_iterations=N`` was about to start
+    iteration N+1 of one call: its condition still held after N iterations. The call
+    stops, and commits nothing. The message names the loop and the line that made it.
+    A loop that does not end usually has a condition its body never makes false (a
+    counter it does not increment); raise ``max_iterations`` if it needs more."""
+
+
 class VerifyError(FluidError, ValueError):
     """`check_program` found a structural problem in a program description."""
 
@@ -95,6 +103,23 @@ class FluidWarning(UserWarning):
     """Base class of every warning fluid_interactive gives: something runs, but probably
     not as meant. Warnings point at the user's line; ``warnings.filterwarnings('error',
     category=fluid.FluidWarning)`` turns them into errors."""
+
+
+class KernelCacheWarning(FluidWarning):
+    """The compiled kernel tier cannot use its cache folder (``FLUID_KERNEL_CACHE``, by
+    default ``~/.cache/fluid_interactive/kernels``): the name is a file's, HOME is a
+    file, or the folder cannot be made or written (HOME=/proc). The tier is only a
+    speed-up, so it turns itself off and every kernel runs NumPy; given once per
+    process and folder. Set ``FLUID_KERNEL_CACHE`` to a folder you can write, or
+    ``FLUID_KERNELS=numpy`` to turn the tier off."""
+
+
+class LoopMemoryWarning(FluidWarning):
+    """One call of a training ``While`` keeps more values for its gradient than
+    ``fluid.loop_saved_limit()`` (default 1 GiB; ``FLUID_LOOP_SAVED_WARN=512M`` sets it
+    for a process): a loop that does not end grows them until memory runs out. Given at
+    the line that made the loop, once per loop and limit. Give the loop
+    ``max_iterations=``, or ``is_test=True`` where no gradient goes through it."""
 
 
 class SequenceWarning(FluidWarning):

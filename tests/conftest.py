@@ -21,14 +21,15 @@ def rng():
 
 @pytest.fixture(autouse=True)
 def one_blas_thread(request):
-    """Each test runs BLAS on one thread, so that a program's values are the same bits in
-    every run (a GEMM's last bits can depend on the thread count, and the thread policy
-    measures the count of plans from 65K elements up: backend/threads.py). A test of the
-    policy itself asks for `thread_policy`."""
+    """Each test runs BLAS on one thread, so that a program's values are the same bits on
+    every machine (a GEMM's last bits depend on the thread count, and plans from 65K
+    elements up run on every core: backend/threads.py). A test of the policy itself asks
+    for `thread_policy`."""
     from fluid_interactive.backend import threads
-    threads.set_threads(None if "thread_policy" in request.fixturenames else 1)
+    threads.set_threads("measure" if "thread_policy" in request.fixturenames else 1)
 
 
 @pytest.fixture
 def thread_policy():
-    """The thread policy chooses the count (no count fixed for the test)."""
+    """The measuring thread policy chooses the count (``set_threads("measure")``: large
+    plans time one thread against every core)."""

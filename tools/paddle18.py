@@ -137,12 +137,6 @@ OUT_OF_SCOPE: dict[str, str] = {
 
 #: In-scope names that are not here yet, each with its reason.
 LEFT_OUT: dict[str, str] = {
-    "merge_selected_rows": "takes a SelectedRows (a sparse gradient: some rows of a "
-                           "table), a type fluid does not have yet; the sparse-gradient "
-                           "work will add it",
-    "get_tensor_from_selected_rows": "takes a SelectedRows (a sparse gradient: some rows "
-                                     "of a table), a type fluid does not have yet; the "
-                                     "sparse-gradient work will add it",
     "DGCMomentumOptimizer": "deep gradient compression sparsifies the gradients GPUs "
                             "exchange in collective (all-reduce) multi-GPU training, which "
                             "fluid does not do: its distributed training goes through "

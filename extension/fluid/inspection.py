@@ -34,6 +34,7 @@ from fluid_interactive.ir.records import BlockDesc, ProgramDesc
 from fluid_interactive.passes import grad_var_name
 from fluid_interactive.render.nesting import construct_name, owner_of
 from fluid_interactive.runtime.live.compiled import CompiledProgram
+from fluid_interactive.util.selected_rows import SelectedRows
 from fluid_interactive.util.table import Table
 
 from .iterations import chart_svg, iteration_stats, sample, shape_text, strip_html, table_html
@@ -64,6 +65,7 @@ class ParamGrad:
     norm: float
     relative: float | None          # ||grad|| / ||param||
     values: np.ndarray
+    rows: str = ""                  # a rows-only gradient: "SelectedRows, 3 of 50 rows"
 
 
 @dataclass
@@ -119,6 +121,7 @@ class Inspection:
             grads = "; ".join(
                 f"{g.param.rpartition('/')[2]}: {g.norm:.3g}"
                 + (f" ({g.relative:.2g} x |w|)" if g.relative is not None else "")
+                + (f" [{g.rows}]" if g.rows else "")
                 for g in lv.grads)
             layer = lv.layer + (f", in {lv.loop}" if lv.loop else "")
             rows.append([layer, lv.activation or "-", lv.shape(), lv.stats(),
@@ -206,6 +209,7 @@ def _gradients_html(lv: LayerValues) -> str:
     out = "".join(
         f"<div>{html.escape(g.grad)}: norm {g.norm:.3g}"
         + ("" if g.relative is None else f", {g.relative:.2g} &#215; |w|")
+        + (f" ({html.escape(g.rows)})" if g.rows else "")
         + "</div>" + histogram_svg(g.values, width=260, height=60)
         for g in lv.grads)
     if lv.per_iteration and lv.grad_values is not None and lv.grad:
@@ -244,10 +248,22 @@ def _param_grads(program: CompiledProgram, kept: Any, lv: LayerValues, inputs: l
         grad = grads_of.get(param)
         if grad is None or grad not in kept or any(g.param == param for g in lv.grads):
             continue
-        g = _host(kept[grad])
+        g, rows = _grad_values(kept[grad])
         weights = np.linalg.norm(_host(program.get_var(param)))
         lv.grads.append(ParamGrad(param, grad, float(np.linalg.norm(g)),
-                                  float(np.linalg.norm(g) / weights) if weights else None, g))
+                                  float(np.linalg.norm(g) / weights) if weights else None, g,
+                                  rows))
+
+
+def _grad_values(value: Any) -> tuple[np.ndarray, str]:
+    """A gradient's values as a host array, and for a rows-only one (a `SelectedRows`) the
+    rows it holds: its histogram and norm are those of its rows (each id once), the
+    other rows being zero."""
+    if not isinstance(value, SelectedRows):
+        return _host(value), ""
+    merged = value.get().merged()
+    return (np.asarray(merged.values, dtype=np.float64),
+            f"SelectedRows, {len(merged.rows)} of {merged.height} rows")
 
 
 def inspect(program: CompiledProgram, method: str | None = None) -> Inspection:

@@ -7,24 +7,31 @@ ran 3-12x slower with OpenBLAS's default of one thread per core than with one th
 number of elements its step touches:
 
 * below `SMALL_WORK` it runs with one thread, always;
-* above, `AdaptiveThreads` runs it with one thread and with every core in turn for a
-  few calls, keeps the faster, and measures again after `RECHECK_CALLS` calls (twice as
-  long each time the answer stays the same), so a machine that becomes busy (or idle) is
-  noticed within seconds to minutes; and again two calls after the plan switches to its
-  compiled kernels (kernels/tier.py), whose costs differ from the NumPy kernels' and whose
-  build, in a child process, shared the machine with the first measurement.
+* above, with every core (as NumPy's own BLAS does), always.
+
+The count is never chosen by timing unless asked: a GEMM's last bits depend on the
+thread count (OpenBLAS splits the work, and its sums, differently), so a count measured
+faster on a busy machine and slower on a quiet one would make two runs of one seeded
+training differ. ``set_threads("measure")`` asks for it: `AdaptiveThreads` then runs a
+large plan with one thread and with every core in turn for a few calls, keeps the
+faster, and measures again after `RECHECK_CALLS` calls (twice as long each time the
+answer stays the same), so a machine that becomes busy (or idle) is noticed within
+seconds to minutes; and again two calls after the plan switches to its compiled kernels
+(kernels/tier.py), whose costs differ from the NumPy kernels' and whose build, in a child
+process, shared the machine with the first measurement.
 
 Once a plan's compiled kernels are loaded, its measurements also time its calls with the
 compiled kernels against its NumPy kernels, and it keeps whichever ran faster on this
 machine (a small plan measures that alone, on one thread): the tier never makes a plan
-slower than the NumPy kernels would.
+slower than the NumPy kernels would. That choice leaves the values alone: the kernels the
+tier runs by default give NumPy's values bit for bit (kernels/__init__.py).
 
 The count is changed through threadpoolctl (which knows every BLAS NumPy may be built
 with). The count in force between calls is the small plans' count: it is set when the first
 small plan is built, and a large plan that ran with another count puts it back when its
 call ends, so a small plan's call costs nothing for the policy; a program whose plans are
 all small switches once. `set_threads(n)` fixes the count for
-every plan; ``set_threads(None)`` returns to the policy. The ``OMP_NUM_THREADS``,
+every plan; ``set_threads(None)`` returns to the policy by size. The ``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` variables, when set, cap the count.
 """
 from __future__ import annotations
@@ -83,6 +90,7 @@ class ThreadState:
     def __init__(self) -> None:
         self.cores = _cores()
         self.override: int | None = None
+        self.measure = False     # large plans time one thread against every core
         self.small = 1           # the count of a small plan (the override, when set)
         self.current: int | None = None   # unknown until the first switch
         self._libs: list[Any] | None = None
@@ -140,21 +148,28 @@ STATE = ThreadState()
 STATE._controllers()   # finding the libraries takes 1-15 ms: at import, not in a first call
 
 
-def set_threads(n: int | None) -> None:
+def set_threads(n: int | str | None) -> None:
     """Use ``n`` threads for every plan from its next call on (BLAS, and the compiled
     kernels where they split work), or, with None, let each plan's size choose (the
-    default: one thread for small steps, the faster of one and all cores for large ones).
-    """
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"set_threads: n must be a positive int or None, got {n!r}")
-    STATE.override = n
-    STATE.small = 1 if n is None else n
+    default: one thread for small steps, every core for large ones), or, with
+    ``"measure"``, run each large plan with whichever of one thread and every core
+    measured faster lately: faster on a busy machine, but its values may then differ in
+    their last bits from one run to the next (a GEMM sums in another order on another
+    thread count)."""
+    if n == "measure":
+        STATE.override, STATE.measure, STATE.small = None, True, 1
+    elif n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        STATE.override, STATE.measure, STATE.small = n, False, 1 if n is None else n
+    else:
+        raise ValueError(f"set_threads: n must be a positive int, None or 'measure', "
+                         f"got {n!r}")
     STATE.use(STATE.small)   # now (or, if a large call is in flight, when it ends)
 
 
-def get_threads() -> int | None:
-    """The count `set_threads` fixed, or None when the policy chooses per plan."""
-    return STATE.override
+def get_threads() -> int | str | None:
+    """The count `set_threads` fixed, ``"measure"``, or None when the count follows each
+    plan's size."""
+    return "measure" if STATE.measure else STATE.override
 
 
 def is_small(work: int) -> bool:
@@ -162,17 +177,37 @@ def is_small(work: int) -> bool:
     return work < SMALL_WORK or STATE.cores == 1
 
 
-
-
-
 class Tier(Protocol):
     """What the policy needs of a plan's compiled kernels (kernels/tier.py's PlanTier):
-    whether they are loaded, and which kernels its calls run."""
+    whether they are loaded or being built, which kernels its calls run, and who hears of
+    the switch to them."""
 
     @property
     def ready(self) -> bool: ...
 
+    @property
+    def pending(self) -> bool: ...
+
+    @property
+    def on_switch(self) -> list[Callable[[], None]]: ...
+
     def use(self, compiled: bool) -> None: ...
+
+
+def plan_call(fn: Callable[..., Any], work: int, tier: Tier | None) -> Callable[..., Any]:
+    """What a call of a plan runs, given its generated function ``fn``, the elements its
+    step touches and its compiled kernels (None: none to measure): ``fn`` itself for a
+    small plan without them, else an `AdaptiveThreads` around it (a small plan measures
+    its kernels alone, on one thread)."""
+    small = is_small(work)
+    if small:   # the count between calls (a large plan's call puts it back)
+        STATE.use(STATE.small)
+        if tier is None:
+            return fn
+    adaptive = AdaptiveThreads(fn, tier, (1,) if small else None)
+    if tier is not None and tier.pending:   # measured again once they are loaded
+        tier.on_switch.append(adaptive.kernels_changed)
+    return adaptive
 
 
 #: (thread count, compiled kernels or not; None: the plan has none)
@@ -180,14 +215,16 @@ Option = tuple[int, "bool | None"]
 
 
 class AdaptiveThreads:
-    """A plan's entry: it runs the plan with the thread count, and the kernels, that
+    """A plan's entry: it runs the plan with its thread count, and the kernels that
     measured faster lately.
 
-    No count changes while another thread has a large plan's call in flight (that call
-    keeps the count it started with; this one runs with it, untimed). It starts on one
-    thread (never slower than one thread before it has measured). Every
-    `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with each option, interleaved: one
-    thread and every core (``counts``), and, once the plan's compiled kernels are loaded
+    ``counts``: the thread counts to choose from (a small plan: one thread); by default,
+    those of a large plan: every core, or, with ``set_threads("measure")``, one thread
+    and every core. No count changes while another thread has a large plan's call in
+    flight (that call keeps the count it started with; this one runs with it, untimed).
+    Measuring counts, it starts on one thread (never slower than one thread before it
+    has measured). Every `RECHECK_CALLS` calls it times `PROBE_CALLS` calls with each
+    option, interleaved: each count, and, once the plan's compiled kernels are loaded
     (``tier``), each with the compiled kernels and with the NumPy ones; it keeps the
     fastest (by the median call). A call on every core that takes `GIVE_UP` times the
     one-thread call before it ends the measurement at once (a busy core: no need to lose
@@ -203,7 +240,7 @@ class AdaptiveThreads:
                  counts: tuple[int, ...] | None = None):
         self.fn = fn
         self.tier = tier
-        self.counts = counts or (1, STATE.cores)
+        self.counts = counts
         self.option: Option = (1, None)
         self.interval = RECHECK_CALLS
         self.countdown = 2          # skip the first call (it fills buffers), then measure
@@ -212,7 +249,7 @@ class AdaptiveThreads:
         self.changed = False
         # one count (a small plan measuring its kernels alone): no count to switch, so
         # no lock and no count of calls in flight
-        self.single = self.counts == (1,)
+        self.single = counts == (1,)
 
     @property
     def choice(self) -> int:
@@ -254,11 +291,15 @@ class AdaptiveThreads:
             return self._timed(*args)
         return self.fn(*args)
 
+    def _counts(self) -> list[int]:
+        """The counts to choose from now, largest first."""
+        counts = self.counts or ((1, STATE.cores) if STATE.measure else (STATE.cores,))
+        return sorted({STATE.cores if n > 1 else 1 for n in counts}, reverse=True)
+
     def _options(self) -> list[Option]:
-        counts = [STATE.cores if n > 1 else 1 for n in self.counts]
         tiers: list[bool | None] = [True, False] if self.tier is not None and \
             self.tier.ready else [None]
-        return [(n, c) for c in tiers for n in sorted(set(counts), reverse=True)]
+        return [(n, c) for c in tiers for n in self._counts()]
 
     def _wanted(self) -> Option:
         """The option for this call: the override, the next to time, or the choice."""
@@ -269,10 +310,18 @@ class AdaptiveThreads:
             self.countdown, self.interval = min(self.countdown, 2), RECHECK_CALLS
         if not self.probe:
             self.countdown -= 1
-            if self.countdown <= 0:   # popped from the end: one thread first
-                self.probe = self._options() * PROBE_CALLS
-                self.totals = {}
-        return self.probe[-1] if self.probe else self.option
+            if self.countdown <= 0:
+                options = self._options()
+                if len(options) > 1:   # popped from the end: one thread first
+                    self.probe = options * PROBE_CALLS
+                    self.totals = {}
+                else:                  # nothing to choose between
+                    self.countdown = self.interval
+        if self.probe:
+            return self.probe[-1]
+        if self.counts is None and not STATE.measure:   # a large plan: every core
+            return (STATE.cores, self.option[1])
+        return self.option
 
     def _timed(self, *args: Any) -> Any:
         """One call of the measurement (its option already in force), timed; the last one

@@ -18,6 +18,7 @@ import numpy as np
 from ..backend import to_device, to_host
 from .errors import ServerUnreachable, StepAborted
 from .interface import Communicator, PServer
+from .table_store import TableRows
 
 #: Extra seconds a trainer waits beyond the servers' own timeout (they decide first, and
 #: their answer names the missing trainer).
@@ -43,6 +44,10 @@ class StepCommunicator(Communicator):
         self._step = 0
         self._outbox: dict[str, dict[str, Any]] = {}
         self._values: dict[tuple[str, str], Any] | None = None
+        # Array bytes this trainer sent and received, in all (ids and rows of tables,
+        # gradient and parameter blocks): what a benchmark reads per step.
+        self.bytes_sent = 0
+        self.bytes_received = 0
 
     # --- step boundaries (called by the engine's trainer) -------------------------------------
 
@@ -79,7 +84,8 @@ class StepCommunicator(Communicator):
         for name, a, ep in zip(names, arrays, epmap):
             self._server(ep)
             # A copy: the plan may reuse the kernel's buffer before the exchange.
-            self._outbox.setdefault(ep, {})[name] = np.array(to_host(a), copy=True)
+            value = self._outbox.setdefault(ep, {})[name] = np.array(to_host(a), copy=True)
+            self.bytes_sent += value.nbytes
 
     def send_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
         self._check_step()
@@ -100,6 +106,38 @@ class StepCommunicator(Communicator):
 
     def fetch_barrier(self, trainer_id: int, endpoints: Sequence[str]) -> None:
         pass   # the exchange already waited for every server
+
+    def prefetch(self, trainer_id: int, table: str, names: Sequence[str],
+                 ids: Sequence[np.ndarray], epmap: Sequence[str], grow: bool) -> list[Any]:
+        """The rows of ``ids[j]`` from table shard ``names[j]`` on ``epmap[j]``: one request
+        per server, all in flight together; in a step, after the last step this trainer
+        saw succeed (the servers commit it first)."""
+        step = self._step if self._method is not None else None
+        asks: dict[str, list[int]] = {}
+        for j, ep in enumerate(epmap):
+            asks.setdefault(ep, []).append(j)
+        pending = {ep: self._server(ep).submit(
+            "prefetch", trainer_id, step, self.committed, [names[j] for j in js],
+            [np.ascontiguousarray(ids[j], dtype=np.int64) for j in js], grow)
+            for ep, js in asks.items()}
+        out: list[Any] = [None] * len(names)
+        for ep, js in asks.items():
+            for j, rows in zip(js, pending[ep].result(self.timeout + ANSWER_MARGIN)):
+                out[j] = rows
+                self.bytes_sent += np.asarray(ids[j]).nbytes
+                self.bytes_received += rows.nbytes
+        return out
+
+    def send_rows(self, trainer_id: int, names: Sequence[str], ids: Sequence[np.ndarray],
+                  values: Sequence[Any], epmap: Sequence[str]) -> None:
+        """Send the gradient rows ``values[j]`` of ``ids[j]`` to ``epmap[j]`` as
+        ``names[j]`` (ids and values only: never a table's full height)."""
+        self._check_step()
+        for name, i, v, ep in zip(names, ids, values, epmap):
+            self._server(ep)
+            rows = self._outbox.setdefault(ep, {})[name] = TableRows(
+                np.array(i, dtype=np.int64, copy=True), np.array(to_host(v), copy=True))
+            self.bytes_sent += rows.ids.nbytes + rows.values.nbytes
 
     # --- inside -------------------------------------------------------------------------------
 
@@ -132,6 +170,7 @@ class StepCommunicator(Communicator):
             self._fail(errors)
         self._values = values = {(ep, n): v for ep in order
                                  for n, v in zip(wanted.get(ep, []), results[ep])}
+        self.bytes_received += sum(np.asarray(v).nbytes for v in values.values())
         self._outbox = {}
         self.committed = self._step
         return values

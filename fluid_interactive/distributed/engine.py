@@ -56,7 +56,7 @@ class Engine(ABC):
                 t.set_vars(state).result(timeout=job.timeout)
             return DistributedProgram(plan, trainers, pservers, engine=self.name,
                                       timeout=job.timeout, closers=closers,
-                                      patience=self.patience)
+                                      patience=self.patience, seed=job.seed)
         except BaseException:
             release(trainers, pservers, closers)
             raise

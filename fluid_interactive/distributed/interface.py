@@ -74,6 +74,10 @@ class PServer(ABC):
         "finish": "the end of trainer {trainer_id}",
         "status": "its status",
         "pid": "its process id",
+        "prefetch": "table rows for trainer {trainer_id}",
+        "table_rows": "the rows of its table shards",
+        "set_table_rows": "new rows of table shard {name}",
+        "table_stats": "the sizes of its table shards",
     }
 
     endpoint: str
@@ -93,6 +97,29 @@ class PServer(ABC):
             return Pending(self.exchange(trainer_id, step, committed, blocks, names))
         except Exception as e:  # handed to whoever waits for the result
             return Pending(error=e)
+
+    def submit(self, method: str, *args: Any) -> Pending:
+        """Start ``method(*args)`` of the protocol; the default runs it at once (a proxy
+        sends it and returns, so a trainer can ask every server before waiting)."""
+        try:
+            return Pending(getattr(self, method)(*args))
+        except Exception as e:  # handed to whoever waits for the result
+            return Pending(error=e)
+
+    @abstractmethod
+    def prefetch(self, trainer_id: int, step: int | None, committed: int | None,
+                 names: Sequence[str], ids: Sequence[Any], grow: bool) -> list[Any]:
+        """The rows of ``ids[i]`` in table shard ``names[i]`` (see `ParameterServer`)."""
+
+    @abstractmethod
+    def table_rows(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        """Each table shard's live ids and rows."""
+
+    @abstractmethod
+    def set_table_rows(self, name: str, rows: Mapping[str, Any]) -> None: ...
+
+    @abstractmethod
+    def table_stats(self) -> dict[str, tuple[int, int, int]]: ...
 
     @abstractmethod
     def connect(self, trainer_id: int, plan: Fingerprint) -> None:

@@ -26,6 +26,8 @@ from ..runtime.plan.feed import bind_arguments
 from .errors import DistributedTimeout, StepAborted, add_note
 from .interface import CallResult, PServer, Trainer
 from .server_spec import DEFAULT_TIMEOUT
+from .table_checkpoint import from_checkpoint, merge_shards, one_process, split_rows
+from .table_store import first_rows
 
 #: How long, after one trainer failed a step, the others may take to report.
 _SETTLE_GRACE = 1.0
@@ -82,8 +84,10 @@ class DistributedProgram:
     def __init__(self, plan: TranspilePlan, trainers: Sequence[Trainer],
                  pservers: Mapping[str, PServer],
                  *, engine: str = "", timeout: float = DEFAULT_TIMEOUT,
-                 closers: Sequence[Callable[[], None]] = (), patience: float = 0.0):
+                 closers: Sequence[Callable[[], None]] = (), patience: float = 0.0,
+                 seed: int | None = None):
         self.plan = plan
+        self.seed = plan.seed if seed is None else seed   # the servers' initialisers
         self.engine = engine
         self.timeout = timeout
         self._patience = patience      # extra wait an engine may need (a server restarting)
@@ -94,6 +98,9 @@ class DistributedProgram:
         self._step = 0                       # numbers of this object's distributed calls
         self._uncommitted: int | None = None
         self._final: dict[str, np.ndarray] | None = None   # the state when closed
+        self._final_tables: dict[str, dict[str, np.ndarray]] = {}
+        self._served = {s.name: s for ep in plan.endpoints
+                        for s in plan.pserver_info(ep).tables}   # table shards by name
         program = plan.trainer_program(self._trainers[0].trainer_id)
         self._program = program
         self.methods: dict[str, DistributedMethod] = {}
@@ -234,6 +241,7 @@ class DistributedProgram:
                 f"main={tuple(self.plan.main) + (method.__name__,)!r}")
         with self._lock:
             self._check_open()
+            self._ensure_committed()   # tables are read from the servers as the call runs
             if not self.plan.sync:
                 self._pull(self._trainers[:1])   # async: the servers may have moved on
             result = self._trainers[0].call(method.__name__, arrays, None).result()
@@ -291,6 +299,8 @@ class DistributedProgram:
                     continue
                 if name in served:
                     out[name] = self._fetch(name)
+                elif name in self.plan.tables():
+                    continue   # rows made as used: see table(name)
                 else:
                     try:
                         out[name] = self._trainers[0].get_var(name)
@@ -306,7 +316,11 @@ class DistributedProgram:
                 return self._final[name].copy()
             self._check_open()
             self._ensure_committed()
-            if self.plan.locate(name) is not None:
+            loc = self.plan.locate(name)
+            if loc is not None and loc.kind == "table":
+                raise KeyError(f"{name!r} is kept on the servers as table rows made as they "
+                               f"are used, not as one array; read it with table(name)")
+            if loc is not None:
                 return self._fetch(name)
             return self._trainers[0].get_var(name)
 
@@ -323,20 +337,90 @@ class DistributedProgram:
             for var in self.plan.program.global_block().vars.values():
                 if not (var.persistable and var.kind == "tensor"):
                     continue
-                if self.plan.locate(var.name) is not None:
+                loc = self.plan.locate(var.name)
+                if loc is not None and loc.kind == "table":
+                    continue   # see table(name)
+                if loc is not None:
                     out[var.name] = self._fetch(var.name)
                 elif var.name in trainer_state:
                     out[var.name] = trainer_state[var.name]
             return out
 
+    def table(self, name: str) -> dict[str, np.ndarray]:
+        """The live rows of a table kept on the servers: ``{'ids': the ids seen, sorted,
+        name: their rows, <accumulator>: their rows, ...}`` gathered from its shards."""
+        with self._lock:
+            if self._final is not None and name in self._final_tables:
+                return {k: v.copy() for k, v in self._final_tables[name].items()}
+            self._check_open()
+            self._ensure_committed()
+            parts = []
+            for piece in self.plan.table_shards(name):
+                got = self._pservers[piece.endpoint].table_rows([piece.name])[0]
+                parts.append((self._served[piece.name], got))
+            return merge_shards(parts)
+
+    def table_first_rows(self, name: str, ids: Any) -> dict[str, np.ndarray]:
+        """The values the rows of ``ids`` of table ``name`` (and of its accumulators) start
+        from on the servers: what a one-process program needs to start as the job did."""
+        shards = [self._served[p.name] for p in self.plan.table_shards(name)]
+        return first_rows(shards, self.seed, np.asarray(ids))
+
+    def table_stats(self) -> dict[str, dict[str, tuple[int, int, int]]]:
+        """Per server, per table shard: (live rows, rows it may hold, bytes it takes)."""
+        with self._lock:
+            self._check_open()
+            self._ensure_committed()
+            return {ep: ps.table_stats() for ep, ps in self._pservers.items()}
+
     def save(self, path: str) -> None:
         """Write an ordinary checkpoint of the job (the original program, with the state
         gathered from the servers and trainer 0) that `fluid.load(path)` opens as a
-        single-process program."""
-        program = self.plan.program
+        single-process program; tables are saved as their live rows
+        (distributed/table_checkpoint.py)."""
+        tables = {t: self.table(t) for t in self.plan.tables()}
+        program, values = one_process(self.plan, self.state(), tables)
         compiled = CompiledProgram(program, seed=self.plan.seed, device="cpu",
-                                   initial_values=self.state())
+                                   initial_values=values)
         compiled.save(path)
+
+    def load(self, path: str) -> None:
+        """Start from the checkpoint at ``path`` (written by `save`, by this plan or one with
+        other servers): the servers and trainers take its values, and each table's rows go
+        to the shards of this plan that hold their ids."""
+        from ..runtime.live.checkpoint import read
+        saved = read(path)
+        plain, tables = from_checkpoint(saved.values, self.plan)
+        with self._lock:
+            self._check_open()
+            self._ensure_committed()
+            for table, rows in tables.items():
+                for shard, part in split_rows(self.plan, table, rows, self._served).items():
+                    self._pservers[self._endpoint_of(shard)].set_table_rows(shard, part)
+            self._load_plain(plain)
+
+    def _endpoint_of(self, shard: str) -> str:
+        return next(p.endpoint for t in self.plan.tables()
+                    for p in self.plan.table_shards(t) if p.name == shard)
+
+    def _load_plain(self, values: Mapping[str, Any]) -> None:
+        by_server: dict[str, dict[str, Any]] = {}
+        held = set(self._trainers[0].tensor_state())
+        trainer_values = {}
+        for name, value in values.items():
+            loc = self.plan.locate(name)
+            if loc is None:
+                if name in held:
+                    trainer_values[name] = value
+                continue
+            for p in loc.pieces:
+                part = value[p.start:p.start + p.rows] if loc.kind == "rows" else value
+                by_server.setdefault(p.endpoint, {})[p.name] = part
+        for ep, part in by_server.items():
+            self._pservers[ep].set_values(part)
+        for t in self._trainers:
+            t.set_vars(trainer_values).result(timeout=self.timeout)
+        self._pull(self._trainers)
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -349,6 +433,7 @@ class DistributedProgram:
                 return
             try:
                 self._final = self.state()
+                self._final_tables = {t: self.table(t) for t in self.plan.tables()}
             except Exception:   # a server that is gone cannot answer; close the rest
                 pass
             self._closed = True

@@ -43,6 +43,8 @@ from .errors import DistributedTimeout, PlanMismatch, StepAborted, StepFailed
 from .interface import PServer
 from .server_spec import DEFAULT_TIMEOUT, PServerSpec, ServerStatus
 from .state import Snapshot, StateDir, values_equal_layout
+from .table_store import TableDelta
+from .table_update import TableStore, split_tables
 
 _ABORTED_KEPT = 256
 
@@ -54,6 +56,7 @@ class _Round:
         self.step = step
         self.pending: dict[int, dict[str, Any]] = {}
         self.staged: dict[str, Any] | None = None
+        self.deltas: list[TableDelta] = []     # what the step writes in table shards
         self.error: BaseException | None = None
         self.started = time.monotonic()
 
@@ -80,8 +83,9 @@ class ParameterServer(PServer):
         self._values = self._initial_values(spec, seed, device)
         self._runners = {b.idx: BlockRunner(spec.program, b, self._xp, seed)
                          for b in spec.program.blocks[1:]}
+        self._tables = TableStore(spec.info, seed, self._runners)
         self._feeds = {f for b in spec.info.optimize_blocks for f in b.feeds} | {
-            f for j in spec.info.joint_blocks for f in j.feeds}
+            f for j in spec.info.joint_blocks for f in j.feeds} | self._tables.feeds()
         self._cond = threading.Condition()
         self.step = 0                       # last committed step (sync)
         self._applied = [0] * self.trainers  # last step pushed by each trainer (async)
@@ -96,6 +100,7 @@ class ParameterServer(PServer):
         self._closed = False
         self.updates = 0                    # optimize-block runs
         self.restored = False
+        self._round_tables: dict[str, Any] = {}   # tables of a step prepared before a restart
         self._state = StateDir(state_dir) if state_dir else None
         if self._state is not None:
             self._restore_or_save(self._state)
@@ -117,21 +122,31 @@ class ParameterServer(PServer):
                 pass
         return values
 
+    def _with_tables(self, values: dict[str, Any], deltas: Sequence[TableDelta] = ()
+                     ) -> dict[str, Any]:
+        """The state a state file holds: ``values`` and the table shards after ``deltas``."""
+        return {**values, **self._tables.snapshot(deltas)} if self._tables.shards else values
+
     def _restore_or_save(self, state: StateDir) -> None:
         committed, prepared = state.load()
         if committed is None:
-            state.save_committed(Snapshot(0, self._values, list(self._applied)))
+            state.save_committed(Snapshot(0, self._with_tables(self._values),
+                                          list(self._applied)))
             return
-        if not values_equal_layout(committed.values, self._values) or \
+        plain, tables = split_tables(committed.values)
+        if not values_equal_layout(plain, self._values) or \
                 len(committed.applied) != self.trainers:
             raise StepFailed(f"{self.role}: the saved state in {state.path} does not "
                              f"fit this server's program (another job's files?); remove the "
                              f"directory to start afresh")
-        self._values = {n: to_device(v, self._xp) for n, v in committed.values.items()}
+        self._values = {n: to_device(v, self._xp) for n, v in plain.items()}
+        self._tables.restore(tables)
         self.step, self._applied = committed.step, list(committed.applied)
         if prepared is not None:
+            # a prepared step's tables are whole in its file: committing it loads them
             self._round = _Round(prepared.step)
-            self._round.staged = {n: to_device(v, self._xp) for n, v in prepared.values.items()}
+            plain, self._round_tables = split_tables(prepared.values)
+            self._round.staged = {n: to_device(v, self._xp) for n, v in plain.items()}
         self.restored = True
 
     # --- the protocol -------------------------------------------------------------------------
@@ -203,7 +218,49 @@ class ParameterServer(PServer):
             for n, v in values.items():
                 self._values[n] = to_device(np.array(v, dtype=self._values[n].dtype), self._xp)
             if self._state is not None:
-                self._state.save_committed(Snapshot(self.step, self._values, list(self._applied)))
+                self._state.save_committed(Snapshot(self.step, self._with_tables(self._values),
+                                                    list(self._applied)))
+
+    def prefetch(self, trainer_id: int, step: int | None, committed: int | None,
+                 names: Sequence[str], ids: Sequence[Any], grow: bool) -> list[Any]:
+        """The rows of ``ids[i]`` in table shard ``names[i]``, after the step this trainer
+        last saw succeed everywhere (``committed``, committed here first). An id never
+        seen reads its first value when ``grow`` (a training method; the row is made when
+        its gradient arrives) and zeros otherwise."""
+        with self._cond:
+            self._check_trainer(trainer_id)
+            if committed is not None:
+                self._commit_upto(committed)
+            when = f"step {step} of trainer {trainer_id}" if step is not None else \
+                f"a call of trainer {trainer_id}"
+            return self._tables.read(names, ids, grow, when)
+
+    def table_rows(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        """Each table shard's live ids and the rows of every var it keeps (committed),
+        as ``{'ids': ids, <var>: rows, ...}`` with the vars named as on this server."""
+        with self._cond:
+            out: list[dict[str, Any]] = []
+            for n in names:
+                shard = self._tables.shards[n]
+                ids, rows = shard.live()
+                out.append({"ids": ids, **rows})
+            return out
+
+    def set_table_rows(self, name: str, rows: Mapping[str, Any]) -> None:
+        """Replace table shard ``name``'s rows (``{'ids': ids, <var>: rows, ...}``); only
+        between steps."""
+        with self._cond:
+            shard = self._tables.shards[name]
+            shard.load(np.asarray(rows["ids"]), {k: np.asarray(v) for k, v in rows.items()
+                                                 if k != "ids"})
+            if self._state is not None:
+                self._state.save_committed(Snapshot(self.step, self._with_tables(self._values),
+                                                    list(self._applied)))
+
+    def table_stats(self) -> dict[str, tuple[int, int, int]]:
+        """Per table shard: (live rows, rows it may hold, bytes it takes)."""
+        with self._cond:
+            return {n: (s.size, s.spec.rows, s.nbytes()) for n, s in self._tables.shards.items()}
 
     def finish(self, trainer_id: int, error: str | None = None) -> None:
         """Trainer ``trainer_id`` is done (``error``: why it stopped, if it failed; a second
@@ -351,15 +408,16 @@ class ParameterServer(PServer):
             arrived.update(r.pending[t])
         r.pending = dict.fromkeys(r.pending, {})  # keep who arrived, drop the arrays
         try:
-            staged = self._run(arrived)
+            staged, deltas = self._run(arrived, f"step {r.step}")
             if self._state is not None:
-                self._state.save_prepared(Snapshot(r.step, staged, list(self._applied)))
+                self._state.save_prepared(Snapshot(r.step, self._with_tables(staged, deltas),
+                                                   list(self._applied)))
         except BaseException as e:
             r.error = StepFailed(f"{self.role}: the update of step {r.step} failed, so no "
                                  f"server applies it: {type(e).__name__}: {e}")
             r.error.__cause__ = e
         else:
-            r.staged = staged
+            r.staged, r.deltas = staged, deltas
         self._cond.notify_all()
 
     def _commit_upto(self, step: int) -> None:
@@ -367,6 +425,10 @@ class ParameterServer(PServer):
         if r is None or r.step > step or r.staged is None:
             return
         self._values = r.staged
+        self._tables.commit(r.deltas)
+        if self._round_tables:   # a step prepared before a restart: whole in its file
+            self._tables.restore(self._round_tables)
+            self._round_tables = {}
         self.step = r.step
         self._round = None
         if self._state is not None:
@@ -376,6 +438,7 @@ class ParameterServer(PServer):
     def _drop_round(self) -> None:
         r = self._round
         self._round = None
+        self._round_tables = {}
         if r is not None and r.staged is not None and self._state is not None:
             self._state.drop(r.step)
         self._cond.notify_all()
@@ -383,16 +446,20 @@ class ParameterServer(PServer):
     def _exchange_async(self, trainer_id: int, step: int, blocks: Mapping[str, Any],
                         names: Sequence[str]) -> list[Any]:
         if blocks and step > self._applied[trainer_id]:
-            values = self._run(dict(blocks))
+            values, deltas = self._run(dict(blocks), f"trainer {trainer_id}'s step {step}")
             applied = list(self._applied)
             applied[trainer_id] = step
             if self._state is not None:
-                self._state.save_committed(Snapshot(self.step, values, applied))
+                self._state.save_committed(Snapshot(self.step, self._with_tables(values, deltas),
+                                                    applied))
             self._values, self._applied = values, applied
+            self._tables.commit(deltas)
         return self._read(self._values, names)
 
-    def _run(self, arrived: dict[str, Any]) -> dict[str, Any]:
-        """The state after applying ``arrived``, as a new dict (nothing changes in place)."""
+    def _run(self, arrived: dict[str, Any], when: str
+             ) -> tuple[dict[str, Any], list[TableDelta]]:
+        """The state after applying ``arrived``, as a new dict (nothing changes in place),
+        and what it writes in the table shards (applied when the step commits)."""
         unknown = [n for n in arrived if n not in self._feeds]
         if unknown:
             raise KeyError(f"{self.role} got gradient(s) it has no block for: "
@@ -408,13 +475,21 @@ class ParameterServer(PServer):
                     f"the joint ops of {', '.join(b.params)}"
                 raise RuntimeError(f"{self.role}: the update of {what} lacks "
                                    f"{', '.join(missing)}")
+        tables = [t for t in self._tables.blocks if any(f in arrived for f in t.arrivals)]
+        for t in tables:
+            missing = [f for f in t.arrivals if f not in arrived]
+            if missing:
+                raise RuntimeError(f"{self.role}: the update of {t.shard} lacks "
+                                   f"{', '.join(missing)}")
         values = dict(self._values)
-        for method in dict.fromkeys(b.method for b in blocks):
+        methods = [b.method for b in blocks] + [t.method for t in tables]
+        for method in dict.fromkeys(methods):
             lr = self.spec.info.lr_blocks.get(method)
             if lr is not None:
                 self._runners[lr].run(values, [])
         for b in runs:   # joint blocks first: the updates read their results
             self._runners[b.block_idx].run(
                 values, [to_device(arrived[f], self._xp) for f in b.feeds])
-        self.updates += len(blocks)
-        return values
+        deltas = self._tables.step(arrived, values, when)
+        self.updates += len(blocks) + len(tables)
+        return values, deltas

@@ -192,6 +192,10 @@ class RayPServer(_RemotePServer):
                  blocks: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
         return self.submit_exchange(trainer_id, step, committed, blocks, names).result()
 
+    def submit(self, method: str, *args: Any) -> Pending:
+        handle = self.handle
+        return _RayPending(self, lambda: getattr(handle, method).remote(*args), method)
+
     def close(self) -> None:
         if self.owned:
             shut_down_actor(self.handle, remove_state=True)

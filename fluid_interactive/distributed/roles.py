@@ -33,10 +33,12 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from ..errors import FluidError, OpArgumentError
+from ..ir.records import ProgramDesc
 from ..passes.transpiler import TranspilePlan, transpile
 from .errors import DistributedError
 from .interface import PServer
@@ -57,6 +59,23 @@ CHECK_VAR = "FLUID_PLAN_CHECK"
 PLAN_OK = "fluid: the program splits as asked"
 #: Its exit status when the program cannot be split (the reason on stderr).
 PLAN_REFUSED = 3
+
+
+@dataclass(frozen=True)
+class ToSplit:
+    """A traced program not compiled in this process, with the seed and device it would
+    compile with: what a role transpiles. (Compiling it would initialise every parameter
+    here, tables kept on the servers included, which may not fit one process.)"""
+    program: ProgramDesc
+    seed: int | None
+    device: str | None
+
+
+def distribution_requested(argv: Sequence[str] | None = None,
+                           environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this script runs with ``--distributed`` (or ``FLUID_DISTRIBUTED``)."""
+    return _requested(sys.argv if argv is None else argv,
+                      os.environ if environ is None else environ)
 
 
 def distribute_if_requested(compiled: Any, argv: Sequence[str] | None = None,

@@ -13,6 +13,10 @@ before ``minimize``; or ``ParamAttr(gradient_clip=clip)``); an optimizer's own c
 * `ErrorClipByValue(max, min=-max)`: clips the gradient flowing back through one var
   (``var._set_error_clip(clip)``), before the ops that read it use it.
 
+A rows-only gradient (``embedding(is_sparse=True)``) stays rows only, as in Paddle 1.8:
+by value, its merged rows are clipped; by norm and by global norm, its norm is that of its
+merged rows, and its rows are scaled.
+
 Every clip takes ``need_clip``: a function of the parameter (a Variable) saying whether to
 clip its gradient. The clip ops have role Optimize and the ``op_role_var`` of the
 gradient they read (a global norm's ops read them all, and list every pair), so the
@@ -27,7 +31,7 @@ from numbers import Real
 from typing import Any
 
 from ..errors import OpArgumentError
-from ..ir.records import OpRole
+from ..ir.records import SELECTED_ROWS, OpRole
 from .tracing import TraceContext, current_trace, error_at
 from .variable import Variable
 
@@ -126,7 +130,11 @@ def _scaled(emit: _Emit, squares: list[str], clip_norm: float, dtype: str, hint:
 
 
 def _square_sum(emit: _Emit, g: str) -> str:
-    return emit("reduce_sum", {"X": [emit("square", {"X": [g]}, f"{g}@CLIP_SQUARE")]},
+    x = g
+    if emit.trace.type_of(g).kind == SELECTED_ROWS:   # rows only: the norm of its rows
+        merged = emit("merge_selected_rows", {"X": [g]}, f"{g}@MERGED")
+        x = emit("get_tensor_from_selected_rows", {"X": [merged]}, f"{g}@ROWS")
+    return emit("reduce_sum", {"X": [emit("square", {"X": [x]}, f"{g}@CLIP_SQUARE")]},
                 f"{g}@CLIP_SQUARE_SUM", {"reduce_all": True})
 
 

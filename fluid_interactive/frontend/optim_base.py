@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
-from ..errors import OpArgumentError
-from ..ir.records import OpDesc, OpRole, VarDesc
+from ..errors import FluidWarning, OpArgumentError
+from ..ir.records import SELECTED_ROWS, OpDesc, OpRole, VarDesc
+from ..ir.source import warn_at_user
 from ..ops.registry import get_spec
 from ..passes.backward import append_backward
 from . import clip as _clip
@@ -294,6 +295,12 @@ class Optimizer:
                               param, role_grad)
         elif not isinstance(reg, L2Decay):
             raise error_at(OpArgumentError, f"unknown regularizer {reg!r}")
+        if trace.type_of(grad).kind == SELECTED_ROWS:
+            warn_at_user(f"{type(reg).__name__} on {param!r}, whose gradient is rows only "
+                         f"(embedding(is_sparse=True)): the decayed gradient is dense, every "
+                         f"row decays each step as in Paddle 1.8, and the step costs the "
+                         f"whole table. To keep steps sparse, leave the table out of weight "
+                         f"decay (ParamAttr(regularizer=L2Decay(0.0)))", FluidWarning)
         term = self._tmp(trace, f"{param}@DECAY")
         self._optimize_op(trace, "scale", {"X": [term_src]}, {"Out": [term]},
                           {"scale": float(reg.coeff)}, param, role_grad)

@@ -54,8 +54,13 @@ class Adam(Optimizer):
 
     Accumulators per parameter: ``<param>_moment1_N``, ``<param>_moment2_N`` (zeros) and
     ``<param>_beta1_pow_acc_N``, ``<param>_beta2_pow_acc_N`` (shape [1], starting at beta1
-    and beta2); the ``adam`` op advances the powers itself. ``lazy_mode`` (Paddle's
-    sparse-gradient option) changes nothing for the dense gradients here."""
+    and beta2); the ``adam`` op advances the powers itself.
+
+    ``lazy_mode`` matters for rows-only gradients (``embedding(is_sparse=True)``): with it,
+    a step updates the moments and the parameter of the batch's rows alone (the other rows'
+    moments do not decay that step), at the cost of those rows; without it, every row's
+    moments decay, exactly as dense Adam on the dense gradient (docs/sparse.md). Dense
+    gradients are updated the same either way."""
 
     op_type = "adam"
     _hyper: tuple[str, ...] = ("beta1", "beta2", "epsilon")
@@ -78,8 +83,9 @@ class Adam(Optimizer):
         self._accumulator(trace, "beta2_pow_acc", param, self.beta2, shape=[1])
 
     def _append_update(self, trace, u):
+        lazy = {"lazy_mode": True} if self.lazy_mode else {}   # the default stays unwritten
         self._moments_op(trace, u, {"beta1": self.beta1, "beta2": self.beta2,
-                                    "epsilon": self.epsilon}, advance_powers=True)
+                                    "epsilon": self.epsilon, **lazy}, advance_powers=True)
 
     def _moments_op(self, trace, u, attrs, advance_powers):
         """The ``op_type`` op over Adam's four accumulators (writing the powers back when

@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..distributed.roles import distribute_if_requested
+from ..distributed.roles import ToSplit, distribute_if_requested, distribution_requested
 from ..errors import NotCompiledError, ProgramDefinitionError
 from ..ir.records import ProgramDesc, ReturnSpec, SourceLoc
 from ..ir.source import format_location
 from ..passes.verify import check_program
 from ..runtime import CompiledProgram, Origin, Traced, reserved_names
+from ..runtime.live.compiled import check_seed
 from ..util.gc_pause import gc_paused
 from .layers.helpers import as_variable
 from .tracing import TraceContext, is_tracing
@@ -223,6 +224,8 @@ class Program:
         origin = Origin(type(self), options, {"seed": seed, "device": device}, retrace)
         with gc_paused():   # a large program: keep tracing linear in its size
             traced = _traced(self)
+            if distribution_requested():   # each role compiles its own part only
+                return distribute_if_requested(ToSplit(traced.program, check_seed(seed), device))
             compiled = CompiledProgram(traced.program, seed=seed, device=device,
                                        initial_values=traced.initial_values, origin=origin)
         traced.attach(compiled)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import linecache
 import math
 from numbers import Real
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import OpArgumentError, ProgramDefinitionError
 from ..ir.records import SourceLoc, VarDesc
@@ -65,8 +65,7 @@ class Variable:
         """Clip the gradient flowing back through this var (a
         `fluid.clip.ErrorClipByValue`) in the backward passes that follow (Paddle's
         spelling)."""
-        from .clip import set_error_clip  # clip.py builds on this module
-        set_error_clip(self._trace, self.name, error_clip)
+        _layers().set_error_clip(self._trace, self.name, error_clip)
 
     def __bool__(self) -> bool:
         raise error_at(ProgramDefinitionError,
@@ -157,8 +156,7 @@ class Variable:
     # --- indexing -----------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> Variable:
-        from .indexing import getitem
-        return getitem(self, key)
+        return _layers().getitem(self, key)
 
     def __iter__(self) -> Any:
         # without this, Python would iterate by indexing 0, 1, 2, ... for ever
@@ -201,9 +199,8 @@ def _nonzero(s: float) -> float:
 
 
 def _as_var(value: Any) -> Variable:
-    from .layers.helpers import as_variable
     if isinstance(value, Variable):
-        return as_variable(value, "operand")
+        return _layers().as_variable(value, "operand")
     raise error_at(OpArgumentError, f"cannot combine a Variable with "
                                     f"{type(value).__name__} {value!r:.40}; use a Variable "
                                     f"or a Python number (for an array, declare a data var "
@@ -211,30 +208,61 @@ def _as_var(value: Any) -> Variable:
 
 
 def _binary(op_type: str, x: Variable, other: Any, scalar=None) -> Variable:
-    from .layers.helpers import append_simple
     if _is_scalar(other):
         if scalar is None:
             raise error_at(OpArgumentError, f"{op_type} needs a Variable operand, got {other!r}")
         return scalar(float(other))
     attrs = {} if op_type == "matmul" else {"axis": -1}
-    return append_simple(op_type, {"X": _as_var(x), "Y": _as_var(other)}, attrs,
-                         layer=op_type)
+    return _layers().append_simple(op_type, {"X": _as_var(x), "Y": _as_var(other)}, attrs,
+                                   layer=op_type)
 
 
 def _unary(op_type: str, x: Variable, **attrs: Any) -> Variable:
-    from .layers.helpers import append_simple
-    return append_simple(op_type, {"X": x}, attrs, layer=op_type)
+    return _layers().append_simple(op_type, {"X": x}, attrs, layer=op_type)
 
 
 def _compare(layer: str, x: Variable, other: Any) -> Variable:
-    from .layers import compare  # x < y is fluid.layers.less_than(x, y), and so on
-    return getattr(compare, layer)(x, other)
+    """x < y is fluid.layers.less_than(x, y), and so on."""
+    return _layers().compare(layer, x, other)
 
 
 def _constant(like: Variable, value: float) -> Variable:
     """A [1] var of ``like``'s dtype holding ``value`` (a Python number's operand)."""
-    from .layers.tensor import fill_constant
-    return fill_constant([1], like.dtype, value)
+    return _layers().fill_constant([1], like.dtype, value)
+
+
+class Layers(Protocol):
+    """What a Variable's operators record their ops with: the layers' own functions. The
+    layers build on this module, so it does not import them: frontend/operators.py hands
+    them over (`record_with`) when the frontend package loads."""
+
+    def as_variable(self, value: Any, what: str) -> Variable: ...
+
+    def append_simple(self, op_type: str, inputs: dict[str, Any], attrs: dict[str, Any],
+                      layer: str) -> Variable: ...
+
+    def compare(self, layer: str, x: Variable, other: Any) -> Variable: ...
+
+    def fill_constant(self, shape: list[int], dtype: str, value: float) -> Variable: ...
+
+    def getitem(self, x: Variable, key: Any) -> Variable: ...
+
+    def set_error_clip(self, trace: TraceContext, name: str, error_clip: Any) -> None: ...
+
+
+_LAYERS: list[Layers] = []
+
+
+def record_with(layers: Layers) -> None:
+    """Make ``layers`` what Variables' operators record with (frontend/operators.py)."""
+    _LAYERS[:] = [layers]
+
+
+def _layers() -> Layers:
+    if not _LAYERS:   # the frontend package loads them: only a partial import lacks them
+        raise RuntimeError("a Variable's operators need fluid_interactive.frontend's layers: "
+                           "import fluid_interactive (or fluid) first")
+    return _LAYERS[0]
 
 
 def _scale(x: Variable, scale: float, bias: float) -> Variable:

@@ -91,6 +91,10 @@ class SourceLoc:
 
 # --- vars, ops, blocks, programs ---------------------------------------------------------------
 
+#: the kind of a var whose value is rows of a tensor (a `fluid.SelectedRows`: the gradient
+#: of ``embedding(is_sparse=True)``); its shape and dtype are those of the whole tensor
+SELECTED_ROWS = "selected_rows"
+
 BATCH = -1  # an unknown (batch) dimension
 
 Shape = tuple[int, ...]
@@ -108,7 +112,7 @@ class VarDesc:
     is_data: bool = False
     is_parameter: bool = False
     trainable: bool = True
-    kind: str = "tensor"  # 'tensor' | 'reader' | ...
+    kind: str = "tensor"  # 'tensor' | 'reader' | 'tensor_array' | SELECTED_ROWS | ...
 
     def __post_init__(self) -> None:
         self.shape = tuple(int(d) for d in self.shape)

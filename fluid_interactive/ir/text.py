@@ -14,6 +14,7 @@ from .blocks import check_nesting, sub_block_index
 from .names import escape_unprintable
 from .records import (
     DTYPES,
+    SELECTED_ROWS,
     BlockDesc,
     OpDesc,
     OpRole,
@@ -40,6 +41,8 @@ def short_type(var: VarDesc | None) -> str:
     """'f32[?,13]' for a float32 var with a batch dimension; '?' when undeclared."""
     if var is None:
         return "?"
+    if var.kind == SELECTED_ROWS:   # a rows-only value: some rows of a tensor of this type
+        return "SelectedRows " + DTYPES[var.dtype] + short_shape(var.shape)
     if var.kind != "tensor":
         return var.kind
     return DTYPES[var.dtype] + short_shape(var.shape)

@@ -12,13 +12,16 @@ interactive session, the package starts loading a cached kernel in a background 
 that (a script) loads its kernels in the background too.
 Each compiled kernel gives the values of its NumPy kernel: bit-identical where the
 operations are the same, in the same order (the updates, the arithmetic and `relu`
-members of a chain, the cells' steps, whose tanh calls stay NumPy's), and within float32
-rounding where NumPy and LLVM evaluate a function differently (`exp`, `tanh` in a chain).
+members of a chain, pooling, col2im), and within float rounding where NumPy and LLVM
+evaluate a function differently (`exp`, `tanh` in a chain) or BLAS sums in another order
+(the recurrent sequences). Only the bit-identical ones run by default, so that whether a
+call runs compiled kernels or NumPy ones never changes a value; ``FLUID_KERNELS=fast``
+lets the others run too (`build.approximate_allowed`, ops/compiled.py).
 """
 from .build import enabled, interactive, preload
-from .tier import TIER_KEY, Kernel, PlanTier, plan_tier
+from .tier import Kernel, PlanTier
 
 if interactive():
     preload()
 
-__all__ = ["enabled", "TIER_KEY", "Kernel", "PlanTier", "plan_tier"]
+__all__ = ["enabled", "Kernel", "PlanTier"]

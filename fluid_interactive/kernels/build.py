@@ -10,8 +10,10 @@ importing Numba. Loading runs in a background thread of the process itself. A lo
 kernel accepts only the types it was built for (`disable_compile`): a call with others
 raises, and its caller runs NumPy instead, so nothing ever compiles while a step runs.
 
-``FLUID_KERNELS=numpy`` turns the tier off; ``FLUID_KERNEL_CACHE`` names the cache folder
-(default: ``~/.cache/fluid_interactive/kernels``).
+``FLUID_KERNELS=numpy`` turns the tier off; ``FLUID_KERNELS=fast`` lets it run the kernels
+whose values are NumPy's within float rounding only (`approximate_allowed`);
+``FLUID_KERNEL_CACHE`` names the cache folder (default:
+``~/.cache/fluid_interactive/kernels``).
 """
 from __future__ import annotations
 
@@ -24,9 +26,11 @@ import queue
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any
 
 #: Numba's options for every kernel: no Python error checks in the loop (a float division
@@ -37,11 +41,21 @@ TIER_VERSION = "2"
 
 
 def enabled() -> bool:
-    """Whether the compiled tier may run: Numba is installed and the environment does not
-    turn the tier off."""
+    """Whether the compiled tier may run: Numba is installed, the environment does not
+    turn the tier off, and the cache folder can be made and written (else the tier says
+    so once, and every kernel runs NumPy)."""
     if os.environ.get("FLUID_KERNELS", "auto").lower() in ("numpy", "off", "0"):
         return False
-    return _numba_stamp() is not None
+    return _numba_stamp() is not None and cache_usable()
+
+
+def approximate_allowed() -> bool:
+    """Whether the tier may run kernels whose values are NumPy's within float rounding,
+    not bit for bit (``FLUID_KERNELS=fast``). Off by default: a plan switches to its
+    compiled kernels when their build is over, and keeps them or its NumPy kernels by
+    which ran faster, so with such kernels two runs of one seeded training would differ
+    in their last bits, and then more, from the step where they switched on."""
+    return os.environ.get("FLUID_KERNELS", "auto").lower() == "fast"
 
 
 _STAMP: list[str | None] = []
@@ -57,11 +71,66 @@ def _numba_stamp() -> str | None:
     return _STAMP[0]
 
 
-def cache_dir() -> str:
-    path = os.environ.get("FLUID_KERNEL_CACHE") or os.path.join(
+def _configured_dir() -> str:
+    return os.environ.get("FLUID_KERNEL_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "fluid_interactive", "kernels")
-    os.makedirs(path, exist_ok=True)
+
+
+#: configured folder -> None when it is usable, else why not (each looked at once)
+_DIR_STATE: dict[str, str | None] = {}
+
+
+def cache_dir() -> str:
+    """The cache folder, made if needed (OSError when it cannot be: see `cache_usable`)."""
+    path = _configured_dir()
+    if path not in _DIR_STATE:   # asked for every kernel of every plan: made once
+        os.makedirs(path, exist_ok=True)
     return path
+
+
+def cache_usable() -> bool:
+    """Whether the cache folder can be made and written. The first time a folder cannot
+    (its name is a file's, HOME is a file or a folder such as /proc), a
+    `KernelCacheWarning` says so: the tier is only a speed-up, so the calls go on with
+    NumPy kernels."""
+    path = _configured_dir()
+    if path not in _DIR_STATE:
+        _DIR_STATE[path] = why = _unusable(path)
+        if why is not None:
+            # here: the child that compiles runs this file alone, without the package
+            from ..errors import KernelCacheWarning
+            warnings.warn(f"the compiled kernel tier is off: its cache folder {path!r} "
+                          f"cannot be used ({why}); every kernel runs NumPy. Set "
+                          f"FLUID_KERNEL_CACHE to a folder you can write, or "
+                          f"FLUID_KERNELS=numpy to turn the tier off", KernelCacheWarning,
+                          stacklevel=_outside_level())
+    return _DIR_STATE[path] is None
+
+
+def _outside_level() -> int:
+    """The ``stacklevel`` of the caller's first frame outside the package and its
+    generated code (the user's line), for a warning given by the caller."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and (frame.f_code.co_filename.startswith(root)
+                                        or frame.f_code.co_filename.startswith("<fluid:")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _unusable(path: str) -> str | None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "not writable"
+    return None
+
+
+def forget_cache_dir() -> None:
+    """Look at the cache folder again on next use (after its setting changed)."""
+    _DIR_STATE.clear()
 
 
 #: An argument of a kernel's example call: ("array", dtype, ndim) (C-contiguous),
@@ -85,9 +154,7 @@ class KernelSource:
         # The argument types too: one text may serve several dtypes (a chain whose
         # members name no constant), and a loaded kernel accepts only the types it was
         # built for, so each gets a module of its own.
-        h = hashlib.sha256("\0".join((TIER_VERSION, sys.version, self.text,
-                                      repr(self.args))).encode())
-        return f"{self.stem}_{h.hexdigest()[:16]}"
+        return _module_key(self.stem, self.text, self.args)
 
     def path(self) -> str:
         return os.path.join(cache_dir(), self.key + ".py")
@@ -98,7 +165,10 @@ class KernelSource:
         return os.path.join(cache_dir(), f"{self.key}.{h.hexdigest()[:16]}.ok")
 
     def is_cached(self) -> bool:
-        return os.path.exists(self.marker())
+        try:
+            return os.path.exists(self.marker())
+        except OSError:   # the folder went away or became unusable: not cached
+            return False
 
     def write(self) -> str:
         """The module's file in the cache folder (written whole, once)."""
@@ -109,6 +179,20 @@ class KernelSource:
                 f.write(self.text)
             os.replace(tmp, path)   # whole or not at all, for concurrent processes
         return path
+
+
+@lru_cache(maxsize=512)
+def _module_key(stem: str, text: str, args: tuple) -> str:
+    """The cache's name of a module (its digest: asked again by every plan that requests
+    the kernel, at every size, so computed once per text)."""
+    h = hashlib.sha256("\0".join((TIER_VERSION, sys.version, text, repr(args))).encode())
+    return f"{stem}_{h.hexdigest()[:16]}"
+
+
+@cache
+def _source_of(function: Callable) -> str:
+    """A tier function's text (its module's file does not change while it runs)."""
+    return inspect.getsource(function).rstrip()
 
 
 def example_args(args: Sequence[ArgType]) -> list:
@@ -140,7 +224,7 @@ def module_source(dtype: str, constants: dict[str, int], functions: Sequence[Cal
     head = [f"# {dtype} arrays", "import numpy as np  # noqa: F401", ""]
     head += [f"{name} = {int(value)}" for name, value in constants.items()]
     return "\n".join(head) + "\n\n\n" + "\n\n\n".join(
-        inspect.getsource(f).rstrip() for f in functions) + "\n"
+        _source_of(f) for f in functions) + "\n"
 
 
 _MODULES: dict[str, Any] = {}

@@ -5,16 +5,13 @@ arithmetic, element by element, so a test can run them on a few values. Each com
 exactly what the NumPy kernel of its op computes (ops/optim.py), in the same order, with
 its constants already rounded to the arrays' dtype as NumPy rounds a Python float mixed
 with a float32 array; and no multiply-add is contracted (Numba's default), so the values
-are bit-identical. The plain forms write only their outputs, which never alias an input
-(the fused kernels write into a generation nothing references; ops/flat_state.py).
+are bit-identical. The loops write only their outputs, which never alias an input (the fused
+kernels write into a generation nothing references; ops/flat_state.py): given two
+arguments that overlap, LLVM's vectoriser would find the overlap at run time and fall back
+to a scalar loop (7x slower for Adam).
 
 Each update's arithmetic is its ``*_element`` function, which its loops call (compiled
-and inlined: it costs nothing). The ``*_over`` forms write the new parameters over the
-gradients (``grad_p``: read, then written, element by element) for a plan that lends
-the update its gradients' arena (runtime/plan/turns.py). They are loops of their own,
-not the others called with one array twice: given two arguments that overlap, LLVM's
-vectoriser checks at run time, finds the overlap and falls back to a scalar loop (7x
-slower for Adam); one argument read and written at the same index vectorises.
+and inlined: it costs nothing).
 """
 import numpy as np
 
@@ -62,33 +59,13 @@ def adam(param, grad, m1, m2, b1, one_minus_b1, b2, one_minus_b2, eps, rate, p_o
             param[i], grad[i], m1[i], m2[i], b1, one_minus_b1, b2, one_minus_b2, eps, rate)
 
 
-def sgd_over(param, grad_p, lr):
-    for i in range(param.shape[0]):
-        grad_p[i] = sgd_element(param[i], grad_p[i], lr)
 
 
-def momentum_over(param, grad_p, velocity, mu, lr, v_out):
-    for i in range(param.shape[0]):
-        v_out[i], grad_p[i] = momentum_element(param[i], grad_p[i], velocity[i], mu, lr,
-                                               False)
-
-
-def momentum_nesterov_over(param, grad_p, velocity, mu, lr, v_out):
-    for i in range(param.shape[0]):
-        v_out[i], grad_p[i] = momentum_element(param[i], grad_p[i], velocity[i], mu, lr,
-                                               True)
-
-
-def adam_over(param, grad_p, m1, m2, b1, one_minus_b1, b2, one_minus_b2, eps, rate,
-              m1_out, m2_out):
-    for i in range(param.shape[0]):
-        m1_out[i], m2_out[i], grad_p[i] = adam_element(
-            param[i], grad_p[i], m1[i], m2[i], b1, one_minus_b1, b2, one_minus_b2, eps, rate)
 
 
 # --- the adaptive updates of ops/optim_adaptive.py: each element function returns the new
 # parameter first, then the new state in slot order; the plain loop writes them into the
-# outputs, the ``*_over`` loop the parameter over the gradient ------------------------------
+# outputs ---------------------------------------------------------------------------------
 
 def adagrad_element(p, g, m, eps, lr):
     m_new = m + g * g
@@ -99,10 +76,6 @@ def adagrad(param, grad, moment, eps, lr, p_out, m_out):
     for i in range(param.shape[0]):
         p_out[i], m_out[i] = adagrad_element(param[i], grad[i], moment[i], eps, lr)
 
-
-def adagrad_over(param, grad_p, moment, eps, lr, m_out):
-    for i in range(param.shape[0]):
-        grad_p[i], m_out[i] = adagrad_element(param[i], grad_p[i], moment[i], eps, lr)
 
 
 def decayed_adagrad_element(p, g, m, decay, one_minus_decay, eps, lr):
@@ -115,11 +88,6 @@ def decayed_adagrad(param, grad, moment, decay, one_minus_decay, eps, lr, p_out,
         p_out[i], m_out[i] = decayed_adagrad_element(param[i], grad[i], moment[i], decay,
                                                      one_minus_decay, eps, lr)
 
-
-def decayed_adagrad_over(param, grad_p, moment, decay, one_minus_decay, eps, lr, m_out):
-    for i in range(param.shape[0]):
-        grad_p[i], m_out[i] = decayed_adagrad_element(param[i], grad_p[i], moment[i], decay,
-                                                      one_minus_decay, eps, lr)
 
 
 def rmsprop_element(p, g, mom, ms, mg, rho, one_minus_rho, eps, mu, lr, centered):
@@ -142,13 +110,6 @@ def rmsprop(param, grad, moment, mean_square, mean_grad, rho, one_minus_rho, eps
             eps, mu, lr, False)
 
 
-def rmsprop_over(param, grad_p, moment, mean_square, mean_grad, rho, one_minus_rho, eps, mu,
-                 lr, mom_out, ms_out, mg_out):
-    for i in range(param.shape[0]):
-        grad_p[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
-            param[i], grad_p[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
-            eps, mu, lr, False)
-
 
 def rmsprop_centered(param, grad, moment, mean_square, mean_grad, rho, one_minus_rho, eps,
                      mu, lr, p_out, mom_out, ms_out, mg_out):
@@ -157,13 +118,6 @@ def rmsprop_centered(param, grad, moment, mean_square, mean_grad, rho, one_minus
             param[i], grad[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
             eps, mu, lr, True)
 
-
-def rmsprop_centered_over(param, grad_p, moment, mean_square, mean_grad, rho, one_minus_rho,
-                          eps, mu, lr, mom_out, ms_out, mg_out):
-    for i in range(param.shape[0]):
-        grad_p[i], mom_out[i], ms_out[i], mg_out[i] = rmsprop_element(
-            param[i], grad_p[i], moment[i], mean_square[i], mean_grad[i], rho, one_minus_rho,
-            eps, mu, lr, True)
 
 
 def adadelta_element(p, g, a, u, rho, one_minus_rho, eps):
@@ -179,12 +133,6 @@ def adadelta(param, grad, avg_sq_grad, avg_sq_update, rho, one_minus_rho, eps, p
             param[i], grad[i], avg_sq_grad[i], avg_sq_update[i], rho, one_minus_rho, eps)
 
 
-def adadelta_over(param, grad_p, avg_sq_grad, avg_sq_update, rho, one_minus_rho, eps, a_out,
-                  u_out):
-    for i in range(param.shape[0]):
-        grad_p[i], a_out[i], u_out[i] = adadelta_element(
-            param[i], grad_p[i], avg_sq_grad[i], avg_sq_update[i], rho, one_minus_rho, eps)
-
 
 def adamax_element(p, g, m, u, b1, one_minus_b1, b2, eps, rate):
     m_new = m * b1 + g * one_minus_b1
@@ -198,12 +146,6 @@ def adamax(param, grad, moment, inf_norm, b1, one_minus_b1, b2, eps, rate, p_out
         p_out[i], m_out[i], u_out[i] = adamax_element(
             param[i], grad[i], moment[i], inf_norm[i], b1, one_minus_b1, b2, eps, rate)
 
-
-def adamax_over(param, grad_p, moment, inf_norm, b1, one_minus_b1, b2, eps, rate, m_out,
-                u_out):
-    for i in range(param.shape[0]):
-        grad_p[i], m_out[i], u_out[i] = adamax_element(
-            param[i], grad_p[i], moment[i], inf_norm[i], b1, one_minus_b1, b2, eps, rate)
 
 
 def ftrl_element(p, g, sq, lin, l1, two_l2, lr):
@@ -222,18 +164,11 @@ def ftrl(param, grad, squared, linear, l1, two_l2, lr, p_out, sq_out, lin_out):
                                                        linear[i], l1, two_l2, lr)
 
 
-def ftrl_over(param, grad_p, squared, linear, l1, two_l2, lr, sq_out, lin_out):
-    for i in range(param.shape[0]):
-        grad_p[i], sq_out[i], lin_out[i] = ftrl_element(param[i], grad_p[i], squared[i],
-                                                        linear[i], l1, two_l2, lr)
-
 
 #: the element functions come first: the loops call them compiled
 FUNCTIONS = ("sgd_element", "momentum_element", "adam_element", "sgd", "momentum",
-             "momentum_nesterov", "adam", "sgd_over", "momentum_over", "momentum_nesterov_over",
-             "adam_over",
+             "momentum_nesterov", "adam",
              "adagrad_element", "decayed_adagrad_element", "rmsprop_element",
              "adadelta_element", "adamax_element", "ftrl_element",
-             "adagrad", "adagrad_over", "decayed_adagrad", "decayed_adagrad_over",
-             "rmsprop", "rmsprop_over", "rmsprop_centered", "rmsprop_centered_over",
-             "adadelta", "adadelta_over", "adamax", "adamax_over", "ftrl", "ftrl_over")
+             "adagrad", "decayed_adagrad", "rmsprop", "rmsprop_centered", "adadelta", "adamax",
+             "ftrl")

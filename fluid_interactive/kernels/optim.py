@@ -7,18 +7,11 @@ from functools import cache
 from . import loops
 from .build import KernelSource, module_text
 
-#: how many arrays each loop takes first, scalars after them, arrays last (the
-#: ``*_over`` forms write their second array: the parameters over the gradients)
+#: how many arrays each loop takes first, scalars after them, arrays last
 _SHAPE = {"sgd": (2, 1, 1), "momentum": (3, 2, 2), "momentum_nesterov": (3, 2, 2),
-          "adam": (4, 6, 3), "sgd_over": (2, 1, 0), "momentum_over": (3, 2, 1),
-          "momentum_nesterov_over": (3, 2, 1), "adam_over": (4, 6, 2),
-          "adagrad": (3, 2, 2), "adagrad_over": (3, 2, 1),
-          "decayed_adagrad": (3, 4, 2), "decayed_adagrad_over": (3, 4, 1),
-          "rmsprop": (5, 5, 4), "rmsprop_over": (5, 5, 3),
-          "rmsprop_centered": (5, 5, 4), "rmsprop_centered_over": (5, 5, 3),
-          "adadelta": (4, 3, 3), "adadelta_over": (4, 3, 2),
-          "adamax": (4, 5, 3), "adamax_over": (4, 5, 2),
-          "ftrl": (4, 3, 3), "ftrl_over": (4, 3, 2)}
+          "adam": (4, 6, 3), "adagrad": (3, 2, 2), "decayed_adagrad": (3, 4, 2),
+          "rmsprop": (5, 5, 4), "rmsprop_centered": (5, 5, 4), "adadelta": (4, 3, 3),
+          "adamax": (4, 5, 3), "ftrl": (4, 3, 3)}
 
 
 @cache

@@ -2,21 +2,18 @@
 compiled ones, switched between two calls.
 
 A kernel factory that has a compiled form asks the plan's `PlanTier` for it
-(`request`), keeps the `Kernel` handle, and at each call runs ``handle.fn`` when it is
-set and its NumPy code otherwise. The handles are filled only by `PlanTier.poll`, which
-the generated code calls first in a call while a build is pending: so a call runs NumPy
-kernels or compiled ones, never a mix that changes while it runs.
+(`request`, through ops/compiled.py), keeps the `Kernel` handle, and at each call runs
+``handle.fn`` when it is set and its NumPy code otherwise. The handles are filled only by
+`PlanTier.poll`, which the generated code calls first in a call while a build is pending:
+so a call runs NumPy kernels or compiled ones, never a mix that changes while it runs.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
 from .build import BUILDER, KernelSource, enabled, load, numba_ready
-
-#: The key of a plan's tier in its shared kernel state (`KernelContext.shared`).
-TIER_KEY: Hashable = ("kernels", "tier")
 
 
 class Kernel:
@@ -28,25 +25,16 @@ class Kernel:
         self.source, self.label = source, label
         self.fn: Callable[..., Any] | None = None
 
-    def ran(self, args: tuple) -> bool:
-        """Whether ``fn(*args)`` ran: the plan has switched to it and it took the
-        arguments' types (for a kernel that writes its results into ``args``)."""
-        fn = self.fn
-        if fn is None:
-            return False
+    def call(self, args: Sequence[Any]) -> bool:
+        """Whether ``fn(*args)`` ran: it took the arguments' types (a layout it was not
+        built for raises, and the caller runs its NumPy code: ops/compiled.py's
+        `run_compiled`). For kernels that write their results into ``args``, as every
+        compiled kernel does; ``fn`` must be set."""
         try:
-            fn(*args)
+            self.fn(*args)   # type: ignore[misc]
         except TypeError:
             return False
         return True
-
-    def run(self, args: tuple, numpy: Callable[..., Any], *numpy_args: Any) -> None:
-        """``fn(*args)`` once the plan switched to it, else ``numpy(*numpy_args)``; the
-        NumPy kernel also runs when ``fn`` refuses the arguments' types (a layout it was
-        not built for: nothing compiles while a step runs). For kernels that write their
-        results into their arguments, as every compiled kernel does."""
-        if not self.ran(args):
-            numpy(*numpy_args)
 
 
 class PlanTier:
@@ -79,9 +67,7 @@ class PlanTier:
         when the disk cache holds them all and Numba is ready (milliseconds: the first
         call runs them), otherwise build or load them in the background while the plan
         runs NumPy, from the end of its first call on."""
-        if not self.kernels or not enabled() or self.pending:
-            return   # (pending: kernels asked for since join the build, see `_submit`)
-        if self.state == "compiled" and self._load_more():
+        if not self.kernels or not enabled() or self.pending or self.ready:
             return
         if numba_ready() and all(k.source.is_cached() for k in self.kernels):
             try:
@@ -95,23 +81,7 @@ class PlanTier:
         self.state = "loading" if all(k.source.is_cached() for k in self.kernels) \
             else "compiling"
 
-    def _load_more(self) -> bool:
-        """After the switch, another instance of the plan (runtime/plan/turns.py) asked for
-        kernels: load them from the cache, where the switch put theirs (True), or not."""
-        more = self.kernels[len(self.loaded):]
-        if not all(k.source.is_cached() for k in more):
-            return False
-        try:
-            fns = [load(k.source) for k in more]
-        except Exception:   # a damaged cache: build again, as `start` does
-            return False
-        for kernel, fn in zip(more, fns):
-            kernel.fn = fn if self.using else None
-        self.loaded += fns
-        return True
-
     def _submit(self) -> None:
-        # kernels requested since (another instance of the plan, turns.py) join the build
         self.futures += [BUILDER.submit(k.source) for k in self.kernels[len(self.futures):]]
 
     def poll(self) -> None:
@@ -120,7 +90,12 @@ class PlanTier:
         if self.deferred:
             self.deferred -= 1
             return
-        self._submit()
+        try:
+            self._submit()
+        except OSError as e:   # the cache folder became unusable: NumPy it stays
+            self.pending = False
+            self.state, self.detail = "numpy", f"cache unusable ({type(e).__name__}: {e})"
+            return
         if not all(f.done() for f in self.futures):
             return
         self.pending = False
@@ -167,8 +142,3 @@ class PlanTier:
         state = self.state if self.using or not self.ready else \
             "compiled, running NumPy (measured faster)"
         return state + (f" ({self.detail})" if self.detail else "")
-
-
-def plan_tier(shared: Callable[[Hashable, Callable[[], Any]], Any]) -> PlanTier:
-    """The plan's tier, through `KernelContext.shared`."""
-    return shared(TIER_KEY, PlanTier)

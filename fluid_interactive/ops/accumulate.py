@@ -1,6 +1,10 @@
 """``sum`` (adds a list of tensors; backward uses it to accumulate gradients),
 ``fill_zeros_like`` and ``assign``.
 
+Each also takes rows-only values (vars of kind ``selected_rows``, `SelectedRows`): ``sum``
+of rows-only gradients lists every part's rows (an id in two parts twice), of rows-only
+and dense ones is dense.
+
 Each also takes tensor arrays (vars of kind ``tensor_array``: lists of tensors, where a
 gradient array may hold None for a zero element; `ops/array_value.py`): ``sum`` adds them
 element by element, ``fill_zeros_like`` gives the empty array (all zero) and ``assign``
@@ -8,7 +12,9 @@ the same value (arrays never change).
 """
 from __future__ import annotations
 
+from ..ir.records import SELECTED_ROWS
 from ..ir.text import format_shape
+from ..util.selected_rows import SelectedRows
 from .array_value import TensorArray
 from .layouts import LayoutRule
 from .registry import register
@@ -28,11 +34,17 @@ def _sum_infer(ctx: InferContext) -> None:
             ctx.fail(f"sum inputs must share shape and dtype: input 0 is "
                      f"{first.dtype}{format_shape(first.shape)}, input {i} is "
                      f"{t.dtype}{format_shape(t.shape)}")
-    ctx.set_output("Out", first.shape, first.dtype, first.kind)
+    kinds = {t.kind for t in xs}
+    kind = first.kind if len(kinds) == 1 else "tensor"   # rows only and dense: dense
+    ctx.set_output("Out", first.shape, first.dtype, kind)
 
 
 def _sum_kernel(ctx: KernelContext):
     add = ctx.xp.add
+    if ctx.output("Out").kind == SELECTED_ROWS:
+        return _sum_rows(ctx.xp)
+    if any(t.kind == SELECTED_ROWS for t in ctx.in_types):
+        return _sum_dense(ctx, add)
     if ctx.output("Out").kind == "tensor_array":
         def add_arrays(*xs):   # element by element, an element never written is zero
             acc = xs[0]
@@ -53,6 +65,32 @@ def _sum_kernel(ctx: KernelContext):
     return fn
 
 
+def _sum_rows(xp):
+    """Rows-only parts: every part's rows, one after another (duplicates stay listed)."""
+    def concatenate(*xs):
+        if len(xs) == 1:
+            return xs[0]
+        return SelectedRows(xp.concatenate([x.rows for x in xs]),
+                            xp.concatenate([x.values for x in xs]), xs[0].height)
+    return concatenate
+
+
+def _sum_dense(ctx: KernelContext, add):
+    """Rows-only and dense parts: the dense sum, each rows-only part densified, added in
+    order (the values of an all-dense sum of the same gradients)."""
+    out, xp = ctx.buffer("Out"), ctx.xp
+
+    def dense(x):
+        return x.to_dense(xp) if isinstance(x, SelectedRows) else x
+
+    def fn(*xs):
+        acc = add(dense(xs[0]), dense(xs[1]), out=out)
+        for x in xs[2:]:
+            acc = add(acc, dense(x), out=out)
+        return acc
+    return fn
+
+
 def _sum_grad(g: GradContext) -> None:
     dout = g.out_grad("Out")
     if not dout or not present(dout):
@@ -63,8 +101,9 @@ def _sum_grad(g: GradContext) -> None:
 
 
 register(OpSpec("sum", slots("X*"), slots("Out"), _sum_infer, _sum_kernel, _sum_grad,
-                aliases=True, layout=LayoutRule(("X", "Out")),
-                doc="Out = the sum of the listed inputs"))
+                aliases=True, layout=LayoutRule(("X", "Out")), sparse_inputs=("X",),
+                doc="Out = the sum of the listed inputs; of rows-only inputs, rows only "
+                    "(their rows listed one after another); of rows-only and dense, dense"))
 
 
 def _like_infer(ctx: InferContext) -> None:
@@ -76,18 +115,23 @@ def _zeros_like_kernel(ctx: KernelContext):
     o = ctx.output("Out")
     if o.kind == "tensor_array":
         return lambda x: _NO_ELEMENTS   # every element zero
+    if o.kind == SELECTED_ROWS:   # no rows
+        none = SelectedRows(ctx.xp.zeros((0,), "int64"),
+                            ctx.xp.zeros((0,) + tuple(o.shape[1:]), o.dtype), o.shape[0])
+        return lambda x: none
     zeros = ctx.xp.zeros(o.shape, o.dtype)
     return lambda x: zeros
 
 
 register(OpSpec("fill_zeros_like", slots("X"), slots("Out"), _like_infer, _zeros_like_kernel,
-                shape_only=("X",), doc="Out = zeros with X's shape and dtype"))
+                shape_only=("X",), sparse_inputs=("X",),
+                doc="Out = zeros with X's shape and dtype"))
 
 
 def _assign_kernel(ctx: KernelContext):
     xp = ctx.xp
-    if ctx.output("Out").kind == "tensor_array":
-        return lambda x: x   # an array value never changes: no copy
+    if ctx.output("Out").kind in ("tensor_array", SELECTED_ROWS):
+        return lambda x: x   # an array value, a rows-only value never changes: no copy
     out = ctx.buffer("Out")
     if out is None:
         return lambda x: xp.array(x, copy=True)
@@ -103,7 +147,7 @@ def assign_grad(g: GradContext) -> None:
 
 
 register(OpSpec("assign", slots("X"), slots("Out"), _like_infer, _assign_kernel, assign_grad,
-                doc="Out = a copy of X"))
+                sparse_inputs=("X",), doc="Out = a copy of X"))
 
 
 def _ones_like_kernel(ctx: KernelContext):

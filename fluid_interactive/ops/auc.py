@@ -94,8 +94,7 @@ def _kernel(ctx: KernelContext):
     rows = xp.arange(slide).reshape(slide, 1) if slide else None
     # the batch AUC and the global AUC of one layer count the same predictions: the second
     # op takes the first one's counts (kept with the Predict array they came from)
-    kept = ctx.shared(("auc counts", ctx.input_name("Predict"), ctx.input_name("Label"), nt),
-                      KeptFrom)
+    kept = ctx.shared(KeptFrom, (ctx.input_name("Predict"), ctx.input_name("Label"), nt))
 
     def counts(predict: Any, label: Any) -> tuple[Any, Any]:
         again = kept.get(predict)

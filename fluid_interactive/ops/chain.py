@@ -9,6 +9,7 @@ the chain runs in place in one array: one kernel call for the runtime, no tempor
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from math import prod
 from typing import Any
@@ -17,7 +18,7 @@ from ..ir.records import OpDesc
 from ..kernels.chain import chain_source
 from .apply import infer_op, prepare_kernel
 from .broadcast import aligned_y_shape
-from .compiled import compiled_kernel
+from .compiled import compiled_kernel, run_compiled
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
@@ -79,6 +80,21 @@ def _kernel(ctx: KernelContext):
 #: (checking every argument's type) is then more than the ufunc calls it saves.
 COMPILE_MIN_ELEMENTS = 4096
 
+#: the NumPy functions a member's scalar expression may call for the compiled chain to give
+#: the NumPy kernels' values bit for bit (correctly rounded, or not rounded at all); any
+#: other (exp, tanh, log1p, ...) is NumPy's SIMD code on one side and LLVM's on the other,
+#: the same within float rounding only
+EXACT_CALLS = frozenset({"sqrt", "abs", "fabs", "sign", "copysign", "maximum", "minimum", "floor",
+                         "ceil", "trunc"})
+
+
+def exact(expr: str) -> bool:
+    """Whether the compiled form of a member's scalar expression gives NumPy's values bit
+    for bit: arithmetic, comparisons and `EXACT_CALLS` (Python's ``x // y`` of floats
+    rounds its own way, so it is not)."""
+    return "//" not in expr and "**" not in expr and \
+        all(f in EXACT_CALLS for f in re.findall(r"\bnp\.(\w+)", expr))
+
 
 def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType], buf: Any,
               run: Callable) -> Callable | None:
@@ -86,8 +102,7 @@ def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType
     tier does not apply: a device, a dtype other than float32/64, a side input of another
     dtype (NumPy would compute in the wider type), a member without a scalar form."""
     out = ctx.output("Out")
-    if ctx.xp.__name__ != "numpy" or out.dtype not in ("float32", "float64") or \
-            not out.shape or prod(out.shape) < COMPILE_MIN_ELEMENTS:
+    if not out.shape or prod(out.shape) < COMPILE_MIN_ELEMENTS:
         return None
     constants: list[float] = []
 
@@ -108,18 +123,22 @@ def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType
             al = al or y.shape
             aligned.append((1,) * (len(out.shape) - len(al)) + tuple(al))
         members.append((op.type, expr, "Y" in op.inputs))
-    source = chain_source(members, len(out.shape), aligned, constants, out.dtype)
-    np_ = ctx.xp
+    compiled = compiled_kernel(ctx, out.dtype, lambda: chain_source(
+        members, len(out.shape), aligned, constants, out.dtype),
+        exact=all(exact(expr) for _, expr, _ in members))
+    if compiled is None:
+        return None
+    xp = ctx.xp
 
     def fn(x, *side):
-        if compiled.fn is not None:   # the plan has switched to compiled kernels
-            target = buf if buf is not None else np_.empty(out.shape, out.dtype)
-            ys = [y.reshape(a) for y, a in zip(side, aligned)]
-            if compiled.ran((x, *ys, target)):
-                return target
-        return run(x, *side)
-    compiled = compiled_kernel(ctx, source, out.dtype, fn)
-    return fn if compiled is not None else run
+        target = [buf]
+
+        def args():
+            if target[0] is None:
+                target[0] = xp.empty(out.shape, out.dtype)
+            return (x, *(y.reshape(a) for y, a in zip(side, aligned)), target[0])
+        return target[0] if run_compiled(compiled, args) else run(x, *side)
+    return fn
 
 
 

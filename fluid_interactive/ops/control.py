@@ -29,6 +29,7 @@ from collections.abc import Callable
 from ..errors import OpArgumentError
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape
+from .loop_guard import LoopGuard
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, TensorType, grad_names, slots
 from .sub_block import STEP_SCOPES, EmitContext, RunContext, SubBlockRule
@@ -144,15 +145,27 @@ def _while_infer(ctx: InferContext) -> None:
 def _while_emit(e: EmitContext) -> None:
     cond = e.local(e.op.input("Condition")[0])
     n = e.counter()
+    kept = e.kept()
+    guard = LoopGuard(e.op, "StepScopes", e.attrs["max_iterations"], kept is not None)
     e.line(f"{n} = 0")
+    if guard.needed:   # max_iterations, and the size of the runs kept (loop_guard.py)
+        watch = e.fresh("watch")
+        e.line(f"{watch} = {e.bind(guard.watch, 'watch_loop')}()")
     e.line(f"while {cond}:")   # the condition read: one host read per iteration
+    if guard.needed:
+        e.line(f"    if {n} == {watch}.next: {watch}({n}, {kept})")
     e.run_body(count=n)
 
 
 def _while_interpret(r: RunContext) -> None:
     cond = r.op.input("Condition")[0]
+    guard = LoopGuard(r.op, "StepScopes", r.attrs.get("max_iterations", 0), False)
+    runs = 0
     while bool(r.value(cond)):
+        if guard.max_iterations and runs == guard.max_iterations:
+            raise guard.stop(runs)
         r.run_body()
+        runs += 1
 
 
 def check_keep(g: GradContext, what: str) -> None:
@@ -209,7 +222,8 @@ def block_grad_maker(grad_type: str, reads: str, writes: str, keeps: str, what: 
     return grad
 
 
-_LOOP_ATTRS = {"sub_block": -1, "is_test": False, "keep": [], "keep_shapes": []}
+_LOOP_ATTRS = {"sub_block": -1, "is_test": False, "keep": [], "keep_shapes": [],
+               "max_iterations": 0}
 
 register(OpSpec(
     "while", slots("X*?", "Condition"), slots("Out*?", "StepScopes?"), _while_infer,

@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any
 
 from ..kernels.col2im import col2im_source
-from .compiled import compiled_kernel
+from .compiled import compiled_kernel, run_compiled
 from .im2col import ConvGeometry, layout_gain
 from .layouts import (
     CHWN,
@@ -182,9 +182,9 @@ def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Se
                           filt: Sequence[int]) -> ConvGeometry:
     """One geometry for a conv and its gradient op over the same Input and Filter vars, so
     the gradient reads the columns the forward op left (`ConvGeometry.columns_of`)."""
-    key = ("conv", ctx.input_name("Input"), ctx.input_name("Filter"), tuple(image),
+    key = (ctx.input_name("Input"), ctx.input_name("Filter"), tuple(image),
            tuple(response), tuple(filt), repr(sorted(ctx.attrs.items())), BATCH_INNER)
-    return ctx.shared(key, lambda: _conv_geometry(ctx, image, response, filt))
+    return ctx.shared(ConvGeometry, key, lambda: _conv_geometry(ctx, image, response, filt))
 
 
 def _col2im(ctx: KernelContext, geo: ConvGeometry, out: Any) -> Callable[[Any], Any]:
@@ -192,18 +192,18 @@ def _col2im(ctx: KernelContext, geo: ConvGeometry, out: Any) -> Callable[[Any], 
     (`kernels/col2im.py`: batch-innermost 2-D images, float32/64, on the host) a kernel
     that runs that once the plan switched to it."""
     numpy_col2im = geo.make_col2im(out)
-    if ctx.xp.__name__ != "numpy" or not geo.chwn or geo.dtype not in ("float32", "float64"):
-        return numpy_col2im
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = geo.k, geo.s, geo.d, geo.p0
-    source = col2im_source((kh, kw), (sh, sw), (dh, dw), (pt, pl), geo.dtype)
-    handle = compiled_kernel(ctx, source, geo.dtype)
-    assert handle is not None   # a host array of float32/64, checked above
+    handle = compiled_kernel(ctx, geo.dtype, lambda: col2im_source(
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl), geo.dtype)) if geo.chwn else None
+    if handle is None:
+        return numpy_col2im
     shape6 = (geo.c,) + geo.k + geo.outs + (geo.n,)
 
     def col2im(dcols: Any) -> Any:
         dst = out if out is not None else geo.xp.empty(geo.image_shape(), geo.dtype)
-        return dst if handle.ran((dcols.reshape(shape6), dst)) else numpy_col2im(dcols)
-    col2im.tier_label = handle.label  # type: ignore[attr-defined]
+        if run_compiled(handle, lambda: (dcols.reshape(shape6), dst)):
+            return dst
+        return numpy_col2im(dcols)
     return col2im
 
 
@@ -241,7 +241,6 @@ def _conv_grad_kernel(ctx: KernelContext):
         # the columns are read: dcols, of their shape, take their memory
         dx = col2im(geo.data_gemm(k, gt, geo.spent_columns()))
         return dx if df is None else (dx, df)
-    grad.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return grad
 
 
@@ -299,7 +298,6 @@ def _conv_t_kernel(ctx: KernelContext):
 
     def conv_transpose(a, k):
         return col2im(geo.data_gemm(k, geo.to_columns(a), geo.cols()))
-    conv_transpose.tier_label = getattr(col2im, "tier_label", None)  # type: ignore[attr-defined]
     return conv_transpose
 
 

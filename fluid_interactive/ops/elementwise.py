@@ -78,7 +78,8 @@ def _infer(ctx) -> None:
 
 
 def _define(name: str, ufunc: str, local_grads: Callable | None, uses_out: bool = False,
-            doc: str = "", identity_x: bool = False, scalar: str | None = None) -> None:
+            doc: str = "", identity_x: bool = False, scalar: str | None = None,
+            rows_values: bool = False) -> None:
     """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
     shapes alone. ``scalar``: the op on one element pair, ``x`` and ``y``
     (`OpSpec.scalar`). ``local_grads`` None: no gradient."""
@@ -88,7 +89,8 @@ def _define(name: str, ufunc: str, local_grads: Callable | None, uses_out: bool 
                     doc=doc,
                     inplace=(("Out", "X"), ("Out", "Y")),
                     scalar=None if scalar is None else (lambda a, c: scalar),
-                    layout=LayoutRule(("X", "Y", "Out"), adapt=adapt_broadcast_axis)))
+                    layout=LayoutRule(("X", "Y", "Out"), adapt=adapt_broadcast_axis),
+                    rows_values=rows_values))
     if local_grads is None:
         return
     grad_inputs = ("X", "Y", "Out?", "Out@GRAD") if uses_out else ("X", "Y", "Out@GRAD")
@@ -139,7 +141,9 @@ _define("elementwise_add", "add", _add_grads, doc="Out = X + Y", identity_x=True
         scalar="x + y")
 _define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y", identity_x=True,
         scalar="x - y")
-_define("elementwise_mul", "multiply", _mul_grads, doc="Out = X * Y", scalar="x * y")
+_define("elementwise_mul", "multiply", _mul_grads, scalar="x * y", rows_values=True,
+        doc="Out = X * Y. A rows-only X (Y one number: a gradient clip's scale): its rows "
+            "times Y, rows-only")
 _define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y", scalar="x / y")
 _define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties send the "
         "gradient to Y")

@@ -45,9 +45,13 @@ def _fill_constant_kernel(ctx: KernelContext):
     return lambda: value
 
 
+def _constant_rows(attrs, draws):
+    return np.full((draws.count, draws.width), attrs["value"])
+
+
 register(OpSpec("fill_constant", slots("ValueTensor?"), slots("Out"), _fill_constant_infer,
                 _fill_constant_kernel,
-                attrs={"shape": [1], "dtype": "float32", "value": 0.0},
+                attrs={"shape": [1], "dtype": "float32", "value": 0.0}, rows=_constant_rows,
                 doc="Out = a tensor of `shape` filled with `value` (or the one value of "
                     "ValueTensor)."))
 
@@ -89,16 +93,43 @@ def _truncated_gaussian(rng, shape, attrs):
     return values
 
 
+# The same draws by row (OpSpec.rows; ops/row_random.py): each row from its own stream.
+
+def _uniform_rows(attrs, draws):
+    return attrs["min"] + (attrs["max"] - attrs["min"]) * draws.uniform()
+
+
+def _gaussian_rows(attrs, draws):
+    return attrs["mean"] + attrs["std"] * draws.normal()
+
+
+def _truncated_gaussian_rows(attrs, draws):
+    """Each value redrawn from the next round of its row's stream until it falls within
+    two standard deviations."""
+    mean, std = attrs["mean"], attrs["std"]
+    values = draws.normal()
+    bad = np.abs(values) > 2
+    round_ = 1
+    while bad.any():
+        values = np.where(bad, draws.normal(round_), values)
+        bad = np.abs(values) > 2
+        round_ += 1
+    return mean + std * values
+
+
 _RANDOM = {"shape": [1], "dtype": "float32", "seed": 0}
 register(OpSpec("uniform_random", (), slots("Out"), _shape_dtype_infer,
                 random_kernel(_uniform), attrs={**_RANDOM, "min": -1.0, "max": 1.0},
-                random=True, host_access="draws", doc="Uniform values in [min, max)."))
+                random=True, rows=_uniform_rows, host_access="draws",
+                doc="Uniform values in [min, max)."))
 register(OpSpec("gaussian_random", (), slots("Out"), _shape_dtype_infer,
                 random_kernel(_gaussian), attrs={**_RANDOM, "mean": 0.0, "std": 1.0},
-                random=True, host_access="draws", doc="Normal values."))
+                random=True, rows=_gaussian_rows, host_access="draws",
+                doc="Normal values."))
 register(OpSpec("truncated_gaussian_random", (), slots("Out"), _shape_dtype_infer,
                 random_kernel(_truncated_gaussian),
                 attrs={**_RANDOM, "mean": 0.0, "std": 1.0}, random=True, host_access="draws",
+                rows=_truncated_gaussian_rows,
                 doc="Normal values, redrawn until within two standard deviations of the mean."))
 
 

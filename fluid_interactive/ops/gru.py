@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .compiled import sequence_kernel
+from .compiled import run_compiled, sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -127,7 +127,7 @@ class _Forward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden",) + _INTERNAL]
-        self.seq = sequence_kernel(ctx, self, dt, "gru_forward", {"gate": gate, "cand": cand},
+        self.seq = sequence_kernel(ctx, dt, "gru_forward", {"gate": gate, "cand": cand},
                                    _modes(self.origin, self.lbr, cand, clip))
         if self.seq is not None:
             self.never = xp.zeros((self.T, B), bool)   # no row frozen
@@ -160,15 +160,12 @@ class _Forward:
 
     def _sequence(self, gates, h0, b_c, resets, hids) -> bool:
         """Every step in one compiled call, once the plan switched to it (True: it ran)."""
-        if self.seq is None or self.seq.fn is None:
-            return False
         frozen = self.steps.frozen
-        return self.seq.ran((gates, self.w_ur, self.w_c, self.w_all,
-                             self.xp.ascontiguousarray(h0),
-                             self.no_bias if b_c is None else b_c,
-                             self.never if frozen is None else frozen[..., 0],
-                             int(b_c is not None), self.hw, self.hw_ur, self.tmp, resets,
-                             hids))
+        return run_compiled(self.seq, lambda: (
+            gates, self.w_ur, self.w_c, self.w_all, self.xp.ascontiguousarray(h0),
+            self.no_bias if b_c is None else b_c,
+            self.never if frozen is None else frozen[..., 0], int(b_c is not None), self.hw,
+            self.hw_ur, self.tmp, resets, hids))
 
     def _load(self, x: Any, bias: Any, gates: Any) -> None:
         """gates = (Input + Bias) * pre-scale in processing order, zero at padding; with
@@ -296,7 +293,7 @@ class _Backward:
         self.tmp = xp.empty((B, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         self.w_all = xp.empty((H, 3 * H), dt) if self.lbr else None
-        self.seq = sequence_kernel(ctx, self, dt, "gru_backward", {
+        self.seq = sequence_kernel(ctx, dt, "gru_backward", {
             "gate": self.gate, "cand": self.cand}, _modes(self.origin, self.lbr, self.cand, clip))
         if self.seq is not None:
             self.dgc = xp.empty((B, 3 * H), dt)
@@ -341,16 +338,14 @@ class _Backward:
 
     def _sequence(self, dh_in, keep, gates, weights) -> bool:
         """Every step in one compiled call, once the plan switched to it (True: it ran)."""
-        if self.seq is None or self.seq.fn is None:
-            return False
         xp = self.xp
         w_ur_t, w_c_t, w_t = weights
         if w_t is None:   # read only with linear_before_reset: any matrix will do
             weights = (w_ur_t, w_c_t, w_c_t)
-        return self.seq.ran((dh_in, self.factors, keep, gates,
-                             *(xp.ascontiguousarray(w) for w in weights), self.dh_seq,
-                             self.dh_next, self.drh, self.dgc, self.dg_ur, self.dg_c,
-                             self.dgates))
+        return run_compiled(self.seq, lambda: (
+            dh_in, self.factors, keep, gates, *(xp.ascontiguousarray(w) for w in weights),
+            self.dh_seq, self.dh_next, self.drh, self.dgc, self.dg_ur, self.dg_c,
+            self.dgates))
 
     def _h_prev(self, h0: Any, hids: Any) -> Any:
         xp = self.xp

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import OpArgumentError
 from ..ir.blocks import declared_within, sub_block_index
-from ..ir.records import BlockDesc, OpDesc, ProgramDesc, returned_names
+from ..ir.records import SELECTED_ROWS, BlockDesc, OpDesc, ProgramDesc, returned_names
+from ..util.selected_rows import SelectedRows
 from .apply import flat_inputs, flat_outputs, infer_op, prepare_kernel
 from .array_value import TensorArray
 from .registry import get_spec
@@ -34,6 +35,8 @@ def _type_of(env: Mapping[str, Any], name: str, program: ProgramDesc | None,
         if first is not None:
             return TensorType(tuple(first.shape), np.dtype(first.dtype).name, "tensor_array")
         return var_type(declared) if declared else TensorType((), "float32", "tensor_array")
+    if isinstance(a, SelectedRows):   # rows only: the type of the tensor it stands for
+        return TensorType(a.shape, np.dtype(a.dtype).name, SELECTED_ROWS)
     return TensorType(tuple(a.shape), np.dtype(a.dtype).name)
 
 

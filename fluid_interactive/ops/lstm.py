@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .compiled import sequence_kernel
+from .compiled import run_compiled, sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -120,7 +120,7 @@ class _Forward:
         self.pf = xp.empty((self.B, 2, H), dt)
         self.zeros = xp.zeros((self.B, H), dt)
         self.bufs = [ctx.buffer(s) for s in ("Hidden", "Cell") + _INTERNAL]
-        self.seq = sequence_kernel(ctx, self, dt, "lstm_forward", {
+        self.seq = sequence_kernel(ctx, dt, "lstm_forward", {
             "gate": gate, "cand": cand, "cell": a["cell_activation"]},
             {"PEEP": self.peep, "CLIP": True})
         if self.seq is not None:
@@ -159,26 +159,28 @@ class _Forward:
         or None when it did not run. It reads Input and writes Hidden and Cell in the
         op's [B, T, K] order where no gather is needed (flags: kernels/recurrent.py's
         lstm_forward); else the NumPy kernel's `_load` and `to_batch` do that part."""
-        if self.seq is None or self.seq.fn is None:
-            return None
         xp, H, st = self.xp, self.H, self.steps
-        w = self.no_peep
-        if self.peep:
-            w = bias[0, 4 * H:].reshape(3, H)
-            w = w * self.s_gate if self.s_gate != 1.0 else w
         direct = st.valid is None   # no gather, no padding to zero
-        if direct:
-            x = xp.ascontiguousarray(x)
-        else:
-            self._load(x, bias, gates)
-        outs = [new_or(buf, xp, (self.B, self.T, H), self.dtype) for buf in self.bufs[:2]]
-        flags = (1 | 16 | 8 * int(st.reverse)) * int(direct) | 2 * int(bias is not None) | \
-            4 * int(self.scale is not None)
-        if not self.seq.ran((x, self.no_bias if bias is None else bias[0, :4 * H],
-                             self.ones if self.scale is None else self.scale, gates, ws,
-                             xp.ascontiguousarray(h0), xp.ascontiguousarray(c0), w,
-                             self.never if st.frozen is None else st.frozen[..., 0], flags,
-                             self.hw, cells, hids, *outs)):
+        outs: list = []
+
+        def args() -> tuple:
+            w = self.no_peep
+            if self.peep:
+                w = bias[0, 4 * H:].reshape(3, H)
+                w = w * self.s_gate if self.s_gate != 1.0 else w
+            if not direct:
+                self._load(x, bias, gates)
+            outs.extend(new_or(buf, xp, (self.B, self.T, H), self.dtype)
+                        for buf in self.bufs[:2])
+            flags = (1 | 16 | 8 * int(st.reverse)) * int(direct) | \
+                2 * int(bias is not None) | 4 * int(self.scale is not None)
+            return (xp.ascontiguousarray(x) if direct else x,
+                    self.no_bias if bias is None else bias[0, :4 * H],
+                    self.ones if self.scale is None else self.scale, gates, ws,
+                    xp.ascontiguousarray(h0), xp.ascontiguousarray(c0), w,
+                    self.never if st.frozen is None else st.frozen[..., 0], flags,
+                    self.hw, cells, hids, *outs)
+        if not run_compiled(self.seq, args):
             return None
         if not direct:
             outs = [st.to_batch(hids, outs[0]), st.to_batch(cells, outs[1])]
@@ -284,7 +286,7 @@ class _Backward:
         self.pf = xp.empty((B, 2, H), dt)
         self.zeros = xp.zeros((B, H), dt)
         gate, cell, cand = self.acts
-        self.seq = sequence_kernel(ctx, self, dt, "lstm_backward", {
+        self.seq = sequence_kernel(ctx, dt, "lstm_backward", {
             "gate": gate, "cand": cand, "cell": cell}, {"PEEP": self.peep, "CLIP": True})
         if self.seq is not None:
             self.no_peep = xp.zeros((3, H), dt)
@@ -315,23 +317,24 @@ class _Backward:
         """Every step in one compiled call, once the plan switched to it (True: it ran).
         It reads the output gradients and writes Input@GRAD in the op's [B, T, K] order
         where no gather is needed (flags: kernels/recurrent.py's lstm_backward)."""
-        if self.seq is None or self.seq.fn is None:
-            return False
         xp, H, st = self.xp, self.H, self.steps
-        w = v["Bias"][0, 4 * H:].reshape(3, H) if self.peep else self.no_peep
-        flags = 16 * int(dx is not None) | 32 * int(st.reverse and st.valid is None)
-        ins = []
-        for k, (slot, buf) in enumerate((("Hidden@GRAD", self.dh_seq),
-                                         ("Cell@GRAD", self.dc_seq))):
-            d = v.get(slot)
-            if d is not None:
-                flags |= (1 << k) | (4 << k) * int(st.valid is None)
-                d = xp.ascontiguousarray(d) if st.valid is None else self._time_major(d, buf)
-            ins.append(self.none if d is None else d)
-        return self.seq.ran((*ins, v["BatchCellPreAct"], xp.ascontiguousarray(c0),
-                             v["BatchGate"], xp.ascontiguousarray(w_t), w, flags, self.dh,
-                             self.carry, self.dgc, self.tc, self.xs,
-                             self.dgates if dx is None else dx))
+
+        def args() -> tuple:
+            w = v["Bias"][0, 4 * H:].reshape(3, H) if self.peep else self.no_peep
+            flags = 16 * int(dx is not None) | 32 * int(st.reverse and st.valid is None)
+            ins = []
+            for k, (slot, buf) in enumerate((("Hidden@GRAD", self.dh_seq),
+                                             ("Cell@GRAD", self.dc_seq))):
+                d = v.get(slot)
+                if d is not None:
+                    flags |= (1 << k) | (4 << k) * int(st.valid is None)
+                    d = xp.ascontiguousarray(d) if st.valid is None else \
+                        self._time_major(d, buf)
+                ins.append(self.none if d is None else d)
+            return (*ins, v["BatchCellPreAct"], xp.ascontiguousarray(c0), v["BatchGate"],
+                    xp.ascontiguousarray(w_t), w, flags, self.dh, self.carry, self.dgc,
+                    self.tc, self.xs, self.dgates if dx is None else dx)
+        return run_compiled(self.seq, args)
 
     def _input_grad(self) -> Any:
         """Input@GRAD [B, T, 4H] when the steps write into it (`direct`), else None."""

@@ -1,4 +1,4 @@
-"""Other neural-network ops: dropout, lookup_table (embedding), one_hot, gelu, elu, swish,
+"""Other neural-network ops: dropout, one_hot, gelu, elu, swish,
 flatten, pad.
 
 ``dropout``      Out, Mask (uint8 0/1) = X with elements zeroed with probability
@@ -7,9 +7,6 @@ flatten, pad.
                  gives X * Mask / (1 - p), inference is the identity. Test mode: the
                  ``is_test`` attr when set, else the block's mode. ``fix_seed``/``seed``
                  give the op its own reproducible generator.
-``lookup_table`` Out[..., :] = W[Ids[..., 0]]; Ids int [..., 1]; rows equal to
-                 ``padding_idx`` (-1: none) give zeros and get no gradient. W's gradient
-                 is dense.
 ``one_hot``      X int [..., 1] -> Out float32 [..., depth] (no gradient).
 ``gelu``         X * Phi(X) (``approximate``: the tanh form).
 ``elu``          X if X > 0 else alpha * (exp(X) - 1).
@@ -37,7 +34,6 @@ from .spec import (
     OpSpec,
     emit_default_grad,
     infer_like,
-    present,
     slots,
 )
 
@@ -158,100 +154,6 @@ register(OpSpec("dropout", slots("X"), slots("Out", "Mask"), _dropout_infer, _dr
 register(OpSpec("dropout_grad", slots("Mask", "Out@GRAD"), slots("X@GRAD"),
                 infer_like({"X@GRAD": "Out@GRAD"}), _dropout_grad_kernel,
                 attrs=_DROPOUT_ATTRS))
-
-
-# --- lookup_table --------------------------------------------------------------------------------
-
-_LOOKUP_ATTRS = {"padding_idx": -1, "is_sparse": False, "is_distributed": False}
-
-
-def _padding_idx(attrs: Mapping[str, Any], vocab: int) -> int | None:
-    idx = attrs["padding_idx"]
-    if idx is None or idx == -1:
-        return None
-    return idx + vocab if idx < 0 else idx
-
-
-def _lookup_infer(ctx: InferContext) -> None:
-    w, ids = ctx.input("W"), ctx.input("Ids")
-    if w.rank != 2:
-        ctx.fail(f"W must be a 2-D table [vocab, dim], got {_fmt(w.shape)}")
-    if w.dtype not in FLOAT_DTYPES:
-        ctx.fail_dtype(f"W must be float, got {w.dtype}")
-    if ids.dtype not in INT_DTYPES:
-        ctx.fail_dtype(f"Ids must be integer (int64) indices, got {ids.dtype}{_fmt(ids.shape)}")
-    if ids.rank < 1 or ids.shape[-1] not in (1, -1):
-        ctx.fail(f"Ids {_fmt(ids.shape)} must have a last dim of 1 (shape [..., 1]); "
-                 f"declare the ids as shape=[1] per sample")
-    idx = ctx.attrs["padding_idx"]
-    vocab = w.shape[0]
-    if idx is not None and vocab >= 0 and not -vocab <= idx < vocab and idx != -1:
-        ctx.fail(f"padding_idx={idx} is outside the table W {_fmt(w.shape)}")
-    ctx.set_output("Out", tuple(ids.shape[:-1]) + (w.shape[1],), w.dtype)
-
-
-def _check_ids(xp: Any, ids: Any, vocab: int) -> None:
-    if xp is np and ids.size:
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= vocab:
-            bad = lo if lo < 0 else hi
-            raise IndexError(f"lookup_table: id {bad} is outside the table of {vocab} rows")
-
-
-def _lookup_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    w, ids = ctx.input("W"), ctx.input("Ids")
-    vocab, dim = w.shape
-    k = prod(ids.shape[:-1])
-    out_shape = ctx.output("Out").shape
-    out = ctx.buffer("Out")
-    pad = _padding_idx(ctx.attrs, vocab)
-
-    def lookup(table, idx):
-        flat = idx.reshape(k)
-        _check_ids(xp, flat, vocab)
-        dst = out if out is not None else xp.empty(out_shape, w.dtype)
-        d2 = dst.reshape(k, dim)
-        xp.take(table, flat, axis=0, out=d2)
-        if pad is not None:
-            d2[flat == pad] = 0
-        return dst
-    return lookup
-
-
-def _lookup_grad(g: GradContext) -> None:
-    dout = g.out_grad("Out")
-    if not dout or not present(dout) or not g.wants("W"):
-        return
-    g.emit("lookup_table_grad", {"W": g.input("W"), "Ids": g.input("Ids"), "Out@GRAD": dout},
-           {"W@GRAD": [n for n in g.in_grad("W") if n]}, g.attrs)
-
-
-def _lookup_grad_kernel(ctx: KernelContext):
-    xp = ctx.xp
-    w, ids = ctx.input("W"), ctx.input("Ids")
-    vocab, dim = w.shape
-    k = prod(ids.shape[:-1])
-    out = ctx.buffer("W@GRAD")
-    pad = _padding_idx(ctx.attrs, vocab)
-
-    def grad(_table, idx, g):
-        dst = out if out is not None else xp.empty((vocab, dim), w.dtype)
-        dst.fill(0)
-        xp.add.at(dst, idx.reshape(k), g.reshape(k, dim))
-        if pad is not None:
-            dst[pad] = 0
-        return dst
-    return grad
-
-
-register(OpSpec("lookup_table", slots("W", "Ids"), slots("Out"), _lookup_infer, _lookup_kernel,
-                _lookup_grad, attrs=_LOOKUP_ATTRS,
-                doc="Embedding lookup: Out[..., :] = W[Ids[..., 0]] (Ids [..., 1] int); rows "
-                    "of padding_idx are zero and get no gradient."))
-register(OpSpec("lookup_table_grad", slots("W", "Ids", "Out@GRAD"), slots("W@GRAD"),
-                infer_like({"W@GRAD": "W"}), _lookup_grad_kernel, attrs=_LOOKUP_ATTRS,
-                shape_only=("W",)))
 
 
 # --- one_hot -----------------------------------------------------------------------------------

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..ir.records import SELECTED_ROWS
 from .registry import register
+from .sparse_update import (
+    AdamArithmetic,
+    lazy,
+    rows_in_place,
+    sparse_adam,
+    sparse_kernel,
+    sparse_sgd,
+)
 from .spec import InferContext, KernelContext, OpSpec, TensorType, slots
 
 
 def _check_param_grad(ctx: InferContext) -> None:
     p, g = ctx.input("Param"), ctx.input("Grad")
+    if g.kind not in ("tensor", SELECTED_ROWS):
+        ctx.fail(f"Grad must be a tensor or rows of one (selected_rows), got a {g.kind}")
     if p.shape != g.shape or p.dtype != g.dtype:
         ctx.fail(f"Param {p.dtype}{list(p.shape)} and Grad {g.dtype}{list(g.shape)} must match")
 
@@ -85,8 +96,11 @@ def _sgd_kernel(ctx: KernelContext):
 
 
 register(OpSpec("sgd", slots("Param", "Grad", "LearningRate"), slots("ParamOut"), _sgd_infer,
-                _sgd_kernel, fused="fused_sgd", fused_shared=("LearningRate",),
-                doc="ParamOut = Param - LearningRate * Grad"))
+                sparse_kernel(_sgd_kernel, sparse_sgd(sgd_update)), fused="fused_sgd",
+                fused_shared=("LearningRate",), sparse_inputs=("Grad",),
+                row_writes=rows_in_place(("ParamOut", "Param")),
+                doc="ParamOut = Param - LearningRate * Grad; a rows-only Grad updates its "
+                    "rows alone, in place"))
 
 
 # --- momentum ---------------------------------------------------------------------------------
@@ -226,9 +240,15 @@ register(OpSpec(
     "adam",
     slots("Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"),
     slots("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"),
-    _adam_infer, _adam_kernel, attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
-    fused="fused_adam", fused_shared=("LearningRate",),
+    _adam_infer,
+    sparse_kernel(_adam_kernel, sparse_adam(AdamArithmetic(adam_update, adam_direction,
+                                                           adam_rate))),
+    attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "lazy_mode": False},
+    fused="fused_adam", fused_shared=("LearningRate",), sparse_inputs=("Grad",),
+    row_writes=rows_in_place(("ParamOut", "Param"), ("Moment1Out", "Moment1"),
+                             ("Moment2Out", "Moment2"), when=lazy),
     doc="Moment1Out = beta1 * Moment1 + (1 - beta1) * Grad; Moment2Out = beta2 * Moment2 + "
         "(1 - beta2) * Grad^2; ParamOut = Param - lr_t * Moment1Out / (sqrt(Moment2Out) + "
         "epsilon) with lr_t = LearningRate * sqrt(1 - Beta2Pow) / (1 - Beta1Pow); "
-        "BetaNPowOut = BetaNPow * betaN"))
+        "BetaNPowOut = BetaNPow * betaN. A rows-only Grad: with lazy_mode, the moments and "
+        "parameter of its rows alone, in place; else every row, exactly as dense."))

@@ -15,6 +15,7 @@ from typing import Any
 from .optim import update_infer
 from .optim_fused import FusedRule, register_fused_rule
 from .registry import register
+from .sparse_update import rows_in_place, sparse_adagrad, sparse_kernel
 from .spec import KernelContext, OpSpec, slots
 
 Attrs = Mapping[str, Any]
@@ -47,15 +48,23 @@ def _kernel(rule: FusedRule, has_lr: bool) -> Callable[[KernelContext], Callable
 
 
 def _register(op_type: str, rule: FusedRule, attrs: dict[str, Any], doc: str,
-              has_lr: bool = True) -> None:
+              has_lr: bool = True, rows: Callable | None = None) -> None:
     """The op (inputs Param, Grad, LearningRate, the states, the powers; outputs ParamOut,
-    then ``<slot>Out`` of each state and power) and its fused form."""
+    then ``<slot>Out`` of each state and power) and its fused form. ``rows``: the kernel
+    factory of its rows-only path (which writes the parameter and the states by rows);
+    None: a rows-only gradient comes to the kernel densified."""
     pows = tuple(q for q, _ in rule.pows)
     lr = ("LearningRate",) if has_lr else ()
+    kernel = _kernel(rule, has_lr)
+    pairs = (("ParamOut", "Param"), *((s + "Out", s) for s in rule.states))
     register(OpSpec(op_type, slots("Param", "Grad", *lr, *rule.states, *pows),
                     slots("ParamOut", *(s + "Out" for s in rule.states + pows)),
-                    update_infer(rule.states, lr + pows), _kernel(rule, has_lr),
-                    attrs=attrs, fused="fused_" + op_type, fused_shared=lr, doc=doc))
+                    update_infer(rule.states, lr + pows),
+                    kernel if rows is None else sparse_kernel(kernel, rows),
+                    attrs=attrs, fused="fused_" + op_type, fused_shared=lr,
+                    sparse_inputs=("Grad",) if rows is not None else (),
+                    row_writes=rows_in_place(*pairs) if rows is not None else None,
+                    doc=doc))
     register_fused_rule(op_type, rule)
 
 
@@ -82,7 +91,8 @@ _register("adagrad", FusedRule(
     loop=lambda a: "adagrad", scalars=lambda a: (float(a["epsilon"]),)),
     {"epsilon": 1e-6},
     "MomentOut = Moment + Grad^2; ParamOut = Param - LearningRate * Grad / "
-    "(sqrt(MomentOut) + epsilon)")
+    "(sqrt(MomentOut) + epsilon); a rows-only Grad updates its rows alone, in place",
+    rows=sparse_adagrad(adagrad_update))
 
 
 # --- decayed_adagrad --------------------------------------------------------------------------

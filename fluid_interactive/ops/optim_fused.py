@@ -9,11 +9,7 @@ rule run for each parameter), and its kernel runs the same update function
 bit-identical to the unfused ops'. The flat state is double-buffered (ops/flat_state.py):
 a step writes only into arrays nobody references and returns views of them; the new
 parameters' array serves as the update's scratch until they are written, so a fused
-update needs no memory beyond its two generations and the flat gradients. Where the plan
-lends the generation it writes as its gradient arena (``writes_over``), the gradients
-are that generation's parameter array: the compiled loops read each gradient before they
-write its parameter; the NumPy kernels, whose scratch would overwrite gradients still to
-be read, then run over blocks of the arrays with a small scratch of their own.
+update needs no memory beyond its two generations and the flat gradients.
 """
 from __future__ import annotations
 
@@ -23,8 +19,8 @@ from math import prod
 from typing import Any
 
 from ..kernels.optim import update_source
-from .compiled import compiled_kernel
-from .flat_state import DoubleBuffer, FlatInput, lend_key, state_key
+from .compiled import compiled_kernel, run_compiled
+from .flat_state import DoubleBuffer, FlatInput
 from .optim import adam_rate, adam_update, corrected_rates_into, momentum_update, sgd_update
 from .registry import get_spec, register
 from .spec import InferContext, KernelContext, OpSpec, Slot
@@ -79,13 +75,9 @@ class _FlatUpdate:
         self.shapes = [t.shape for t in params]
         self.dtype = params[0].dtype
         layouts = [[t.shape for t in ctx.inputs(s)] for s in state_slots]
-        # one per plan, shared by its instances (runtime/plan/turns.py)
-        first = ctx.input_name("Grads")
-        self.buffers = ctx.shared(state_key(first), lambda: DoubleBuffer(
+        # one per plan, by its first gradient
+        self.buffers = ctx.shared(DoubleBuffer, ctx.input_name("Grads"), lambda: DoubleBuffer(
             xp, layouts, [self.dtype] * len(layouts)))
-        self.lent = bool(ctx.shared(lend_key(first), bool))
-        #: the compiled loop writing the parameters over the gradients (see `compiled`)
-        self.over_kernel: Any = None
         self.grads = FlatInput(xp, self.shapes, self.dtype)
         self.block: Any = None   # the scratch of `blocks`, made when first needed
         self.segments = []
@@ -98,59 +90,35 @@ class _FlatUpdate:
     def compiled(self, ctx: KernelContext, function: str):
         """The handle on ``kernels/loops.<function>`` for this update, or None where the
         tier does not apply (a device, an integer dtype, a learning rate of another
-        dtype: NumPy would compute that product in the wider type). Where the plan lends
-        its gradients' arena, `over_kernel` is the handle on ``<function>_over`` too: only then
-        may the update write its parameters over its gradients (the NumPy kernels do so
-        in blocks, until the plan switches to the compiled loops)."""
+        dtype: NumPy would compute that product in the wider type)."""
         lr = ctx.in_slots.get("LearningRate")
-        if self.xp.__name__ != "numpy" or self.dtype not in ("float32", "float64") or \
-                (lr and lr[0].dtype != self.dtype):
+        if lr and lr[0].dtype != self.dtype:
             return None
-        if self.lent:
-            self.over_kernel = compiled_kernel(
-                ctx, update_source(function + "_over", self.dtype), self.dtype,
-                label=f"fluid_interactive/kernels/loops.py:{function}_over")
-            self.buffers.writes_over = True
-        return compiled_kernel(ctx, update_source(function, self.dtype), self.dtype,
+        return compiled_kernel(ctx, self.dtype, lambda: update_source(function, self.dtype),
                                label=f"fluid_interactive/kernels/loops.py:{function}")
 
-    def labelled(self, fn: Callable, compiled: Any) -> Callable:
-        """``fn``, telling the generated source which compiled kernels it may call."""
-        if compiled is not None:
-            over = self.over_kernel
-            fn.tier_label = compiled.label + (  # type: ignore[attr-defined]
-                f" or, over the gradients, {over.label}" if over is not None else "")
-        return fn
-
-    def begin(self, state: Sequence[Sequence[Any]], g: Any):
-        """(the generation holding the inputs, or None, the generation to write, and
-        whether its parameters' memory is the gradients'). The
+    def begin(self, state: Sequence[Sequence[Any]]):
+        """(the generation holding the inputs, or None, and the generation to write). The
         inputs are the last step's outputs; or (values set from outside, a first step)
         they are read where they are, parameter by parameter (see `parts`). The generation
         written is never the inputs', so an update may use its parameter array as scratch
-        before the new parameters land in it; it is the one whose parameters' array holds
-        the gradients ``g`` where the plan lent it (then the scratch is the gradients)."""
+        before the new parameters land in it."""
         src = self.buffers.holding(tuple(a for arrays in state for a in arrays))
-        over = self.buffers.over(g)
-        if over is src and over is not None:   # the runner never lets this happen
-            raise RuntimeError("a fused update's gradients are the parameters it reads")
-        return src, over or self.buffers.acquire(src), over is not None
+        return src, self.buffers.acquire(src)
 
-    def run_loop(self, compiled: Any, over: bool, ins: Sequence[Any], scalars: Sequence[Any],
+    def run_loop(self, compiled: Any, ins: Sequence[Any], scalars: Sequence[Any],
                  outs: Sequence[Any], numpy_update: Callable, *numpy_args: Any) -> None:
         """One part's update by the compiled loop (``ins``, ``scalars``, ``outs``: its
         arguments, the new parameters first of the outputs), or by ``numpy_update`` until
-        the plan switches to it. Over the gradients the ``*_over`` loop runs: it writes the
-        new parameters into the gradients (``ins[1]``), so it takes the other outputs."""
-        loop, outs = (self.over_kernel, outs[1:]) if over else (compiled, outs)
-        loop.run((*(a.reshape(-1) for a in ins), *scalars, *(a.reshape(-1) for a in outs)),
-                 numpy_update, *numpy_args)
+        the plan switches to it."""
+        if not run_compiled(compiled, lambda: (*(a.reshape(-1) for a in ins), *scalars,
+                                               *(a.reshape(-1) for a in outs))):
+            numpy_update(*numpy_args)
 
     def blocks(self, arrays: Sequence[Any], scratches: int = 1) -> Iterator[list[Any]]:
         """``arrays`` (1-D or not, all of one size) in blocks of at most `_BLOCK` elements,
         with ``scratches`` block scratches of this update last: the NumPy kernels' way of
-        updating the parameters over the gradients (or with more than one scratch)
-        without a full-size scratch."""
+        updating with more than one scratch without full-size scratches."""
         flat = [a.reshape(-1) for a in arrays]
         n = flat[0].size
         if self.block is None or self.block.shape[0] < scratches:
@@ -190,16 +158,16 @@ def _sgd_kernel(ctx: KernelContext):
     def fn(*args):
         params, grads, (lr,) = split(args)
         g_flat = flat.grads(grads)
-        src, gen, over = flat.begin([params], g_flat)
+        src, gen = flat.begin([params])
         for (p,), g, (p_out,) in flat.parts(src, [params], gen, g_flat):
-            # scratch: the new parameters (read g[i], then write p_out[i]: safe over g)
+            # scratch: the new parameters
             if compiled is None:
                 sgd_update(xp, p, g, lr, p_out, p_out)
             else:
-                flat.run_loop(compiled, over, (p, g), (lr.reshape(-1)[0],), (p_out,),
+                flat.run_loop(compiled, (p, g), (lr.reshape(-1)[0],), (p_out,),
                               sgd_update, xp, p, g, lr, p_out, p_out)
         return flat.outputs(gen)
-    return flat.labelled(fn, compiled)
+    return fn
 
 
 def _momentum_kernel(ctx: KernelContext):
@@ -208,51 +176,23 @@ def _momentum_kernel(ctx: KernelContext):
     split, flat = _split(ctx, base), _FlatUpdate(ctx, ["Params", "Velocitys"])
     compiled = flat.compiled(ctx, "momentum_nesterov" if nesterov else "momentum")
     mu_t = flat.scalar(mu)
-    # the NumPy update beside the gradients, and over them
-    updates = {over: _momentum_numpy(xp, flat, mu, nesterov, over) for over in (False, True)}
+
+    def numpy_update(p, g, v, lr, p_out, v_out):   # scratch: the new parameters
+        momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
 
     def fn(*args):
         params, grads, velocities, (lr,) = split(args)
         state = [params, velocities]
         g_flat = flat.grads(grads)
-        src, gen, over = flat.begin(state, g_flat)
-        numpy_update = updates[over]
+        src, gen = flat.begin(state)
         for (p, v), g, (p_out, v_out) in flat.parts(src, state, gen, g_flat):
             if compiled is None:
                 numpy_update(p, g, v, lr, p_out, v_out)
             else:
-                flat.run_loop(compiled, over, (p, g, v), (mu_t, lr.reshape(-1)[0]),
+                flat.run_loop(compiled, (p, g, v), (mu_t, lr.reshape(-1)[0]),
                               (p_out, v_out), numpy_update, p, g, v, lr, p_out, v_out)
         return flat.outputs(gen)
-    return flat.labelled(fn, compiled)
-
-
-def _adam_numpy(xp: Any, flat: _FlatUpdate, b1: float, b2: float, eps: float,
-                over: bool) -> Callable:
-    """Adam's NumPy update of one part (the flat arrays, or one parameter): over the
-    gradients in blocks, since its full-size scratch (the new parameters) would be them."""
-    def update(p, g, m1, m2, rate, p_out, m1_out, m2_out):
-        if not over:
-            adam_update(xp, b1, b2, eps, p, g, m1, m2, rate, p_out, m1_out, m2_out, p_out)
-            return
-        for p_b, g_b, m1_b, m2_b, p_out_b, m1_out_b, m2_out_b, scratch in \
-                flat.blocks((p, g, m1, m2, p_out, m1_out, m2_out)):
-            adam_update(xp, b1, b2, eps, p_b, g_b, m1_b, m2_b, rate, p_out_b, m1_out_b,
-                        m2_out_b, scratch)
-    return update
-
-
-def _momentum_numpy(xp: Any, flat: _FlatUpdate, mu: float, nesterov: bool,
-                    over: bool) -> Callable:
-    """Momentum's NumPy update of one part: Nesterov's over the gradients in blocks, since
-    its full-size scratch (the new parameters) would be them and it reads them after."""
-    def update(p, g, v, lr, p_out, v_out):
-        if not (over and nesterov):
-            momentum_update(xp, mu, nesterov, p, g, v, lr, p_out, v_out, p_out)
-            return
-        for p_b, g_b, v_b, p_out_b, v_out_b, scratch in flat.blocks((p, g, v, p_out, v_out)):
-            momentum_update(xp, mu, True, p_b, g_b, v_b, lr, p_out_b, v_out_b, scratch)
-    return update
+    return fn
 
 
 def _adam_kernel(ctx: KernelContext):
@@ -264,8 +204,9 @@ def _adam_kernel(ctx: KernelContext):
     compiled = flat.compiled(ctx, "adam")
     consts = tuple(map(flat.scalar, (b1, 1.0 - b1, b2, 1.0 - b2, eps)))
     corrected_rate = adam_rate(xp, flat.dtype)
-    # the NumPy update beside the gradients, and over them
-    updates = {over: _adam_numpy(xp, flat, b1, b2, eps, over) for over in (False, True)}
+
+    def numpy_update(p, g, m1, m2, rate, p_out, m1_out, m2_out):   # scratch: p_out
+        adam_update(xp, b1, b2, eps, p, g, m1, m2, rate, p_out, m1_out, m2_out, p_out)
     n = len(flat.shapes)
     if not on_host:   # per-parameter rates, computed on the device and spread per element
         sizes = xp.asarray([prod(s) for s in flat.shapes])
@@ -279,8 +220,7 @@ def _adam_kernel(ctx: KernelContext):
         params, grads, (lr,), m1, m2, b1p, b2p = split(args)
         state = [params, m1, m2, b1p, b2p]
         g = flat.grads(grads)
-        src, gen, over = flat.begin(state, g)
-        numpy_update = updates[over]
+        src, gen = flat.begin(state)
         per_parameter = False
         if on_host:   # Python floats: one rate for all (the usual case) runs flat
             pows = src.views[3:5] if src is not None else state[3:5]
@@ -298,13 +238,13 @@ def _adam_kernel(ctx: KernelContext):
             if compiled is None:   # (on a device, always)
                 numpy_update(*arrays)
             else:
-                flat.run_loop(compiled, over, (p, g_i, m1_in, m2_in),
+                flat.run_loop(compiled, (p, g_i, m1_in, m2_in),
                               (*consts, flat.scalar(rate)), (p_out, m1_out, m2_out),
                               numpy_update, *arrays)
             xp.multiply(p1, b1, out=p1_out)
             xp.multiply(p2, b2, out=p2_out)
         return flat.outputs(gen)
-    return flat.labelled(fn, compiled)
+    return fn
 
 
 @dataclass(frozen=True)
@@ -313,15 +253,14 @@ class FusedRule:
     per parameter and the update of one part of the flat arrays.
 
     ``numpy(xp, attrs)`` gives ``update(p, g, *states, rate, p_out, *state_outs,
-    *scratches)``: it writes the new parameters last and reads nothing after (so the
-    parameters may be written over the gradients), and needs ``scratches`` arrays of the
-    part's size (with one, the new parameters' array serves). ``rate(xp, dtype)`` gives
-    ``rate(lr, *pows)``, the number the update scales by (a Python float on the host, a
-    0-d array on a device); without it the rate is the learning-rate array (None for an
-    op without one). ``loop(attrs)`` names the compiled loop of `kernels/loops.py` (None:
-    NumPy only), which takes the arrays, then ``scalars(attrs)`` and the rate, then the
-    outputs. Each of ``pows`` is a one-element state multiplied by the attr it names at
-    each step (Adamax's beta1 power)."""
+    *scratches)``: it writes the new parameters last and reads nothing after, and needs
+    ``scratches`` arrays of the part's size (with one, the new parameters' array
+    serves). ``rate(xp, dtype)`` gives ``rate(lr, *pows)``, the number the update scales
+    by (a Python float on the host, a 0-d array on a device); without it the rate is the
+    learning-rate array (None for an op without one). ``loop(attrs)`` names the compiled
+    loop of `kernels/loops.py` (None: NumPy only), which takes the arrays, then
+    ``scalars(attrs)`` and the rate, then the outputs. Each of ``pows`` is a one-element
+    state multiplied by the attr it names at each step (Adamax's beta1 power)."""
     states: tuple[str, ...]
     numpy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]]
     loop: Callable[[Mapping[str, Any]], str | None]
@@ -331,14 +270,14 @@ class FusedRule:
     rate: Callable[[Any, str], Callable[..., Any]] | None = None
 
 
-def _rule_numpy(flat: _FlatUpdate, rule: FusedRule, update: Callable, over: bool
-                ) -> Callable:
+def _rule_numpy(flat: _FlatUpdate, rule: FusedRule, update: Callable) -> Callable:
     """The rule's NumPy update of one part: over whole arrays with the new parameters as
-    its scratch where it can, else over blocks with small scratches of their own."""
+    its scratch where one scratch does, else over blocks with small scratches of their
+    own."""
     n = len(rule.states)
 
     def part(p, g, states, rate, p_out, state_outs):
-        if not over and rule.scratches == 1:
+        if rule.scratches == 1:
             update(p, g, *states, rate, p_out, *state_outs, p_out)
             return
         for b in flat.blocks((p, g, *states, p_out, *state_outs), rule.scratches):
@@ -380,7 +319,7 @@ def _rule_kernel(base_type: str, rule: FusedRule) -> Callable[[KernelContext], C
         compiled = flat.compiled(ctx, loop) if loop else None
         consts = tuple(map(flat.scalar, rule.scalars(attrs)))
         update = rule.numpy(xp, attrs)
-        numpy = {over: _rule_numpy(flat, rule, update, over) for over in (False, True)}
+        numpy = _rule_numpy(flat, rule, update)
         rates_of = _rule_rates(ctx, flat, rule)
         n = len(rule.states)
 
@@ -389,24 +328,24 @@ def _rule_kernel(base_type: str, rule: FusedRule) -> Callable[[KernelContext], C
             lr = given["LearningRate"][0] if "LearningRate" in given else None
             state = [given[k] for k in kinds]
             g_flat = flat.grads(given["Grad"])
-            src, gen, over = flat.begin(state, g_flat)
+            src, gen = flat.begin(state)
             pows = (src.views if src is not None else state)[1 + n:]
             rates, differ = rates_of(lr, pows, src is not None)
             for i, (ins, g, outs) in enumerate(flat.parts(src, state, gen, g_flat, differ)):
                 rate = rates[i]
                 arrays = (ins[0], g, ins[1:1 + n], rate, outs[0], outs[1:1 + n])
                 if compiled is None:
-                    numpy[over](*arrays)
+                    numpy(*arrays)
                 else:
                     # the learning rate as it is, or the rule's rate (none: neither)
                     scalar = () if rate is None else (
                         (rate.reshape(-1)[0],) if rule.rate is None else (flat.scalar(rate),))
-                    flat.run_loop(compiled, over, (ins[0], g, *ins[1:1 + n]),
-                                  (*consts, *scalar), outs[:1 + n], numpy[over], *arrays)
+                    flat.run_loop(compiled, (ins[0], g, *ins[1:1 + n]),
+                                  (*consts, *scalar), outs[:1 + n], numpy, *arrays)
                 for (_, attr), a, o in zip(rule.pows, ins[1 + n:], outs[1 + n:]):
                     xp.multiply(a, float(attrs[attr]), out=o)
             return flat.outputs(gen)
-        return flat.labelled(fn, compiled)
+        return fn
     return kernel
 
 
@@ -425,7 +364,6 @@ def _register_fused(base_type: str, kernel: Callable[[KernelContext], Callable])
     register(OpSpec(base.fused, plural(base.inputs), plural(base.outputs),
                     _fused_infer(base), kernel, attrs=dict(base.attrs),
                     contiguous=(fused_slot(base, "Grad"),),
-                    writes_over=(fused_slot(base, "ParamOut"), fused_slot(base, "Grad")),
                     doc=f"`{base_type}` of many parameters at once, over flat arrays "
                         f"(made by the fusion pass; values bit-identical)"))
 

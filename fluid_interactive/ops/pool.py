@@ -235,9 +235,8 @@ def _split_windows(ctx: KernelContext, geo: PoolGeometry) -> _SplitWindows | Non
     if geo.type != "max" or geo.is_global or geo.padded or geo.overlap or \
             geo.layout != NCHW:
         return None
-    key = ("pool", ctx.input_name("X"), (geo.n, geo.c) + geo.sizes,
-           repr(sorted(ctx.attrs.items())))
-    return ctx.shared(key, _SplitWindows)
+    key = (ctx.input_name("X"), (geo.n, geo.c) + geo.sizes, repr(sorted(ctx.attrs.items())))
+    return ctx.shared(_SplitWindows, key)
 
 
 def _global_pool(ctx: KernelContext, geo: PoolGeometry) -> Callable:

@@ -14,7 +14,7 @@ from math import prod
 from typing import Any
 
 from ..kernels.pool import pool_source
-from .compiled import compiled_kernel
+from .compiled import compiled_kernel, run_compiled
 from .layouts import CHWN
 from .spec import KeptFrom, KernelContext
 
@@ -29,43 +29,41 @@ class FirstMaxima:
         self.index: Any | None = None
 
 
-def _applies(ctx: KernelContext, geo: Any) -> bool:
-    return (ctx.xp.__name__ == "numpy" and geo.layout == CHWN and geo.type == "max"
-            and not geo.is_global and not geo.padded and not geo.overlap
-            and geo.dtype in ("float32", "float64") and prod(geo.k) < 255)
+def _applies(geo: Any) -> bool:
+    return (geo.layout == CHWN and geo.type == "max" and not geo.is_global
+            and not geo.padded and not geo.overlap and prod(geo.k) < 255)
 
 
 def _shared(ctx: KernelContext, geo: Any) -> FirstMaxima:
-    key = ("pool2d first maxima", ctx.input_name("X"), (geo.n, geo.c) + geo.sizes,
-           repr(sorted(ctx.attrs.items())))
-    return ctx.shared(key, FirstMaxima)
+    key = (ctx.input_name("X"), (geo.n, geo.c) + geo.sizes, repr(sorted(ctx.attrs.items())))
+    return ctx.shared(FirstMaxima, key)
 
 
 def _handle(ctx: KernelContext, geo: Any, function: str) -> Any:
-    source = pool_source(function, geo.k, geo.s, geo.dtype)
-    return compiled_kernel(ctx, source, geo.dtype)
+    return compiled_kernel(ctx, geo.dtype, lambda: pool_source(function, geo.k, geo.s,
+                                                               geo.dtype))
 
 
 def compiled_pool(ctx: KernelContext, geo: Any, numpy_fn: Callable,
                   output: Callable[[], Any]) -> Callable:
     """``numpy_fn`` (the forward), or a kernel that runs its compiled form once the plan
     switched to it, writing into ``output()`` (and the index, when wanted)."""
-    if not _applies(ctx, geo):
+    plain = _handle(ctx, geo, "max_pool") if _applies(geo) else None
+    if plain is None:
         return numpy_fn
     first = _shared(ctx, geo)
-    plain, indexed = _handle(ctx, geo, "max_pool"), _handle(ctx, geo, "max_pool_first")
+    indexed = _handle(ctx, geo, "max_pool_first")
 
     def pool(a: Any) -> Any:
         dst = output()
         if first.wanted:
             if first.index is None:
                 first.index = ctx.xp.empty(geo.out_shape, "uint8")
-            if indexed.ran((a, dst, first.index)):
+            if run_compiled(indexed, lambda: (a, dst, first.index)):
                 first.kept.keep(a, first.index)
                 return dst
         first.kept.forget()
-        return dst if plain.ran((a, dst)) else numpy_fn(a)
-    pool.tier_label = plain.label  # type: ignore[attr-defined]
+        return dst if run_compiled(plain, lambda: (a, dst)) else numpy_fn(a)
     return pool
 
 
@@ -74,18 +72,17 @@ def compiled_pool_grad(ctx: KernelContext, geo: Any, numpy_fn: Callable,
     """``numpy_fn`` (the max gradient), or a kernel that runs a compiled form once the
     plan switched to it: from the forward's index of first maxima when it was taken from
     this very X, else from X and Out."""
-    if not _applies(ctx, geo):
+    indexed = _handle(ctx, geo, "max_pool_grad_first") if _applies(geo) else None
+    if indexed is None:
         return numpy_fn
     first = _shared(ctx, geo)
     first.wanted = True
-    again, indexed = _handle(ctx, geo, "max_pool_grad"), \
-        _handle(ctx, geo, "max_pool_grad_first")
+    again = _handle(ctx, geo, "max_pool_grad")
 
     def grad(a: Any, y: Any, g: Any) -> Any:
         dst = output()
         index = first.kept.get(a)
-        if index is not None and indexed.ran((index, g, dst)):
+        if index is not None and run_compiled(indexed, lambda: (index, g, dst)):
             return dst
-        return dst if again.ran((a, y, g, dst)) else numpy_fn(a, y, g)
-    grad.tier_label = indexed.label  # type: ignore[attr-defined]
+        return dst if run_compiled(again, lambda: (a, y, g, dst)) else numpy_fn(a, y, g)
     return grad

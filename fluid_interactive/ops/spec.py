@@ -26,11 +26,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NoReturn, Protocol, TypeGuard
+from typing import Any, NoReturn, Protocol, TypeGuard, TypeVar
 
 from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc, VarDesc
 from .layouts import LayoutRule
+from .plan_state import PlanState
 from .sub_block import SubBlockRule, SubGrad
 
 
@@ -98,7 +99,8 @@ def slots(*specs: str) -> tuple[Slot, ...]:
 HOST_ACCESS = {
     "": "every array stays on the device",
     "reads": "reads a few device values back as Python numbers every call (a bounds check "
-             "of integer inputs, so that a bad label is a clear error)",
+             "of integer inputs, so that a bad label is a clear error; how many distinct "
+             "rows a sparse gradient holds)",
     "draws": "draws random values on the host and copies them to the device, so that a "
              "seed gives the same values on every backend: initialisers, which run once "
              "when a program compiles",
@@ -109,6 +111,24 @@ HOST_ACCESS = {
     "python": "calls a Python function on NumPy arrays (py_func): its inputs come to the "
               "host and its outputs go back to the device on every call",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class RowLookup:
+    """An op that reads a table only at the rows its ids name (an embedding lookup, and its
+    gradient): the slots and attrs that say so. The distribute transpiler keeps a table
+    that such ops read with ``sparse`` or ``distributed`` set on the parameter servers and
+    hands the ops the rows of their batch instead (passes/transpiler/tables.py)."""
+    table: str = "W"                 # the input slot of the table
+    ids: str = "Ids"                 # the input slot of the ids ([..., 1] ints)
+    padding: str = "padding_idx"     # the attr naming an id that reads zeros (-1: none)
+    sparse: str = "is_sparse"        # the attrs asking for a table on the servers
+    distributed: str = "is_distributed"
+    out: str = "Out"                 # a lookup's output slot: the rows, table[ids]
+    # A lookup's gradient op: the input slot of its output's gradient and the output slot
+    # of the table's gradient ("" for the lookup itself).
+    out_grad: str = ""
+    table_grad: str = ""
 
 
 @dataclass(frozen=True)
@@ -147,14 +167,16 @@ class OpSpec:
     # Input slots whose vars the planner lays out one after another in one flat array
     # (runtime/plan/buffers.py), so that the kernel reads them as one (a fused update's grads).
     contiguous: tuple[str, ...] = ()
-    # (output slot, contiguous input slot): the kernel may be given the arena of that input
-    # slot as the flat array its output slot's vars are views of, and then reads each
-    # element of the input before it writes the output's (a fused update writing the new
-    # parameters over their gradients; runtime/plan/turns.py lends it the arena).
-    writes_over: tuple[str, str] | tuple[()] = ()
     # Input slots the kernel reads whole (a norm over every element): the distribute
     # transpiler never cuts the parameter of such an update into row blocks.
     reads_whole: tuple[str, ...] = ()
+    # The op reads a table at the rows of its ids only (RowLookup above); None otherwise.
+    row_lookup: RowLookup | None = None
+    # An initialiser's values at given rows of the var it fills, each row drawn from a
+    # stream of its own: ``rows(attrs, draws)`` with ``draws`` a `row_random.RowDraws`.
+    # A table kept on parameter servers makes its rows on first use with it, so a row's
+    # first value does not depend on which rows came before (ops/row_random.py).
+    rows: Callable[[Mapping[str, Any], Any], Any] | None = None
     # Attrs naming files on the machine that runs the op (a reader's data files): where the
     # data lives, not what the program computes, so two processes that agree on the program
     # may disagree on them (distributed roles compare programs without them).
@@ -163,6 +185,19 @@ class OpSpec:
     # that var in place (``increment(x, in_place=True)``, an array write); the verifier
     # lets such an op write a var a second time.
     updates: tuple[tuple[str, str], ...] = ()
+    # Input slots whose kernel takes a rows-only value (a var of kind selected_rows, a
+    # `SelectedRows`) as it is. Any other slot is handed such a value densified
+    # (`SelectedRows.to_dense`, which costs the whole tensor; ops/apply.py).
+    sparse_inputs: tuple[str, ...] = ()
+    # The op maps zero to zero, element by element, in X (clip around zero, a product
+    # with a number): given a rows-only X, it maps that value's rows (merged first) and
+    # gives rows-only Out, whose other rows stay zero (ops/apply.py).
+    rows_values: bool = False
+    # ``row_writes(attrs, input kinds)``: the (output slot, input slot) pairs whose var the
+    # kernel writes by rows, in place, when a plan gives it a journal (a sparse update of
+    # a table; ops/row_journal.py). None: it never writes in place.
+    row_writes: Callable[[Mapping[str, Any], Mapping[str, str]],
+                         tuple[tuple[str, str], ...]] | None = None
     # The op owns a sub-block and runs it (while, conditional_block, recurrent, ...).
     sub_block: SubBlockRule | None = None
     # The op on one element, for the compiled tier's elementwise chains (ops/chain.py):
@@ -270,6 +305,8 @@ class InferContext:
         raise DTypeError(message)
 
 
+_T = TypeVar("_T")
+
 # (op, feed types) -> the type of each var after one run of the op's sub-block
 SubBlockTyper = Callable[[OpDesc, dict[str, TensorType]], Callable[[str], TensorType]]
 
@@ -278,7 +315,7 @@ class KernelContext:
     """What a kernel factory sees when a block is planned for concrete shapes."""
 
     __slots__ = ("spec", "attrs", "xp", "in_types", "out_types", "in_slots", "out_slots",
-                 "buffers", "rng", "is_test", "_constants", "_in_names", "_plan_state")
+                 "buffers", "rng", "is_test", "_constants", "_in_names", "state")
 
     def __init__(self, spec: OpSpec, attrs: Mapping[str, Any], xp: Any,
                  in_slots: Mapping[str, list[TensorType]],
@@ -286,7 +323,7 @@ class KernelContext:
                  buffers: Mapping[str, list[Any]], rng: Any = None, is_test: bool = False,
                  constants: Mapping[str, list[Any]] | None = None,
                  in_names: Mapping[str, list[str]] | None = None,
-                 plan_state: dict | None = None):
+                 state: PlanState | None = None):
         self.spec, self.attrs, self.xp = spec, attrs, xp
         self.in_slots, self.out_slots = in_slots, out_slots
         self.in_types = [t for s in spec.inputs for t in in_slots.get(s.name, ())]
@@ -294,20 +331,19 @@ class KernelContext:
         self.buffers, self.rng, self.is_test = buffers, rng, is_test
         self._constants = constants or {}
         self._in_names = in_names or {}
-        self._plan_state = {} if plan_state is None else plan_state
+        self.state = PlanState() if state is None else state
 
     def input_name(self, slot: str, i: int = 0) -> str:
         """The var name bound to an input slot (kernels use it to key `shared` state)."""
         return self._in_names[slot][i]
 
-    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        """State shared by the kernels of one plan under ``key``, made on first request:
-        e.g. a convolution's column buffer, filled by the forward op and read back by its
-        gradient op instead of being recomputed. Outside a plan (the reference
-        interpreter) every kernel gets its own."""
-        if key not in self._plan_state:
-            self._plan_state[key] = make()
-        return self._plan_state[key]
+    def shared(self, kind: type[_T], key: Hashable, make: Callable[[], _T] | None = None
+               ) -> _T:
+        """The ``kind`` value the kernels of one plan share under ``key`` (`PlanState`),
+        made on first request: e.g. a convolution's geometry and columns, filled by the
+        forward op and read back by its gradient op instead of being recomputed. Outside a
+        plan (the reference interpreter) every kernel gets its own."""
+        return self.state.shared(kind, key, make)
 
     def constant(self, slot: str, i: int = 0) -> Any:
         """The value of an input known when the plan is built (or None): kernels may

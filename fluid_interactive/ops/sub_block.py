@@ -54,6 +54,14 @@ class EmitContext(Protocol):
         """A new local named as the op's run counter: an error inside the sub-block says
         which run failed by reading it."""
 
+    def bind(self, value: Any, hint: str) -> str:
+        """A name of the generated code's namespace holding ``value`` (an object the
+        lines call, such as a guard)."""
+
+    def kept(self) -> str | None:
+        """The local holding the list of kept runs (one tuple per run), None when the op
+        keeps nothing (inference, or no gradient planned)."""
+
     def run_body(self, feeds: Sequence[str] = (), returns: Sequence[str] = (),
                  indent: int = 1, count: str | None = None) -> None:
         """Call the sub-block once: ``feeds`` are the expressions of its feeds, its

@@ -51,7 +51,8 @@ def define_unary(name: str, forward: Callable, grad: Callable | None, uses: Sequ
                  linear_grad: Callable[[KernelContext], Callable | None] | None = None,
                  inplace: bool = True, scalar: Callable | None = None,
                  tensors: Mapping[str, str] | None = None,
-                 infer: Callable[[InferContext], None] | None = None) -> None:
+                 infer: Callable[[InferContext], None] | None = None,
+                 rows_values: bool = False) -> None:
     """Register op ``name`` and its ``<name>_grad`` from one table row.
 
     ``inplace``: ``forward`` writes Out with ``out=o`` after reading X, so the planner
@@ -66,7 +67,7 @@ def define_unary(name: str, forward: Callable, grad: Callable | None, uses: Sequ
                     _forward_kernel(forward, tensors),
                     _grad_maker(name, uses, tensors) if grad is not None else None,
                     attrs=attrs, doc=doc, inplace=(("Out", "X"),) if inplace else (),
-                    scalar=scalar, layout=LayoutRule(("X", "Out"))))
+                    scalar=scalar, layout=LayoutRule(("X", "Out")), rows_values=rows_values))
     if grad is not None:
         grad_in = [s for s in ("X", "Out") if s in uses] + list(extra) + ["Out@GRAD"]
         like = "X" if "X" in uses else ("Out" if "Out" in uses else "Out@GRAD")
@@ -225,9 +226,10 @@ define_unary("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
              lambda xp, x, y, g, o, a: xp.multiply(g, (x > a["min"]) & (x < a["max"]),
                                                    out=o),
              ("X",), attrs={"min": -1.0, "max": 1.0}, tensors={"Min": "min", "Max": "max"},
-             scalar=_clip_scalar,
+             scalar=_clip_scalar, rows_values=True,
              doc="Out = min(max(X, min), max); Min and Max, 1-element tensors, give the "
-                 "bounds when present")
+                 "bounds when present. A rows-only X: its merged rows are clipped (as "
+                 "Paddle's clip of SelectedRows), the other rows stay zero")
 define_unary("pow", lambda xp, x, o, a: xp.power(x, a["factor"], out=o),
              lambda xp, x, y, g, o, a: xp.multiply(
                  g * a["factor"], xp.power(x, a["factor"] - 1), out=o), ("X",),

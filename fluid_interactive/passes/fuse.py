@@ -5,8 +5,9 @@ ops they leave alone stay the same objects).
 role Optimize whose spec names a ``fused`` type, with the same attrs, the same shared
 inputs such as the learning-rate var, and parameters of one dtype) by one fused op, at
 the place of the last of them (groups of one or two small parameters stay as they are).
-It fuses only where that changes no value: no other op between an update and that place
-may read what the update writes, or write what it reads.
+Updates reading a rows-only gradient stay apart. It fuses only where that changes no
+value: no other op between an update and that place may read what the update writes, or
+write what it reads.
 The fused op's kernels compute bit-identical values (ops/optim_fused.py).
 
 `fuse_elementwise_chains` replaces a run of consecutive elementwise ops, each reading the
@@ -103,11 +104,18 @@ def _fused_op(ops: list[OpDesc], members: list[int]) -> OpDesc:
                   ops[members[-1]].loc)
 
 
+def _all_tensors(program: ProgramDesc, block: BlockDesc, op: OpDesc) -> bool:
+    """Whether every var the op reads is a plain tensor: an update reading a rows-only
+    gradient (kind ``selected_rows``) runs on its own, touching only those rows."""
+    return all(program.var(block, n).kind == "tensor" for n in op.input_names())
+
+
 def fuse_optimizer_updates(program: ProgramDesc, block: BlockDesc) -> BlockDesc:
     ops = block.ops
     groups: dict[Any, list[int]] = defaultdict(list)
     for i, op in enumerate(ops):
-        if op.role & OpRole.OPTIMIZE and get_spec(op.type).fused:
+        if op.role & OpRole.OPTIMIZE and get_spec(op.type).fused and \
+                _all_tensors(program, block, op):
             groups[_group_key(program, block, op)].append(i)
     fused_at: dict[int, OpDesc] = {}
     removed: set[int] = set()

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
+from ..ir.records import SELECTED_ROWS, BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc
 from . import style as S
 from .builder import Body, Pairs
 from .groups import NOT_FORWARD
@@ -395,17 +395,24 @@ class ProgramGraph:
                     (dst, src), cluster = ends, f"cluster_{self.cprefix}{e.body}"
                     head, tail = [("lhead", cluster)], [("ltail", cluster)]
                 for n in e.ins:
-                    edge(self.var_id(*self._key(block, n)), dst, head)
+                    edge(self.var_id(*self._key(block, n)), dst, head + self._rows(block, n))
                 for n in e.outs:
                     owner = self._key(block, n)[0]
                     back = n in e.ins or owner != block.idx
-                    edge(src, self.var_id(owner, n), tail + (
+                    edge(src, self.var_id(owner, n), tail + self._rows(block, n) + (
                          [("style", "dashed"), ("constraint", False),
                           ("color", e.border)] if back else []))
         for src, dst, count in self.links:
             edge(src, dst, [("label", plural(count, "grad")), ("style", "dashed"),
                             ("fontsize", 9), ("fontcolor", S.EDGE_COLOR)])
         return body
+
+    def _rows(self, block: BlockDesc, name: str) -> list[tuple[str, Any]]:
+        """The label of an edge carrying a rows-only value (a sparse gradient)."""
+        var = self.program.find_var(block, name)
+        if var is None or var.kind != SELECTED_ROWS:
+            return []
+        return [("label", "SelectedRows"), ("fontsize", 9), ("fontcolor", S.EDGE_COLOR)]
 
     def body(self) -> Body:
         """Nodes, then edges."""

@@ -1,6 +1,6 @@
 """The thread policy (backend/threads.py): small plans run BLAS on one thread, switched
-once; `fluid.set_threads` overrides; large plans keep whichever count measured faster;
-the environment's thread variables cap the count."""
+once; `fluid.set_threads` overrides; large plans run on every core, or, asked to measure,
+keep whichever count measured faster; the environment's thread variables cap the count."""
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
@@ -81,10 +81,40 @@ def test_set_threads_overrides_the_policy_from_the_next_call():
     assert blas_threads() == {1}
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, "fastest"])
 def test_set_threads_refuses_what_is_not_a_count(bad):
-    with pytest.raises(ValueError, match="positive int or None"):
+    with pytest.raises(ValueError, match="positive int, None or 'measure'"):
         fluid.set_threads(bad)
+
+
+def test_by_default_a_large_plan_runs_on_every_core_whatever_the_timings(clock):
+    """A count measured faster would change a GEMM's last bits with the machine's load:
+    unless asked to measure, a large plan never chooses its count by timing."""
+    fluid.set_threads(None)
+    assert fluid.get_threads() is None
+    calls = []
+    entry = threads.AdaptiveThreads(plan_costing(clock, {1: 1.0, 2: 4.0}, calls))  # busy
+    for _ in range(20):
+        entry()
+        assert threads.STATE.current == 1       # between calls: the small plans' count
+    assert calls == [2] * 20 and not entry.totals
+    fluid.set_threads("measure")
+    assert fluid.get_threads() == "measure"
+    for _ in range(1 + 2 * threads.PROBE_CALLS + 3):
+        entry()
+    assert entry.choice == 1 and calls[-3:] == [1, 1, 1]   # measured: one thread
+
+
+def test_by_default_a_large_plan_measures_its_kernels_on_every_core(clock):
+    """Its compiled kernels against its NumPy ones (the same values: a free choice)."""
+    fluid.set_threads(None)
+    tier, calls = FakeTier(), []
+    seconds = {(2, True): 2.0, (2, False): 1.0}
+    entry = threads.AdaptiveThreads(plan_with_kernels(clock, tier, seconds, calls), tier)
+    for _ in range(2 + 2 * threads.PROBE_CALLS + 3):
+        entry()
+    assert {n for n, _ in calls} == {2} and entry.option == (2, False)
+    assert calls[-3:] == [(2, False)] * 3
 
 
 @pytest.fixture

@@ -86,9 +86,10 @@ def _example_data():
 
 
 def _readme_command():
-    """The README's distributed command, exactly as written (run from the checkout)."""
+    """The README's distributed command of the main demo, exactly as written (run from the
+    checkout)."""
     with open(os.path.join(ROOT, "README.md")) as f:
-        (line,) = [s for s in f if s.startswith(".venv/bin/fluid run ")]
+        (line,) = [s for s in f if s.startswith(".venv/bin/fluid run examples/fit_a_line.py")]
     args = shlex.split(line)
     if not os.path.exists(os.path.join(ROOT, args[0])):      # a venv elsewhere
         args[0] = os.path.join(os.path.dirname(sys.executable), "fluid")

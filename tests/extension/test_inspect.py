@@ -140,3 +140,25 @@ def test_iteration_statistics_and_samples():
     labels = re.findall(r">([^<>]+)</text>", svg)
     assert labels == ["23", "0", "0", "2", "iteration"]
     assert "no iterations" in chart_svg([("mean", np.array([]), "#000")])
+
+
+def test_inspect_shows_a_sparse_gradient_as_its_rows():
+    class Tagger(fluid.Program):
+        @fluid.network("ids", "y")
+        def train_step(self, ids, y):
+            ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            e = fluid.layers.embedding(ids, size=[50, 4], is_sparse=True)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(
+                fluid.layers.fc(e, size=1), y))
+            fluid.optimizer.SGD(0.1).minimize(loss)
+            return loss
+    prog = Tagger().Compile(seed=0)
+    prog.watch("*")
+    prog.train_step(np.array([[3], [8], [3]], np.int64), np.ones((3, 1), np.float32))
+    result = inspect(prog)
+    grads = {g.param: g for lv in result.layers for g in lv.grads}
+    table = grads["embedding_0.w_0"]
+    assert table.rows == "SelectedRows, 2 of 50 rows" and table.values.shape == (2, 4)
+    assert "SelectedRows, 2 of 50 rows" in str(result.table())
+    assert "SelectedRows, 2 of 50 rows" in result._repr_html_()

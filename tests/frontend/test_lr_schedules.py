@@ -267,7 +267,7 @@ def test_each_compile_has_its_own_counter():
 def _break_sgd(prog):
     """Make the last sgd kernel of the plan raise: it runs after the increment."""
     code = list(prog.train._runner.plans.values())[0]
-    ns = code.fn.__globals__
+    ns = code.code.fn.__globals__
     sgd = sorted(k for k in ns if k.endswith("_sgd"))[-1]
     inc = [k for k in ns if k.endswith("_increment")]
     assert len(inc) == 1

@@ -91,6 +91,17 @@ def test_transcendental_members_agree_to_rounding(op, dtype):
                                atol=4 * ulp * float(np.abs(want[finite]).max()) * 1e-3)
 
 
+def test_a_chain_is_exact_where_its_members_are_bit_identical():
+    """The chains the tier runs by default are those whose members give NumPy's values bit
+    for bit (above); the others need FLUID_KERNELS=fast (ops/chain.py, `exact`)."""
+    from fluid_interactive.ops.chain import exact
+    for ops, want in ((EXACT, True), (ROUNDED, False)):
+        for op, attrs in ops.items():
+            spec = get_spec(op)
+            expr = spec.scalar(spec.full_attrs(attrs or {}), lambda v: "C0")
+            assert exact(expr) is want, (op, expr)
+
+
 def test_every_new_elementwise_op_has_a_scalar_form_but_erf():
     for op in {**EXACT, **ROUNDED}:
         assert get_spec(op).scalar is not None, op

@@ -1,6 +1,6 @@
 """The adaptive updates in the compiled tier: their loops (kernels/loops.py), run as plain
 Python on a few values, compute exactly what the NumPy updates of ops/optim_adaptive.py
-compute, beside the gradients and over them, NaN and zero gradients included; and a model
+compute, NaN and zero gradients included; and a model
 trained with each optimizer has bit-identical losses and parameters with the tier on
 (Numba) and off."""
 import numpy as np
@@ -41,21 +41,16 @@ UPDATES = {
 }
 
 
-def _run_loop(name, over, p, g, states, scalars, rate):
+def _run_loop(name, p, g, states, scalars, rate):
     outs = [np.empty(N, f32) for _ in states]
-    grad = g.copy()
-    args = [p, grad, *states, *map(f32, scalars)] + ([] if rate is None else [f32(rate)])
-    if over:
-        getattr(loops, name + "_over")(*args, *outs)
-        return [grad, *outs]
+    args = [p, g, *states, *map(f32, scalars)] + ([] if rate is None else [f32(rate)])
     p_out = np.empty(N, f32)
     getattr(loops, name)(*args, p_out, *outs)
     return [p_out, *outs]
 
 
-@pytest.mark.parametrize("over", [False, True])
 @pytest.mark.parametrize("name", sorted(UPDATES))
-def test_the_loops_uncompiled_compute_the_numpy_updates(name, over):
+def test_the_loops_uncompiled_compute_the_numpy_updates(name):
     make, kinds, scalars, rate, scratches = UPDATES[name]
     rng = np.random.default_rng(3)
     p, g = rng.standard_normal(N).astype(f32), values(rng, "any")
@@ -66,7 +61,7 @@ def test_the_loops_uncompiled_compute_the_numpy_updates(name, over):
     scratch = [np.empty(N, f32) for _ in range(scratches)]
     lr = None if rate is None else (np.array([rate], f32) if name != "adamax" else rate)
     want = make()(p, g, *states, lr, *outs, *scratch)
-    got = _run_loop(name, over, p, g, states, scalars, rate)
+    got = _run_loop(name, p, g, states, scalars, rate)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
 
@@ -76,7 +71,7 @@ def test_a_nan_gradient_is_nan_in_both():
     g = np.full(N, np.nan, f32)
     for name in ("adamax", "ftrl"):
         make, _, scalars, rate, scratches = UPDATES[name]
-        got = _run_loop(name, False, p, g, states, scalars, rate)
+        got = _run_loop(name, p, g, states, scalars, rate)
         outs = [np.empty(N, f32) for _ in range(3)]
         lr = rate if name == "adamax" else np.array([rate], f32)
         with np.errstate(invalid="ignore"):
@@ -114,27 +109,3 @@ def test_compiled_updates_are_bit_identical(name, monkeypatch):
     prog = cls().Compile(seed=3)
     prog.train(*batches(1)[0])
     assert f"loops.py:{name}" in prog.train.source
-
-
-#: every loop over the gradients compiled; the NumPy updates in blocks (one generic path)
-#: with two scratches and with a power
-LENT = [(name, True) for name in sorted(OPTIMIZERS)] + [("adadelta", False), ("adamax", False)]
-
-
-@pytest.mark.parametrize("name,compiled_kernels", LENT)
-def test_updates_over_a_lent_gradient_arena_are_bit_identical(name, compiled_kernels,
-                                                              monkeypatch):
-    """Where the plan lends the update its gradients' arena, the ``*_over`` loops (or the
-    NumPy updates in blocks) write the parameters over the gradients: the same values."""
-    from kernels import test_turns
-    cls, data = test_turns.mlp(OPTIMIZERS[name]), test_turns.batches()
-    runs = []
-    for lend in (False, True):
-        prog = test_turns.compiled(cls, lend, monkeypatch, compiled_kernels)
-        runs.append(test_turns.train(prog, data))
-        if compiled_kernels:   # the source names the loop over the gradients
-            assert ("over the gradients" in prog.train.source) == lend
-    (losses_own, params_own), (losses_lent, params_lent) = runs
-    assert losses_lent == losses_own
-    for k in params_own:
-        assert np.array_equal(params_lent[k], params_own[k]), k

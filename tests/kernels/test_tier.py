@@ -65,10 +65,11 @@ def batches(n=6, size=64):
              rng.integers(0, 10, (size, 1))) for _ in range(n)]
 
 
-def train(cls, tier_on: bool, monkeypatch, steps=6):
-    """(losses, parameters, the tier after each call): with the tier on, the first call
-    runs NumPy while the kernels build; the build is awaited, and the rest run compiled."""
-    monkeypatch.setenv("FLUID_KERNELS", "auto" if tier_on else "numpy")
+def train(cls, tier_on: bool, monkeypatch, steps=6, mode="auto"):
+    """(losses, parameters, the tier after each call): with the tier on (FLUID_KERNELS
+    ``mode``), the first call runs NumPy while the kernels build; the build is awaited,
+    and the rest run compiled."""
+    monkeypatch.setenv("FLUID_KERNELS", mode if tier_on else "numpy")
     prog = cls().Compile(seed=3)
     losses, tiers = [], []
     for i, (x, y) in enumerate(batches(steps)):
@@ -93,13 +94,22 @@ def test_compiled_updates_and_chains_are_bit_identical(name, monkeypatch):
 
 @pytest.mark.parametrize("act", ["sigmoid", "tanh"])
 def test_chains_with_exp_and_tanh_agree_within_float32_rounding(act, monkeypatch):
+    """They run with FLUID_KERNELS=fast only: by default the tier leaves them to NumPy, so
+    its values are NumPy's bit for bit."""
     cls = mlp(OPTIMIZERS["sgd"], act)
     ref_losses, ref, _ = train(cls, False, monkeypatch)
-    losses, got, tiers = train(cls, True, monkeypatch)
+    losses, got, tiers = train(cls, True, monkeypatch, mode="fast")
     assert tiers[-1] == "compiled"
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
     for k in ref:
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6)
+    losses, got, tiers = train(cls, True, monkeypatch)   # the default: the update alone
+    prog = cls().Compile(seed=3)
+    prog.train(*batches(1)[0])
+    assert tiers[-1] == "compiled" and ".py:chain" not in prog.train.source
+    assert losses == ref_losses
+    for k in ref:
+        assert np.array_equal(got[k], ref[k]), k
 
 
 def test_the_switch_happens_between_calls_and_the_source_names_the_kernels(monkeypatch):
@@ -182,18 +192,18 @@ def test_arguments_of_another_layout_run_the_numpy_kernel(monkeypatch):
     from fluid_interactive.kernels.build import load
     from fluid_interactive.kernels.optim import update_source
     from fluid_interactive.kernels.tier import Kernel
+    from fluid_interactive.ops.compiled import run_compiled
     kernel = Kernel(update_source("sgd", "float32"), "sgd")
-    kernel.fn = load(kernel.source)
     p = np.arange(8, dtype=np.float32)
     out = np.empty(8, np.float32)
     lr = np.float32(0.5)
-    numpy_ran = []
-    kernel.run((p, p, lr, out), lambda: numpy_ran.append(1))
+    assert not run_compiled(kernel, lambda: (p, p, lr, out))       # the plan runs NumPy
+    assert not run_compiled(None, lambda: (p, p, lr, out))         # no compiled form
+    kernel.fn = load(kernel.source)
+    assert run_compiled(kernel, lambda: (p, p, lr, out))
     np.testing.assert_array_equal(out, p - p * lr)
-    assert not numpy_ran
-    assert not kernel.ran((p[::2], p[::2], lr, out[:4]))          # a strided view
-    kernel.run((p.astype(np.float64), p, lr, out), lambda: numpy_ran.append(1))
-    assert numpy_ran == [1]                                         # another dtype
+    assert not run_compiled(kernel, lambda: (p[::2], p[::2], lr, out[:4]))   # strided
+    assert not run_compiled(kernel, lambda: (p.astype(np.float64), p, lr, out))  # a dtype
 
 
 def test_relu_keeps_numpys_signed_zero_and_nan(monkeypatch):

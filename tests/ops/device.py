@@ -27,6 +27,7 @@ from fluid_interactive.ir.records import OpDesc
 from fluid_interactive.ops import get_spec, infer_op
 from fluid_interactive.ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from fluid_interactive.ops.spec import Forward, TensorType
+from fluid_interactive.util.selected_rows import SelectedRows
 
 COVERED: set[str] = set()
 REAL_CUPY = os.environ.get("FLUID_TEST_DEVICE") == "cupy"
@@ -49,13 +50,20 @@ def _transfers() -> Any:
 
 
 def _type(a: Any) -> TensorType:
-    return TensorType(tuple(a.shape), np.dtype(a.dtype).name)
+    kind = "selected_rows" if isinstance(a, SelectedRows) else "tensor"
+    return TensorType(tuple(a.shape), np.dtype(a.dtype).name, kind)
+
+
+def _to_device(xp: Any, v: Any) -> Any:
+    if isinstance(v, SelectedRows):
+        return SelectedRows(xp.asarray(v.rows), xp.asarray(v.values), v.height)
+    return xp.asarray(np.asarray(v))
 
 
 def run_on_device(ops: Sequence[OpDesc], host_inputs: Mapping[str, Any],
                   host_results: MutableMapping[str, Any]) -> None:
     xp = device_module()
-    env = {n: xp.asarray(np.asarray(v)) for n, v in host_inputs.items()}
+    env = {n: _to_device(xp, v) for n, v in host_inputs.items()}
     random = False
     for op in ops:
         spec = get_spec(op.type)
@@ -84,9 +92,22 @@ def run_on_device(ops: Sequence[OpDesc], host_inputs: Mapping[str, Any],
         COVERED.add(op.type)
     for op in ops:
         for name in flat_outputs(get_spec(op.type), op):
-            got, want = env[name].get(), np.asarray(host_results[name])
-            assert got.shape == want.shape and got.dtype == want.dtype, (
-                op.type, name, got.shape, got.dtype, want.shape, want.dtype)
-            if not random:
-                np.testing.assert_allclose(got, want, rtol=1e-4 if REAL_CUPY else 1e-6,
-                                           atol=1e-6, err_msg=f"{op.type} {name} on device")
+            for got, want in _parts(env[name], host_results[name]):
+                _same(op, name, got, want, random)
+
+
+def _parts(value: Any, host: Any) -> list[tuple[Any, Any]]:
+    """(device part, host part) pairs: a rows-only value compares rows and values."""
+    if isinstance(host, SelectedRows):
+        assert isinstance(value, SelectedRows) and value.height == host.height
+        return [(value.rows, host.rows), (value.values, host.values)]
+    return [(value, host)]
+
+
+def _same(op: OpDesc, name: str, value: Any, host: Any, random: bool) -> None:
+    got, want = value.get(), np.asarray(host)
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        op.type, name, got.shape, got.dtype, want.shape, want.dtype)
+    if not random:
+        np.testing.assert_allclose(got, want, rtol=1e-4 if REAL_CUPY else 1e-6,
+                                   atol=1e-6, err_msg=f"{op.type} {name} on device")

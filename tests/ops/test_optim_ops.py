@@ -69,7 +69,8 @@ def test_momentum(rng, nesterov, shape):
 
 def test_momentum_defaults_are_paddles():
     assert dict(get_spec("momentum").attrs) == {"mu": 0.9, "use_nesterov": False}
-    assert dict(get_spec("adam").attrs) == {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}
+    assert dict(get_spec("adam").attrs) == {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8,
+                                           "lazy_mode": False}
 
 
 @pytest.mark.parametrize("t", [1, 2, 10])

@@ -4,6 +4,7 @@ redefinitions of a class stays within its budget, its recompile entries charged 
 programs and values only they hold."""
 import gc
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
@@ -184,3 +185,44 @@ def test_rewind_takes_numpy_integers():
         np.testing.assert_array_equal(prog.get_var(name), value)
     with pytest.raises(fluid.RewindError, match="a number of changes >= 1, got 1.5"):
         prog.rewind(1.5)
+
+
+class LoopNet(fluid.Program):
+    @fluid.network("x")
+    def train_step(self, x):
+        x = fluid.layers.data(name="x", shape=[8], dtype="float32")
+        h = fluid.layers.fc(input=x, size=8, act="tanh")
+        i = fluid.layers.fill_constant(shape=[1], dtype="int64", value=0)
+        n = fluid.layers.fill_constant(shape=[1], dtype="int64", value=3)
+        cond = fluid.layers.less_than(i, n)
+        loop = fluid.layers.While(cond)
+        with loop.block():
+            w = fluid.layers.create_parameter([8, 8], "float32", name="w")
+            fluid.layers.assign(fluid.layers.tanh(fluid.layers.matmul(h, w)), output=h)
+            fluid.layers.increment(i, in_place=True)
+            fluid.layers.less_than(i, n, cond=cond)
+        loss = fluid.layers.mean(h)
+        fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
+        return loss
+
+
+def test_loop_bodies_go_with_the_plans_that_called_them(limits):
+    """Each batch size plans the loop's body and its gradient's body (two functions):
+    when the plan cache drops a plan, the bodies only it called go too. Over 200 sizes
+    with 8 plans kept, at most 16 bodies stay alive, not 400."""
+    fluid.plan_cache(plans=8)
+    prog = LoopNet().Compile(seed=0)
+    runner = prog.train_step.runner
+    rng = np.random.default_rng(0)
+    bodies = []   # a weak reference to each body function a plan called
+    for size in range(1, 201):
+        prog.train_step(rng.standard_normal((size, 8)).astype("float32"))
+        for code in runner.plans.values():
+            seen = {id(r()) for r in bodies}
+            bodies += [weakref.ref(c) for c in code.children.values()
+                       if c.block != code.block and id(c) not in seen]
+    gc.collect()
+    assert runner.cache.evicted >= 190 and len(bodies) >= 400
+    alive = sum(r() is not None for r in bodies)
+    assert alive <= 2 * 8, alive
+    assert len(runner.subplans.cache) <= 2 * 8

@@ -93,7 +93,7 @@ def test_source_is_readable_python(rng):
 def _break_after_backward(prog, name="train"):
     """Make the first optimizer kernel of the plan raise, after forward and backward ran."""
     code = list(getattr(prog, name)._runner.plans.values())[0]
-    ns = code.fn.__globals__
+    ns = code.code.fn.__globals__
     sgd = [k for k in ns if k.endswith("_sgd")]
     original = ns[sgd[-1]]
 
@@ -128,7 +128,7 @@ def test_keyboard_interrupt_mid_step_leaves_parameters_whole(rng, monkeypatch):
     x, y = _data(rng)
     prog.train(x, y)
     code = list(prog.train._runner.plans.values())[0]
-    ns = code.fn.__globals__
+    ns = code.code.fn.__globals__
     sgd = sorted(k for k in ns if k.endswith("_sgd"))
     original = ns[sgd[1]]
 

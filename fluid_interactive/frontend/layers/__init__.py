@@ -46,6 +46,7 @@ from .rnn_cells import *  # noqa: F403
 from .rnn_loop import *  # noqa: F403
 from .roi import *  # noqa: F403
 from .sampled import *  # noqa: F403
+from .selected_rows import *  # noqa: F403
 from .sequence import *  # noqa: F403
 from .sequence_edit import *  # noqa: F403
 from .sequence_filters import *  # noqa: F403

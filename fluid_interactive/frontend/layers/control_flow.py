@@ -30,6 +30,7 @@ from ...ir.records import BlockDesc, SourceLoc, VarDesc
 from ...ir.source import user_location
 from ...ir.text import short_type
 from ...ops.control import ANY_OF_MASK, join
+from ...ops.loop_guard import check_max_iterations
 from ...ops.spec import var_type
 from ...ops.sub_block import STEP_SCOPES
 from ..tracing import TraceContext, error_at
@@ -75,12 +76,19 @@ class While:
     """A loop: ``with loop.block():`` traces its body once; the body runs while the bool
     var ``cond`` (shape [1]) is true, and must update it (``less_than(..., cond=cond)``).
 
-    ``is_test=True`` keeps nothing for a gradient (inference)."""
+    ``is_test=True`` keeps nothing for a gradient (inference). ``max_iterations=N``
+    stops a call whose loop would start iteration N+1 with a `fluid.LoopLimitError`
+    naming the loop (docs/control_flow.md, "A loop that does not end")."""
 
-    def __init__(self, cond: Variable, is_test: bool = False, name: str | None = None):
+    def __init__(self, cond: Variable, is_test: bool = False, name: str | None = None,
+                 max_iterations: int | None = None):
         self._helper = LayerHelper("while", name)
         self.cond = condition(cond, "While: cond")
         self.is_test = bool(is_test)
+        try:
+            self.max_iterations = check_max_iterations(max_iterations, "While")
+        except OpArgumentError as e:
+            raise error_at(OpArgumentError, str(e)) from None
         self._loc = user_location()
         self._used = False
 
@@ -98,17 +106,20 @@ class While:
                            f"the While body never updates its condition {self.cond.name!r}, "
                            f"so the loop would run for ever (or not at all); end the body "
                            f"with e.g. fluid.layers.less_than(x=i, y=n, cond=cond)")
+        attrs: dict[str, Any] = {"is_test": self.is_test}
+        if self.max_iterations:   # only when given: the text of other loops stays as it was
+            attrs["max_iterations"] = self.max_iterations
         record_owner(self._helper, "while", body, ("X", "Out", "StepScopes"),
-                     {"Condition": [self.cond.name]}, {"is_test": self.is_test}, self._loc)
+                     {"Condition": [self.cond.name]}, attrs, self._loc)
 
 
 def while_loop(cond: Callable[..., Variable], body: Callable[..., Any],
                loop_vars: Sequence[Any], is_test: bool = False,
-               name: str | None = None) -> list[Any]:
+               name: str | None = None, max_iterations: int | None = None) -> list[Any]:
     """The functional loop: while ``cond(*loop_vars)`` is true, ``loop_vars =
     body(*loop_vars)``. A loop var is a Variable or a tuple, list or dict of them (nested);
     ``body`` returns the same structure. Returns the loop vars after the loop (the same
-    vars, updated, in new containers)."""
+    vars, updated, in new containers). ``max_iterations``: as `While`'s."""
     if not callable(cond) or not callable(body):
         raise error_at(OpArgumentError, "while_loop: cond and body must be functions of the "
                                         "loop vars")
@@ -120,7 +131,7 @@ def while_loop(cond: Callable[..., Variable], body: Callable[..., Any],
                                         "loop var")
     structure, variables = flatten(list(loop_vars), "while_loop: a loop var")
     pre = condition(cond(*loop_vars), "while_loop: what cond returns")
-    loop = While(pre, is_test, name)
+    loop = While(pre, is_test, name, max_iterations)
     with loop.block():
         # the body gets containers of its own: changing them changes nothing outside
         outs = body(*pack(structure, variables))

@@ -264,8 +264,14 @@ def embedding(input: Variable, size: Sequence[int], is_sparse: bool = False,
 
     Shapes: ``input`` int64 ids ``[..., 1]``; table ``W [vocab, dim]`` (``size``, Xavier by
     default); output ``[..., dim]``. Ids equal to ``padding_idx`` (negative counts from the
-    end) give zero rows and leave their table row untouched. The table's gradient is dense
-    (``is_sparse`` and ``is_distributed`` are accepted for Paddle compatibility).
+    end) give zero rows and leave their table row untouched.
+
+    The table's gradient is dense by default. With ``is_sparse=True`` it is rows only: a
+    `fluid.SelectedRows` holding the ids the batch looked up (``rows``), their gradient
+    rows (``values``) and the table's height, so a step costs what its rows cost
+    (docs/sparse.md). ``padding_idx`` lookups are left out of the rows.
+    ``is_distributed=True`` keeps the table on the parameter servers; its gradient is
+    rows only too.
     """
     layer = "embedding"
     helper = LayerHelper(layer)

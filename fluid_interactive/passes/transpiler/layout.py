@@ -19,6 +19,7 @@ from ...ir.records import ProgramDesc, VarDesc
 from .placement import dispatch
 from .roles import MethodRoles, UpdateGroup
 from .slicing import VarBlock, make_blocks, slice_rows
+from .tables import TableLayout, TablePair, find_tables, table_pair
 
 
 @dataclass
@@ -71,6 +72,8 @@ class Layout:
     endpoints: list[str]
     trainers: int
     sync: bool
+    tables: dict[str, TableLayout] = field(default_factory=dict)   # tables.py
+    table_pairs: list[TablePair] = field(default_factory=list)
     # Indexes of the lists above, which never change once the layout is built: the
     # program builders ask them once per server or method, so each answer costs what it
     # returns rather than a scan of every pair.
@@ -88,6 +91,12 @@ class Layout:
             self._of.setdefault(p.method, []).append(p)
             for i, ep in enumerate(p.param.endpoints):
                 self._on.setdefault(ep, []).append((p, i))
+        self._table_of: dict[str, list[TablePair]] = {}
+        self._table_on: dict[str, list[tuple[TablePair, int]]] = {}
+        for tp in self.table_pairs:
+            self._table_of.setdefault(tp.method, []).append(tp)
+            for shard in tp.table.shards:
+                self._table_on.setdefault(shard.endpoint, []).append((tp, shard.index))
 
     @cached_property
     def global_writers(self) -> dict[str, list[int]]:
@@ -127,6 +136,13 @@ class Layout:
     def pairs_of(self, method: str) -> list[PairLayout]:
         return list(self._of.get(method, ()))
 
+    def table_pairs_of(self, method: str) -> list[TablePair]:
+        return list(self._table_of.get(method, ()))
+
+    def table_pairs_on(self, endpoint: str) -> list[tuple[TablePair, int]]:
+        """Each table update with a shard on ``endpoint`` and that shard's index."""
+        return list(self._table_on.get(endpoint, ()))
+
     def roles_of(self, method: str) -> MethodRoles:
         return self._roles[method]
 
@@ -145,6 +161,7 @@ class Layout:
 
     def idle_endpoints(self) -> list[str]:
         used = {ep for p in self.params.values() for ep in p.endpoints}
+        used |= {ep for t in self.tables.values() for ep in t.endpoints}
         return [ep for ep in self.endpoints if ep not in used]
 
 
@@ -158,16 +175,26 @@ def _unique(name: str, method: str, taken: set[str]) -> str:
 def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: list[str],
                  trainers: int, sync: bool, split_method: str, slice_var_up: bool,
                  min_block_size: int) -> Layout:
+    tables = find_tables(program, methods, endpoints)
     params = _place_params(program, methods, endpoints, split_method,
-                           len(endpoints) if slice_var_up else 1, min_block_size)
+                           len(endpoints) if slice_var_up else 1, min_block_size, tables)
     taken: set[str] = set(program.global_block().vars)
-    pairs = [_pair_layout(program, m.method, grp, params, taken)
-             for m in methods for grp in m.groups]
+    pairs, table_pairs = [], []
+    for m in methods:
+        for grp in m.groups:
+            _check_shared(grp, params, tables)
+            if grp.param in tables:
+                table_pairs.append(table_pair(program, grp, tables[grp.param],
+                                              _unique(grp.grad, m.method, taken)))
+            else:
+                pairs.append(_pair_layout(program, m.method, grp, params, taken))
     _check_schedule_names(methods)
-    layout = Layout(program, methods, params, pairs, endpoints, trainers, sync)
+    layout = Layout(program, methods, params, pairs, endpoints, trainers, sync, tables,
+                    table_pairs)
     idle = layout.idle_endpoints()
     if idle:
-        blocks = sum(len(p.blocks) for p in params.values())
+        blocks = sum(len(p.blocks) for p in params.values()) + sum(
+            len(t.shards) for t in tables.values())
         warnings.warn(
             f"transpile: {len(idle)} of {len(endpoints)} parameter servers get no parameter "
             f"block and will be idle ({', '.join(idle)}): {blocks} block(s) were "
@@ -178,15 +205,15 @@ def build_layout(program: ProgramDesc, methods: list[MethodRoles], endpoints: li
 
 
 def _place_params(program: ProgramDesc, methods: list[MethodRoles], endpoints: list[str],
-                  split_method: str, slice_count: int, min_block_size: int
-                  ) -> dict[str, ParamLayout]:
-    """Every updated parameter cut into row blocks, in the order of its first update, and
-    the blocks dealt to servers in that order."""
+                  split_method: str, slice_count: int, min_block_size: int,
+                  tables: dict[str, TableLayout]) -> dict[str, ParamLayout]:
+    """Every updated parameter but the tables cut into row blocks, in the order of its
+    first update, and the blocks dealt to servers in that order."""
     g0 = program.global_block()
     params: dict[str, ParamLayout] = {}
     for m in methods:
         for grp in m.groups:
-            if grp.param in params:
+            if grp.param in params or grp.param in tables:
                 continue
             var = g0.vars[grp.param]
             whole = any(g.whole for mm in methods for g in mm.groups if g.param == grp.param)
@@ -200,15 +227,19 @@ def _place_params(program: ProgramDesc, methods: list[MethodRoles], endpoints: l
     return params
 
 
-def _pair_layout(program: ProgramDesc, method: str, grp: UpdateGroup,
-                 params: dict[str, ParamLayout], taken: set[str]) -> PairLayout:
-    """One update group's names on the servers: its gradient blocks and state blocks."""
+def _check_shared(grp: UpdateGroup, params: dict[str, ParamLayout],
+                  tables: dict[str, TableLayout]) -> None:
     for n in grp.shared:
-        if n in params:
+        if n in params or n in tables:
             raise ProgramDefinitionError(
                 f"transpile: the update of {grp.param!r} reads the parameter {n!r}, "
                 f"which is itself updated on a parameter server; a server cannot see "
                 f"another server's parameter")
+
+
+def _pair_layout(program: ProgramDesc, method: str, grp: UpdateGroup,
+                 params: dict[str, ParamLayout], taken: set[str]) -> PairLayout:
+    """One update group's names on the servers: its gradient blocks and state blocks."""
     pl = params[grp.param]
     remote = _unique(grp.grad, method, taken)
     grad_blocks = [VarBlock(grp.grad, f"{remote}.block{b.index}" if pl.split else remote,

@@ -38,7 +38,9 @@ class Piece:
 class Location:
     """Where the servers keep a var of the original program: ``'rows'`` — the pieces
     joined along axis 0 make it; ``'copy'`` — every piece is a full copy (accumulators of
-    one element, learning rates)."""
+    one element, learning rates); ``'table'`` — the shards of a table (or of an
+    accumulator shaped like it) that hold its rows as they are first used, each piece a
+    shard (``start``, ``rows``: its row range, or its share of the capacity)."""
     kind: str
     pieces: tuple[Piece, ...]
 
@@ -86,6 +88,29 @@ class TranspilePlan:
         """Parameters the servers update, in the order of their first update."""
         return list(self._layout.params)
 
+    def tables(self) -> list[str]:
+        """The tables kept on the servers in shards (passes/transpiler/tables.py)."""
+        return list(self._layout.tables)
+
+    def table_shards(self, table: str) -> list[Piece]:
+        """The shards of ``table``: server, name, and its row range (or its share of the
+        capacity, for a table dealt by ``id % shards``)."""
+        t = self._layout.tables.get(table)
+        if t is None:
+            raise KeyError(f"{table!r} is not a table kept on the servers; the tables: "
+                           f"{', '.join(self._layout.tables) or 'none'}")
+        return [Piece(s.endpoint, s.name, s.start, s.rows) for s in t.shards]
+
+    def table_rule(self, table: str) -> str:
+        """How ids are dealt to the shards of ``table``: 'mod' or 'range'."""
+        self.table_shards(table)
+        return self._layout.tables[table].rule
+
+    def table_state(self, table: str) -> list[str]:
+        """The accumulators kept per row beside ``table`` (by its updates)."""
+        return list(dict.fromkeys(s for tp in self._layout.table_pairs
+                                  if tp.table.param == table for s in tp.row_state))
+
     def param_blocks(self, param: str) -> list[Piece]:
         pl = self._layout.params.get(param)
         if pl is None:
@@ -99,6 +124,14 @@ class TranspilePlan:
         lay = self._layout
         if name in lay.params:
             return Location("rows", tuple(self.param_blocks(name)))
+        for tp in lay.table_pairs:
+            if name == tp.table.param or name in tp.row_state:
+                return Location("table", tuple(
+                    Piece(s.endpoint, tp.local_name(name, s.index), s.start, s.rows)
+                    for s in tp.table.shards))
+            if name in tp.scalar_state:
+                return Location("copy", tuple(Piece(s.endpoint, tp.local_name(name, s.index),
+                                                    0, 1) for s in tp.table.shards))
         for pair in lay.pairs:
             blocks = pair.state_blocks.get(name)
             if blocks is None:
@@ -196,7 +229,8 @@ class TranspilePlan:
                  f"min_block_size={self.min_block_size}"]
         for ep in lay.endpoints:
             on = lay.pairs_on(ep)
-            lines.append(f"pserver {ep}:" + ("  (idle: no parameter block)" if not on else ""))
+            idle = not on and not lay.table_pairs_on(ep)
+            lines.append(f"pserver {ep}:" + ("  (idle: no parameter block)" if idle else ""))
             for pair, i in on:
                 pb, gb = pair.param.blocks[i], pair.grad_blocks[i]
                 rows = (f" rows {pb.start}:{pb.start + pb.rows} of {pair.param.var.shape[0]}"
@@ -207,11 +241,21 @@ class TranspilePlan:
                 state = [blocks[i].name for blocks in pair.state_blocks.values()]
                 if state:
                     lines.append(f"    state: {', '.join(state)}")
+            for tp, j in lay.table_pairs_on(ep):
+                shard = tp.table.shards[j]
+                what = (f"ids % {len(tp.table.shards)} == {j}" if tp.table.rule == "mod"
+                        else f"ids {shard.start}:{shard.start + shard.rows}")
+                lines.append(f"  {shard.name}: table of {tp.table.capacity} x {tp.table.dim}, "
+                             f"{what}, up to {shard.rows} rows made as used <- "
+                             f"{tp.grad_name(j)} rows ({tp.method})")
+                state = [tp.local_name(s, j) for s in tp.row_state + tp.scalar_state]
+                if state:
+                    lines.append(f"    state: {', '.join(state)}")
             shared = sorted({n for pair, _ in on for n in pair.group.shared})
             if shared:
                 lines.append(f"  replicated: {', '.join(shared)}")
         kept = [n for n, v in lay.program.global_block().vars.items()
-                if v.is_parameter and n not in lay.params]
+                if v.is_parameter and n not in lay.params and n not in lay.tables]
         if kept:
             lines.append(f"kept on the trainers only (not updated by {', '.join(self.main)}): "
                          f"{', '.join(kept)}")
@@ -236,7 +280,9 @@ class TranspilePlan:
             raise KeyError(f"{method!r} is not transpiled; transpiled: {', '.join(self.main)}")
         out: dict[str, list[str]] = {}
         for p in self._layout.roles_of(method).params():
-            pl = self._layout.params[p]
+            pl = self._layout.params.get(p)
+            if pl is None:   # a table: the next step prefetches its rows
+                continue
             for b, ep in zip(pl.blocks, pl.endpoints):
                 out.setdefault(ep, []).append(b.name)
         return out
@@ -259,6 +305,13 @@ class TranspilePlan:
         for pl in lay.params.values():
             for b, ep in zip(pl.blocks, pl.endpoints):
                 out.append((f"pserver {ep}", b.name, tname, b.name))
+        for tp in lay.table_pairs:
+            for s in tp.table.shards:
+                out.append((tname, tp.group.grad, f"pserver {s.endpoint}",
+                            lay.sent(tp.grad_name(s.index), trainer_id)))
+        for t in lay.tables.values():
+            for s in t.shards:   # the rows of each batch, prefetched
+                out.append((f"pserver {s.endpoint}", s.name, tname, f"{t.param}@PREFETCH.ids"))
         return out
 
 # --- the pass -----------------------------------------------------------------------------------

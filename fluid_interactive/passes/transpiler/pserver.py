@@ -29,9 +29,11 @@ from ...errors import ProgramDefinitionError
 from ...ir.names import fresh_name
 from ...ir.records import BlockDesc, OpDesc, OpRole, ProgramDesc, VarDesc, clone_op, clone_var
 from ...ops.apply import infer_op
+from ...ops.registry import get_spec
 from ...ops.spec import TensorType
 from .joints import Joint
 from .layout import Layout, PairLayout
+from .tables import TablePair
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,50 @@ class JointBlock:
     feeds: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class RowInit:
+    """How the rows of one var of a table shard start: its initialiser (an op whose spec
+    has ``rows``) and where the shard keeps it."""
+    var: str        # the var of the original program
+    local: str      # its name on the server
+    op_type: str
+    attrs: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
+class ServedShard:
+    """One shard of a table held by this server (tables.py): ids are dealt by ``rule``
+    (with 'range', this shard's ids are ``[start, start + rows)``); it holds at most
+    ``rows`` rows of ``dim`` values; ``state``: the table first, then each accumulator
+    shaped like it, as they start."""
+    table: str
+    name: str
+    index: int
+    count: int
+    rule: str
+    start: int
+    rows: int
+    capacity: int     # the whole table's
+    dim: int
+    dtype: str
+    state: tuple[RowInit, ...]
+
+
+@dataclass(frozen=True)
+class TableBlock:
+    """The update of one table shard: run it with the gradient rows as they arrive (and
+    side values) and, after them, the rows of each var in ``rows`` (``(var, feed)``: the
+    table first): it returns their new values, in that order. ``lazy``: the update asks
+    to change the batch's rows only (Adam's lazy_mode)."""
+    block_idx: int
+    method: str
+    table: str
+    shard: str
+    arrivals: tuple[str, ...]
+    rows: tuple[tuple[str, str], ...]
+    lazy: bool
+
+
 @dataclass
 class PServerInfo:
     endpoint: str
@@ -62,6 +108,8 @@ class PServerInfo:
     lr_blocks: dict[str, int] = field(default_factory=dict)   # method -> block idx
     optimize_blocks: list[OptimizeBlock] = field(default_factory=list)
     joint_blocks: list[JointBlock] = field(default_factory=list)
+    table_blocks: list[TableBlock] = field(default_factory=list)
+    tables: list[ServedShard] = field(default_factory=list)
 
     @property
     def param_blocks(self) -> list[str]:
@@ -69,7 +117,7 @@ class PServerInfo:
 
     @property
     def idle(self) -> bool:
-        return not self.optimize_blocks
+        return not self.optimize_blocks and not self.table_blocks
 
 
 def _copy_var(var: VarDesc, **changes) -> VarDesc:
@@ -81,6 +129,7 @@ def _copy_var(var: VarDesc, **changes) -> VarDesc:
 
 def _methods_on(layout: Layout, endpoint: str) -> list[str]:
     on = {pair.method for pair, _ in layout.pairs_on(endpoint)}
+    on |= {tp.method for tp, _ in layout.table_pairs_on(endpoint)}
     return [m.method for m in layout.methods if m.method in on]
 
 
@@ -99,6 +148,11 @@ def _declare_state(layout: Layout, endpoint: str, block0: BlockDesc) -> None:
             sb = blocks[i]
             add(_copy_var(og0.vars[s], name=sb.name, shape=sb.shape))
         for n in pair.group.shared:
+            add(_copy_var(og0.vars[n]))
+    for tp, j in layout.table_pairs_on(endpoint):
+        for s in tp.scalar_state:
+            add(_copy_var(og0.vars[s], name=tp.local_name(s, j)))
+        for n in tp.group.shared:
             add(_copy_var(og0.vars[n]))
     for method in _methods_on(layout, endpoint):
         roles = layout.roles_of(method)
@@ -139,7 +193,84 @@ def build_pserver_program(layout: Layout, endpoint: str) -> tuple[ProgramDesc, P
                 info.optimize_blocks.append(OptimizeBlock(
                     blk.idx, method, pair.group.param, pair.param.blocks[i].name,
                     pair.grad_blocks[i].name, tuple(blk.feeds)))
+        for tp in layout.table_pairs_of(method):
+            for shard in tp.table.shards:
+                if shard.endpoint == endpoint:
+                    info.table_blocks.append(_table_block(program, layout, tp, shard.index,
+                                                          source, names))
+    info.tables = _served_shards(layout, endpoint)
     return program, info
+
+
+def _table_block(program: ProgramDesc, layout: Layout, tp: TablePair, j: int,
+                 source: BlockDesc, names: set[str]) -> TableBlock:
+    """Shard j's update: the arriving gradient rows (averaged like a gradient block),
+    then the group's ops on the rows fed after them; each write of a row var makes a new
+    var (``<name>@OUT<k>``), and the last ones are returned."""
+    table, shard = tp.table, tp.table.shards[j]
+    blk = BlockDesc(len(program.blocks), 0, _unique_block(f"optimize:{shard.name}", names))
+    program.blocks.append(blk)
+    rv = (shard.name, tp.grad_name(j))
+    loc = source.ops[tp.group.ops[-1]].loc
+    received = [(tp.grad_name(j), VarDesc(tp.grad_name(j), (-1, table.dim), table.var.dtype))]
+    received += [(s, source.vars[s]) for s in tp.group.side]
+    for name, var in received:
+        _receive(blk, layout, name, var, rv, loc)
+    arrivals = tuple(blk.feeds)
+    rows = [(v, tp.local_name(v, j)) for v in [tp.group.param, *tp.row_state]]
+    for _, local in rows:
+        blk.vars[local] = VarDesc(local, (-1, table.dim), table.var.dtype, is_data=True,
+                                  stop_gradient=True)
+        blk.feeds.append(local)
+    current = {local: local for _, local in rows}
+    for k in tp.group.ops:
+        op = clone_op(source.ops[k])
+        op.inputs = {sl: [current.get(tp.local_name(n, j), tp.local_name(n, j)) for n in ns]
+                     for sl, ns in op.inputs.items()}
+        outputs: dict[str, list[str]] = {}
+        for sl, ns in op.outputs.items():
+            outputs[sl] = []
+            for n in ns:
+                local = tp.local_name(n, j)
+                if local in current:
+                    current[local] = f"{local}@OUT{len(blk.ops)}"
+                    local = current[local]
+                outputs[sl].append(local)
+        op.outputs, op.role_var = outputs, rv
+        blk.ops.append(op)
+    blk.returns = tuple(current[local] for _, local in rows)
+    _declare_results(program, blk)
+    lazy = any(bool(source.ops[k].attrs.get("lazy_mode")) for k in tp.group.ops)
+    return TableBlock(blk.idx, tp.method, table.param, shard.name, arrivals, tuple(rows), lazy)
+
+
+def _served_shards(layout: Layout, endpoint: str) -> list[ServedShard]:
+    """The table shards this server holds, with how their rows start."""
+    out: dict[str, ServedShard] = {}
+    for tp, j in layout.table_pairs_on(endpoint):
+        table, shard = tp.table, tp.table.shards[j]
+        if shard.name in out:
+            continue
+        state = tuple(_row_init(layout, v, tp.local_name(v, j))
+                      for v in [table.param, *tp.row_state])
+        out[shard.name] = ServedShard(table.param, shard.name, j, len(table.shards),
+                                      table.rule, shard.start, shard.rows, table.capacity,
+                                      table.dim, table.var.dtype, state)
+    return list(out.values())
+
+
+def _row_init(layout: Layout, var: str, local: str) -> RowInit:
+    writers = layout.global_writers.get(var, [])
+    ops = [layout.program.global_block().ops[k] for k in writers]
+    if len(ops) != 1 or get_spec(ops[0].type).rows is None or ops[0].input_names():
+        what = ", ".join(op.type for op in ops) or "none"
+        raise ProgramDefinitionError(
+            f"transpile: {var!r} of a table kept on the parameter servers is initialised by "
+            f"{what}, which cannot make its rows one at a time; a table makes each row when "
+            f"it is first used: initialise it with Constant, Uniform, Normal, "
+            f"TruncatedNormal or Xavier")
+    op = ops[0]
+    return RowInit(var, local, op.type, tuple(sorted(op.attrs.items())))
 
 
 def _unique_block(name: str, taken: set[str]) -> str:
@@ -288,6 +419,12 @@ def _cuts(layout: Layout, endpoint: str) -> tuple[list[_Cut], list[str]]:
                 "slice" if pair.state_sliced[s] else "copy")
             cuts.append((sb.name, s, sb.start, sb.rows, mode))
         for n in pair.group.shared:
+            needed[n] = None
+    for tp, j in layout.table_pairs_on(endpoint):
+        for s in tp.scalar_state:   # the rows themselves are made when first used
+            needed[s] = None
+            cuts.append((tp.local_name(s, j), s, 0, 1, "copy"))
+        for n in tp.group.shared:
             needed[n] = None
     for method in _methods_on(layout, endpoint):
         roles = layout.roles_of(method)

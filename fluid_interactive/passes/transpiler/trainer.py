@@ -36,7 +36,9 @@ from ...ir.records import (
 )
 from ...ops.dist import COMM_KIND, COMM_VAR
 from .layout import Layout, PairLayout
-from .roles import MethodRoles
+from .roles import MethodRoles, UpdateGroup
+from .table_trainer import rewrite_lookups, send_rows_ops
+from .tables import TablePair
 
 
 def build_trainer_program(layout: Layout, trainer_id: int) -> ProgramDesc:
@@ -54,6 +56,8 @@ def build_trainer_program(layout: Layout, trainer_id: int) -> ProgramDesc:
     for block, src in zip(program.blocks[1:], source.blocks[1:]):
         if block.idx not in rewritten:
             block.ops = [clone_op(op) for op in src.ops]
+            if block.name and layout.tables:   # other methods read tables too
+                rewrite_lookups(block, layout, trainer_id, set())
     _prune_global(program, layout)
     _shard_readers(program, trainer_id, layout.trainers)
     program.global_block().vars[COMM_VAR] = VarDesc(COMM_VAR, (), "float32", persistable=True,
@@ -85,7 +89,7 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
     block = program.blocks[roles.block_idx]
     moved = roles.moved
     old = layout.program.blocks[roles.block_idx].ops   # read only: kept ops are copied
-    params = set(layout.params)
+    params = set(layout.params) | set(layout.tables)
     moved_results = {n for i in moved for n in old[i].output_names()} - params
     for i, op in enumerate(old):
         if i in moved:
@@ -106,13 +110,13 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
     for i, op in enumerate(old):
         if i not in moved:
             last_writer.update(dict.fromkeys(op.output_names(), i))
+    tpairs = layout.table_pairs_of(roles.method)
     after: dict[int, list[PairLayout]] = {}
+    after_tables: dict[int, list[TablePair]] = {}
     for pair in pairs:
-        # After the gradient and any side value it sends along are computed (fed values
-        # are there from the start).
-        sent = {pair.group.grad, *pair.group.side}
-        writer = max(last_writer[n] for n in sent if n in last_writer)
-        after.setdefault(writer, []).append(pair)
+        after.setdefault(_send_point(pair.group, last_writer), []).append(pair)
+    for tp in tpairs:
+        after_tables.setdefault(_send_point(tp.group, last_writer), []).append(tp)
 
     ops: list[OpDesc] = []
     for i, op in enumerate(old):
@@ -121,9 +125,13 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
         ops.append(clone_op(op))
         for pair in after.get(i, []):
             ops.extend(_send_ops(block, layout, pair, trainer_id, old[pair.group.ops[-1]].loc))
-    ops.extend(_receive_ops(block, layout, roles, pairs, trainer_id,
-                            {pair.group.param: old[pair.group.ops[-1]].loc for pair in pairs}))
+        for tp in after_tables.get(i, []):
+            ops.extend(send_rows_ops(layout, tp, trainer_id, old[tp.group.ops[-1]].loc))
+    locs = {p.group.param: old[p.group.ops[-1]].loc for p in pairs}
+    locs.update({p.group.param: old[p.group.ops[-1]].loc for p in tpairs})
+    ops.extend(_receive_ops(block, layout, roles, pairs, trainer_id, locs))
     block.ops = ops
+    rewrite_lookups(block, layout, trainer_id, {tp.table.param for tp in tpairs})
 
     # Declarations only the moved ops used go with them.
     used = {n for op in ops for n in op.input_names() + op.output_names()}
@@ -134,6 +142,13 @@ def _rewrite_method(program: ProgramDesc, layout: Layout, roles: MethodRoles,
                 del block.vars[n]
     if block.is_test is None:
         block.is_test = False   # it trains, although its update ops now run elsewhere
+
+
+def _send_point(group: UpdateGroup, last_writer: dict[str, int]) -> int:
+    """After the gradient and any side value it sends along are computed (fed values are
+    there from the start)."""
+    sent = {group.grad, *group.side}
+    return max(last_writer[n] for n in sent if n in last_writer)
 
 
 def _declare(block: BlockDesc, name: str, shape, dtype: str) -> None:
@@ -180,8 +195,9 @@ def _send_ops(block: BlockDesc, layout: Layout, pair: PairLayout, trainer_id: in
 def _receive_ops(block: BlockDesc, layout: Layout, roles: MethodRoles,
                  pairs: list[PairLayout], trainer_id: int, locs: dict) -> list[OpDesc]:
     """Each new op records the line of the update it stands for (the user's minimize)."""
-    last = locs[pairs[-1].group.param]
+    last = list(locs.values())[-1]
     used = {ep for pair in pairs for ep in pair.param.endpoints}
+    used |= {ep for tp in layout.table_pairs_of(roles.method) for ep in tp.table.endpoints}
     endpoints = [ep for ep in layout.endpoints if ep in used]
     barrier_attrs: dict[str, AttrValue] = {"endpoints": endpoints, "trainer_id": trainer_id}
     comm = {"Comm": [COMM_VAR]}
@@ -195,7 +211,9 @@ def _receive_ops(block: BlockDesc, layout: Layout, roles: MethodRoles,
     for pair in pairs:
         grads_of.setdefault(pair.group.param, []).append(pair.group.grad)
     for p in roles.params():
-        pl = layout.params[p]
+        pl = layout.params.get(p)
+        if pl is None:   # a table: its rows come with the next step's prefetch
+            continue
         rv = tuple(n for g in grads_of.get(p, ()) for n in (p, g))
         names = [b.name for b in pl.blocks]
         if pl.split:
@@ -226,6 +244,7 @@ def _prune_global(program: ProgramDesc, layout: Layout) -> None:
         for grp in roles.groups:
             candidates |= set(grp.state) | set(grp.shared)
     candidates -= set(layout.params)
+    candidates |= set(layout.tables)   # a trainer never holds a table
     referenced: set[str] = set()
     for block in program.blocks[1:]:
         for op in block.ops:

@@ -23,7 +23,7 @@ from ...ir.text import format_program
 from ..summary import Summary, summarize
 from . import checkpoint
 from .history import History, Rewound
-from .method import CompiledMethod
+from .method import CompiledMethod, rows_state
 from .origin import Origin, register_live
 from .recompile import Recompiled, recompile
 from .scope import Scope
@@ -103,6 +103,8 @@ class CompiledProgram:
                 delattr(self, name)
         self.program, self.origin, self.methods = program, origin, {}
         self.scope.descs = persistable_descs(program)
+        self.scope.in_place = frozenset(
+            n for block in program.method_blocks() for n in rows_state(program, block)[0])
         for block in program.method_blocks():
             if block.name in reserved_names() or block.name.startswith("_") or hasattr(
                     self, block.name):

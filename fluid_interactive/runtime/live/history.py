@@ -6,7 +6,9 @@ an edited class. With history on, each change keeps what it replaced:
 
 * references to the arrays it overwrote. Arrays in a scope are never changed in place, so
   the reference *is* the snapshot: nothing is copied, and a step costs a tuple of
-  references and one append;
+  references and one append. The exception is a table that a sparse update changes by
+  rows in place: for it the change keeps the rows it overwrote (ops/row_journal.py), and
+  a rewind writes them back;
 * the positions of the readers it moved (a reader can go back to any batch, see
   `BatchReader.seek`), and the states of the generators its random ops drew from
   (`RandomStreams.tell`), so that the calls after a rewind draw the same values again;
@@ -80,6 +82,9 @@ class Site:
     # the method's random generators (`RandomStreams`), whose states follow the readers'
     # positions in each change's positions, or None: its calls draw nothing
     streams: Any = None
+    # its calls write rows of tables in place: each change's replaced values end with the
+    # rows it overwrote (`RowUndo`s, oldest first), which a rewind writes back
+    rows: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,8 @@ class RewindPlan:
     streams: dict[int, tuple[Any, dict]] = field(default_factory=dict)
     generation: Generation | None = None
     replace_all: bool = False    # the scope becomes exactly ``updates`` (past a recompile)
+    # rows that calls overwrote in place (`RowUndo`), to write back first, in this order
+    rows: list = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -226,9 +233,10 @@ class History:
 
         def record(old: tuple, positions: tuple, result: Any) -> None:
             self.count = count = self.count + 1
+            held_here = size + (sum(undo.nbytes for undo in old[-1]) if site.rows else 0)
             append((count, site, old, positions,
-                    result if type(result) is float else loss_of(result), None, size))
-            self.nbytes = held = self.nbytes + size
+                    result if type(result) is float else loss_of(result), None, held_here))
+            self.nbytes = held = self.nbytes + held_here
             if held > self.memory or len(entries) > self.calls:
                 self._trim()
         return record
@@ -287,6 +295,8 @@ class History:
                 positions.update(generation.positions)
                 plan.streams.clear()   # the earlier program's methods start from the seed
                 continue
+            if site.rows:   # rows written in place: put back, newest first
+                plan.rows.extend(reversed(old[-1]))
             updates.update(zip(site.names, old))
             positions.update(zip(site.readers, moved))
             if site.streams is not None:
@@ -328,8 +338,8 @@ def _mib(n: int) -> str:
 
 
 def method_site(label: str, names: Sequence[str], readers: Sequence[str],
-                nbytes: int, streams: Any = None) -> Site:
-    return Site("call", label, tuple(names), tuple(readers), nbytes, streams)
+                nbytes: int, streams: Any = None, rows: bool = False) -> Site:
+    return Site("call", label, tuple(names), tuple(readers), nbytes, streams, rows)
 
 
 def set_site(label: str, names: Iterable[str], old: Iterable[Any]) -> tuple[Site, tuple]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from ...ir.blocks import nested_blocks, walk_ops
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc, VarDesc
 from ...ir.text import format_block
 from ...ops.registry import get_spec
+from ...ops.row_journal import rows_written
 from ..plan.entry import MISSING, Recording, make_entry
 from ..plan.feed import bind_arguments, make_converter
 from ..plan.runner import BlockRunner
@@ -85,6 +87,27 @@ def written_state(program: ProgramDesc, block: BlockDesc, is_test: bool) -> list
     return out
 
 
+def rows_state(program: ProgramDesc, block: BlockDesc) -> tuple[list[str], list[str]]:
+    """(the persistable vars a call of ``block`` writes by rows in place, those of them
+    that no op of it writes whole): ops/row_journal.py."""
+    by_rows: dict[str, None] = {}
+    whole: set[str] = set()
+    for inner, op in walk_ops(program, block):
+        spec = get_spec(op.type)
+
+        def kind_of(name: str, where: BlockDesc = inner) -> str:
+            return program.var(where, name).kind
+        names = rows_written(op, spec.row_writes, spec.full_attrs(op.attrs), kind_of)
+        by_rows.update((n, None) for n in names if _persistable(program, inner, n))
+        whole.update(n for n in op.output_names() if n not in names)
+    return list(by_rows), [n for n in by_rows if n not in whole]
+
+
+def reads_state(program: ProgramDesc, block: BlockDesc, names: AbstractSet[str]) -> bool:
+    """Whether a call of ``block`` reads one of ``names``."""
+    return any(n in names for _, op in walk_ops(program, block) for n in op.input_names())
+
+
 def _persistable(program: ProgramDesc, block: BlockDesc, name: str) -> bool:
     var = program.find_var(block, name)
     return var is not None and var.persistable
@@ -124,6 +147,13 @@ class CompiledMethod:
         self.blocks = list(nested_blocks(owner.program, block))
         #: the persistable vars a call writes: what the history keeps of each call
         self.writes = written_state(owner.program, block, self._runner.is_test)
+        #: those it writes by rows in place (a sparse update's table), and of them those
+        #: it writes by rows alone: the history keeps their rows, not the whole arrays
+        self.rows_written, self._rows_only = rows_state(owner.program, block)
+        # A call that reads a table another call changes in place runs under the lock, so
+        # it never sees half of a step's rows.
+        self._locked = self.changes_state or reads_state(owner.program, block,
+                                                         owner.scope.in_place)
         self._watch_runners: dict[tuple[str, ...], BlockRunner] = {}
         # (watched names, recording history) -> the generated entry of that variant
         self._entries: dict[tuple[tuple[str, ...], bool], Callable[..., Any]] = {}
@@ -173,8 +203,9 @@ class CompiledMethod:
             [make_converter(block.name, v) for v in feed_vars], self._bind,
             runner, owner.scope.values, self._error_maker(runner),
             (lambda a: to_device(a, xp)) if owner.device == "gpu" else None,
-            owner.scope.lock if self.changes_state else None, self._reads,
-            self._recording() if self.changes_state else None)
+            owner.scope.lock if self._locked else None, self._reads,
+            self._recording() if self.changes_state else None,
+            runner.journal if self.rows_written else None)
 
     def _error_maker(self, runner: BlockRunner) -> Callable[..., Exception]:
         """How a failing call is reported: the runner's error naming the op, and for a
@@ -194,8 +225,10 @@ class CompiledMethod:
             return None
         descs = self._owner.scope.descs
         streams = self.streams if self._draws else None
-        site = method_site(self.block.name, self.writes, [r for r, _ in self._reads],
-                           sum(_nbytes(descs[n]) for n in self.writes if n in descs), streams)
+        whole = [n for n in self.writes if n not in self._rows_only]
+        site = method_site(self.block.name, whole, [r for r, _ in self._reads],
+                           sum(_nbytes(descs[n]) for n in whole if n in descs), streams,
+                           rows=bool(self.rows_written))
         return Recording(site.names, history.recorder(site), streams)
 
     def _watch_runner(self, names: tuple[str, ...]) -> BlockRunner:
@@ -246,7 +279,7 @@ class CompiledMethod:
 
     @property
     def plans(self) -> list:
-        """The plans kept now, by the shapes they serve (`runner.PlanFamily`): a dim
+        """The plans kept now, by the shapes they serve (`family.PlanFamily`): a dim
         declared -1 (the batch, a sequence's length) is any size, served by one generated
         function over one memory of buffers; each lists the ops whose kernels are
         prepared for each concrete shape it was called with."""
@@ -265,7 +298,7 @@ class CompiledMethod:
         if not self._runner.plans:
             return (f"# {self.block.name}: no plan yet; a plan is generated on the first call "
                     f"for each distinct set of input shapes")
-        return list(self._runner.plans.values())[-1].source
+        return list(self._runner.plans.values())[-1].code.source
 
     @property
     def text(self) -> str:

@@ -15,7 +15,10 @@ Two rules make concurrent use safe (see docs/api.md, "Concurrency"):
 
 * an array in the scope is never changed in place: a step puts new arrays in, so a reader
   holding the old ones (another thread's call, a snapshot, the history) keeps a
-  consistent view;
+  consistent view. The one exception is ``in_place``: the tables a sparse update changes
+  by rows in place (ops/row_journal.py), so that a step costs its rows, not the table.
+  `snapshot` copies those, the history keeps their rows, and a method reading one runs
+  under ``lock``;
 * whatever changes values outside a step holds ``lock``, the lock that methods which
   change state run under, so it never lands in the middle of a step.
 """
@@ -33,7 +36,7 @@ class Scope:
     """Name -> value (arrays on the program's device, reader objects), what each name is,
     the lock that orders everything that changes them, and the history of changes."""
 
-    __slots__ = ("values", "lock", "descs", "history", "__weakref__")
+    __slots__ = ("values", "lock", "descs", "history", "in_place", "__weakref__")
 
     def __init__(self, descs: Mapping[str, VarDesc] | None = None,
                  history: History | None = None) -> None:
@@ -41,6 +44,8 @@ class Scope:
         self.lock = threading.RLock()
         self.descs: dict[str, VarDesc] = dict(descs or {})
         self.history = history if history is not None else History(self.lock)
+        #: the names whose arrays steps change by rows, in place (see the module docstring)
+        self.in_place: frozenset[str] = frozenset()
 
     def __contains__(self, name: object) -> bool:
         return name in self.values
@@ -59,8 +64,13 @@ class Scope:
 
     def snapshot(self) -> dict[str, Any]:
         """A consistent copy of the name -> value mapping (the arrays are shared, and are
-        never changed in place)."""
-        return dict(self.values)  # one C-level copy: no step commits half-way through it
+        never changed in place; the tables changed by rows in place are copied, under the
+        lock, so no step writes rows into them meanwhile)."""
+        if not self.in_place:
+            return dict(self.values)  # one C-level copy: no step commits half-way through it
+        with self.lock:
+            return {n: v.copy() if n in self.in_place and hasattr(v, "copy") else v
+                    for n, v in self.values.items()}
 
     def readers(self) -> dict[str, Any]:
         """Name -> reader object, for every reader in the scope."""

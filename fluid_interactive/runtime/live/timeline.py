@@ -5,7 +5,8 @@ the program of an edited class (a recompilation, `runtime.live.recompile`).
 * `keep_history` turns the history on or off; each method then installs the entry that
   records its calls, or the one that does not;
 * `rewind(n)` computes what the last ``n`` changes replaced (`History.plan`), moves the
-  readers back first (all or none), then puts values, random generators' states, and past
+  readers back first (all or none), then writes back the rows sparse updates overwrote in
+  place, and puts values, random generators' states, and past
   a recompilation the earlier program, back, all under the scope's lock;
 * `swap` puts in a recompiled program with its state, recording the earlier program and
   state as one change.
@@ -54,6 +55,8 @@ class Timeline:
             plan = history.plan(n, owner.label)
             after = plan.updates if plan.replace_all else {**scope.values, **plan.updates}
             readers = _seek_readers(after, plan.positions)
+            for undo in plan.rows:   # rows sparse updates wrote in place, newest first
+                undo.apply()
             leaving = [v for k, v in scope.values.items()
                        if after.get(k) is not v and not hasattr(v, "shape")]
             restored = None

@@ -14,7 +14,8 @@ same code as before anything was watched. ``prog.unwatch()`` puts it back.
 
 A name selects vars by exact name (``'mlp/fc_0.tmp_2'``, ``'mlp/fc_0.w_0@GRAD'``), by
 layer or scope (``'mlp/fc_0'``, ``'mlp'``: every var of the layer or scope, activations and
-gradients alike), or by a pattern with ``*`` (``'*@GRAD'``).
+gradients alike), or by a pattern with ``*`` (``'*@GRAD'``). A rows-only gradient
+(``embedding(is_sparse=True)``) is kept as the `SelectedRows` it is.
 """
 from __future__ import annotations
 
@@ -25,9 +26,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...ir.layers import in_scope
-from ...ir.records import BlockDesc
+from ...ir.records import SELECTED_ROWS, BlockDesc
+from ...util.selected_rows import SelectedRows
 
 __all__ = ["Watched", "Watcher", "select"]
+
+#: the kinds of vars a call can hand back: tensors, and rows-only gradients (a
+#: `SelectedRows` each, as ``embedding(is_sparse=True)`` gives its table)
+WATCHABLE = ("tensor", SELECTED_ROWS)
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -43,7 +49,7 @@ def select(blocks: Sequence[BlockDesc], patterns: Sequence[str],
     program (a parameter) only when named exactly. A var of a loop's body is kept once per
     iteration, stacked along a new first dim."""
     names = [n for block in blocks for n, v in block.vars.items()
-             if v.kind == "tensor" and any(_matches(n, p) for p in patterns)]
+             if v.kind in WATCHABLE and any(_matches(n, p) for p in patterns)]
     names += [p for p in patterns if p in persistable and p not in names]
     return names
 
@@ -69,8 +75,14 @@ class Watched(Mapping):
         return len(self._values)
 
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{n}: {list(getattr(v, 'shape', ()))}" for n, v in self.items())
+        shapes = ", ".join(f"{n}: {_shown(v)}" for n, v in self.items())
         return f"<Watched call {self.call} of {self.method}(): {shapes or 'nothing'}>"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, SelectedRows):
+        return f"SelectedRows of {len(value.rows)} rows of {list(value.shape)}"
+    return str(list(getattr(value, "shape", ())))
 
 
 class Watcher:

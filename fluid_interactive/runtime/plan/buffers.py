@@ -13,13 +13,11 @@ its previous owner has run. Two refinements:
   (a fused optimizer's gradients) get consecutive views of one flat array, so the op
   reads them as one array without gathering them.
 
-An op whose spec has ``writes_over`` may be lent its gradients' arena as the memory of its
-outputs (`over_arenas`, `lent_arenas`; runtime/plan/turns.py).
-
 An op that may return a view of an input (``spec.aliases``) keeps that input alive as
 long as its own output, to the end of the block when the output is returned (an input it
 reads for its shape alone is never a view's base). Feeds,
-constants, persistable and returned vars get no buffer, nor do the results of an op that
+constants, persistable and returned vars get no buffer, nor do rows-only values (a
+`SelectedRows` holds arrays of its own), nor do the results of an op that
 runs a sub-block (new arrays of each run) except the arrays it stacks the runs' results
 into (``SubBlockRule.stacked``).
 
@@ -36,12 +34,12 @@ and freed buffers of every size no longer fragment the heap.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from itertools import count
 from math import prod
 from typing import Any
 
+from ...ir.records import SELECTED_ROWS
 from ...ops.spec import BufferSlot, TensorType
 
 
@@ -133,66 +131,6 @@ class ArenaSlot(BufferSlot):
             flat = self.arena.materialize()
             self.array = flat[self.offset:self.offset + prod(self.shape)].reshape(self.shape)
         return self.array
-
-
-def over_arenas(steps: list, live_out: Iterable[str]) -> list[tuple[Any, BufferSlot]]:
-    """(step, arena) for each op that may write its outputs over the arena holding the
-    vars of its ``writes_over`` input slot: the planner laid all of them, and only them,
-    out in that one arena, and nothing reads them (nor a view of them) after that op,
-    nor returns them (``live_out``)."""
-    last = last_uses(steps, live_out)
-    slot_of: dict[str, BufferSlot] = {}
-    for step in steps:
-        for slot in step.spec.outputs:
-            for name, buf in zip(step.op.outputs.get(slot.name, ()),
-                                 step.buffers.get(slot.name) or ()):
-                if buf is not None:
-                    slot_of[name] = buf
-    found = []
-    for i, step in enumerate(steps):
-        if not step.spec.writes_over:
-            continue
-        names = step.op.inputs.get(step.spec.writes_over[1], [])
-        if any(last.get(n) != i for n in names):
-            continue
-        bufs = [b for b in map(slot_of.get, names) if isinstance(b, ArenaSlot)]
-        if not bufs or len(bufs) != len(names):
-            continue
-        arena = bufs[0].arena
-        if all(b.arena is arena for b in bufs) and \
-                sum(prod(b.shape) for b in bufs) == prod(arena.shape):
-            found.append((step, arena))
-    return found
-
-
-@contextmanager
-def lent_arenas(steps: list, flats: dict[int, Any]) -> Iterator[None]:
-    """Within: every planned buffer that is a view of an arena in ``flats`` (by the
-    arena's id) is a view of the flat array given for it, so that kernels prepared
-    meanwhile (a plan instance) write there; afterwards each step has its own buffers
-    back. The buffers lent stay with whatever kept them (they are new objects)."""
-    lent: dict[int, BufferSlot] = {}
-    for key, flat in flats.items():
-        arena = BufferSlot(flat.shape, str(flat.dtype), None)
-        arena.array = flat
-        lent[key] = arena
-    copies: dict[int, ArenaSlot] = {}
-
-    def lend(buf: Any) -> Any:
-        if not isinstance(buf, ArenaSlot) or id(buf.arena) not in lent:
-            return buf
-        if id(buf) not in copies:
-            copies[id(buf)] = ArenaSlot(lent[id(buf.arena)], buf.offset, buf.shape, buf.dtype)
-        return copies[id(buf)]
-
-    saved = [(step, step.buffers) for step in steps]
-    for step in steps:
-        step.buffers = {slot: [lend(b) for b in bufs] for slot, bufs in step.buffers.items()}
-    try:
-        yield
-    finally:
-        for step, buffers in saved:
-            step.buffers = buffers
 
 
 def last_uses(steps: list, live_out: Iterable[str] = ()) -> dict[str, int]:
@@ -290,7 +228,8 @@ class _Planner:
             unplanned = rule is not None and slot.name not in rule.stacked
             for name in step.op.outputs.get(slot.name, ()):
                 if name in self.no_buffer or unplanned or any(
-                        d < 0 for d in self.types[name].shape):   # sized when it runs
+                        d < 0 for d in self.types[name].shape) or \
+                        self.types[name].kind == SELECTED_ROWS:   # sized when it runs
                     bufs.append(None)
                     continue
                 if name in self.fixed:

@@ -24,8 +24,11 @@ import numpy as np
 
 from ...backend import to_host
 from ...ir.records import BlockDesc, ProgramDesc, map_returns, returns_source
+from ...ops.plan_state import PlanState
+from ...ops.row_journal import rows_written
 from .analysis import BlockAnalysis, Step
 from .emitter import Emitter, GeneratedCode, StepPlan, py_name
+from .family import KernelReuse
 from .loops import Compiled, SubPlans, emit_steps, finish
 
 __all__ = ["GeneratedCode", "generate"]
@@ -66,15 +69,15 @@ def _size(shape) -> int:
 
 def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
              feed_names: list[str], xp: Any, rng_for: Callable[[int], Any],
-             is_test: bool, tag: str, subplans: SubPlans | None = None,
-             prologue: Callable[[Callable[[Any, str], str], dict], list[str]] | None = None,
-             plan_state: dict | None = None, compiled: Compiled | None = None
+             is_test: bool, tag: str, state: PlanState, subplans: SubPlans | None = None,
+             prologue: Callable[[Callable[[Any, str], str], PlanState], list[str]] | None = None,
+             compiled: Compiled | None = None, reuse: KernelReuse | None = None
              ) -> GeneratedCode:
-    """``prologue(bind, plan_state)``, called once the kernels are prepared, gives lines
-    that run first in every call (the thread count, the kernel tier), using ``bind`` to
-    name the values they need. ``plan_state``: the kernels' shared state, when another
-    instance of the plan shares it (they take turns: runtime/plan/turns.py); ``compiled``:
-    the texts compiled for the method's other plans (loops.finish)."""
+    """The plan's function, its kernels prepared with ``state`` (what they share).
+    ``prologue(bind, state)``, called once the kernels are prepared, gives lines that run
+    first in every call (the kernel tier's switch), using ``bind`` to name the values they
+    need. ``compiled``: the texts compiled for the method's other plans (loops.finish);
+    ``reuse``: the kernels that serve every size of the plan's family."""
     em = Emitter({"S"})
     params = [em.fresh_local(n) for n in feed_names]
     for name, value in analysis.constants.items():
@@ -90,21 +93,33 @@ def generate(program: ProgramDesc, block: BlockDesc, analysis: BlockAnalysis,
         return local if fresh else f"{local}.copy()"
 
     plan = StepPlan(program, block, analysis, xp, rng_for, is_test, tag,
-                    subplans or SubPlans(None), plan_state={} if plan_state is None else plan_state,
-                    collect=frozenset(analysis.collected))
+                    subplans or SubPlans(None), plan_state=state,
+                    collect=frozenset(analysis.collected), reuse=reuse)
     writes: dict[str, str] = {}
     _emit_scope_reads(em, _scope_reads(analysis, em.local))
     emit_steps(em, plan, lambda step: _collect_writes(em, step, analysis, is_test, writes))
     if prologue is not None:
-        _put_first(em, prologue(em.bind, plan.plan_state))
+        _put_first(em, prologue(em.bind, state))
+    journal = state.journal
+    if journal is not None and _writes_rows(analysis):
+        # a call starts with an empty journal of rows written in place (its caller takes
+        # them, or puts them back if the call fails)
+        _put_first(em, [f"{em.bind(journal.clear, 'start_row_journal')}()"])
     if writes:
         em.emit("S.update({" + ", ".join(f"{k!r}: {v}" for k, v in writes.items()) + "})")
     em.emit("return " + _return_expr(block.returns, analysis, program, block, em, host, xp))
     fn_name = py_name(block.name or f"block{block.idx}", set())
     text = f"def {fn_name}(S, {', '.join(params)}):\n" + "\n".join(em.lines) + "\n"
-    code = finish(em, text, fn_name, tag, block.idx, compiled)
-    code.plan_state = plan.plan_state
-    return code
+    return finish(em, text, fn_name, tag, block.idx, compiled)
+
+
+def _writes_rows(analysis: BlockAnalysis) -> bool:
+    """Whether a step of the plan writes a var by rows in place (`OpSpec.row_writes`)."""
+    def kind_of(name: str) -> str:
+        return analysis.types[name].kind
+    return any(rows_written(step.op, step.spec.row_writes,
+                            step.spec.full_attrs(step.op.attrs), kind_of)
+               for step in analysis.steps)
 
 
 def _put_first(em: Emitter, lines: list[str]) -> None:

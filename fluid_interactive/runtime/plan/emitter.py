@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,33 +12,26 @@ from ...ir.names import escape_unprintable, fresh_name
 from ...ir.records import BlockDesc, OpDesc, ProgramDesc
 from ...ir.text import format_op
 from ...ops.apply import flat_inputs, infer_op, prepare_kernel
+from ...ops.plan_state import PlanState
 from ...ops.registry import get_spec
 from ...ops.spec import Forward, TensorType
 from .analysis import BlockAnalysis, Step
+from .family import KernelReuse, TrackedState
 
 
-@dataclass
+@dataclass(frozen=True)
 class GeneratedCode:
     """A generated function: a method's plan, or the function of a sub-block it calls."""
     fn: Callable
     source: str                  # its text and, below it, that of the functions it calls
     filename: str
-    line_to_op: dict[int, int]   # generated line -> op index in the block
+    line_to_op: Mapping[int, int]   # generated line -> op index in the block
     block: int = -1              # the index of the block it runs
     # every function it calls, directly or not, by file name
-    children: dict[str, GeneratedCode] = field(default_factory=dict)
+    children: Mapping[str, GeneratedCode] = field(default_factory=dict)
     # op index -> the local counting the runs of that op's sub-block
-    counters: dict[int, str] = field(default_factory=dict)
+    counters: Mapping[int, str] = field(default_factory=dict)
     text: str = ""               # its own text (``source`` adds the functions it calls)
-    nbytes: int = 0              # its preallocated buffers (what keeping the plan costs)
-    used: bool = False           # called since the plan cache last looked (see PlanCache)
-    work: int = 0   # elements a call touches (the thread policy's measure; runner.py)
-    # the blocks of the method's memory its buffers are views of (buffers.PlanMemory)
-    memory_keys: set = field(default_factory=set)
-    # what keeping it costs, weighed once it ran (runner.kernel_bytes), where that is not
-    # the bytes of its buffers
-    weigh: Callable[[], int] | None = None
-    plan_state: dict = field(default_factory=dict)   # what its kernels share
 
 
 def py_name(name: str, used: set[str]) -> str:
@@ -74,6 +67,9 @@ class Emitter:
         self.sources: dict[str, str] = {}    # the text of each called function, by file
         # a var of a sub-block whose value of each run is gathered -> the local list
         self.collected: dict[str, str] = {}
+        # the locals of lists that grow by one entry per run of a loop (kept or gathered
+        # values): emptied when the function fails (loops.py)
+        self.runs: list[str] = []
         # vars whose arrays no later step of this function writes, so that they may leave
         # it (a sub-block's results): feeds, constants, new arrays and views of those
         self.safe: set[str] = set()
@@ -110,9 +106,11 @@ class StepPlan:
     is_test: bool
     tag: str
     subplans: Any                                   # loops.SubPlans
-    plan_state: dict = field(default_factory=dict)  # what kernels of this plan share
+    plan_state: PlanState = field(default_factory=PlanState)  # what its kernels share
     # vars of the sub-blocks this function runs whose value of every run it gathers
     collect: frozenset[str] = frozenset()
+    # the kernels that serve every size of the plan's family
+    reuse: KernelReuse | None = None
 
     def describe(self, step: Step) -> str:
         """The op's text line, with declared types: the same for every plan of the block."""
@@ -154,7 +152,7 @@ class DynamicKernel:
         known = dict(self.planned)
         for name, a in zip(self.inputs, args):
             if hasattr(a, "shape"):
-                known[name] = TensorType(tuple(a.shape), known[name].dtype)
+                known[name] = TensorType(tuple(a.shape), known[name].dtype, known[name].kind)
         types = dict(known)
         for slot, ts in infer_op(self.op, known.__getitem__).items():
             types.update(zip(self.op.outputs[slot], ts))
@@ -167,14 +165,8 @@ class DynamicKernel:
 
 def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     """One line: the op's kernel called on its inputs, its outputs bound to new locals."""
-    analysis = plan.analysis
-    rng = plan.rng_for(step.index) if step.spec.random else None
-    if dynamic(analysis.types, step.inputs + step.outputs):
-        kernel: Any = DynamicKernel(step.op, analysis.types, plan.xp, rng, plan.is_test,
-                                    step.buffers)
-    else:
-        kernel = prepare_kernel(step.op, analysis.types.__getitem__, plan.xp, step.buffers,
-                                rng, plan.is_test, analysis.constants, plan.plan_state)
+    asked = len(plan.plan_state.tier.kernels)   # the compiled kernels it asks for follow
+    kernel = _kernel(plan, step)
     text = plan.describe(step)
     if isinstance(kernel, Forward):  # the output is an input: bind, call nothing
         source = step.inputs[kernel.input_index]
@@ -188,14 +180,37 @@ def emit_kernel_step(em: Emitter, plan: StepPlan, step: Step) -> None:
     outs = [em.fresh_local(n) for n in step.outputs]
     target = outs[0] if len(outs) == 1 else ", ".join(outs)
     assign = f"{target} = " if outs else ""   # an op of no outputs runs for its effects
-    em.emit(f"{assign}{k}({args})  # {text}{_tier_note(kernel)}", step.index)
+    labels = dict.fromkeys(k.label for k in plan.plan_state.tier.kernels[asked:])
+    em.emit(f"{assign}{k}({args})  # {text}{_tier_note(list(labels))}", step.index)
     _mark_safe(em, step)
 
 
-def _tier_note(kernel: Any) -> str:
-    """Which compiled kernel a line's kernel runs once its plan switches (kernels/)."""
-    label = getattr(kernel, "tier_label", None)
-    return f"  | compiled: {comment(label)}" if label else ""
+def _kernel(plan: StepPlan, step: Step) -> Any:
+    """The step's kernel: one the plan's family prepared for another size with the same
+    inputs (family.KernelReuse), else prepared now."""
+    analysis, reuse, state = plan.analysis, plan.reuse, plan.plan_state
+    signature = None if reuse is None else reuse.signature(step, analysis.types,
+                                                           analysis.constants)
+    kernel = None if reuse is None else reuse.get(signature)
+    if kernel is not None:
+        return kernel
+    rng = plan.rng_for(step.index) if step.spec.random else None
+    if dynamic(analysis.types, step.inputs + step.outputs):
+        return DynamicKernel(step.op, analysis.types, plan.xp, rng, plan.is_test,
+                             step.buffers)
+    if isinstance(state, TrackedState):
+        state.asked = False
+    kernel = prepare_kernel(step.op, analysis.types.__getitem__, plan.xp, step.buffers,
+                            rng, plan.is_test, analysis.constants, state)
+    if reuse is not None:   # one that shares state with its plan's kernels serves one size
+        reuse.put(signature, kernel,
+                  shared=not isinstance(state, TrackedState) or state.asked)
+    return kernel
+
+
+def _tier_note(labels: list[str]) -> str:
+    """Which compiled kernels a line's kernel may run once its plan switches (kernels/)."""
+    return f"  | compiled: {comment(' or '.join(labels))}" if labels else ""
 
 
 def _mark_safe(em: Emitter, step: Step) -> None:

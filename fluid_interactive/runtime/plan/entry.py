@@ -70,9 +70,11 @@ def _head(n_feeds: int, feed_shapes: Sequence[tuple[int, ...]], on_device: bool)
 
 
 def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool,
-                 recorded: Recording | None) -> list[str]:
+                 recorded: Recording | None, rows: bool = False) -> list[str]:
     """Under the program's lock: take each reader's batch, plan, run; give the batches
-    back if anything fails. With a ``recorded`` history, keep what the call replaces."""
+    back if anything fails. With a ``recorded`` history, keep what the call replaces.
+    ``rows``: the plan writes rows in place (ops/row_journal.py): a failed call puts them
+    back, a committed one hands them to the history (or forgets them)."""
     lines = ["    with lock:", "        code = None"]
     total, readers = n_feeds, []
     for k, (reader, slots) in enumerate(reads):
@@ -92,11 +94,12 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
     every = ", ".join(f"a{i}" for i in range(total))
     key = "(" + "".join(f"a{i}.shape, " for i in range(total)) + ")"
     lines += ["        try:",
-              f"            code = plans_get({key})",
+              f"            key = {key}",
+              "            code = plans_get(key)",
               "            if code is None:",
               f"                code = plan([{every}])",
               "            else:",
-              "                code.used = True   # for the plan cache's clock"]
+              "                used(key)   # for the plan cache's clock"]
     call = f"code.fn(S{', ' if total else ''}{every})"
     if recorded is None:
         lines.append(f"            return {call}")
@@ -109,22 +112,40 @@ def _locked_body(n_feeds: int, reads: Sequence[tuple[str, int]], on_device: bool
         else:
             lines.append("            old = ()")
         lines.append(f"            result = {call}")
-    if readers:
-        lines += ["        except BaseException as e:",
-                  *[f"            {r}.unread()" for r in reversed(readers)],
-                  "            if isinstance(e, Exception) and not isinstance(e, FluidError):",
-                  "                raise kernel_error(e, code) from e",
-                  "            raise"]
-    else:
-        lines += ["        except FluidError:",
-                  "            raise",
-                  "        except Exception as e:",
-                  "            raise kernel_error(e, code) from e"]
+    lines += _failure(readers, rows)
+    after = _success(call, lines, reads, recorded, rows)   # may rewrite the plan's call
+    return lines + after
+
+
+def _failure(readers: list[str], rows: bool) -> list[str]:
+    """What a failed call does: put back the rows it wrote, give its batches back, and
+    report a kernel's error with the op that raised it."""
+    if not readers and not rows:
+        return ["        except FluidError:",
+                "            raise",
+                "        except Exception as e:",
+                "            raise kernel_error(e, code) from e"]
+    return ["        except BaseException as e:",
+            *(["            journal.rollback()"] if rows else []),
+            *[f"            {r}.unread()" for r in reversed(readers)],
+            "            if isinstance(e, Exception) and not isinstance(e, FluidError):",
+            "                raise kernel_error(e, code) from e",
+            "            raise"]
+
+
+def _success(call: str, lines: list[str], reads: Sequence[tuple[str, int]],
+             recorded: Recording | None, rows: bool) -> list[str]:
+    """What a committed call does after the plan: record it in the history (with the rows
+    it overwrote in place), or forget those rows."""
     if recorded is not None:
         positions = "".join(f"p{k}, " for k in range(len(reads)))
         positions += "g, " if recorded.streams is not None else ""
-        lines += [f"        record(old, ({positions}), result)", "        return result"]
-    return lines
+        old = "old + (journal.take(),)" if rows else "old"
+        return [f"        record({old}, ({positions}), result)", "        return result"]
+    if rows:   # the rows need not outlive the call; the plan returned its result
+        lines[lines.index(f"            return {call}")] = f"            result = {call}"
+        return ["        journal.clear()", "        return result"]
+    return []
 
 
 def _pooled_body(n_feeds: int) -> list[str]:
@@ -138,11 +159,12 @@ def _pooled_body(n_feeds: int) -> list[str]:
             "        lane = new_lane()",
             "    code = None",
             "    try:",
-            f"        code = lane.plans.get({key})",
+            f"        key = {key}",
+            "        code = lane.plans.get(key)",
             "        if code is None:",
             f"            code = plan_in(lane, [{every}])",
             "        else:",
-            "            code.used = True   # for the plan cache's clock",
+            "            lane.used.add(key)   # for the plan cache's clock",
             f"        return code.fn(S{', ' if n_feeds else ''}{every})",
             "    except FluidError:",
             "        raise",
@@ -176,27 +198,30 @@ def make_entry(n_feeds: int, feed_shapes: list[tuple[int, ...]], dtypes: list[np
                converters: list[Callable], bind: Callable, runner: Any,
                values: dict, kernel_error: Callable, to_device: Callable | None,
                lock: Any | None = None, readers: Sequence[tuple[str, int]] = (),
-               recorded: Recording | None = None) -> Callable:
+               recorded: Recording | None = None, journal: Any = None) -> Callable:
     """``__call__(self, a0, a1, ...)`` for a method with ``n_feeds`` data vars.
 
     With a ``lock`` (a method that changes state) the call runs under it and first takes
     the next batch of each reader in ``readers`` ((reader var, slot count) pairs), and
     goes into the history when ``recorded``; without one it runs on a lane of ``runner``
-    (see the module docstring)."""
+    (see the module docstring). ``journal``: the runner's `RowJournal`, when its plans
+    write rows in place (a method that changes state)."""
     on_device = to_device is not None
     lines = _head(n_feeds, feed_shapes, on_device)
     if lock is not None:
-        lines += _locked_body(n_feeds, readers, on_device, recorded)
+        lines += _locked_body(n_feeds, readers, on_device, recorded, journal is not None)
     else:
         assert not readers, "a method that reads a reader changes state: give it a lock"
+        assert journal is None, "a method that writes rows changes state: give it a lock"
         assert recorded is None, "a method that changes nothing has no history"
         lines += _pooled_body(n_feeds)
     namespace: dict[str, Any] = {
         "MISSING": MISSING, "ndarray": np.ndarray, "bind": bind, "S": values,
-        "plans_get": runner.plans.get, "plan": runner.plan, "lanes": runner.lanes,
+        "plans_get": runner.plans.get, "used": runner.cache.used.add, "plan": runner.plan,
+        "lanes": runner.lanes,
         "new_lane": runner.lane, "plan_in": runner.plan_in, "kernel_error": kernel_error,
         "FluidError": FluidError,
-        "to_device": to_device, "lock": lock,
+        "to_device": to_device, "lock": lock, "journal": journal,
     }
     if recorded is not None:
         namespace["take"], namespace["take_missing"] = _takers(recorded.names)

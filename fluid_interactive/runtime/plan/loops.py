@@ -21,6 +21,7 @@ them when the body's own shapes did not change.
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import FunctionType
 from typing import Any
@@ -41,11 +42,14 @@ __all__ = ["SubPlans", "emit_steps", "generate_body"]
 class SubPlans:
     """The sub-block functions of one runner, by block, input types and results. A plan
     built to run beside others (a pooled instance) gets its own: a function's buffers
-    serve one call at a time."""
+    serve one call at a time. The plans that call a function hold it (their
+    ``children``): it is dropped with the last of them, when the plan cache lets them go
+    (a body planned per batch size would otherwise outlive its plans by thousands)."""
 
     def __init__(self, seed: int | None, streams: RandomStreams | None = None):
         self.seed, self.streams = seed, streams
-        self.cache: dict[tuple, GeneratedCode] = {}
+        self.cache: weakref.WeakValueDictionary[tuple, GeneratedCode] = \
+            weakref.WeakValueDictionary()
 
     def body(self, plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, TensorType]],
              results: list[str], kept: int | None, name: str,
@@ -123,23 +127,57 @@ def finish(em: Emitter, text: str, fn_name: str, tag: str, block: int,
     shows the functions it calls below it. ``compiled`` keeps the texts compiled for the
     plans of one method: a plan for other shapes whose text is the same (the text names
     its kernels, not their shapes) runs that compiled code with its own kernels."""
+    text = _released_on_failure(em, text)
     hit = compiled.get(text) if compiled is not None else None
     if hit is None:
         filename = source_filename(tag)
-        namespace = compile_source(text, filename, dict(em.namespace))
+        # the function leaves its namespace (its globals): a function in its own globals
+        # is a reference cycle, which would keep its kernels and their scratch after the
+        # plan cache dropped the plan, until the next full collection
+        fn = compile_source(text, filename, dict(em.namespace)).pop(fn_name)
         if compiled is not None:
-            compiled[text] = (filename, namespace[fn_name].__code__)
+            compiled[text] = (filename, fn.__code__)
             release_with(compiled, filename)   # the text lives as long as the method's
     else:
         filename, fn_code = hit
-        namespace = {fn_name: FunctionType(fn_code, dict(em.namespace), fn_name)}
+        fn = FunctionType(fn_code, dict(em.namespace), fn_name)
     source = "\n\n".join([text.rstrip("\n"), *em.sources.values()]) + "\n"
-    code = GeneratedCode(namespace[fn_name], source, filename, em.line_to_op,
+    code = GeneratedCode(fn, source, filename, em.line_to_op,
                          block=block, children=dict(em.children), counters=em.counters,
                          text=text)
     if compiled is None:
         release_with(code, filename)   # the text lives as long as the plan
     return code
+
+
+def _released_on_failure(em: Emitter, text: str) -> str:
+    """``text`` with its body in ``try:``, when it runs a loop: a call that fails or is
+    interrupted (Ctrl-C) empties the lists of values kept per run (a guard's frame in the
+    traceback may hold one too) and drops every local but the run counters (which its
+    error reads) before the exception leaves, so that the traceback (IPython keeps the
+    last one) holds none of them. Free when nothing is raised."""
+    if not em.counters and not em.runs:
+        return text
+    counters = set(em.counters.values())
+    names = sorted(n for n in em.real if n not in counters)
+    header, body = text.split("\n", 1)
+    lines = ["    try:", *("    " + line for line in body.rstrip("\n").split("\n")),
+             "    except BaseException:   # drop what the loops kept: see loops.py"]
+    if em.runs:   # (a list not made yet is no local yet: hence the frame's locals)
+        empty, here = em.bind(_empty_runs, "empty_runs"), em.bind(locals, "frame_locals")
+        lines.append(f"        {empty}({here}(), {tuple(em.runs)!r})")
+    lines += ["        " + " = ".join(names[i:i + 8]) + " = None"
+              for i in range(0, len(names), 8)]
+    lines.append("        raise")
+    em.line_to_op = {k + 1 if k > 1 else k: v for k, v in em.line_to_op.items()}
+    return header + "\n" + "\n".join(lines) + "\n"
+
+
+def _empty_runs(frame: dict[str, Any], names: tuple[str, ...]) -> None:
+    for name in names:
+        runs = frame.get(name)
+        if runs is not None:
+            runs.clear()
 
 
 class Compiled(dict):
@@ -184,6 +222,7 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     for n in mine:
         if n not in em.collected:
             em.collected[n] = em.fresh(f"seen_{n}")
+            em.runs.append(em.collected[n])
             em.emit(f"{em.collected[n]} = []", step.index)
     em.children[body.filename] = body
     em.children.update(body.children)
@@ -203,6 +242,7 @@ def _emit_owner(em: Emitter, plan: StepPlan, step: Step, needed: set[str]) -> No
     kept_local = None
     if keep is not None:   # one tuple per run, even an empty one: the runs are counted
         kept_local = em.fresh_local(op.output(rule.keeps)[0])
+        em.runs.append(kept_local)
         em.emit(f"{kept_local} = []", step.index)
     gathered = [(em.collected[n], n in direct) for n in mine]
     rule.emit(_LoopEmit(em, plan, step, fn, sub, writes, kept_local, gathered))
@@ -248,6 +288,12 @@ class _LoopEmit:
         name = self.em.fresh(f"run{self.step.index}")
         self.em.counters[self.step.index] = name
         return name
+
+    def bind(self, value: Any, hint: str) -> str:
+        return self.em.bind(value, hint)
+
+    def kept(self) -> str | None:
+        return self._kept
 
     def type(self, var: str) -> TensorType:
         return self.plan.analysis.types[var]

@@ -1,0 +1,122 @@
+"""A plan as a value: the record a block planned for one feed signature becomes, built in
+one place (`assemble`) and never changed after.
+
+It holds the generated function (`GeneratedCode`), what its kernels share (`PlanState`,
+the compiled-kernel tier among it), what keeping it costs, and ``fn``: what a call runs,
+the generated function itself or the thread and tier policy around it
+(backend/threads.py). The plan cache's bookkeeping (which plans ran lately, what each
+weighs once it ran) is the cache's own (cache.py).
+"""
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ...backend import threads
+from ...ops.plan_state import PlanState
+from .analysis import BlockAnalysis
+from .buffers import PlanMemory
+from .emitter import GeneratedCode
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A block planned for one feed signature (see the module docstring)."""
+    code: GeneratedCode              # the generated function, its source and line map
+    fn: Callable[..., Any]           # what a call runs: fn(scope values, *feeds)
+    state: PlanState                 # what its kernels share
+    work: int                        # elements a call touches (the thread policy's size)
+    nbytes: int                      # its own buffers (0: they are the method's memory's)
+    memory_keys: frozenset[tuple[str, int]]   # the blocks of the memory its buffers view
+    # what keeping it costs, weighed once it ran (its kernels' own arrays), where its
+    # buffers are the method's memory's
+    weigh: Callable[[], int] | None = None
+
+    @property
+    def tier(self) -> Any:
+        """Its compiled kernels' tier (kernels/tier.py's PlanTier), or None: it has none."""
+        return self.state.tier if self.state.tier.kernels else None
+
+
+def assemble(code: GeneratedCode, state: PlanState, analysis: BlockAnalysis,
+             memory: PlanMemory | None, on_host: bool) -> Plan:
+    """The record of a generated plan, with the call the thread policy wraps around its
+    function (on the host: on a device the host's BLAS is not the step's)."""
+    work = plan_work(analysis)
+    tier = state.tier if state.tier.pending or state.tier.ready else None
+    fn = threads.plan_call(code.fn, work, tier) if on_host else code.fn
+    keys = frozenset(analysis.slots.keys()) if analysis.slots is not None else frozenset()
+    if memory is None:
+        return Plan(code, fn, state, work, buffer_bytes(analysis.steps), keys)
+    # the method's memory is not the plan's: keeping the plan costs the arrays its kernels
+    # made for themselves (a convolution's columns), weighed once it ran (kernels may
+    # make them in their first call: cache.PlanCache.add)
+    return Plan(code, fn, state, work, 0, keys, partial(kernel_bytes, code.fn, state, memory))
+
+
+def plan_work(analysis: BlockAnalysis) -> int:
+    """Elements a step of the plan touches: every var it reads or writes, counted once
+    (the size the thread policy classes plans by)."""
+    names = {n for step in analysis.steps for n in step.inputs + step.outputs}
+    return sum(prod(analysis.types[n].shape) for n in names
+               if n in analysis.types and all(d >= 0 for d in analysis.types[n].shape))
+
+
+def buffer_bytes(steps: list) -> int:
+    """The bytes of the distinct buffers a plan's steps write into (an arena once)."""
+    seen: dict[int, Any] = {}
+    for step in steps:
+        for bufs in step.buffers.values():
+            for buf in bufs:
+                if buf is not None:
+                    root = getattr(buf, "arena", buf)
+                    seen[id(root)] = root
+    return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
+
+
+def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
+    """The bytes of the arrays a plan's kernels hold of their own (scratch they made: not
+    views of the method's ``memory``), found through the generated function ``fn``'s names
+    and the kernels' shared ``state``, a few references deep (attributes, closures,
+    containers)."""
+    blocks = {id(b) for b in memory.blocks.values()}
+    seen: set[int] = set()
+    total = 0
+    todo = [(v, 0) for v in [*getattr(fn, "__globals__", {}).values(), *state.values()]]
+    while todo:
+        obj, depth = todo.pop()
+        if isinstance(obj, np.ndarray):
+            root = obj
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if id(root) not in blocks and id(root) not in seen:
+                seen.add(id(root))
+                total += root.nbytes
+            continue
+        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        todo += [(v, depth + 1) for v in _references(obj)]
+    return total
+
+
+def _references(obj: Any) -> list:
+    if isinstance(obj, dict):
+        return list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    refs = list(getattr(obj, "__dict__", {}).values())
+    refs += [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
+             if isinstance(n, str)]
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            refs.append(cell.cell_contents)
+        except ValueError:   # a cell not filled yet
+            pass
+    return refs
