@@ -37,6 +37,12 @@ from .trainer import TrainerRuntime
 #: How often a server may restart.
 MAX_RESTARTS = 8
 
+#: Seconds a new server actor may take to start (a worker process, its imports, the startup
+#: program) before it counts as lost. This is not a wait for a peer, so it is not bounded by
+#: the job's step timeout, which a user may set to a few seconds: on a loaded machine Ray
+#: alone takes longer than that to start a worker.
+ACTOR_START_TIMEOUT = 60.0
+
 
 def join_servers(plan: TranspilePlan, trainer_id: int, namespace: str, *, timeout: float,
                  restart_timeout: float = RESTART_TIMEOUT, wait: float = 0.0
@@ -98,7 +104,8 @@ def start_pserver(plan: TranspilePlan, endpoint: str, *, namespace: str, seed: i
     proxy = RayPServer(handle, endpoint, spec.index, timeout=timeout,
                        restart_timeout=restart_timeout, who=who, owned=True,
                        namespace=namespace)
-    proxy.pid()   # waits for __init__ (its startup program) to finish
+    # Waits for __init__ (its startup program) to finish.
+    proxy.call("pid", timeout=max(timeout, ACTOR_START_TIMEOUT), what="its process id")
     return proxy
 
 
