@@ -191,8 +191,18 @@ def signature(program: ProgramDesc, block: BlockDesc) -> str:
             f", in {method.name}" if method.name else "")
     if not block.name:
         return f"block {block.idx} (parent {block.parent_idx})"
-    args = ", ".join(f"{n}: {short_type(program.find_var(block, n))}" for n in block.feeds)
-    return f"block {block.idx}: {block.name}({args}) -> {format_returns(block.returns)}"
+    args = [f"{n}: {short_type(program.find_var(block, n))}" for n in block.feeds]
+    head, returns = f"block {block.idx}: {block.name}(", f") -> {format_returns(block.returns)}"
+    line = head + ", ".join(args) + returns
+    if len(line) <= TITLE_WIDTH:
+        return line
+    # One argument a line: a server's update blocks take a gradient from every trainer,
+    # and on one line their titles made the drawing several times wider than a cell.
+    return head + "\n" + ",\n".join("  " + a for a in args) + "\n" + returns
+
+
+#: The longest block title drawn on one line (characters).
+TITLE_WIDTH = 72
 
 
 def select_blocks(program: ProgramDesc, methods: None | MethodRef | Sequence[MethodRef]

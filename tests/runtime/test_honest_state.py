@@ -111,22 +111,33 @@ def test_memory_stays_flat_over_a_thousand_compiles():
 
     gc.collect()
     entries = _generated_entries()
-    for _ in range(800):
+    for _ in range(600):
         compile_call_drop()
+    # Two windows of 200: what the dropped programs keep grows in both, while a one-time
+    # cost that other tests of the run may trigger here (a dict of the interpreter's that
+    # doubles, such as weakref.finalize's registry) lands in one at most.
+    windows = [_kept_over(200, compile_call_drop) for _ in range(2)]
+    assert _generated_entries() <= entries + 4
+    grown, where = min(windows)
+    assert grown < 200_000, f"{grown} bytes kept by 200 dropped programs; most at\n{where}"
+
+
+def _kept_over(n: int, make_and_drop) -> tuple[int, str]:
+    """The bytes still held after ``n`` calls of ``make_and_drop`` and a collection, and
+    where the most of them were allocated (when that is much)."""
     gc.collect()
     tracemalloc.start(8)
     try:
         before = tracemalloc.take_snapshot()
         start = tracemalloc.get_traced_memory()[0]
-        for _ in range(200):
-            compile_call_drop()
+        for _ in range(n):
+            make_and_drop()
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - start
         where = "" if grown < 200_000 else _growth(tracemalloc.take_snapshot(), before)
     finally:
         tracemalloc.stop()
-    assert _generated_entries() <= entries + 4
-    assert grown < 200_000, f"{grown} bytes kept by 200 dropped programs; most at\n{where}"
+    return grown, where
 
 
 class Wide(fluid.Program):
