@@ -96,9 +96,12 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
 # --- the model ----------------------------------------------------------------------------------
 
 class CTR(fluid.Program):
-    """Wide & Deep over hashed ids, fed by arguments."""
+    """Wide & Deep over hashed ids, fed by arguments: ``slots`` ids and ``dense`` features
+    a sample."""
     capacity = CAPACITY
     learning_rate = 0.05
+    slots = SLOTS
+    dense = DENSE
 
     def logit(self, ids, dense):
         wide = fluid.layers.embedding(ids, size=[self.capacity, 1], is_distributed=True,
@@ -109,7 +112,7 @@ class CTR(fluid.Program):
                                           name="deep",
                                           initializer=fluid.initializer.Normal(0.0, 0.05)))
         wide_part = fluid.layers.reduce_sum(wide, dim=1)                      # [B, 1]
-        h = fluid.layers.concat([fluid.layers.reshape(deep, [-1, SLOTS * EMBED]), dense],
+        h = fluid.layers.concat([fluid.layers.reshape(deep, [-1, self.slots * EMBED]), dense],
                                 axis=1)
         with fluid.var_scope("deep"):
             h = fluid.layers.fc(h, size=64, act="relu")
@@ -125,15 +128,15 @@ class CTR(fluid.Program):
 
     @fluid.network("ids", "dense", "click")
     def train_step(self, ids, dense, click):
-        ids = fluid.layers.data(name="ids", shape=[SLOTS, 1], dtype="int64")
-        dense = fluid.layers.data(name="dense", shape=[DENSE], dtype="float32")
+        ids = fluid.layers.data(name="ids", shape=[self.slots, 1], dtype="int64")
+        dense = fluid.layers.data(name="dense", shape=[self.dense], dtype="float32")
         click = fluid.layers.data(name="click", shape=[1], dtype="float32")
         return self.loss(ids, dense, click)
 
     @fluid.network("ids", "dense")
     def predict(self, ids, dense):
-        ids = fluid.layers.data(name="ids", shape=[SLOTS, 1], dtype="int64")
-        dense = fluid.layers.data(name="dense", shape=[DENSE], dtype="float32")
+        ids = fluid.layers.data(name="ids", shape=[self.slots, 1], dtype="int64")
+        dense = fluid.layers.data(name="dense", shape=[self.dense], dtype="float32")
         return fluid.layers.sigmoid(self.logit(ids, dense))
 
 
@@ -146,7 +149,7 @@ class CTRFromFile(CTR):
     @fluid.network()
     def train_step(self):
         reader = fluid.batch_reader(file=self.DATA, batch_size=self.batch_size,
-                                    shape=[[SLOTS, 1], [DENSE], [1]],
+                                    shape=[[self.slots, 1], [self.dense], [1]],
                                     dtype=["int64", "float32", "float32"],
                                     format="recordio", epochs=self.epochs, drop_last=True)
         ids, dense, click = reader.next_item()
