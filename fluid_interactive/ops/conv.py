@@ -192,9 +192,11 @@ def _col2im(ctx: KernelContext, geo: ConvGeometry, out: Any) -> Callable[[Any], 
     (`kernels/col2im.py`: batch-innermost 2-D images, float32/64, on the host) a kernel
     that runs that once the plan switched to it."""
     numpy_col2im = geo.make_col2im(out)
+    if not geo.chwn or len(geo.k) != 2:   # the compiled form is for 2-D images only
+        return numpy_col2im
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = geo.k, geo.s, geo.d, geo.p0
     handle = compiled_kernel(ctx, geo.dtype, lambda: col2im_source(
-        (kh, kw), (sh, sw), (dh, dw), (pt, pl), geo.dtype)) if geo.chwn else None
+        (kh, kw), (sh, sw), (dh, dw), (pt, pl), geo.dtype))
     if handle is None:
         return numpy_col2im
     shape6 = (geo.c,) + geo.k + geo.outs + (geo.n,)

@@ -284,10 +284,10 @@ class _Backward:
         self.wants = {s: ctx.has_output(s + "@GRAD") for s in ("Input", "H0", "Weight",
                                                                 "Bias")}
         self.bufs = {s: ctx.buffer(s + "@GRAD") for s in self.wants}
-        self.factors = xp.empty((T, B, 4 * H), dt)
-        self.keep = xp.empty((T, B, H), dt)
-        self.dgates = xp.empty((T, B, 3 * H), dt)
-        self.dh_seq = xp.empty((T, B, H), dt)
+        self.per_call = ctx.scratch_arrays("BatchGate", dt, {
+            "factors": (T, B, 4 * H), "keep": (T, B, H), "dgates": (T, B, 3 * H),
+            "dh_seq": (T, B, H)})    # T-sized arrays of one call (ops/scratch.py)
+        self.factors = self.keep = self.dgates = self.dh_seq = None
         self.dh_next = xp.empty((B, H), dt)
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)
@@ -301,6 +301,13 @@ class _Backward:
             self.dg_c = xp.empty((B, H), dt)
 
     def __call__(self, *args):
+        self.per_call.bind(self)
+        try:
+            return self._run(args)
+        finally:
+            self.per_call.unbind(self)
+
+    def _run(self, args: tuple) -> Any:
         v = self.unpack(args)
         xp, T = self.xp, self.T
         st = self.steps

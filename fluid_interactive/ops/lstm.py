@@ -270,17 +270,18 @@ class _Backward:
         self.wants = {s: ctx.has_output(s + "@GRAD")
                       for s in ("Input", "H0", "C0", "Weight", "Bias")}
         self.bufs = {s: ctx.buffer(s + "@GRAD") for s in self.wants}
-        self.factors = xp.empty((T, B, 4 * H), dt)   # P: dG = P * (dc, dc, dc, dh)
-        self.k = xp.empty((T, B, H), dt)             # K: dc += K * dh
-        self.act_c = xp.empty((T, B, H), dt)
         # The steps write their gate gradients straight into Input@GRAD through a
         # processing-order view, except for a reversed op with lengths (a gather).
         self.direct = self.wants["Input"] and not (a["is_reverse"] and
                                                    ctx.has_input("Lengths"))
-        self.dgates = None if self.direct else xp.empty((T, B, 4 * H), dt)
-        self.h_prev = xp.empty((B, T, H), dt) if self.direct else None
-        self.dh_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
-        self.dc_seq = xp.empty((T, B, H), dt) if ctx.has_input("Lengths") else None
+        # T-sized arrays of one call: P (dG = P * (dc, dc, dc, dh)), K (dc += K * dh), ...
+        per_call = {"factors": (T, B, 4 * H), "k": (T, B, H), "act_c": (T, B, H)}
+        per_call.update({"h_prev": (B, T, H)} if self.direct else {"dgates": (T, B, 4 * H)})
+        if ctx.has_input("Lengths"):
+            per_call.update(dh_seq=(T, B, H), dc_seq=(T, B, H))
+        self.per_call = ctx.scratch_arrays("BatchGate", dt, per_call)
+        self.factors = self.k = self.act_c = self.dgates = self.h_prev = None
+        self.dh_seq = self.dc_seq = None
         self.dh, self.dc, self.carry = (xp.empty((B, H), dt) for _ in range(3))
         self.tmp = xp.empty((B, H), dt)
         self.pf = xp.empty((B, 2, H), dt)
@@ -295,6 +296,13 @@ class _Backward:
             self.tc, self.xs = xp.empty((B, H), dt), xp.empty((B, H), dt)
 
     def __call__(self, *args):
+        self.per_call.bind(self)
+        try:
+            return self._run(args)
+        finally:
+            self.per_call.unbind(self)
+
+    def _run(self, args: tuple) -> Any:
         v = self.unpack(args)
         T = self.T
         st = self.steps

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from ..kernels import PlanTier
 from .row_journal import RowJournal
+from .scratch import Scratch
 
 T = TypeVar("T")
 
@@ -23,11 +24,14 @@ class PlanState:
     makes a new array); `shared`: the values its kernels share, each under its type and a
     key that names the ops sharing it (the vars they read)."""
 
-    __slots__ = ("tier", "journal", "_values")
+    __slots__ = ("tier", "journal", "scratch", "_values")
 
     def __init__(self) -> None:
         self.tier = PlanTier()
         self.journal: RowJournal | None = None
+        # Per-call working arrays (ops/scratch.py); a method's planner hands every plan of
+        # a family the family's own, so they cost the largest size's once.
+        self.scratch = Scratch()
         self._values: dict[tuple[type, Hashable], Any] = {}
 
     def shared(self, kind: type[T], key: Hashable, make: Callable[[], T] | None = None) -> T:

@@ -32,6 +32,7 @@ from ..errors import DTypeError, OpArgumentError, ShapeError
 from ..ir.records import OpDesc, VarDesc
 from .layouts import LayoutRule
 from .plan_state import PlanState
+from .scratch import ScratchArrays
 from .sub_block import SubBlockRule, SubGrad
 
 
@@ -344,6 +345,16 @@ class KernelContext:
         forward op and read back by its gradient op instead of being recomputed. Outside a
         plan (the reference interpreter) every kernel gets its own."""
         return self.state.shared(kind, key, make)
+
+    def scratch_arrays(self, slot: str, dtype: Any,
+                       shapes: Mapping[str, tuple[int, ...]]) -> ScratchArrays:
+        """Working arrays a kernel needs during a call only (ops/scratch.py), named by
+        attribute: ``bind`` them at the start of each call and ``unbind`` at its end. They
+        are keyed by the var bound to input ``slot``, which must be one that only this op
+        reads (its forward op's intermediate), so two ops never share a block."""
+        names = self._in_names.get(slot)
+        key: Hashable = names[0] if names else object()   # no names: a kernel of its own
+        return ScratchArrays(self.state.scratch, key, self.xp, dtype, shapes)
 
     def constant(self, slot: str, i: int = 0) -> Any:
         """The value of an input known when the plan is built (or None): kernels may

@@ -271,7 +271,7 @@ def _break_sgd(prog):
     sgd = sorted(k for k in ns if k.endswith("_sgd"))[-1]
     inc = [k for k in ns if k.endswith("_increment")]
     assert len(inc) == 1
-    lines = code.source.splitlines()
+    lines = code.code.source.splitlines()
     assert min(i for i, s in enumerate(lines) if sgd in s) > min(
         i for i, s in enumerate(lines) if inc[0] in s)
     original = ns[sgd]

@@ -217,10 +217,10 @@ def test_loop_bodies_go_with_the_plans_that_called_them(limits):
     bodies = []   # a weak reference to each body function a plan called
     for size in range(1, 201):
         prog.train_step(rng.standard_normal((size, 8)).astype("float32"))
-        for code in runner.plans.values():
+        for plan in runner.plans.values():
             seen = {id(r()) for r in bodies}
-            bodies += [weakref.ref(c) for c in code.children.values()
-                       if c.block != code.block and id(c) not in seen]
+            bodies += [weakref.ref(c) for c in plan.code.children.values()
+                       if c.block != plan.code.block and id(c) not in seen]
     gc.collect()
     assert runner.cache.evicted >= 190 and len(bodies) >= 400
     alive = sum(r() is not None for r in bodies)

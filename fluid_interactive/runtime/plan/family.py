@@ -27,6 +27,7 @@ a convolution's columns) are prepared per size as well.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from typing import Any, TypeVar
 from ...backend import threads
 from ...kernels import PlanTier
 from ...ops.plan_state import PlanState
+from ...ops.scratch import Scratch
 from ...ops.spec import TensorType
 from .analysis import BlockAnalysis, Step
 from .buffers import ArenaSlot, MemorySlot
@@ -101,11 +103,18 @@ def _constant_signature(value: Any) -> tuple:
 
 class KernelReuse:
     """The kernels of a family's steps that serve every size: keyed by the step and all
-    that its kernel factory receives (`signature`)."""
+    that its kernel factory receives (`signature`).
 
-    def __init__(self) -> None:
-        self.kernels: dict[tuple, Any] = {}
+    At most ``limit`` are kept, the least recently used going first. A step whose inputs
+    follow a symbolic dim has a signature for each size, never asked for again at another
+    one; kept without a bound, those kernels (and the per-size arrays they hold) would
+    outlive the plans the cache dropped, growing with every size seen. The kernels that do
+    serve every size are asked for at each new size, so they stay."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.kernels: OrderedDict[tuple, Any] = OrderedDict()
         self.keys_of: dict[tuple, set] = {}   # signature -> the memory blocks it uses
+        self.limit = limit
         self.reused = 0
 
     def signature(self, step: Step, types: dict[str, TensorType],
@@ -133,6 +142,7 @@ class KernelReuse:
             return None
         kernel = self.kernels.get(signature)
         if kernel is not None:
+            self.kernels.move_to_end(signature)
             self.reused += 1
         return kernel
 
@@ -142,6 +152,9 @@ class KernelReuse:
             return
         self.kernels[signature] = kernel
         self.keys_of[signature] = {k for _, sig in signature[3] for k in _blocks(sig)}
+        while len(self.kernels) > self.limit:
+            oldest, _ = self.kernels.popitem(last=False)
+            self.keys_of.pop(oldest, None)
 
     def forget(self, stale: Iterable) -> None:
         """Drop the kernels whose buffers are views of memory blocks since replaced."""
@@ -180,6 +193,7 @@ class Family:
         self.key = key
         self.declared = declared          # var -> declared shape (-1: symbolic)
         self.kernels = KernelReuse()
+        self.scratch = Scratch()          # per-call arrays, shared by every size's kernels
         self.steps: dict[int, tuple[str, tuple[str, ...]]] = {}
         self.seen: dict[str, dict[tuple[int, ...], None]] = {}
         self.sizes: dict[Shapes, None] = {}   # every size planned (kept or not)
@@ -188,6 +202,8 @@ class Family:
     def note(self, shapes: Shapes, analysis: BlockAnalysis) -> None:
         """Record a plan built for ``shapes``."""
         self.sizes[shapes] = None
+        # room for one size's kernels and those serving every size
+        self.kernels.limit = max(self.kernels.limit, 2 * len(analysis.steps))
         for step in analysis.steps:
             names = tuple(dict.fromkeys(step.inputs + step.outputs))
             self.steps[step.index] = (step.op.type, names)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...backend import threads
 from ...ops.plan_state import PlanState
+from ...ops.scratch import Scratch
 from .analysis import BlockAnalysis
 from .buffers import PlanMemory
 from .emitter import GeneratedCode
@@ -99,8 +100,8 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
                 seen.add(id(root))
                 total += root.nbytes
             continue
-        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType)):
-            continue
+        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType, Scratch)):
+            continue   # a Scratch is its family's, shared by every size's plan
         seen.add(id(obj))
         todo += [(v, depth + 1) for v in _references(obj)]
     return total

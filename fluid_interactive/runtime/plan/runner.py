@@ -121,6 +121,7 @@ class BlockRunner:
                                  self._rng_for, memory=memory)
         state = TrackedState()   # kernels that share state serve one size
         state.journal = self.journal
+        state.scratch = family.scratch
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test, self._tag(), state, subplans,
                         prologue=_tier_switch, compiled=self.compiled,
