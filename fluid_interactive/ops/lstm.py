@@ -296,11 +296,7 @@ class _Backward:
             self.tc, self.xs = xp.empty((B, H), dt), xp.empty((B, H), dt)
 
     def __call__(self, *args):
-        self.per_call.bind(self)
-        try:
-            return self._run(args)
-        finally:
-            self.per_call.unbind(self)
+        return self.per_call.run(self, self._run, args)
 
     def _run(self, args: tuple) -> Any:
         v = self.unpack(args)

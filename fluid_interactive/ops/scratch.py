@@ -12,7 +12,7 @@ views when its call ends, so a block outgrown by a longer call is freed.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 __all__ = ["Scratch", "ScratchArrays"]
@@ -60,3 +60,11 @@ class ScratchArrays:
     def unbind(self, kernel: Any) -> None:
         for name in self.shapes:
             setattr(kernel, name, None)
+
+    def run(self, kernel: Any, body: Callable[[tuple], Any], args: tuple) -> Any:
+        """``body(args)`` with the arrays bound on ``kernel`` for its duration."""
+        self.bind(kernel)
+        try:
+            return body(args)
+        finally:
+            self.unbind(kernel)
