@@ -48,7 +48,7 @@ def plan_times(rounds: int) -> dict[str, float]:
                 code = runner.plan([x, y])
                 elapsed = time.perf_counter() - t0
             samples[label].append(elapsed * 1e3)
-            lengths[label] = len(code.source)
+            lengths[label] = len(code.code.source)
     return {**{k: statistics.median(v) for k, v in samples.items()},
             **{f"source chars ({k})": float(v) for k, v in lengths.items()}}
 

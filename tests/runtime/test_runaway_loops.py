@@ -65,7 +65,7 @@ def x_batch(rows=16):
 
 def body_namespace(prog):
     """The globals of the forward loop body's generated function."""
-    code = list(prog.train._runner.plans.values())[0]
+    code = list(prog.train._runner.plans.values())[0].code
     bodies = [c for c in code.children.values() if c.filename != code.filename
               and any(k.endswith("_tanh") for k in c.fn.__globals__)]
     return bodies[0].fn.__globals__
