@@ -29,8 +29,8 @@ from importlib import metadata
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ctr  # noqa: E402
-from ctr import fluid  # noqa: E402
+import ctr
+from ctr import fluid
 
 CATEGORICAL = ["workclass", "education", "marital_status", "occupation", "relationship",
                "race", "sex", "native_country"]

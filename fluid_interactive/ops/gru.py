@@ -287,7 +287,11 @@ class _Backward:
         self.per_call = ctx.scratch_arrays("BatchGate", dt, {
             "factors": (T, B, 4 * H), "keep": (T, B, H), "dgates": (T, B, 3 * H),
             "dh_seq": (T, B, H)})    # T-sized arrays of one call (ops/scratch.py)
-        self.factors = self.keep = self.dgates = self.dh_seq = None
+        # bound by per_call for the duration of a call (arrays then), None between calls
+        self.factors: Any = None
+        self.keep: Any = None
+        self.dgates: Any = None
+        self.dh_seq: Any = None
         self.dh_next = xp.empty((B, H), dt)
         self.drh = xp.empty((B, H), dt)
         self.tmp = xp.empty((B, H), dt)

@@ -280,8 +280,14 @@ class _Backward:
         if ctx.has_input("Lengths"):
             per_call.update(dh_seq=(T, B, H), dc_seq=(T, B, H))
         self.per_call = ctx.scratch_arrays("BatchGate", dt, per_call)
-        self.factors = self.k = self.act_c = self.dgates = self.h_prev = None
-        self.dh_seq = self.dc_seq = None
+        # bound by per_call for the duration of a call (arrays then), None between calls
+        self.factors: Any = None
+        self.k: Any = None
+        self.act_c: Any = None
+        self.dgates: Any = None
+        self.h_prev: Any = None
+        self.dh_seq: Any = None
+        self.dc_seq: Any = None
         self.dh, self.dc, self.carry = (xp.empty((B, H), dt) for _ in range(3))
         self.tmp = xp.empty((B, H), dt)
         self.pf = xp.empty((B, 2, H), dt)
