@@ -281,6 +281,7 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
             print(f"| {WORKLOADS[name].what} | {statistics.median(mine):,.1f} | "
                   + " | ".join(cells) + " |")
         print()
+    print_targets(times, names)
     fluid = times.get("fluid", {})
     floor = times.get("numpy", {}).get("W2-gemm")
     if floor and "W2-sgd" in fluid:
@@ -303,6 +304,43 @@ def report(frameworks: list[str], names: list[str], rounds: int, blocks: int,
                 c = statistics.median(v["compile_ms"] for v in times[variant][name])
                 f1 = statistics.median(v["first_ms"] for v in times[variant][name])
                 print(f"| {name} | {c:.1f} | {f1:.1f} | {c + f1:.1f} |")
+
+
+#: The suite's speed targets: (workload, fluid variant, peer, the most fluid's time may be
+#: as a multiple of the peer's). The sequence models against PyTorch eager and JAX jit;
+#: inference against hand NumPy; and the compiled tier never slower than NumPy kernels.
+TARGETS = ([(w, "fluid", "torch", 1.0) for w in ("W4", "W5", "W6")]
+           + [(w, "fluid", "jax", 0.8) for w in ("W4", "W5", "W6")]
+           + [("W2-infer", "fluid", "numpy", 1.1)])
+TIER_LIMIT = 1.0   # fluid (tier on) ÷ fluid-numpy (tier off), every workload
+
+
+def verdict(ratios: list[float], limit: float) -> str:
+    """PASS when the median ratio is within ``limit``; NOISE when the median is not but
+    the best round is (the rounds' spread straddles the limit); FAIL otherwise."""
+    if statistics.median(ratios) <= limit:
+        return "PASS"
+    return "NOISE" if min(ratios) <= limit else "FAIL"
+
+
+def print_targets(times: dict[str, dict[str, list[dict]]], names: list[str]) -> None:
+    """A line per target whose workload and frameworks this run measured: the ratio's
+    median [min-max] over the rounds and PASS / NOISE / FAIL."""
+    rows = [(w, mine, peer, limit) for w, mine, peer, limit in TARGETS]
+    rows += [(w, "fluid", "fluid-numpy", TIER_LIMIT) for w in names]
+    lines = []
+    for w, mine, peer, limit in rows:
+        a = times.get(mine, {}).get(w)
+        b = times.get(peer, {}).get(_reference(w) if peer in ("numpy", "jax", "torch") else w)
+        if w not in names or not a or not b:
+            continue
+        ratios = [x["us"] / y["us"] for x, y in zip(a, b)]
+        lines.append(f"| {w} | {LABELS[mine]} ÷ {LABELS[peer]} | <= {limit} | "
+                     f"{spread(ratios)} | {verdict(ratios, limit)} |")
+    if lines:
+        print("## Targets (median [min-max] of the rounds' ratios)\n")
+        print("| workload | ratio | target | measured | verdict |\n|---|---|---|---|---|")
+        print("\n".join(lines) + "\n")
 
 
 def memory_report(frameworks: list[str], names: list[str]) -> None:

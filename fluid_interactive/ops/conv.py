@@ -38,7 +38,7 @@ GEMMs' own column order, so no transposing copy is left (`ConvGeometry`, layouts
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any
 
@@ -166,25 +166,32 @@ BATCH_INNER: bool | None = None
 
 
 def _conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],
-                   filt: Sequence[int]) -> ConvGeometry:
+                   filt: Sequence[int], scratch_key: Hashable | None = None) -> ConvGeometry:
     """The geometry of a relation between ``image`` and ``response``, both given in the
-    op's layout. The paddings (SAME) follow the sizes of the op's Input."""
+    op's layout. The paddings (SAME) follow the sizes of the op's Input. With
+    ``scratch_key``, its columns are blocks of the plan's per-call scratch under that key
+    (shared by every size of the method's family)."""
     rank = len(filt) - 2
     layout = _layout(ctx, rank)
     sizes = from_layout(ctx.input("Input").shape, layout)[2:]
     strides, pads, dils, g = conv_params(ctx, sizes, filt[2:])
     return ConvGeometry(ctx.xp, ctx.input("Filter").dtype, from_layout(image, layout),
                         from_layout(response, layout), filt[2:], strides, pads, dils, g,
-                        batch_inner=BATCH_INNER, layout=layout)
+                        batch_inner=BATCH_INNER, layout=layout,
+                        scratch=None if scratch_key is None else (ctx.state.scratch,
+                                                                  scratch_key))
 
 
 def _shared_conv_geometry(ctx: KernelContext, image: Sequence[int], response: Sequence[int],
                           filt: Sequence[int]) -> ConvGeometry:
     """One geometry for a conv and its gradient op over the same Input and Filter vars, so
     the gradient reads the columns the forward op left (`ConvGeometry.columns_of`)."""
-    key = (ctx.input_name("Input"), ctx.input_name("Filter"), tuple(image),
-           tuple(response), tuple(filt), repr(sorted(ctx.attrs.items())), BATCH_INNER)
-    return ctx.shared(ConvGeometry, key, lambda: _conv_geometry(ctx, image, response, filt))
+    relation = ("conv", ctx.input_name("Input"), ctx.input_name("Filter"),
+                repr(sorted(ctx.attrs.items())), BATCH_INNER)
+    key = (*relation, tuple(image), tuple(response), tuple(filt))
+    # the columns by the relation alone: every batch size's plan takes the same blocks
+    return ctx.shared(ConvGeometry, key,
+                      lambda: _conv_geometry(ctx, image, response, filt, relation))
 
 
 def _col2im(ctx: KernelContext, geo: ConvGeometry, out: Any) -> Callable[[Any], Any]:
@@ -220,10 +227,9 @@ def _conv_kernel(ctx: KernelContext):
             return dst
         return conv_direct
     from_columns = geo.make_from_columns(out)
-    yt = geo.yt()
 
     def conv(a, k):
-        return from_columns(geo.forward_gemm(k, geo.im2col(a), yt))
+        return from_columns(geo.forward_gemm(k, geo.im2col(a), geo.yt()))
     return conv
 
 

@@ -3,12 +3,13 @@
 number of spatial dims."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import product
 from math import prod
 from typing import Any
 
 from .layouts import CHWN, NCHW, TRANSFER_NS, channel_first_view, is_channel_last
+from .scratch import Scratch
 from .spec import KeptFrom
 from .window import strided_view, zeros
 
@@ -62,8 +63,12 @@ class ConvGeometry:
     def __init__(self, xp: Any, dtype: str, image: Sequence[int], response: Sequence[int],
                  kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
                  dilations: Sequence[int], groups: int, batch_inner: bool | None = None,
-                 layout: str = NCHW):
+                 layout: str = NCHW, scratch: tuple[Scratch, Hashable] | None = None):
         self.xp, self.dtype, self.layout = xp, dtype, layout
+        # where the columns and the response's column order live during a call: blocks of
+        # a family's `Scratch` under this key (one memory for every batch size's plan: a
+        # new size touches no new pages), else arrays of this geometry's own
+        self._scratch = scratch
         self.n, self.c, *sizes = (int(v) for v in image)
         self.sizes = tuple(sizes)
         _, self.o, *outs = (int(v) for v in response)
@@ -106,15 +111,26 @@ class ConvGeometry:
     # --- scratch -------------------------------------------------------------------------
 
     def cols(self) -> Any:
+        """Scratch for the columns, [C*prod(kernel), N*L]."""
+        if self._scratch is not None:
+            return self._take("cols", (self.ckk, self.nl))
         if self._cols is None:
             self._cols = self.xp.empty((self.ckk, self.nl), self.dtype)
         return self._cols
 
     def yt(self) -> Any:
         """Scratch for the response side in column order, [O, N*L]."""
+        if self._scratch is not None:
+            return self._take("yt", (self.o, self.nl))
         if self._yt is None:
             self._yt = self.xp.empty((self.o, self.nl), self.dtype)
         return self._yt
+
+    def _take(self, name: str, shape: tuple[int, ...]) -> Any:
+        """A view of the shared scratch block ``name`` (valid for the current call: the
+        plans sharing it run one call at a time)."""
+        scratch, key = self._scratch  # type: ignore[misc]
+        return scratch.take(self.xp, (key, name), shape, self.dtype)
 
     def _cols_view(self, cols: Any) -> Any:
         """The columns as [C, *kernel, *out, N] (batch inner) or [C, *kernel, N, *out]."""

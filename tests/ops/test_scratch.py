@@ -2,6 +2,7 @@
 (op, array) grown to the largest size, and the same results as kernels with arrays of their
 own."""
 import numpy as np
+import pytest
 
 import fluid_interactive as fluid
 from fluid_interactive.ops.scratch import Scratch
@@ -50,3 +51,58 @@ def test_recurrent_gradients_at_many_lengths_equal_fresh_programs():
         assert shared.train_step(x, y) == fresh.train_step(x, y)
         for name in ("lstm_0.w_0", "gru_0.w_0", "fc_0.w_0"):
             np.testing.assert_array_equal(shared.get_var(name), fresh.get_var(name))
+
+
+class Conv(fluid.Program):
+    @fluid.network("x", "y")
+    def train_step(self, x, y):
+        x = fluid.layers.data(name="x", shape=[1, 12, 12], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+        h = fluid.layers.conv2d(input=x, num_filters=4, filter_size=3, act="relu")
+        h = fluid.layers.pool2d(input=h, pool_size=2, pool_stride=2)
+        h = fluid.layers.conv2d(input=h, num_filters=3, filter_size=3, padding=1)
+        out = fluid.layers.fc(input=h, size=1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
+        fluid.optimizer.SGD(learning_rate=1e-3).minimize(loss)
+        return loss
+
+
+def test_convolutions_at_many_batch_sizes_share_their_columns_and_equal_fresh_programs():
+    """A convolution's columns (and its gradient's, which take their memory) are blocks of
+    the family's scratch: every batch size's plan reads and writes the same memory, one
+    call at a time, and each call gives what a program that only ever saw its batch size
+    gives, in NCHW and in the CHWN layout the plan chooses for LeNet-like chains."""
+    rng = np.random.default_rng(1)
+    shared = Conv().Compile(seed=0)
+    for b in (5, 16, 5, 9, 16, 1, 2):
+        x = rng.standard_normal((b, 1, 12, 12)).astype("float32")
+        y = rng.standard_normal((b, 1)).astype("float32")
+        fresh = Conv().Compile(seed=0)
+        before = {name: shared.get_var(name) for name in shared.var_names()}
+        for name in shared.var_names():
+            fresh.set_var(name, shared.get_var(name))
+        assert shared.train_step(x, y) == fresh.train_step(x, y)
+        for name in shared.var_names():
+            np.testing.assert_array_equal(shared.get_var(name), fresh.get_var(name), name)
+        _check_against_torch(before, x, y, shared)
+    plans = shared.train_step.plans
+    assert len(plans) == 1 and plans[0].sizes_planned == 5
+
+
+def _check_against_torch(before: dict, x, y, prog) -> None:
+    """One SGD step of the same network in PyTorch, from the parameters ``before`` the
+    step: each convolution's filter update reads its own columns (no other op's)."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    p = {k: torch.tensor(before[k], dtype=torch.float64, requires_grad=True)
+         for k in ("conv2d_0.w_0", "conv2d_0.b_0", "conv2d_1.w_0", "conv2d_1.b_0", "fc_0.w_0",
+                   "fc_0.b_0")}
+    h = F.relu(F.conv2d(torch.tensor(x, dtype=torch.float64), p["conv2d_0.w_0"],
+                        p["conv2d_0.b_0"]))
+    h = F.conv2d(F.max_pool2d(h, 2, 2), p["conv2d_1.w_0"], p["conv2d_1.b_0"], padding=1)
+    out = h.reshape(len(x), -1) @ p["fc_0.w_0"] + p["fc_0.b_0"]
+    ((out - torch.tensor(y, dtype=torch.float64)) ** 2).mean().backward()
+    for name, t in p.items():
+        want = (t - 1e-3 * t.grad).detach().numpy()
+        np.testing.assert_allclose(prog.get_var(name), want, rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
