@@ -94,6 +94,7 @@ class ThreadState:
         self.small = 1           # the count of a small plan (the override, when set)
         self.current: int | None = None   # unknown until the first switch
         self._libs: list[Any] | None = None
+        self._serial_libs: list[Any] | None = None
         self.switches = 0
         # Calls of large plans running now: BLAS's count must not change under a call
         # that another thread has in flight, so no switch happens while one runs.
@@ -110,18 +111,42 @@ class ThreadState:
                 ThreadpoolController().select(user_api="blas").lib_controllers
             home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
             own = [lib for lib in libs if os.path.abspath(lib.filepath).startswith(
-                (os.path.join(home, "numpy"), os.path.join(home, "scipy")))]
-            self._libs = own or libs
+                os.path.join(home, "numpy"))]
+            scipy_home = os.path.join(home, "scipy")
+            # SciPy's BLAS stays on one thread (`_serial`); any other is left alone
+            self._libs = own or [lib for lib in libs if not os.path.abspath(
+                lib.filepath).startswith(scipy_home)]
         return self._libs
 
     def rescan(self) -> None:
         """Look for the BLAS libraries again (one was loaded since: SciPy's, when the
         first compiled kernel that calls BLAS loads) and give them the count in force."""
         with self.lock:
-            self._libs = None
+            self._libs = self._serial_libs = None
+            for lib in self._serial():
+                lib.set_num_threads(1)
             if self.current is not None:
                 for lib in self._controllers():
                     lib.set_num_threads(self.current)
+
+    def _serial(self) -> list[Any]:
+        if self._serial_libs is None:
+            self._serial_libs = self._find_serial()
+        return self._serial_libs
+
+    def _find_serial(self) -> list[Any]:
+        """The BLAS that only the compiled recurrent kernels call (SciPy's, through Numba):
+        always one thread, whatever the count in force. Their products are one step's
+        ([B, H] @ [H, 4H]: some 10^6 flops) inside a loop over time, and a second thread
+        waking up for each costs more than it saves: W4 with the compiled sequences took
+        77 ms a step with two threads there, 30 ms with one. A fixed count, not a
+        measured one, so the values never depend on timing."""
+        if ThreadpoolController is None:
+            return []
+        home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+        scipy_home = os.path.join(home, "scipy")
+        return [lib for lib in ThreadpoolController().select(user_api="blas").lib_controllers
+                if os.path.abspath(lib.filepath).startswith(scipy_home)]
 
     def blas_threads(self) -> list[int]:
         """The thread count of each BLAS library the policy sets (NumPy's)."""
@@ -140,6 +165,8 @@ class ThreadState:
     def _set(self, n: int) -> None:
         for lib in self._controllers():
             lib.set_num_threads(n)
+        for lib in self._serial():   # again: OpenBLAS may reset it when its threads start
+            lib.set_num_threads(1)
         self.current = n
         self.switches += 1
 

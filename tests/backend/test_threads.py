@@ -13,15 +13,22 @@ def blas_threads() -> set[int]:
     return set(threads.STATE.blas_threads())
 
 
-def test_the_policy_sets_numpys_own_blas_and_scipys():
-    """NumPy's BLAS, and SciPy's once loaded (the compiled kernels call it through Numba);
-    not another framework's (torch's)."""
+def test_the_policy_sets_numpys_own_blas_and_keeps_scipys_on_one_thread():
+    """NumPy's BLAS follows the policy; SciPy's, once loaded (only the compiled recurrent
+    kernels call it, through Numba, one time step's product at a time), stays on one
+    thread whatever the count; another framework's BLAS (torch's) is left alone."""
     import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's BLAS, as a kernel would)
     threads.STATE.rescan()
     blas = [d["filepath"] for d in threadpool_info() if d["user_api"] == "blas"]
-    ours = [f for f in blas if "numpy" in f or "scipy" in f]
-    assert any("numpy" in f for f in ours), "NumPy's wheel bundles its OpenBLAS"
-    assert sorted(lib.filepath for lib in threads.STATE._controllers()) == sorted(ours)
+    numpys = [f for f in blas if "/numpy" in f]   # the folder (its file says "scipy_openblas")
+    scipys = [f for f in blas if "/scipy" in f]
+    assert numpys, "NumPy's wheel bundles its OpenBLAS"
+    assert sorted(lib.filepath for lib in threads.STATE._controllers()) == sorted(numpys)
+    fluid.set_threads(2)
+    counts = {d["filepath"]: d["num_threads"] for d in threadpool_info()
+              if d["user_api"] == "blas"}
+    assert all(counts[f] == min(2, threads.STATE.cores) for f in numpys)
+    assert all(counts[f] == 1 for f in scipys)
 
 
 pytestmark = pytest.mark.usefixtures("thread_policy")
