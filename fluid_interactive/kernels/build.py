@@ -315,7 +315,7 @@ def load(source: KernelSource) -> Callable:
     fn.disable_compile()
     if "np.dot(" in source.text and not _BLAS_SEEN:
         try:   # Numba's np.dot calls SciPy's BLAS: loaded now, so the policy finds it
-            import scipy.linalg.cython_blas  # noqa: F401
+            import scipy.linalg.cython_blas  # type: ignore[import-untyped]  # noqa: F401
         except ImportError:  # pragma: no cover (Numba's np.dot needs SciPy)
             pass
         from ..backend import threads  # here: the child that compiles runs this file alone
