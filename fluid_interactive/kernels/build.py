@@ -228,6 +228,7 @@ def module_source(dtype: str, constants: dict[str, int], functions: Sequence[Cal
 
 
 _MODULES: dict[str, Any] = {}
+_LOADED: dict[tuple[str, KernelSource], Callable] = {}   # by cache folder and source
 _LOAD_LOCK = threading.RLock()     # one load at a time
 _NUMBA_READY = threading.Event()
 
@@ -306,13 +307,24 @@ def _compiled(path: str, name: str, function: str, args: Sequence[ArgType]) -> A
     return fn
 
 
+def loaded(source: KernelSource) -> Callable | None:
+    """The function of ``source`` if this process has loaded it from the cache folder
+    configured now (then every later plan that asks for it, at any size, takes it
+    without looking at the disk)."""
+    return _LOADED.get((_configured_dir(), source))
+
+
 def load(source: KernelSource) -> Callable:
     """The compiled function, loaded from the disk cache (or compiled here, when the
     cache lacks it), accepting only the types it was built for from then on. The first
     kernel that calls BLAS (SciPy's, through Numba) loads that library: the thread policy
     then sets its count too (backend/threads.py)."""
+    fn = loaded(source)
+    if fn is not None:
+        return fn
     fn = _compiled(source.write(), f"fluid_kernel_{source.key}", source.function, source.args)
     fn.disable_compile()
+    _LOADED[_configured_dir(), source] = fn
     if "np.dot(" in source.text and not _BLAS_SEEN:
         try:   # Numba's np.dot calls SciPy's BLAS: loaded now, so the policy finds it
             import scipy.linalg.cython_blas  # type: ignore[import-untyped]  # noqa: F401

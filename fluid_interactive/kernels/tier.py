@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
-from .build import BUILDER, KernelSource, enabled, load, numba_ready
+from .build import BUILDER, KernelSource, enabled, load, loaded, numba_ready
 
 
 class Kernel:
@@ -69,7 +69,8 @@ class PlanTier:
         runs NumPy, from the end of its first call on."""
         if not self.kernels or not enabled() or self.pending or self.ready:
             return
-        if numba_ready() and all(k.source.is_cached() for k in self.kernels):
+        if numba_ready() and all(loaded(k.source) is not None or k.source.is_cached()
+                                 for k in self.kernels):
             try:
                 self._switch([load(k.source) for k in self.kernels])
             except Exception as e:   # a damaged cache: build again, in the background

@@ -3,6 +3,7 @@ kernels' (bit-identical for the updates and the arithmetic and relu members of a
 within float32 rounding for exp and tanh), the switch between calls, the disk cache that
 a fresh process runs from its first call, and the NumPy path with the tier off."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -129,6 +130,26 @@ def test_the_switch_happens_between_calls_and_the_source_names_the_kernels(monke
     prog.train(x, y)
     assert prog.train.runner.tier == "compiled"
     assert all(k.fn is not None for k in tier.kernels)
+
+
+def test_a_new_batch_size_takes_the_kernels_this_process_loaded_without_the_disk(
+        monkeypatch):
+    """A plan for another batch size asks for the same compiled kernels: loaded once, they
+    serve it from its first call, with no look at the cache folder (emptied here)."""
+    folder = os.environ["FLUID_KERNEL_CACHE"] + "/sizes"
+    monkeypatch.setenv("FLUID_KERNEL_CACHE", folder)
+    prog = mlp(OPTIMIZERS["adam"])().Compile(seed=0)
+    x, y = batches(1)[0]
+    prog.train(x, y)
+    assert prog.train.runner.plan_tier().wait(300)
+    prog.train(x, y)
+    assert prog.train.runner.tier == "compiled"
+    shutil.rmtree(folder)
+    prog.train(x[:17], y[:17])
+    new = prog.train.runner.plans[((17, 32), (17, 1))]
+    assert new.tier is not None and new.tier.state == "compiled"
+    assert all(k.fn is not None for k in new.tier.kernels)
+    assert "tier.poll()" not in new.code.text
 
 
 def test_a_large_plan_measures_its_thread_count_again_once_it_runs_compiled_kernels(

@@ -113,8 +113,15 @@ class StepPlan:
     reuse: KernelReuse | None = None
 
     def describe(self, step: Step) -> str:
-        """The op's text line, with declared types: the same for every plan of the block."""
-        return comment(format_op(step.op, lambda n: self.program.find_var(self.block, n)))
+        """The op's text line, with declared types: the same for every plan of the block
+        (kept by the family, when there is one, for its other sizes)."""
+        texts = None if self.reuse is None else self.reuse.texts
+        text = None if texts is None else texts.get(step.index)
+        if text is None:
+            text = comment(format_op(step.op, lambda n: self.program.find_var(self.block, n)))
+            if texts is not None:
+                texts[step.index] = text
+        return text
 
 
 def dynamic(types: dict[str, TensorType], names: list[str]) -> bool:

@@ -116,6 +116,7 @@ class KernelReuse:
         self.keys_of: dict[tuple, set] = {}   # signature -> the memory blocks it uses
         self.limit = limit
         self.reused = 0
+        self.texts: dict[int, str] = {}   # each step's text line, the same at every size
 
     def signature(self, step: Step, types: dict[str, TensorType],
                   constants: dict[str, Any]) -> tuple | None:

@@ -89,9 +89,13 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
     blocks = {id(b) for b in memory.blocks.values()}
     seen: set[int] = set()
     total = 0
-    todo = [(v, 0) for v in [*getattr(fn, "__globals__", {}).values(), *state.values()]]
+    names = getattr(fn, "__globals__", {})
+    todo = [(v, 0) for k, v in names.items() if k != "__builtins__"]
+    todo += [(v, 0) for v in state.values()]
     while todo:
         obj, depth = todo.pop()
+        if isinstance(obj, _HOLDS_NO_ARRAY):
+            continue
         if isinstance(obj, np.ndarray):
             root = obj
             while isinstance(root.base, np.ndarray):
@@ -100,11 +104,17 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
                 seen.add(id(root))
                 total += root.nbytes
             continue
-        if id(obj) in seen or depth > 3 or isinstance(obj, (type, types.ModuleType, Scratch)):
-            continue   # a Scratch is its family's, shared by every size's plan
+        if id(obj) in seen or depth > 3:
+            continue
         seen.add(id(obj))
         todo += [(v, depth + 1) for v in _references(obj)]
     return total
+
+
+# What never leads to an array a kernel made: values, code, and the family's shared scratch
+# (every size's plan uses it: not one plan's to count)
+_HOLDS_NO_ARRAY = (str, bytes, int, float, complex, type(None), types.BuiltinFunctionType,
+                   np.ufunc, np.dtype, type, types.ModuleType, Scratch)
 
 
 def _references(obj: Any) -> list:
