@@ -28,12 +28,16 @@ import sys
 import time
 import tracemalloc
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
+if "--worker" in sys.argv and sys.argv[sys.argv.index("--worker") + 1].startswith("fluid"):
+    # A fluid worker imports fluid first, as the docs ask (docs/architecture.md, "Rows
+    # split over threads"): the OpenBLAS NumPy loads then lets its idle threads sleep
+    # soon (util/blas_wait.py).
+    import fluid  # noqa: F401
 
+import numpy as np  # noqa: E402
 from _busy import busy_core  # noqa: E402
 from peers.workloads import (  # noqa: E402 (after the path set-up above)
     CHECK_AT,

@@ -4,6 +4,7 @@ overhead between kernels. The hand-written NumPy step of the same workload is ti
 the same process, interleaved, for scale.
 
     python benchmarks/profile_kernels.py W2-sgd [--steps 30] [--blocks 5] [--threads N]
+    python benchmarks/profile_kernels.py W6      # the sequence workloads too (W4-W6)
 
 ``--threads N`` runs fluid and the hand-written step with N BLAS threads (by default the
 thread policy chooses fluid's, and hand NumPy runs with whatever it set last).
@@ -21,7 +22,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "extension")]
 
-from peers import fluid_impl, numpy_impl  # noqa: E402
+import fluid  # noqa: E402, F401  (before NumPy, as a user's script: docs/architecture.md)
+
+# isort: split
+from peers import fluid_impl, numpy_impl, seq_fluid  # noqa: E402
+from peers.seq_workloads import SEQ_MODELS, seq_batches  # noqa: E402
 from peers.workloads import POOL, WORKLOADS, batches, initial_parameters  # noqa: E402
 
 
@@ -64,9 +69,13 @@ def main() -> None:
         threadpool_limits(args.threads)
     w = WORKLOADS[args.workload]
     params = initial_parameters(w.model)
-    prog, _ = fluid_impl.compiled(w, params)
+    if w.model in SEQ_MODELS:   # the sequence workloads (peers/seq_*.py)
+        prog, _ = seq_fluid.compiled(w, params)
+        xs, ys = seq_batches(w.model, w.batch)
+    else:
+        prog, _ = fluid_impl.compiled(w, params)
+        xs, ys = batches(w.model, w.batch)
     hand = numpy_impl.make(w, params)
-    xs, ys = batches(w.model, w.batch)
     table = timed_plan(prog, "train_step", (xs[0], ys[0]))
     fluid_impl.await_compiled_kernels(prog)   # the tier's kernels, if any: built first
     totals, hand_totals = [], []

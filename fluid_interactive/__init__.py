@@ -4,6 +4,9 @@ Subclass `Program`, mark methods with `@network`, call `Compile()`, then call th
 of the result; they share one scope of parameters. The notebook face is the `fluid`
 module (``%load_ext fluid`` or ``import fluid``), which re-exports this API.
 """
+from .util import blas_wait as _blas_wait  # noqa: F401  (first: it sets what OpenBLAS reads as it loads)
+
+# isort: split
 from . import distributed
 from . import ops as _ops  # noqa: F401  (registers every op)
 from .backend import get_device, get_threads, set_device, set_threads

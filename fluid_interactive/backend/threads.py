@@ -148,6 +148,12 @@ class ThreadState:
         return [lib for lib in ThreadpoolController().select(user_api="blas").lib_controllers
                 if os.path.abspath(lib.filepath).startswith(scipy_home)]
 
+    def openblas(self) -> bool:
+        """Whether the BLAS the policy sets is OpenBLAS (whose idle threads' spin
+        util/blas_wait.py shortens)."""
+        libs = self._controllers()
+        return bool(libs) and all(lib.internal_api == "openblas" for lib in libs)
+
     def blas_threads(self) -> list[int]:
         """The thread count of each BLAS library the policy sets (NumPy's)."""
         return [lib.get_num_threads() for lib in self._controllers()]

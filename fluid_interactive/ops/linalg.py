@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from math import prod
 
+from ..backend.rows import for_rows
 from ..ir.text import format_shape
 from .registry import register
 from .spec import (
@@ -10,6 +11,7 @@ from .spec import (
     InferContext,
     KernelContext,
     OpSpec,
+    TensorType,
     dims_compatible,
     infer_like,
     present,
@@ -140,6 +142,22 @@ def _swap(a):
     return a.swapaxes(-1, -2)
 
 
+#: The largest product (M·N·K) OpenBLAS runs on one thread (interface/gemm.c: four times
+#: 65,536): a batch of such products runs one matrix after another, on one core, whatever
+#: the thread count, so its matrices are what splits over the threads (backend/rows.py).
+SERIAL_GEMM = 1 << 18
+
+
+def _batch_of_small(xp, x: TensorType, y: TensorType, tx: bool, ty: bool) -> bool:
+    """Whether a matmul of X and Y is a batch of small products over the same batch dims
+    (an attention's heads, nothing broadcast): one whose matrices can be split over
+    threads."""
+    if xp.__name__ != "numpy" or x.rank < 3 or x.shape[:-2] != y.shape[:-2]:
+        return False
+    xs, ys = _mm_shapes(x.shape, y.shape, tx, ty)
+    return xs[-2] * xs[-1] * ys[-1] <= SERIAL_GEMM
+
+
 def _matmul_kernel(ctx: KernelContext):
     xp = ctx.xp
     tx, ty, alpha = ctx.attrs["transpose_X"], ctx.attrs["transpose_Y"], ctx.attrs["alpha"]
@@ -147,13 +165,20 @@ def _matmul_kernel(ctx: KernelContext):
     fx = _swap if tx and x.rank > 1 else (lambda a: a)
     fy = _swap if ty and y.rank > 1 else (lambda a: a)
     out = ctx.buffer("Out")
-    if alpha == 1.0:
-        return lambda a, b: xp.matmul(fx(a), fy(b), out=out)
 
-    def scaled(a, b):
-        r = xp.matmul(fx(a), fy(b), out=out)
-        return xp.multiply(r, alpha, out=r)
-    return scaled
+    def product(a, b, r):
+        r = xp.matmul(fx(a), fy(b), out=r)
+        return r if alpha == 1.0 else xp.multiply(r, alpha, out=r)
+    if not _batch_of_small(xp, x, y, tx, ty):
+        return lambda a, b: product(a, b, out)
+    o = ctx.output("Out")
+    work = prod(x.shape) + prod(y.shape) + prod(o.shape)
+
+    def split(a, b):
+        r = out if out is not None else xp.empty(o.shape, o.dtype)
+        for_rows(lambda lo, hi: product(a[lo:hi], b[lo:hi], r[lo:hi]), x.shape[0], work)
+        return r
+    return split
 
 
 def _matmul_grad(g: GradContext) -> None:
@@ -194,6 +219,16 @@ def _matmul_grad_kernel(ctx: KernelContext):
             g = xp.expand_dims(g, -1)
         return a2, b2, g
 
+    product = xp.matmul
+    if _batch_of_small(xp, x, y, tx, ty):   # each matrix's gradients from its own alone
+        work = 3 * (prod(x.shape) + prod(y.shape))
+
+        def product(p, q):
+            r = xp.empty(p.shape[:-1] + q.shape[-1:], xp.result_type(p, q))
+            for_rows(lambda lo, hi: xp.matmul(p[lo:hi], q[lo:hi], out=r[lo:hi]),
+                     r.shape[0], work)
+            return r
+
     def fn(a, b, g):
         a2, b2, g2 = promote(a, b, g)
         if alpha != 1.0:
@@ -202,12 +237,12 @@ def _matmul_grad_kernel(ctx: KernelContext):
         if want_x:
             # Out = op(X)·op(Y); d op(X) = g·op(Y)ᵀ
             opy = _swap(b2) if ty else b2
-            dx = xp.matmul(g2, _swap(opy))
+            dx = product(g2, _swap(opy))
             dx = _swap(dx) if tx else dx
             res.append(sum_to(xp, dx, x.shape))
         if want_y:
             opx = _swap(a2) if tx else a2
-            dy = xp.matmul(_swap(opx), g2)
+            dy = product(_swap(opx), g2)
             dy = _swap(dy) if ty else dy
             res.append(sum_to(xp, dy, y.shape))
         return res[0] if len(res) == 1 else tuple(res)

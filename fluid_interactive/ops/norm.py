@@ -28,9 +28,11 @@ Per-channel sums run as matrix-vector products (BLAS), which are much faster in 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
+from ..backend.rows import ALIGN, for_rows
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
 from .layouts import CHWN, NCHW, LayoutRule, check_layout
@@ -293,27 +295,42 @@ def _ln_kernel(ctx: KernelContext):
     sq = xp.empty((m, d), x.dtype)
     inv = xp.empty((m, 1), x.dtype)
 
-    def layer_norm(a, *params):
-        params = list(params)
-        scale = params.pop(0) if has_scale else None
-        bias = params.pop(0) if has_bias else None
-        a2 = a.reshape(m, d)
-        y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
-        y2 = y.reshape(m, d)
-        mean = xp.matmul(a2, ones, out=mean_buf)
-        xp.subtract(a2, mean[:, None], out=y2)
-        xp.multiply(y2, y2, out=sq)
-        var = xp.matmul(sq, ones, out=var_buf)
-        xp.add(var[:, None], eps, out=inv)
-        xp.sqrt(inv, out=inv)
-        xp.reciprocal(inv, out=inv)
-        xp.multiply(y2, inv, out=y2)
+    def rows(a2, y2, mean, var, scale, bias, lo, hi):
+        a2, y2, sq_r, inv_r = a2[lo:hi], y2[lo:hi], sq[lo:hi], inv[lo:hi]
+        mean_r = xp.matmul(a2, ones, out=mean[lo:hi])
+        xp.subtract(a2, mean_r[:, None], out=y2)
+        xp.multiply(y2, y2, out=sq_r)
+        var_r = xp.matmul(sq_r, ones, out=var[lo:hi])
+        xp.add(var_r[:, None], eps, out=inv_r)
+        xp.sqrt(inv_r, out=inv_r)
+        xp.reciprocal(inv_r, out=inv_r)
+        xp.multiply(y2, inv_r, out=y2)
         if scale is not None:
             xp.multiply(y2, scale, out=y2)
         if bias is not None:
             xp.add(y2, bias, out=y2)
+
+    def layer_norm(a, *params):
+        params = list(params)
+        scale = params.pop(0) if has_scale else None
+        bias = params.pop(0) if has_bias else None
+        y = y_buf if y_buf is not None else xp.empty(x.shape, x.dtype)
+        mean = mean_buf if mean_buf is not None else xp.empty((m,), x.dtype)
+        var = var_buf if var_buf is not None else xp.empty((m,), x.dtype)
+        a2, y2 = a.reshape(m, d), y.reshape(m, d)
+        _by_rows(xp, m, d, lambda lo, hi: rows(a2, y2, mean, var, scale, bias, lo, hi))
         return y, mean, var
     return layer_norm
+
+
+def _by_rows(xp: Any, m: int, d: int, body: Callable[[int, int], None]) -> None:
+    """``body(lo, hi)`` over rows of [M, D], split over the threads in force (each row's
+    statistics are its own: backend/rows.py); on multiples of 64 rows, as the BLAS
+    matrix-vector products group them."""
+    if xp.__name__ != "numpy":
+        body(0, m)
+        return
+    for_rows(body, m, m * d, align=ALIGN)
 
 
 def _ln_grad(g: GradContext) -> None:
@@ -350,27 +367,35 @@ def _ln_grad_kernel(ctx: KernelContext):
     tmp = xp.empty((m, d), x.dtype)
     inv = xp.empty((m, 1), x.dtype)
 
+    def rows(a2, scale, mean, var, dy2, dx2, lo, hi):
+        """xhat, and dX when wanted, for rows lo:hi (each from its own row alone)."""
+        inv_r, xhat_r, dy_r = inv[lo:hi], xhat[lo:hi], dy2[lo:hi]
+        xp.add(var[lo:hi, None], eps, out=inv_r)
+        xp.sqrt(inv_r, out=inv_r)
+        xp.reciprocal(inv_r, out=inv_r)
+        xp.subtract(a2[lo:hi], mean[lo:hi, None], out=xhat_r)
+        xp.multiply(xhat_r, inv_r, out=xhat_r)
+        if dx2 is None:
+            return
+        g2 = xp.multiply(dy_r, scale[0], out=gs[lo:hi]) if scale else dy_r
+        mg = xp.matmul(g2, mean_d)                                         # mean of g
+        mgx = xp.matmul(xp.multiply(g2, xhat_r, out=tmp[lo:hi]), mean_d)   # of g * xhat
+        dx_r = dx2[lo:hi]
+        # dX = inv * (g - mean(g) - xhat * mean(g * xhat))
+        xp.multiply(xhat_r, mgx[:, None], out=dx_r)
+        xp.subtract(g2, dx_r, out=dx_r)
+        xp.subtract(dx_r, mg[:, None], out=dx_r)
+        xp.multiply(dx_r, inv_r, out=dx_r)
+
     def grad(a, *rest):
         *scale, mean, var, dy = rest
-        dy2 = dy.reshape(m, d)
-        xp.add(var[:, None], eps, out=inv)
-        xp.sqrt(inv, out=inv)
-        xp.reciprocal(inv, out=inv)
-        xp.subtract(a.reshape(m, d), mean[:, None], out=xhat)
-        xp.multiply(xhat, inv, out=xhat)
-        res = []
+        dy2, a2 = dy.reshape(m, d), a.reshape(m, d)
+        dx = None
         if want_x:
-            g2 = xp.multiply(dy2, scale[0], out=gs) if scale else dy2
-            mg = xp.matmul(g2, mean_d)                                 # mean of g per row
-            mgx = xp.matmul(xp.multiply(g2, xhat, out=tmp), mean_d)    # mean of g * xhat
             dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
-            dx2 = dx.reshape(m, d)
-            # dX = inv * (g - mean(g) - xhat * mean(g * xhat))
-            xp.multiply(xhat, mgx[:, None], out=dx2)
-            xp.subtract(g2, dx2, out=dx2)
-            xp.subtract(dx2, mg[:, None], out=dx2)
-            xp.multiply(dx2, inv, out=dx2)
-            res.append(dx)
+        dx2 = None if dx is None else dx.reshape(m, d)
+        _by_rows(xp, m, d, lambda lo, hi: rows(a2, scale, mean, var, dy2, dx2, lo, hi))
+        res = [] if dx is None else [dx]
         if want_s:
             res.append(xp.matmul(ones_m, xp.multiply(dy2, xhat, out=tmp), out=ds_buf))
         if want_b:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from math import prod
 from typing import Any
 
+from ..backend.rows import for_rows
 from ..ir.text import format_shape as _shape
 from .registry import register
 from .spec import (
@@ -160,13 +161,29 @@ def _softmax_kernel(ctx: KernelContext):
     m = xp.empty(_reduced(x.shape, ax), x.dtype)   # scratch: row max, then row sum
     s = xp.empty(_reduced(x.shape, ax), x.dtype)
 
-    def fn(a):
-        a.max(axis=ax, keepdims=True, out=m)
-        e = xp.subtract(a, m, out=out)
+    def rows(a, e, lo, hi):
+        a, e, mr, sr = a[lo:hi], e[lo:hi], m[lo:hi], s[lo:hi]
+        a.max(axis=ax, keepdims=True, out=mr)
+        xp.subtract(a, mr, out=e)
         xp.exp(e, out=e)
-        e.sum(axis=ax, keepdims=True, out=s)
-        return xp.divide(e, s, out=e)
+        e.sum(axis=ax, keepdims=True, out=sr)
+        xp.divide(e, sr, out=e)
+
+    def fn(a):
+        e = out if out is not None else xp.empty(a.shape, a.dtype)
+        _by_rows(xp, ax, a.shape, lambda lo, hi: rows(a, e, lo, hi))
+        return e
     return fn
+
+
+def _by_rows(xp: Any, ax: int, shape: tuple[int, ...], body: Callable[[int, int], None]
+             ) -> None:
+    """``body(lo, hi)`` over the leading dim's rows, split over the threads in force when
+    the axis reduced is another (backend/rows.py), else once over all of them."""
+    if xp.__name__ != "numpy" or ax == 0 or not shape:
+        body(0, shape[0] if shape else 1)
+        return
+    for_rows(body, shape[0], prod(shape))
 
 
 def _grad_from_out(grad_type: str) -> Callable[[GradContext], None]:
@@ -188,11 +205,17 @@ def _softmax_grad_kernel(ctx: KernelContext):
     """dX = Y * (dY - sum(dY * Y, axis))."""
     xp, y, ax, out, s = _out_grad_setup(ctx)
 
+    def rows(y, g, t, lo, hi):
+        y, g, t, sr = y[lo:hi], g[lo:hi], t[lo:hi], s[lo:hi]
+        xp.multiply(y, g, out=t)
+        t.sum(axis=ax, keepdims=True, out=sr)
+        xp.subtract(g, sr, out=t)
+        xp.multiply(t, y, out=t)
+
     def fn(y, g):
-        t = xp.multiply(y, g, out=out)
-        t.sum(axis=ax, keepdims=True, out=s)
-        xp.subtract(g, s, out=t)
-        return xp.multiply(t, y, out=t)
+        t = out if out is not None else xp.empty(y.shape, y.dtype)
+        _by_rows(xp, ax, y.shape, lambda lo, hi: rows(y, g, t, lo, hi))
+        return t
     return fn
 
 

@@ -1,0 +1,88 @@
+"""NumPy kernels whose rows are independent, run on the threads in force.
+
+A plan's large call runs with every core (threads.py), but only BLAS used them: a softmax,
+a layer norm, or a batch of small matrix products (an attention's heads, each below the
+size at which OpenBLAS threads a GEMM) ran on one core while the other waited. Such a
+kernel computes each leading row from that row alone, so it can cut its rows into one
+chunk per thread, run the first chunk itself and the others in a small pool (NumPy lets
+go of the interpreter lock inside its loops), and wait for all. It does so only where
+OpenBLAS's idle threads sleep soon after a call (`SPLIT`, util/blas_wait.py).
+
+The values do not change: each row goes through the same NumPy calls, on a slice instead
+of the whole array, so the chunking (and the thread count) never reaches the last bits.
+`align` keeps chunk boundaries on multiples of a row count, for a kernel whose BLAS call
+groups rows (a matrix-vector product takes them four at a time). A chunk is never
+smaller than `MIN_CHUNK` elements: below it, waking a thread costs more than it saves.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from .threads import STATE
+
+
+def _short_spin() -> bool:
+    """Whether OpenBLAS's idle threads sleep soon after a call (util/blas_wait.py): a
+    thread spinning for a tenth of a second after each product would share the core a
+    range runs on, and splitting would gain nothing."""
+    value = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "")
+    return value.isdigit() and int(value) <= 20
+
+
+#: Whether kernels split their rows at all: with OpenBLAS, whose idle threads sleep soon.
+SPLIT = _short_spin() and STATE.openblas()
+#: Elements a chunk must hold at least: a thread's wake-up and hand-over take some
+#: 10-30 µs, about what NumPy needs for this many float32 values.
+MIN_CHUNK = 1 << 16
+ALIGN = 64   # rows: a boundary every 64 rows keeps any BLAS grouping of 4 or 8 rows
+
+_POOL: list[tuple[int, ThreadPoolExecutor]] = []   # (the process that made it, the pool)
+_POOL_LOCK = threading.Lock()
+
+
+def chunks(rows: int, work: int, align: int = 1) -> list[tuple[int, int]]:
+    """``[0, rows)`` cut into one range per thread in force, each at least `MIN_CHUNK` of
+    the ``work`` elements, their starts on multiples of ``align``: one range when the
+    work is small or one thread runs."""
+    threads = min(STATE.current or 1, STATE.cores) if SPLIT else 1
+    count = min(threads, rows // max(align, 1), work // MIN_CHUNK)
+    if count <= 1:
+        return [(0, rows)]
+    step = -(-rows // count)
+    step = -(-step // align) * align
+    bounds = list(range(0, rows, step)) + [rows]
+    return list(zip(bounds, bounds[1:]))
+
+
+def for_rows(body: Callable[[int, int], Any], rows: int, work: int, align: int = 1) -> None:
+    """Run ``body(start, stop)`` over ``[0, rows)`` in the ranges of `chunks`: the first
+    here, the others in the pool, and return once every range is done (also when one
+    fails or the call is interrupted: no range writes on after the kernel returned).
+    The first failure is raised."""
+    ranges = chunks(rows, work, align)
+    if len(ranges) == 1:
+        body(0, rows)
+        return
+    pool = _pool()
+    futures: list[Future] = [pool.submit(body, lo, hi) for lo, hi in ranges[1:]]
+    try:
+        body(*ranges[0])
+    finally:
+        wait(futures)
+    for f in futures:
+        f.result()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The pool of this process (a child forked from it, a Ray worker, makes its own: the
+    parent's threads do not exist there)."""
+    pid = os.getpid()
+    with _POOL_LOCK:
+        if not _POOL or _POOL[-1][0] != pid:
+            workers = max(STATE.cores - 1, 1)
+            _POOL[:] = [(pid, ThreadPoolExecutor(workers, thread_name_prefix="fluid-rows"))]
+        return _POOL[-1][1]
