@@ -12,7 +12,7 @@ The values do not change: each row goes through the same NumPy calls, on a slice
 of the whole array, so the chunking (and the thread count) never reaches the last bits.
 `align` keeps chunk boundaries on multiples of a row count, for a kernel whose BLAS call
 groups rows (a matrix-vector product takes them four at a time). A chunk is never
-smaller than `MIN_CHUNK` elements: below it, waking a thread costs more than it saves.
+smaller than `MIN_CHUNK`: below it, handing it to a thread costs more than it saves.
 """
 from __future__ import annotations
 
@@ -35,9 +35,12 @@ def _short_spin() -> bool:
 
 #: Whether kernels split their rows at all: with OpenBLAS, whose idle threads sleep soon.
 SPLIT = _short_spin() and STATE.openblas()
-#: Elements a chunk must hold at least: a thread's wake-up and hand-over take some
-#: 10-30 µs, about what NumPy needs for this many float32 values.
-MIN_CHUNK = 1 << 16
+#: The work a range must hold at least, in elements of one pass over memory (a kernel
+#: says how many its rows are worth): handing a range to a thread and waiting for it take
+#: some 100 µs on the 2-core machine, about what NumPy takes for 128K float32 values
+#: through a few passes. (Measured break-even, whole against split in two: softmax over
+#: 64K values, a batch of small matmuls of 128K results, relu's gradient over 512K.)
+MIN_CHUNK = 1 << 17
 ALIGN = 64   # rows: a boundary every 64 rows keeps any BLAS grouping of 4 or 8 rows
 
 _POOL: list[tuple[int, ThreadPoolExecutor]] = []   # (the process that made it, the pool)
@@ -86,3 +89,24 @@ def _pool() -> ThreadPoolExecutor:
             workers = max(STATE.cores - 1, 1)
             _POOL[:] = [(pid, ThreadPoolExecutor(workers, thread_name_prefix="fluid-rows"))]
         return _POOL[-1][1]
+
+
+def pointwise(fn: Callable[..., Any], out: Any) -> Callable[..., Any]:
+    """A kernel calling ``fn(*arrays, o)`` over ranges of ``out``'s rows (``out``: the
+    planned buffer it writes; ``o`` its rows in the range), for an ``fn`` that computes each
+    element from the same element of its arrays alone. An array of ``out``'s rank and
+    leading dim is cut into the same ranges; any other (one broadcast over the rows, or
+    None) is passed whole. Returns ``out``."""
+    rows = out.shape[0]
+
+    def call(*arrays: Any) -> Any:
+        cut = [a is not None and a.ndim == out.ndim and a.shape[0] == rows for a in arrays]
+
+        def body(lo: int, hi: int) -> None:
+            o = out[lo:hi]
+            got = fn(*(a[lo:hi] if c else a for a, c in zip(arrays, cut)), o)
+            if got is not o:   # an fn that made its result elsewhere
+                o[...] = got
+        for_rows(body, rows, out.size // 2)   # one cheap pass, as relu's gradient
+        return out
+    return call

@@ -172,7 +172,7 @@ def _matmul_kernel(ctx: KernelContext):
     if not _batch_of_small(xp, x, y, tx, ty):
         return lambda a, b: product(a, b, out)
     o = ctx.output("Out")
-    work = prod(x.shape) + prod(y.shape) + prod(o.shape)
+    work = prod(o.shape)
 
     def split(a, b):
         r = out if out is not None else xp.empty(o.shape, o.dtype)
@@ -221,12 +221,10 @@ def _matmul_grad_kernel(ctx: KernelContext):
 
     product = xp.matmul
     if _batch_of_small(xp, x, y, tx, ty):   # each matrix's gradients from its own alone
-        work = 3 * (prod(x.shape) + prod(y.shape))
-
         def product(p, q):
             r = xp.empty(p.shape[:-1] + q.shape[-1:], xp.result_type(p, q))
             for_rows(lambda lo, hi: xp.matmul(p[lo:hi], q[lo:hi], out=r[lo:hi]),
-                     r.shape[0], work)
+                     r.shape[0], r.size)
             return r
 
     def fn(a, b, g):

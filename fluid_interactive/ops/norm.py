@@ -323,14 +323,15 @@ def _ln_kernel(ctx: KernelContext):
     return layer_norm
 
 
-def _by_rows(xp: Any, m: int, d: int, body: Callable[[int, int], None]) -> None:
+def _by_rows(xp: Any, m: int, d: int, body: Callable[[int, int], None], passes: int = 1
+             ) -> None:
     """``body(lo, hi)`` over rows of [M, D], split over the threads in force (each row's
     statistics are its own: backend/rows.py); on multiples of 64 rows, as the BLAS
-    matrix-vector products group them."""
+    matrix-vector products group them. ``passes``: its work, in passes over [M, D]."""
     if xp.__name__ != "numpy":
         body(0, m)
         return
-    for_rows(body, m, m * d, align=ALIGN)
+    for_rows(body, m, passes * m * d, align=ALIGN)
 
 
 def _ln_grad(g: GradContext) -> None:
@@ -394,7 +395,8 @@ def _ln_grad_kernel(ctx: KernelContext):
         if want_x:
             dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
         dx2 = None if dx is None else dx.reshape(m, d)
-        _by_rows(xp, m, d, lambda lo, hi: rows(a2, scale, mean, var, dy2, dx2, lo, hi))
+        _by_rows(xp, m, d, lambda lo, hi: rows(a2, scale, mean, var, dy2, dx2, lo, hi),
+                 passes=2)
         res = [] if dx is None else [dx]
         if want_s:
             res.append(xp.matmul(ones_m, xp.multiply(dy2, xhat, out=tmp), out=ds_buf))

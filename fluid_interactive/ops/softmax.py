@@ -171,19 +171,20 @@ def _softmax_kernel(ctx: KernelContext):
 
     def fn(a):
         e = out if out is not None else xp.empty(a.shape, a.dtype)
-        _by_rows(xp, ax, a.shape, lambda lo, hi: rows(a, e, lo, hi))
+        _by_rows(xp, ax, a.shape, lambda lo, hi: rows(a, e, lo, hi), passes=4)
         return e
     return fn
 
 
-def _by_rows(xp: Any, ax: int, shape: tuple[int, ...], body: Callable[[int, int], None]
-             ) -> None:
+def _by_rows(xp: Any, ax: int, shape: tuple[int, ...], body: Callable[[int, int], None],
+             passes: int) -> None:
     """``body(lo, hi)`` over the leading dim's rows, split over the threads in force when
-    the axis reduced is another (backend/rows.py), else once over all of them."""
+    the axis reduced is another (backend/rows.py), else once over all of them; ``passes``:
+    the passes over memory it makes (its work)."""
     if xp.__name__ != "numpy" or ax == 0 or not shape:
         body(0, shape[0] if shape else 1)
         return
-    for_rows(body, shape[0], prod(shape))
+    for_rows(body, shape[0], passes * prod(shape))
 
 
 def _grad_from_out(grad_type: str) -> Callable[[GradContext], None]:
@@ -214,7 +215,7 @@ def _softmax_grad_kernel(ctx: KernelContext):
 
     def fn(y, g):
         t = out if out is not None else xp.empty(y.shape, y.dtype)
-        _by_rows(xp, ax, y.shape, lambda lo, hi: rows(y, g, t, lo, hi))
+        _by_rows(xp, ax, y.shape, lambda lo, hi: rows(y, g, t, lo, hi), passes=3)
         return t
     return fn
 

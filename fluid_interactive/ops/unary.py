@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from math import prod
 from typing import Any
 
+from ..backend.rows import pointwise
 from .layouts import LayoutRule
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, present, slots
@@ -78,10 +79,19 @@ def define_unary(name: str, forward: Callable, grad: Callable | None, uses: Sequ
                         layout=LayoutRule(("X", "Out", "Out@GRAD", "X@GRAD"))))
 
 
+def _by_rows(ctx: KernelContext, out: Any, slots: Sequence[str]) -> bool:
+    """Whether the kernel writes a planned buffer whose rows can be split over threads:
+    every input of ``slots`` is its shape (backend/rows.py)."""
+    return ctx.xp.__name__ == "numpy" and out is not None and out.ndim > 0 and all(
+        ctx.input(s).shape == tuple(out.shape) for s in slots if ctx.has_input(s))
+
+
 def _forward_kernel(forward: Callable, tensors: Mapping[str, str]):
     def kernel(ctx: KernelContext):
         xp, out, a = ctx.xp, ctx.buffer("Out"), ctx.attrs
         given = [s for s in tensors if ctx.has_input(s)]
+        if not given and _by_rows(ctx, out, ("X",)):
+            return pointwise(lambda x, o: forward(xp, x, o, a), out)
         if not given:
             return lambda x: forward(xp, x, out, a)
         dtype = ctx.input("X").dtype
@@ -113,6 +123,13 @@ def _grad_kernel(grad: Callable, linear_grad: Callable | None, tensors: Mapping[
             return special
         if any(ctx.has_input(s) for s in tensors):
             return _tensor_grad_kernel(ctx, grad, tensors)
+        if _by_rows(ctx, out, ("X", "Out", "Out@GRAD")):
+            rows = pointwise(lambda x, y, g, o: grad(xp, x, y, g, o, a), out)
+            if has_x and has_y:
+                return rows
+            if has_x:
+                return lambda x, g: rows(x, None, g)
+            return (lambda y, g: rows(None, y, g)) if has_y else (lambda g: rows(None, None, g))
         if has_x and has_y:
             return lambda x, y, g: grad(xp, x, y, g, out, a)
         if has_x:

@@ -1,7 +1,9 @@
 """Kernels that split their rows over the threads in force (backend/rows.py): the ranges
 cover every row once, on aligned boundaries, one range when the work is small; a failure
 in any range is raised only once every range is done; and softmax, batched matmul and
-layer_norm, forward and backward, give the same bits split as whole."""
+layer_norm, forward and backward, and the pointwise ops writing a planned buffer (unary
+ops and their gradients, binary elementwise ops with Y cut or broadcast) give the same
+bits split as whole."""
 import os
 import subprocess
 import sys
@@ -124,6 +126,9 @@ def attention_block(t=16, d=32, heads=4):
             y = fluid.layers.data(name="y", shape=[1], dtype="int64")
             a = fluid.nets.scaled_dot_product_attention(x, x, x, num_heads=heads)
             h = fluid.layers.layer_norm(x + a, begin_norm_axis=2)
+            f = fluid.layers.fc(h, size=2 * d, num_flatten_dims=2, act="relu")
+            f = fluid.layers.tanh(fluid.layers.elementwise_mul(f, f))
+            h = h + fluid.layers.fc(f, size=d, num_flatten_dims=2)
             out = fluid.layers.fc(fluid.layers.sequence_pool(h, "average"), size=3)
             loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(out, y))
             fluid.optimizer.Adam(learning_rate=1e-2).minimize(loss)
