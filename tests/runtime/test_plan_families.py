@@ -107,6 +107,33 @@ def test_a_step_on_parameters_alone_is_prepared_once(rng):
     assert not any("sgd" in s.op for s in plan.specialised)
 
 
+def test_a_new_size_asks_the_shape_rules_only_of_ops_whose_inputs_changed(
+        rng, monkeypatch):
+    """The types a plan inferred for the SGD updates (parameters and their gradients: no
+    batch dim) serve the next size's plan; the ops on the batch are typed again."""
+    from fluid_interactive.runtime.plan import shapes
+    asked: list[str] = []
+    infer = shapes.infer_op
+
+    def counted(op, *args):
+        asked.append(op.type)
+        return infer(op, *args)
+    monkeypatch.setattr(shapes, "infer_op", counted)
+    prog = Train().Compile(seed=1)
+    x = rng.standard_normal((9, 5)).astype("float32")
+    y = rng.standard_normal((9, 1)).astype("float32")
+    prog.train_step(x[:4], y[:4])
+    first = list(asked)
+    asked.clear()
+    prog.train_step(x, y)
+    updates = [t for t in first if "sgd" in t]
+    assert updates and not [t for t in asked if "sgd" in t]
+    assert "mul" in asked and len(asked) < len(first)
+    asked.clear()
+    prog.train_step(x[:4], y[:4])   # a size planned before: no typing at all
+    assert asked == []
+
+
 class Recurrence(fluid.Program):
     @fluid.network("x", "n")
     def step(self, x, n):

@@ -19,7 +19,7 @@ from ...ops.apply import flat_inputs, flat_outputs, prepare_kernel
 from ...ops.registry import get_spec
 from ...ops.spec import Forward, OpSpec, TensorType, var_type
 from .buffers import PlanMemory, Slots, assign_buffers
-from .shapes import Typing, concrete_types, describe_op, inherited
+from .shapes import InferredTypes, Typing, concrete_types, describe_op, inherited
 
 __all__ = ["Step", "BlockAnalysis", "analyse_block", "analyse_body", "describe_op", "op_rng"]
 
@@ -118,30 +118,57 @@ def _steps(block: BlockDesc, ops: list[OpDesc]) -> list[Step]:
     return steps
 
 
+@dataclass
+class BlockMemo:
+    """What the plans of one block for every size share: the types its shape rules gave
+    (by op and input types), and the ops that run with the vars that are state, returned
+    or gathered from sub-blocks, which no size changes."""
+    inferred: InferredTypes = field(default_factory=InferredTypes)
+    # (live ops, persistables, returned, collected)
+    facts: tuple[list[OpDesc], frozenset[str], frozenset[str], frozenset[str]] | None = None
+
+
 def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
                   xp: Any, rng_for: Callable[[int], Any], typing: Typing | None = None,
-                  memory: PlanMemory | None = None) -> BlockAnalysis:
+                  memory: PlanMemory | None = None, memo: BlockMemo | None = None
+                  ) -> BlockAnalysis:
     """Everything code generation needs to know about a method's ``block`` for these feed
-    types; its buffers are views of ``memory`` when given (buffers.py)."""
+    types; its buffers are views of ``memory`` when given (buffers.py); ``memo``: what
+    the block's plans for other sizes found, shared."""
     typing = typing or Typing(program)
-    types = concrete_types(typing, block, feed_types)
-    persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
-                    if program.var(block, n).persistable}
-    returned = set(returned_names(block.returns))
-    collected = {n for n in returned if program.find_var(block, n) is None}
-    for name in returned - collected - types.keys():   # state returned as it is
-        var = program.var(block, name)
-        if var.persistable:
-            persistables.add(name)
-            types[name] = var_type(var)
-    ops = _live_ops(program, block, persistables,
-                    returned | _owners_of(program, block, collected))
-    ops, constants = _fold_constants(ops, types, xp, persistables, rng_for(-1))
+    types = concrete_types(typing, block, feed_types,
+                           inferred=memo.inferred if memo is not None else None)
+    facts = memo.facts if memo is not None else None
+    if facts is None:
+        facts = _block_facts(program, block, types)
+        if memo is not None:
+            memo.facts = facts
+    live, state, returned_, collected_ = facts
+    persistables, returned, collected = set(state), set(returned_), set(collected_)
+    for name in (returned - collected - types.keys()) & persistables:   # state as it is
+        types[name] = var_type(program.var(block, name))
+    ops, constants = _fold_constants(live, types, xp, persistables, rng_for(-1))
     steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
     slots = assign_buffers(steps, types, xp, no_buffer, memory)
     return BlockAnalysis(types, steps, constants, persistables, returned, typing, collected,
                          slots)
+
+
+def _block_facts(program: ProgramDesc, block: BlockDesc, types: dict[str, TensorType]
+                 ) -> tuple[list[OpDesc], frozenset[str], frozenset[str], frozenset[str]]:
+    """The ops that run, and the vars that are state, returned, or gathered from the runs
+    of sub-blocks (declared in none of the block's own scope)."""
+    persistables = {n for op in block.ops for n in op.input_names() + op.output_names()
+                    if program.var(block, n).persistable}
+    returned = set(returned_names(block.returns))
+    collected = {n for n in returned if program.find_var(block, n) is None}
+    for name in returned - collected - types.keys():   # state returned as it is
+        if program.var(block, name).persistable:
+            persistables.add(name)
+    ops = _live_ops(program, block, persistables,
+                    returned | _owners_of(program, block, collected))
+    return ops, frozenset(persistables), frozenset(returned), frozenset(collected)
 
 
 def _owners_of(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[str]:

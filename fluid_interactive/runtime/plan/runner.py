@@ -17,7 +17,7 @@ from ...ops.row_journal import RowJournal
 from ...ops.spec import Forward, TensorType
 from ...passes.pipeline import plan_passes
 from ...util.gc_pause import gc_paused
-from .analysis import analyse_block, op_rng
+from .analysis import BlockMemo, analyse_block, op_rng
 from .buffers import PlanMemory
 from .cache import Lane, PlanCache, SignatureKey
 from .codegen import generate
@@ -70,6 +70,8 @@ class BlockRunner:
         # take turns, so one journal serves every plan of the block.
         self.journal = RowJournal()
         self.declared = [tuple(program.var(block, n).shape) for n in self.feed_names]
+        # what its plans for every size share: shape rules' answers, the ops that run
+        self.memo = BlockMemo()
 
     def plan(self, arrays: list[Any]) -> Plan:
         """The plan for these arrays' shapes, built on first use. Callers must take turns
@@ -118,7 +120,7 @@ class BlockRunner:
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
-                                 self._rng_for, memory=memory)
+                                 self._rng_for, memory=memory, memo=self.memo)
         state = TrackedState()   # kernels that share state serve one size
         state.journal = self.journal
         state.scratch = family.scratch

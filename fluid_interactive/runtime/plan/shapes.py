@@ -54,11 +54,35 @@ def _fmt_types(types: Types) -> str:
     return ", ".join(f"{n}: {t.dtype}{list(t.shape)}" for n, t in types.items()) or "none"
 
 
+class InferredTypes:
+    """The output types each op's shape rule gave, by the op and its input types: the
+    plans of one block for other sizes ask again for every op whose inputs do not follow
+    the size (an optimizer's update, what is computed from parameters alone), and a shape
+    rule sees nothing but its op and those types. At most ``limit`` are kept (the ops
+    that do follow the size add one per size); past it the table starts again."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.table: dict[tuple, dict[str, list[TensorType]]] = {}
+        self.limit = limit
+
+    def infer(self, op: OpDesc, type_of: Callable[[str], TensorType]
+              ) -> dict[str, list[TensorType]]:
+        key = (id(op), *(type_of(n) for n in op.input_names()))
+        out = self.table.get(key)
+        if out is None:
+            out = infer_op(op, type_of)
+            if len(self.table) >= self.limit:
+                self.table.clear()
+            self.table[key] = out
+        return out
+
+
 def concrete_types(typing: Typing, block: BlockDesc, initial: Types,
-                   fed: Types | None = None) -> Types:
+                   fed: Types | None = None, inferred: InferredTypes | None = None) -> Types:
     """The type of every var ``block`` uses, starting from ``initial`` (the feeds, and
     for a sub-block the types of the blocks around at its owner); ``fed`` is what error
-    messages call the fed shapes."""
+    messages call the fed shapes. ``inferred``: the types earlier plans of the block
+    inferred, for the ops without a sub-block (which the table does not hold)."""
     program = typing.program
     types = dict(initial)
 
@@ -71,7 +95,10 @@ def concrete_types(typing: Typing, block: BlockDesc, initial: Types,
     typer = _sub_block_typer(typing, types)
     for op in block.ops:
         try:
-            out = infer_op(op, type_of, typer)
+            if inferred is not None and get_spec(op.type).sub_block is None:
+                out = inferred.infer(op, type_of)
+            else:
+                out = infer_op(op, type_of, typer)
         except ShapeError as e:
             raise ShapeError(f"{e}\n  in op: {describe_op(program, block, op)}\n"
                              f"  (with the fed shapes {_fmt_types(fed or initial)})") from None
