@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -89,6 +89,13 @@ def _pool() -> ThreadPoolExecutor:
             workers = max(STATE.cores - 1, 1)
             _POOL[:] = [(pid, ThreadPoolExecutor(workers, thread_name_prefix="fluid-rows"))]
         return _POOL[-1][1]
+
+
+def pointwise_fits(xp: Any, out: Any, shapes: Iterable[tuple[int, ...]]) -> bool:
+    """Whether a pointwise kernel can run through `pointwise`: it writes a planned host
+    buffer ``out`` (not a 0-d one) whose shape each of ``shapes`` (its full-size inputs) has."""
+    return xp.__name__ == "numpy" and out is not None and out.ndim > 0 and all(
+        tuple(s) == tuple(out.shape) for s in shapes)
 
 
 def pointwise(fn: Callable[..., Any], out: Any) -> Callable[..., Any]:

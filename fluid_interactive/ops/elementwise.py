@@ -2,22 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from ..backend.rows import pointwise
+from ..backend.rows import pointwise, pointwise_fits
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .layouts import LayoutRule, adapt_broadcast_axis
 from .registry import register
-from .spec import (
-    Forward,
-    GradContext,
-    KernelContext,
-    OpSpec,
-    TensorType,
-    infer_like,
-    present,
-    slots,
-)
+from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, present, slots
 
 _ATTRS = {"axis": -1}
 
@@ -30,7 +20,7 @@ def binary_kernel(ufunc_name: str) -> Callable[[KernelContext], Callable]:
         out = ctx.buffer("Out")
         x, y = ctx.input("X"), ctx.input("Y")
         aligned = aligned_y_shape(x.shape, y.shape, ctx.attrs["axis"])
-        if _by_rows(ctx, out, x):   # rows over threads (backend/rows.py)
+        if pointwise_fits(ctx.xp, out, [x.shape]):   # Y cut alike or broadcast whole
             rows = pointwise(lambda a, b, o: ufunc(a, b, out=o), out)
             if aligned is None or aligned == y.shape:
                 return rows
@@ -39,13 +29,6 @@ def binary_kernel(ufunc_name: str) -> Callable[[KernelContext], Callable]:
             return lambda a, b: ufunc(a, b, out=out)
         return lambda a, b: ufunc(a, b.reshape(aligned), out=out)
     return kernel
-
-
-def _by_rows(ctx: KernelContext, out: Any, x: TensorType) -> bool:
-    """Whether the kernel writes a planned buffer of X's shape, on the host: its rows
-    can be split over threads, Y cut alike or broadcast whole."""
-    return ctx.xp.__name__ == "numpy" and out is not None and out.ndim > 0 and \
-        tuple(out.shape) == x.shape
 
 
 def _grad_kernel(local_grads: Callable, identity_x: bool = False):

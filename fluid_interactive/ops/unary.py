@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from math import prod
 from typing import Any
 
-from ..backend.rows import pointwise
+from ..backend.rows import pointwise, pointwise_fits
 from .layouts import LayoutRule
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, present, slots
@@ -80,10 +80,10 @@ def define_unary(name: str, forward: Callable, grad: Callable | None, uses: Sequ
 
 
 def _by_rows(ctx: KernelContext, out: Any, slots: Sequence[str]) -> bool:
-    """Whether the kernel writes a planned buffer whose rows can be split over threads:
-    every input of ``slots`` is its shape (backend/rows.py)."""
-    return ctx.xp.__name__ == "numpy" and out is not None and out.ndim > 0 and all(
-        ctx.input(s).shape == tuple(out.shape) for s in slots if ctx.has_input(s))
+    """Whether the kernel's rows can be split over threads (backend/rows.py): it writes
+    a planned buffer of the shape of every input of ``slots`` given."""
+    return pointwise_fits(ctx.xp, out, (ctx.input(s).shape for s in slots
+                                        if ctx.has_input(s)))
 
 
 def _forward_kernel(forward: Callable, tensors: Mapping[str, str]):
