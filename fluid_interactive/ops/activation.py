@@ -9,9 +9,13 @@ used (noted at the row). Softplus-like forms are computed without overflow:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from .unary import define_unary
+import numpy as np
+
+from .spec import ScalarForm
+from .unary import clip_one, define_unary
 
 
 def _softplus(xp: Any, x: Any, o: Any = None) -> Any:
@@ -32,12 +36,71 @@ def _mask(xp: Any, g: Any, keep: Any, o: Any, factor: float = 1.0) -> Any:
     return r if factor == 1.0 else xp.multiply(r, factor, out=r)
 
 
-def _clip_scalar(lo: str, hi: str, v: str = "x") -> str:
-    """`xp.clip` of ``v`` on one element (NaN stays NaN)."""
-    return f"({hi} if {v} > {hi} else ({lo} if {v} < {lo} else {v}))"
+# --- one element of each op, for the compiled chains (OpSpec.scalar); a clip keeps NaN ---
+
+def _logsigmoid_one(x, zero):
+    return -(max(-x, zero) + np.log1p(np.exp(-abs(x))))
 
 
-_SOFTPLUS_SCALAR = "(max(x, {z}) + np.log1p(np.exp(-abs(x))))"
+def _tanh_shrink_one(x):
+    return x - np.tanh(x)
+
+
+def _softplus_one(x, zero):
+    return max(x, zero) + np.log1p(np.exp(-abs(x)))
+
+
+def _softsign_one(x, one):
+    return x / (one + abs(x))
+
+
+def _stanh_one(x, scale_a, scale_b):
+    return np.tanh(x * scale_a) * scale_b
+
+
+def _selu_one(x, scale, zero, alpha_scale):
+    return x * scale if x > zero else np.expm1(x) * alpha_scale
+
+
+def _soft_relu_one(x, lo, hi):
+    return np.log1p(np.exp(hi if x > hi else (lo if x < lo else x)))
+
+
+def _mish_one(x, zero):
+    return x * np.tanh(max(x, zero) + np.log1p(np.exp(-abs(x))))
+
+
+def _mish_beyond_one(x, zero, threshold):
+    return x * np.tanh(x if x > threshold else max(x, zero) + np.log1p(np.exp(-abs(x))))
+
+
+def _softshrink_one(x, lo, hi):
+    return x - (hi if x > hi else (lo if x < lo else x))
+
+
+def _above_one(x, one, zero, threshold):
+    """x where x > threshold, else 0 (as x times the mask)."""
+    return x * (one if x > threshold else zero)
+
+
+def _abs_above_one(x, one, zero, threshold):
+    return x * (one if abs(x) > threshold else zero)
+
+
+def _hard_sigmoid_one(x, slope, offset, zero, one):
+    v = x * slope + offset
+    return one if v > one else (zero if v < zero else v)
+
+
+def _hard_swish_one(x, offset, zero, threshold, scale):
+    v = x + offset
+    return (threshold if v > threshold else (zero if v < zero else v)) * x / scale
+
+
+def _mish_scalar(a: Mapping[str, Any]) -> ScalarForm:
+    if a["threshold"] > 0:
+        return ScalarForm(_mish_beyond_one, (0.0, a["threshold"]))
+    return ScalarForm(_mish_one, (0.0,))
 
 # --- smooth ones -------------------------------------------------------------------------
 
@@ -50,18 +113,18 @@ def _logsigmoid(xp, x, o, a):
 define_unary("logsigmoid", _logsigmoid,
              lambda xp, x, y, g, o, a: xp.multiply(g, _sigmoid(xp, -x), out=o), ("X",),
              doc="Out = log(1 / (1 + exp(-X))) = -softplus(-X)",
-             scalar=lambda a, c: f"-(max(-x, {c(0)}) + np.log1p(np.exp(-abs(x))))")
+             scalar=lambda a: ScalarForm(_logsigmoid_one, (0.0,)))
 define_unary("tanh_shrink", lambda xp, x, o, a: xp.subtract(x, xp.tanh(x), out=o),
              lambda xp, x, y, g, o, a: xp.multiply(g, xp.square(xp.tanh(x)), out=o), ("X",),
-             doc="Out = X - tanh(X)", scalar=lambda a, c: "x - np.tanh(x)")
+             doc="Out = X - tanh(X)", scalar=lambda a: ScalarForm(_tanh_shrink_one))
 define_unary("softplus", lambda xp, x, o, a: _softplus(xp, x, o),
              lambda xp, x, y, g, o, a: xp.multiply(g, _sigmoid(xp, x), out=o), ("X",),
              doc="Out = log(1 + exp(X))",
-             scalar=lambda a, c: _SOFTPLUS_SCALAR.format(z=c(0)))
+             scalar=lambda a: ScalarForm(_softplus_one, (0.0,)))
 define_unary("softsign", lambda xp, x, o, a: xp.divide(x, 1 + xp.abs(x), out=o),
              lambda xp, x, y, g, o, a: xp.divide(g, xp.square(1 + xp.abs(x)), out=o),
              ("X",), doc="Out = X / (1 + |X|)",
-             scalar=lambda a, c: f"x / ({c(1)} + abs(x))")
+             scalar=lambda a: ScalarForm(_softsign_one, (1.0,)))
 
 
 def _stanh(xp, x, o, a):
@@ -77,7 +140,7 @@ def _stanh_grad(xp, x, y, g, o, a):
 define_unary("stanh", _stanh, _stanh_grad, ("X",),
              attrs={"scale_a": 0.67, "scale_b": 1.7159},
              doc="Out = scale_b * tanh(scale_a * X)",
-             scalar=lambda a, c: f"np.tanh(x * {c(a['scale_a'])}) * {c(a['scale_b'])}")
+             scalar=lambda a: ScalarForm(_stanh_one, (a["scale_a"], a["scale_b"])))
 
 
 def _selu(xp, x, o, a):
@@ -95,8 +158,8 @@ def _selu_grad(xp, x, y, g, o, a):
 define_unary("selu", _selu, _selu_grad, ("Out",),
              attrs={"scale": 1.0507009873554805, "alpha": 1.6732632423543772},
              doc="Out = scale * X if X > 0 else scale * alpha * (exp(X) - 1)",
-             scalar=lambda a, c: f"x * {c(a['scale'])} if x > {c(0)} else "
-                                 f"np.expm1(x) * {c(a['alpha'] * a['scale'])}",
+             scalar=lambda a: ScalarForm(_selu_one,
+                                         (a["scale"], 0.0, a["alpha"] * a["scale"])),
              inplace=False)
 
 
@@ -114,8 +177,7 @@ def _soft_relu_grad(xp, x, y, g, o, a):
 
 define_unary("soft_relu", _soft_relu, _soft_relu_grad, ("X",), attrs={"threshold": 40.0},
              doc="Out = log(1 + exp(min(max(X, -threshold), threshold)))",
-             scalar=lambda a, c: "np.log1p(np.exp({}))".format(
-                 _clip_scalar(c(-a["threshold"]), c(a["threshold"]))))
+             scalar=lambda a: ScalarForm(_soft_relu_one, (-a["threshold"], a["threshold"])))
 
 
 def _mish_softplus(xp, x, threshold):
@@ -134,13 +196,6 @@ def _mish_grad(xp, x, y, g, o, a):
     return xp.multiply(g, d, out=o)
 
 
-def _mish_scalar(a, c):
-    sp = _SOFTPLUS_SCALAR.format(z=c(0))
-    if a["threshold"] > 0:
-        sp = f"(x if x > {c(a['threshold'])} else {sp})"
-    return f"x * np.tanh({sp})"
-
-
 define_unary("mish", _mish, _mish_grad, ("X",), attrs={"threshold": 20.0},
              doc="Out = X * tanh(softplus(X)); softplus(X) is X beyond threshold (> 0)",
              scalar=_mish_scalar)
@@ -157,26 +212,26 @@ define_unary("softshrink", _softshrink,
              lambda xp, x, y, g, o, a: _mask(xp, g, xp.abs(x) > a["lambda"], o), ("X",),
              attrs={"lambda": 0.5},
              doc="Out = X - lambda if X > lambda, X + lambda if X < -lambda, else 0",
-             scalar=lambda a, c: "x - " + _clip_scalar(c(-a["lambda"]), c(a["lambda"])))
+             scalar=lambda a: ScalarForm(_softshrink_one, (-a["lambda"], a["lambda"])))
 define_unary("hard_shrink",
              lambda xp, x, o, a: xp.multiply(x, xp.abs(x) > a["threshold"], out=o),
              lambda xp, x, y, g, o, a: _mask(xp, g, xp.abs(x) > a["threshold"], o), ("X",),
              attrs={"threshold": 0.5}, doc="Out = X if |X| > threshold, else 0",
-             scalar=lambda a, c: f"x * ({c(1)} if abs(x) > {c(a['threshold'])} else {c(0)})")
+             scalar=lambda a: ScalarForm(_abs_above_one, (1.0, 0.0, a["threshold"])))
 define_unary("thresholded_relu",
              lambda xp, x, o, a: xp.multiply(x, x > a["threshold"], out=o),
              lambda xp, x, y, g, o, a: _mask(xp, g, x > a["threshold"], o), ("X",),
              attrs={"threshold": 1.0}, doc="Out = X if X > threshold, else 0",
-             scalar=lambda a, c: f"x * ({c(1)} if x > {c(a['threshold'])} else {c(0)})")
+             scalar=lambda a: ScalarForm(_above_one, (1.0, 0.0, a["threshold"])))
 define_unary("relu6", lambda xp, x, o, a: xp.clip(x, 0.0, a["threshold"], out=o),
              lambda xp, x, y, g, o, a: _mask(xp, g, (y > 0) & (y < a["threshold"]), o),
              ("Out",), attrs={"threshold": 6.0}, doc="Out = min(max(X, 0), threshold)",
-             scalar=lambda a, c: _clip_scalar(c(0), c(a["threshold"])))
+             scalar=lambda a: ScalarForm(clip_one, (0.0, a["threshold"])))
 define_unary("brelu", lambda xp, x, o, a: xp.clip(x, a["t_min"], a["t_max"], out=o),
              lambda xp, x, y, g, o, a: _mask(xp, g, (x > a["t_min"]) & (x < a["t_max"]), o),
              ("X",), attrs={"t_min": 0.0, "t_max": 24.0},
              doc="Out = min(max(X, t_min), t_max)",
-             scalar=lambda a, c: _clip_scalar(c(a["t_min"]), c(a["t_max"])))
+             scalar=lambda a: ScalarForm(clip_one, (a["t_min"], a["t_max"])))
 
 
 def _hard_sigmoid(xp, x, o, a):
@@ -189,8 +244,8 @@ define_unary("hard_sigmoid", _hard_sigmoid,
              lambda xp, x, y, g, o, a: _mask(xp, g, (y > 0) & (y < 1), o, a["slope"]),
              ("Out",), attrs={"slope": 0.2, "offset": 0.5},
              doc="Out = min(max(slope * X + offset, 0), 1)",
-             scalar=lambda a, c: _clip_scalar(
-                 c(0), c(1), f"(x * {c(a['slope'])} + {c(a['offset'])})"))
+             scalar=lambda a: ScalarForm(_hard_sigmoid_one,
+                                         (a["slope"], a["offset"], 0.0, 1.0)))
 
 
 def _hard_swish(xp, x, o, a):
@@ -210,6 +265,5 @@ def _hard_swish_grad(xp, x, y, g, o, a):
 define_unary("hard_swish", _hard_swish, _hard_swish_grad, ("X",),
              attrs={"threshold": 6.0, "scale": 6.0, "offset": 3.0},
              doc="Out = X * min(max(X + offset, 0), threshold) / scale",
-             scalar=lambda a, c: "{} * x / {}".format(
-                 _clip_scalar(c(0), c(a["threshold"]), f"(x + {c(a['offset'])})"),
-                 c(a["scale"])))
+             scalar=lambda a: ScalarForm(_hard_swish_one,
+                                         (a["offset"], 0.0, a["threshold"], a["scale"])))

@@ -9,13 +9,12 @@ the chain runs in place in one array: one kernel call for the runtime, no tempor
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from math import prod
 from typing import Any
 
 from ..ir.records import OpDesc
-from ..kernels.chain import chain_source
+from ..kernels.chain import Member, chain_source, exact
 from .apply import infer_op, prepare_kernel
 from .broadcast import aligned_y_shape
 from .compiled import compiled_kernel, run_compiled
@@ -80,22 +79,6 @@ def _kernel(ctx: KernelContext):
 #: (checking every argument's type) is then more than the ufunc calls it saves.
 COMPILE_MIN_ELEMENTS = 4096
 
-#: the NumPy functions a member's scalar expression may call for the compiled chain to give
-#: the NumPy kernels' values bit for bit (correctly rounded, or not rounded at all); any
-#: other (exp, tanh, log1p, ...) is NumPy's SIMD code on one side and LLVM's on the other,
-#: the same within float rounding only
-EXACT_CALLS = frozenset({"sqrt", "abs", "fabs", "sign", "copysign", "maximum", "minimum", "floor",
-                         "ceil", "trunc"})
-
-
-def exact(expr: str) -> bool:
-    """Whether the compiled form of a member's scalar expression gives NumPy's values bit
-    for bit: arithmetic, comparisons and `EXACT_CALLS` (Python's ``x // y`` of floats
-    rounds its own way, so it is not)."""
-    return "//" not in expr and "**" not in expr and \
-        all(f in EXACT_CALLS for f in re.findall(r"\bnp\.(\w+)", expr))
-
-
 def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType], buf: Any,
               run: Callable) -> Callable | None:
     """The chain's kernel through its compiled form (`kernels/chain.py`), or None where the
@@ -104,16 +87,11 @@ def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType
     out = ctx.output("Out")
     if not out.shape or prod(out.shape) < COMPILE_MIN_ELEMENTS:
         return None
-    constants: list[float] = []
-
-    def const(value: float) -> str:
-        constants.append(float(value))
-        return f"C{len(constants) - 1}"
     members, aligned = [], []
     for op in ops:
         spec = get_spec(op.type)
-        expr = spec.scalar(spec.full_attrs(op.attrs), const) if spec.scalar else None
-        if expr is None:
+        form = spec.scalar(spec.full_attrs(op.attrs)) if spec.scalar else None
+        if form is None:
             return None
         if "Y" in op.inputs:
             y = types[op.inputs["Y"][0]]
@@ -122,10 +100,11 @@ def _compiled(ctx: KernelContext, ops: list[OpDesc], types: dict[str, TensorType
             al = aligned_y_shape(out.shape, y.shape, spec.full_attrs(op.attrs).get("axis", -1))
             al = al or y.shape
             aligned.append((1,) * (len(out.shape) - len(al)) + tuple(al))
-        members.append((op.type, expr, "Y" in op.inputs))
+        members.append(Member(op.type, form.fn, tuple(map(float, form.constants)),
+                              "Y" in op.inputs))
     compiled = compiled_kernel(ctx, out.dtype, lambda: chain_source(
-        members, len(out.shape), aligned, constants, out.dtype),
-        exact=all(exact(expr) for _, expr, _ in members))
+        members, len(out.shape), aligned, out.dtype),
+        exact=all(exact(m.fn) for m in members))
     if compiled is None:
         return None
     xp = ctx.xp

@@ -7,7 +7,16 @@ from ..backend.rows import pointwise, pointwise_fits
 from .broadcast import aligned_y_shape, infer_binary, make_unbroadcast
 from .layouts import LayoutRule, adapt_broadcast_axis
 from .registry import register
-from .spec import Forward, GradContext, KernelContext, OpSpec, infer_like, present, slots
+from .spec import (
+    Forward,
+    GradContext,
+    KernelContext,
+    OpSpec,
+    ScalarForm,
+    infer_like,
+    present,
+    slots,
+)
 
 _ATTRS = {"axis": -1}
 
@@ -84,17 +93,17 @@ def _infer(ctx) -> None:
 
 
 def _define(name: str, ufunc: str, local_grads: Callable | None, uses_out: bool = False,
-            doc: str = "", identity_x: bool = False, scalar: str | None = None,
+            doc: str = "", identity_x: bool = False, scalar: Callable | None = None,
             rows_values: bool = False) -> None:
     """``identity_x``: dX is dOut (add, sub), and the gradient reads X and Y for their
-    shapes alone. ``scalar``: the op on one element pair, ``x`` and ``y``
-    (`OpSpec.scalar`). ``local_grads`` None: no gradient."""
+    shapes alone. ``scalar``: the op on one element pair, ``fn(x, y)`` (a module-level
+    function: `OpSpec.scalar`). ``local_grads`` None: no gradient."""
     register(OpSpec(type=name, inputs=slots("X", "Y"), outputs=slots("Out"), attrs=_ATTRS,
                     infer=_infer, kernel=binary_kernel(ufunc),
                     grad=None if local_grads is None else _grad_maker(name + "_grad", uses_out),
                     doc=doc,
                     inplace=(("Out", "X"), ("Out", "Y")),
-                    scalar=None if scalar is None else (lambda a, c: scalar),
+                    scalar=None if scalar is None else (lambda a: ScalarForm(scalar)),
                     layout=LayoutRule(("X", "Y", "Out"), adapt=adapt_broadcast_axis),
                     rows_values=rows_values))
     if local_grads is None:
@@ -143,14 +152,36 @@ def _pow_grads(xp, x, y, out, g, wx, wy):
     return gx, gy
 
 
+# --- one element pair of each op, for the compiled chains (OpSpec.scalar) ----------------
+
+def _add_one(x, y):
+    return x + y
+
+
+def _sub_one(x, y):
+    return x - y
+
+
+def _mul_one(x, y):
+    return x * y
+
+
+def _div_one(x, y):
+    return x / y
+
+
+def _floordiv_one(x, y):
+    return x // y
+
+
 _define("elementwise_add", "add", _add_grads, doc="Out = X + Y", identity_x=True,
-        scalar="x + y")
+        scalar=_add_one)
 _define("elementwise_sub", "subtract", _sub_grads, doc="Out = X - Y", identity_x=True,
-        scalar="x - y")
-_define("elementwise_mul", "multiply", _mul_grads, scalar="x * y", rows_values=True,
+        scalar=_sub_one)
+_define("elementwise_mul", "multiply", _mul_grads, scalar=_mul_one, rows_values=True,
         doc="Out = X * Y. A rows-only X (Y one number: a gradient clip's scale): its rows "
             "times Y, rows-only")
-_define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y", scalar="x / y")
+_define("elementwise_div", "divide", _div_grads, uses_out=True, doc="Out = X / Y", scalar=_div_one)
 _define("elementwise_max", "maximum", _max_grads, doc="Out = max(X, Y); ties send the "
         "gradient to Y")
 _define("elementwise_min", "minimum", _min_grads, doc="Out = min(X, Y); ties send the "
@@ -167,4 +198,4 @@ _define("elementwise_mod", "remainder", _mod_grads,
         doc="Out = X mod Y, with the sign of Y (as Python's % and NumPy's remainder)")
 
 _define("elementwise_floordiv", "floor_divide", None,
-        doc="Out = floor(X / Y) (Python's //; no gradient)", scalar="x // y")
+        doc="Out = floor(X / Y) (Python's //; no gradient)", scalar=_floordiv_one)

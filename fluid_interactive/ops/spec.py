@@ -132,6 +132,16 @@ class RowLookup:
     table_grad: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ScalarForm:
+    """An elementwise op on one element: ``fn(x, [y,] *constants)``, a plain module-level
+    function of floats that may name ``np``, ``abs``, ``min`` and ``max`` (the compiled
+    tier compiles it from its source: kernels/chain.py); ``constants``: the numbers from
+    the attrs it takes after the element(s), given in the arrays' dtype."""
+    fn: Callable[..., Any]
+    constants: tuple[float, ...] = ()
+
+
 @dataclass(frozen=True)
 class OpSpec:
     type: str
@@ -202,10 +212,9 @@ class OpSpec:
     # The op owns a sub-block and runs it (while, conditional_block, recurrent, ...).
     sub_block: SubBlockRule | None = None
     # The op on one element, for the compiled tier's elementwise chains (ops/chain.py):
-    # ``scalar(attrs, const)`` gives a Python expression over ``x`` (and ``y``, the side
-    # input) computing what the kernel computes, ``const(v)`` naming the number v in the
-    # arrays' dtype; None (or a None result for these attrs): no compiled form.
-    scalar: Callable[[Mapping[str, Any], Callable[[float], str]], str | None] | None = None
+    # ``scalar(attrs)`` gives the function computing what the kernel computes for these
+    # attrs, with its constants; None (or a None result for these attrs): no compiled form.
+    scalar: Callable[[Mapping[str, Any]], ScalarForm | None] | None = None
     # The layouts other than NCHW the kernel runs its 4-D images in, and how its attrs
     # follow (ops/layouts.py; the plan pass passes/layout.py asks it).
     layout: LayoutRule | None = None

@@ -11,10 +11,21 @@ from collections.abc import Callable, Mapping, Sequence
 from math import prod
 from typing import Any
 
+import numpy as np
+
 from ..backend.rows import pointwise, pointwise_fits
 from .layouts import LayoutRule
 from .registry import register
-from .spec import GradContext, InferContext, KernelContext, OpSpec, infer_like, present, slots
+from .spec import (
+    GradContext,
+    InferContext,
+    KernelContext,
+    OpSpec,
+    ScalarForm,
+    infer_like,
+    present,
+    slots,
+)
 
 
 def _float_infer(ctx: InferContext) -> None:
@@ -165,10 +176,50 @@ def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:
 define_unary("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(xp.multiply(x, g, out=o), 2.0, out=o),
         ("X",), doc="Out = X * X", linear_grad=_square_grad_of_uniform)
+# --- one element of each op, for the compiled chains (OpSpec.scalar) ---------------------
+
+def _relu_one(x, zero):
+    """NumPy's maximum(x, 0): +0 for -0, NaN stays NaN."""
+    return x if x > zero else (x if x != x else zero)
+
+
+def _sigmoid_one(x, one):
+    return one / (one + np.exp(-x))
+
+
+def _tanh_one(x):
+    return np.tanh(x)
+
+
+def _sign_one(x, one, zero):
+    return one if x > zero else (-one if x < zero else (x if x != x else zero))
+
+
+def _scaled_one(x, scale):
+    return x * scale
+
+
+def _shifted_one(x, bias):
+    return x + bias
+
+
+def _scaled_then_shifted_one(x, scale, bias):
+    return x * scale + bias
+
+
+def _shifted_then_scaled_one(x, bias, scale):
+    return (x + bias) * scale
+
+
+def clip_one(x, lo, hi):
+    """`xp.clip` on one element (lo < hi): NaN stays NaN."""
+    return hi if x > hi else (lo if x < lo else x)
+
+
 define_unary("relu", lambda xp, x, o, a: xp.maximum(x, 0, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y > 0, out=o), ("Out",),
         doc="Out = max(X, 0)",   # NumPy's maximum: +0 for -0, NaN stays NaN
-        scalar=lambda a, c: f"x if x > {c(0)} else (x if x != x else {c(0)})")
+        scalar=lambda a: ScalarForm(_relu_one, (0.0,)))
 define_unary("leaky_relu",
         lambda xp, x, o, a: xp.where(x > 0, x, x * a["alpha"]),
         lambda xp, x, y, g, o, a: xp.multiply(
@@ -178,10 +229,10 @@ define_unary("sigmoid",
         lambda xp, x, o, a: xp.reciprocal(1 + xp.exp(-x), out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g * y, 1 - y, out=o), ("Out",),
         doc="Out = 1 / (1 + exp(-X))",
-        scalar=lambda a, c: f"{c(1)} / ({c(1)} + np.exp(-x))")
+        scalar=lambda a: ScalarForm(_sigmoid_one, (1.0,)))
 define_unary("tanh", lambda xp, x, o, a: xp.tanh(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, 1 - y * y, out=o), ("Out",),
-        doc="Out = tanh(X)", scalar=lambda a, c: "np.tanh(x)")
+        doc="Out = tanh(X)", scalar=lambda a: ScalarForm(_tanh_one))
 define_unary("exp", lambda xp, x, o, a: xp.exp(x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(g, y, out=o), ("Out",), doc="Out = exp(X)")
 define_unary("log", lambda xp, x, o, a: xp.log(x, out=o),
@@ -194,8 +245,7 @@ define_unary("abs", lambda xp, x, o, a: xp.abs(x, out=o),
         doc="Out = |X|")
 define_unary("sign", lambda xp, x, o, a: xp.sign(x, out=o), None, (),
              doc="Out = -1, 0 or 1 by the sign of X (no gradient)",
-             scalar=lambda a, c: f"{c(1)} if x > {c(0)} else ({c(-1)} if x < {c(0)} else "
-                                 f"(x if x != x else {c(0)}))")
+             scalar=lambda a: ScalarForm(_sign_one, (1.0, 0.0)))
 
 
 def _scale_forward(xp, x, o, a):
@@ -212,16 +262,16 @@ def _scale_forward(xp, x, o, a):
     return xp.multiply(xp.add(x, bias, out=o), scale, out=o)
 
 
-def _scale_scalar(a, c):
+def _scale_scalar(a: Mapping[str, Any]) -> ScalarForm:
     """`_scale_forward` on one float element, in the same order."""
     scale, bias = a["scale"], a["bias"]
     if bias == 0.0:
-        return f"x * {c(scale)}"
+        return ScalarForm(_scaled_one, (scale,))
     if scale == 1.0:
-        return f"x + {c(bias)}"
+        return ScalarForm(_shifted_one, (bias,))
     if a["bias_after_scale"]:
-        return f"x * {c(scale)} + {c(bias)}"
-    return f"(x + {c(bias)}) * {c(scale)}"
+        return ScalarForm(_scaled_then_shifted_one, (scale, bias))
+    return ScalarForm(_shifted_then_scaled_one, (bias, scale))
 
 
 define_unary("scale", _scale_forward,
@@ -232,18 +282,12 @@ define_unary("scale", _scale_forward,
                  "False); ScaleTensor, a 1-element tensor, gives scale when present")
 
 
-def _clip_scalar(a, c):
-    """`xp.clip` on one element (min < max): NaN stays NaN."""
-    lo, hi = c(a["min"]), c(a["max"])
-    return f"{hi} if x > {hi} else ({lo} if x < {lo} else x)"
-
-
 # Paddle's clip passes the gradient strictly inside (min, max).
 define_unary("clip", lambda xp, x, o, a: xp.clip(x, a["min"], a["max"], out=o),
              lambda xp, x, y, g, o, a: xp.multiply(g, (x > a["min"]) & (x < a["max"]),
                                                    out=o),
              ("X",), attrs={"min": -1.0, "max": 1.0}, tensors={"Min": "min", "Max": "max"},
-             scalar=_clip_scalar, rows_values=True,
+             scalar=lambda a: ScalarForm(clip_one, (a["min"], a["max"])), rows_values=True,
              doc="Out = min(max(X, min), max); Min and Max, 1-element tensors, give the "
                  "bounds when present. A rows-only X: its merged rows are clipped (as "
                  "Paddle's clip of SelectedRows), the other rows stay zero")

@@ -48,16 +48,11 @@ def special_values(dtype):
 
 def compiled_member(op, attrs, dtype):
     from fluid_interactive.kernels.build import load
-    from fluid_interactive.kernels.chain import chain_source
+    from fluid_interactive.kernels.chain import Member, chain_source
     spec = get_spec(op)
-    consts = []
-
-    def const(v):
-        consts.append(v)
-        return f"C{len(consts) - 1}"
-    expr = spec.scalar(spec.full_attrs(attrs or {}), const)
-    assert expr is not None, op
-    return load(chain_source([(op, expr, False)], 1, [], consts, dtype))
+    form = spec.scalar(spec.full_attrs(attrs or {}))
+    assert form is not None, op
+    return load(chain_source([Member(op, form.fn, form.constants)], 1, [], dtype))
 
 
 def both(op, attrs, dtype):
@@ -94,12 +89,12 @@ def test_transcendental_members_agree_to_rounding(op, dtype):
 def test_a_chain_is_exact_where_its_members_are_bit_identical():
     """The chains the tier runs by default are those whose members give NumPy's values bit
     for bit (above); the others need FLUID_KERNELS=fast (ops/chain.py, `exact`)."""
-    from fluid_interactive.ops.chain import exact
+    from fluid_interactive.kernels.chain import exact
     for ops, want in ((EXACT, True), (ROUNDED, False)):
         for op, attrs in ops.items():
             spec = get_spec(op)
-            expr = spec.scalar(spec.full_attrs(attrs or {}), lambda v: "C0")
-            assert exact(expr) is want, (op, expr)
+            fn = spec.scalar(spec.full_attrs(attrs or {})).fn
+            assert exact(fn) is want, (op, fn)
 
 
 def test_every_new_elementwise_op_has_a_scalar_form_but_erf():
@@ -150,3 +145,98 @@ def test_a_scale_given_as_a_tensor_stays_out_of_the_chain(monkeypatch):
     assert len(fused) == 1 and "['scale'" not in fused[0] and "['hard_swish'" in fused[0]
     h = np.clip((np.clip(x, 0, 6) * 0.5 + 0.25) * x, -2, 2)
     np.testing.assert_allclose(got, h * np.clip(h + 3, 0, 6) / 6, rtol=1e-6, atol=1e-7)
+
+
+def scalar_forms():
+    """Every registered op's scalar form for its default attrs, and the attr variants
+    that pick another function (scale's, mish's)."""
+    from fluid_interactive.ops.registry import registered_ops
+    forms = []
+    for op in registered_ops():
+        spec = get_spec(op)
+        if spec.scalar is not None:
+            forms.append((op, spec.scalar(spec.full_attrs({}))))
+    for op, attrs in (("scale", {"scale": 1.0, "bias": 2.0}),
+                      ("scale", {"scale": 3.0, "bias": 2.0, "bias_after_scale": False}),
+                      ("scale", {"scale": 3.0, "bias": 2.0}), ("mish", {"threshold": 0.0})):
+        forms.append((op, get_spec(op).scalar(get_spec(op).full_attrs(attrs))))
+    return forms
+
+
+def test_every_scalar_form_is_a_plain_function_that_compiles_alone():
+    """What the tier compiles is each function's own source, so a form must name nothing
+    of its module but np; and it must take its element(s) and then its constants."""
+    import inspect
+
+    from fluid_interactive.kernels.chain import check_scalar
+    forms = scalar_forms()
+    assert len({f.fn for _, f in forms}) >= 35
+    for op, form in forms:
+        check_scalar(form.fn)
+        params = inspect.signature(form.fn).parameters
+        sides = 2 if op.startswith("elementwise_") else 1
+        assert len(params) == sides + len(form.constants), (op, form)
+
+
+#: a chain of exact members, some of one function with other constants, some with a side
+CONSTANTS_CHAIN = [("scale", {"scale": 3.0, "bias": 2.0}), ("clip", {"min": -1.0, "max": 1.5}),
+                   ("elementwise_add", {}), ("scale", {"scale": 1.0, "bias": -0.25}),
+                   ("hard_sigmoid", {"slope": 0.3}), ("elementwise_mul", {}),
+                   ("brelu", {"t_min": -0.5, "t_max": 0.9}),
+                   ("scale", {"scale": 3.0, "bias": 0.5, "bias_after_scale": False}),
+                   ("softshrink", {"lambda": 0.1}), ("elementwise_sub", {})]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_chain_numbers_its_members_constants_in_order(dtype):
+    """Each function once in the module, each member's constants its own: bit for bit
+    the ops' NumPy values."""
+    from fluid_interactive.kernels.build import load
+    from fluid_interactive.kernels.chain import Member, chain_source
+    members = []
+    for op, attrs in CONSTANTS_CHAIN:
+        form = get_spec(op).scalar(get_spec(op).full_attrs(attrs))
+        members.append(Member(op, form.fn, form.constants, op.startswith("elementwise_")))
+    source = chain_source(members, 2, [(1, 16)] * 3, dtype)
+    assert source.text.count("def m") == 9     # clip and brelu share one function
+    assert "C14 = " in source.text and "C15" not in source.text
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((6, 16)) * 2).astype(dtype)
+    ys = [(rng.standard_normal((1, 16)) * 2).astype(dtype) for _ in range(3)]
+    out = np.empty_like(x)
+    load(source)(x, *ys, out)
+    env, name, side = {"x": x, **{f"y{k}": y for k, y in enumerate(ys)}}, "x", 0
+    for i, (op, attrs) in enumerate(CONSTANTS_CHAIN):
+        inputs = {"X": [name]}
+        if op.startswith("elementwise_"):
+            inputs["Y"], side = [f"y{side}"], side + 1
+        run_ops([OpDesc(op, inputs, {"Out": [f"h{i}"]}, attrs)], env)
+        name = f"h{i}"
+    assert len(np.unique(env[name])) > 30      # the values did not collapse on the way
+    bits = np.int32 if dtype == "float32" else np.int64
+    assert np.array_equal(out.view(bits), env[name].view(bits))
+
+
+def test_a_scalar_form_that_names_its_module_is_refused():
+    from fluid_interactive.kernels.chain import check_scalar, exact
+    limit = 2.0
+
+    def closure(x):
+        return x if x < limit else limit
+    with pytest.raises(TypeError, match="module-level"):
+        check_scalar(lambda x: x)
+    with pytest.raises(TypeError, match="module-level"):
+        check_scalar(closure)
+    with pytest.raises(TypeError, match=r"names \['special_values'\]"):
+        check_scalar(named_helper)
+    assert exact(get_spec("elementwise_add").scalar({}).fn)
+    assert not exact(get_spec("elementwise_floordiv").scalar({}).fn)   # Python's //
+    assert not exact(powered)
+
+
+def named_helper(x):
+    return special_values(x)
+
+
+def powered(x, two):
+    return x ** two

@@ -229,15 +229,10 @@ def test_arguments_of_another_layout_run_the_numpy_kernel(monkeypatch):
 
 def test_relu_keeps_numpys_signed_zero_and_nan(monkeypatch):
     from fluid_interactive.kernels.build import load
-    from fluid_interactive.kernels.chain import chain_source
+    from fluid_interactive.kernels.chain import Member, chain_source
     from fluid_interactive.ops.registry import get_spec
-    consts = []
-
-    def const(v):
-        consts.append(v)
-        return f"C{len(consts) - 1}"
-    expr = get_spec("relu").scalar({}, const)
-    fn = load(chain_source([("relu", expr, False)], 1, [], consts, "float32"))
+    form = get_spec("relu").scalar({})
+    fn = load(chain_source([Member("relu", form.fn, form.constants)], 1, [], "float32"))
     for n in (1, 7, 64, 1000):
         x = np.resize(np.array([-0.0, 0.0, np.nan, -1.5, 2.5, -np.inf, np.inf],
                                np.float32), n)
