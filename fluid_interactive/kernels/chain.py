@@ -26,6 +26,7 @@ import dis
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any
 
 from .build import NJIT_OPTIONS, KernelSource
@@ -69,6 +70,7 @@ def check_scalar(fn: Callable[..., Any]) -> None:
                         f"arguments (its module's other names are not compiled with it)")
 
 
+@cache
 def exact(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` compiled gives NumPy's values bit for bit: arithmetic, comparisons,
     ``abs`` and `EXACT_CALLS`."""
@@ -78,6 +80,7 @@ def exact(fn: Callable[..., Any]) -> bool:
     return not any(i.argrepr in _INEXACT_OPERATORS for i in dis.get_instructions(fn))
 
 
+@cache
 def _renamed(fn: Callable[..., Any], name: str) -> str:
     """``fn``'s source with its ``def`` line naming it ``name``."""
     check_scalar(fn)
@@ -115,7 +118,13 @@ def chain_source(members: Sequence[Member], rank: int,
                  side_shapes: Sequence[tuple[int, ...]], dtype: str) -> KernelSource:
     """The chain's module: ``side_shapes`` gives each side input's shape aligned to the
     output's rank (1 where it broadcasts), in the order the members read them; the arrays
-    are of ``dtype``."""
+    are of ``dtype``. Kept for the plans of other sizes, which ask again."""
+    return _chain_source(tuple(members), rank, tuple(map(tuple, side_shapes)), dtype)
+
+
+@lru_cache(maxsize=256)
+def _chain_source(members: tuple[Member, ...], rank: int,
+                  side_shapes: tuple[tuple[int, ...], ...], dtype: str) -> KernelSource:
     fns = list(dict.fromkeys(m.fn for m in members))    # each function once
     name_of = {fn: f"m{k}" for k, fn in enumerate(fns)}
     names = [name_of[m.fn] for m in members]
