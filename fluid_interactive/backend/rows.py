@@ -41,7 +41,6 @@ SPLIT = _short_spin() and STATE.openblas()
 #: through a few passes. (Measured break-even, whole against split in two: softmax over
 #: 64K values, a batch of small matmuls of 128K results, relu's gradient over 512K.)
 MIN_CHUNK = 1 << 17
-ALIGN = 64   # rows: a boundary every 64 rows keeps any BLAS grouping of 4 or 8 rows
 
 _POOL: list[tuple[int, ThreadPoolExecutor]] = []   # (the process that made it, the pool)
 _POOL_LOCK = threading.Lock()

@@ -23,8 +23,10 @@ updates the moving statistics when the runtime commits the step's writes.
 own mean and biased variance, then times Scale [D] plus Bias [D] (both optional). Mean and
 Variance [M] are outputs for the gradient.
 
-Per-channel sums run as matrix-vector products (BLAS), which are much faster in NumPy than
-``sum`` over several axes.
+batch_norm's per-channel sums run as matrix-vector products (BLAS), which are much faster
+in NumPy than ``sum`` over several axes. layer_norm's sums are NumPy's ``sum`` along a row
+(pairwise) and over rows (in order), which its compiled kernel (kernels/norm.py) adds in
+the same order, so that the two give the same bits.
 """
 from __future__ import annotations
 
@@ -32,9 +34,13 @@ from collections.abc import Callable
 from math import prod
 from typing import Any
 
-from ..backend.rows import ALIGN, for_rows
+import numpy as np
+
+from ..backend.rows import for_rows
 from ..ir.records import FLOAT_DTYPES
 from ..ir.text import format_shape as _fmt
+from ..kernels.norm import norm_source
+from .compiled import compiled_kernel, run_compiled
 from .layouts import CHWN, NCHW, LayoutRule, check_layout
 from .registry import register
 from .spec import GradContext, InferContext, KernelContext, OpSpec, emit_default_grad, slots
@@ -285,22 +291,26 @@ def _ln_dims(shape: tuple, axis: int) -> tuple[int, int]:
 
 
 def _ln_kernel(ctx: KernelContext):
+    """Each row's sums are NumPy's pairwise sums (``sum`` along the row), which the
+    compiled kernel (kernels/norm.py) adds in the same order: whether a call runs it
+    changes no value."""
     xp = ctx.xp
     x = ctx.input("X")
     m, d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
     eps = float(ctx.attrs["epsilon"])
     has_scale, has_bias = ctx.has_input("Scale"), ctx.has_input("Bias")
     y_buf, mean_buf, var_buf = ctx.buffer("Y"), ctx.buffer("Mean"), ctx.buffer("Variance")
-    ones = xp.full((d,), 1.0 / d, x.dtype)
     sq = xp.empty((m, d), x.dtype)
     inv = xp.empty((m, 1), x.dtype)
+    compiled = compiled_kernel(ctx, x.dtype, lambda: norm_source("layer_norm", x.dtype))
+    none, eps_t = _compiled_extras(xp, x.dtype, eps)
 
     def rows(a2, y2, mean, var, scale, bias, lo, hi):
         a2, y2, sq_r, inv_r = a2[lo:hi], y2[lo:hi], sq[lo:hi], inv[lo:hi]
-        mean_r = xp.matmul(a2, ones, out=mean[lo:hi])
+        mean_r = xp.divide(xp.sum(a2, axis=1, out=mean[lo:hi]), d, out=mean[lo:hi])
         xp.subtract(a2, mean_r[:, None], out=y2)
         xp.multiply(y2, y2, out=sq_r)
-        var_r = xp.matmul(sq_r, ones, out=var[lo:hi])
+        var_r = xp.divide(xp.sum(sq_r, axis=1, out=var[lo:hi]), d, out=var[lo:hi])
         xp.add(var_r[:, None], eps, out=inv_r)
         xp.sqrt(inv_r, out=inv_r)
         xp.reciprocal(inv_r, out=inv_r)
@@ -318,20 +328,34 @@ def _ln_kernel(ctx: KernelContext):
         mean = mean_buf if mean_buf is not None else xp.empty((m,), x.dtype)
         var = var_buf if var_buf is not None else xp.empty((m,), x.dtype)
         a2, y2 = a.reshape(m, d), y.reshape(m, d)
-        _by_rows(xp, m, d, lambda lo, hi: rows(a2, y2, mean, var, scale, bias, lo, hi))
+        flags = int(scale is not None) | 2 * int(bias is not None)
+        s = none if scale is None else scale
+        b = none if bias is None else bias
+
+        def body(lo: int, hi: int) -> None:
+            if not run_compiled(compiled, lambda: (a2[lo:hi], s, b, eps_t, flags, y2[lo:hi],
+                                                   mean[lo:hi], var[lo:hi])):
+                rows(a2, y2, mean, var, scale, bias, lo, hi)
+        _by_rows(xp, m, d, body)
         return y, mean, var
     return layer_norm
+
+
+def _compiled_extras(xp: Any, dtype: str, eps: float) -> tuple[Any, Any]:
+    """What the compiled kernels take for an absent array (an empty vector: their flags
+    say it is absent), and epsilon in the arrays' dtype (as NumPy rounds it)."""
+    return xp.empty(0, dtype), np.dtype(dtype).type(eps)
 
 
 def _by_rows(xp: Any, m: int, d: int, body: Callable[[int, int], None], passes: int = 1
              ) -> None:
     """``body(lo, hi)`` over rows of [M, D], split over the threads in force (each row's
-    statistics are its own: backend/rows.py); on multiples of 64 rows, as the BLAS
-    matrix-vector products group them. ``passes``: its work, in passes over [M, D]."""
+    statistics are its own: backend/rows.py). ``passes``: its work, in passes over
+    [M, D]."""
     if xp.__name__ != "numpy":
         body(0, m)
         return
-    for_rows(body, m, passes * m * d, align=ALIGN)
+    for_rows(body, m, passes * m * d)
 
 
 def _ln_grad(g: GradContext) -> None:
@@ -353,6 +377,8 @@ def _ln_grad_infer(ctx: InferContext) -> None:
 
 
 def _ln_grad_kernel(ctx: KernelContext):
+    """Sums as `_ln_kernel`'s: a row's along the row, a column's over the rows (Scale's
+    and Bias's gradients) in order, as ``sum(axis=0)``; the compiled kernel adds alike."""
     xp = ctx.xp
     x = ctx.input("X")
     m, d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
@@ -361,12 +387,13 @@ def _ln_grad_kernel(ctx: KernelContext):
     want_x, want_s, want_b = (ctx.has_output(s) for s in ("X@GRAD", "Scale@GRAD",
                                                           "Bias@GRAD"))
     dx_buf, ds_buf, db_buf = (ctx.buffer(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
-    ones_m = xp.ones((m,), x.dtype)
-    mean_d = xp.full((d,), 1.0 / d, x.dtype)
     xhat = xp.empty((m, d), x.dtype)
     gs = xp.empty((m, d), x.dtype) if has_scale else None
     tmp = xp.empty((m, d), x.dtype)
     inv = xp.empty((m, 1), x.dtype)
+    mg_all, mgx_all = xp.empty((m,), x.dtype), xp.empty((m,), x.dtype)
+    compiled = compiled_kernel(ctx, x.dtype, lambda: norm_source("layer_norm_grad", x.dtype))
+    none, eps_t = _compiled_extras(xp, x.dtype, eps)
 
     def rows(a2, scale, mean, var, dy2, dx2, lo, hi):
         """xhat, and dX when wanted, for rows lo:hi (each from its own row alone)."""
@@ -379,10 +406,11 @@ def _ln_grad_kernel(ctx: KernelContext):
         if dx2 is None:
             return
         g2 = xp.multiply(dy_r, scale[0], out=gs[lo:hi]) if scale else dy_r
-        mg = xp.matmul(g2, mean_d)                                         # mean of g
-        mgx = xp.matmul(xp.multiply(g2, xhat_r, out=tmp[lo:hi]), mean_d)   # of g * xhat
+        mg = xp.divide(xp.sum(g2, axis=1, out=mg_all[lo:hi]), d, out=mg_all[lo:hi])
+        gx = xp.multiply(g2, xhat_r, out=tmp[lo:hi])
+        mgx = xp.divide(xp.sum(gx, axis=1, out=mgx_all[lo:hi]), d, out=mgx_all[lo:hi])
         dx_r = dx2[lo:hi]
-        # dX = inv * (g - mean(g) - xhat * mean(g * xhat))
+        # dX = inv * (g - xhat * mean(g * xhat) - mean(g))
         xp.multiply(xhat_r, mgx[:, None], out=dx_r)
         xp.subtract(g2, dx_r, out=dx_r)
         xp.subtract(dx_r, mg[:, None], out=dx_r)
@@ -395,13 +423,29 @@ def _ln_grad_kernel(ctx: KernelContext):
         if want_x:
             dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
         dx2 = None if dx is None else dx.reshape(m, d)
-        _by_rows(xp, m, d, lambda lo, hi: rows(a2, scale, mean, var, dy2, dx2, lo, hi),
-                 passes=2)
-        res = [] if dx is None else [dx]
-        if want_s:
-            res.append(xp.matmul(ones_m, xp.multiply(dy2, xhat, out=tmp), out=ds_buf))
-        if want_b:
-            res.append(xp.matmul(ones_m, dy2, out=db_buf))
+        ds = (ds_buf if ds_buf is not None else xp.empty((d,), x.dtype)) if want_s else None
+        db = (db_buf if db_buf is not None else xp.empty((d,), x.dtype)) if want_b else None
+        sc = scale[0] if scale else none
+        # dX row by row (split over the threads); the column sums over every row in order
+
+        def body(lo: int, hi: int) -> None:
+            if not run_compiled(compiled, lambda: (
+                    a2[lo:hi], sc, mean[lo:hi], var[lo:hi], dy2[lo:hi], eps_t,
+                    int(bool(scale)) | 4, dx2[lo:hi], none, none)):
+                rows(a2, scale, mean, var, dy2, dx2, lo, hi)
+        if want_x:
+            _by_rows(xp, m, d, body, passes=2)
+        sums = 8 * int(want_s) | 16 * int(want_b)
+        if sums and not run_compiled(compiled, lambda: (
+                a2, sc, mean, var, dy2, eps_t, sums, a2[:0], none if ds is None else ds,
+                none if db is None else db)):
+            if compiled is not None or not want_x:   # xhat is not computed yet
+                rows(a2, scale, mean, var, dy2, None, 0, m)
+            if ds is not None:
+                xp.sum(xp.multiply(dy2, xhat, out=tmp), axis=0, out=ds)
+            if db is not None:
+                xp.sum(dy2, axis=0, out=db)
+        res = [r for r in (dx, ds, db) if r is not None]
         return res[0] if len(res) == 1 else tuple(res)
     return grad
 
