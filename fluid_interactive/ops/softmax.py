@@ -23,6 +23,8 @@ from typing import Any
 
 from ..backend.rows import for_rows
 from ..ir.text import format_shape as _shape
+from ..kernels.softmax import softmax_source
+from .compiled import compiled_kernel, run_compiled
 from .registry import register
 from .spec import (
     GradContext,
@@ -154,18 +156,28 @@ def _softmax_infer(ctx: InferContext) -> None:
 
 
 def _softmax_kernel(ctx: KernelContext):
+    """Over the last axis the compiled tier runs the passes around ``exp``
+    (kernels/softmax.py: the NumPy kernel's values, bit for bit)."""
     xp = ctx.xp
     x = ctx.input("X")
     ax = _axis(ctx, x.rank)
     out = ctx.buffer("Out")
     m = xp.empty(_reduced(x.shape, ax), x.dtype)   # scratch: row max, then row sum
     s = xp.empty(_reduced(x.shape, ax), x.dtype)
+    shift = _last_axis_kernel(ctx, x, ax, "softmax_shift")
+    scale = _last_axis_kernel(ctx, x, ax, "softmax_scale")
 
     def rows(a, e, lo, hi):
         a, e, mr, sr = a[lo:hi], e[lo:hi], m[lo:hi], s[lo:hi]
-        a.max(axis=ax, keepdims=True, out=mr)
-        xp.subtract(a, mr, out=e)
-        xp.exp(e, out=e)
+        e2 = _rows_of(e)
+        if shift is not None and run_compiled(shift, lambda: (_rows_of(a), e2)):
+            xp.exp(e, out=e)
+            if run_compiled(scale, lambda: (e2,)):
+                return
+        else:
+            a.max(axis=ax, keepdims=True, out=mr)
+            xp.subtract(a, mr, out=e)
+            xp.exp(e, out=e)
         e.sum(axis=ax, keepdims=True, out=sr)
         xp.divide(e, sr, out=e)
 
@@ -174,6 +186,20 @@ def _softmax_kernel(ctx: KernelContext):
         _by_rows(xp, ax, a.shape, lambda lo, hi: rows(a, e, lo, hi), passes=4)
         return e
     return fn
+
+
+def _last_axis_kernel(ctx: KernelContext, x: TensorType, ax: int, function: str) -> Any:
+    """The compiled ``function`` of kernels/softmax.py where the axis is the last and no
+    dim is 0, else None."""
+    if ax != x.rank - 1 or not all(d > 0 for d in x.shape):
+        return None
+    return compiled_kernel(ctx, x.dtype, lambda: softmax_source(function, x.dtype))
+
+
+def _rows_of(a: Any) -> Any:
+    """``a`` as [rows, last dim]: a view, for a C-contiguous ``a`` (another layout is
+    refused by the compiled kernels: Kernel.call)."""
+    return a.reshape(-1, a.shape[-1]) if a.flags.c_contiguous else a
 
 
 def _by_rows(xp: Any, ax: int, shape: tuple[int, ...], body: Callable[[int, int], None],
@@ -203,11 +229,15 @@ def _out_grad_setup(ctx: KernelContext) -> tuple[Any, TensorType, int, Any, Any]
 
 
 def _softmax_grad_kernel(ctx: KernelContext):
-    """dX = Y * (dY - sum(dY * Y, axis))."""
+    """dX = Y * (dY - sum(dY * Y, axis)); one compiled pass over the last axis."""
     xp, y, ax, out, s = _out_grad_setup(ctx)
+    compiled = _last_axis_kernel(ctx, y, ax, "softmax_grad")
 
     def rows(y, g, t, lo, hi):
         y, g, t, sr = y[lo:hi], g[lo:hi], t[lo:hi], s[lo:hi]
+        if compiled is not None and run_compiled(
+                compiled, lambda: (_rows_of(y), _rows_of(g), _rows_of(t))):
+            return
         xp.multiply(y, g, out=t)
         t.sum(axis=ax, keepdims=True, out=sr)
         xp.subtract(g, sr, out=t)

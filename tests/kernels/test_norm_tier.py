@@ -7,10 +7,11 @@ it."""
 import numpy as np
 import pytest
 from kernels.test_tier import kernel_cache  # noqa: F401  (a kernel cache of the module's own)
+from kernels.tier_runs import assert_same_bits, train_both
 
 import fluid
 from fluid_interactive.ir.records import OpDesc
-from fluid_interactive.kernels import norm
+from fluid_interactive.kernels import norm, sums
 from fluid_interactive.ops.interpret import run_ops
 
 numba = pytest.importorskip("numba")
@@ -31,8 +32,8 @@ def test_pairwise_adds_as_numpys_sum_along_a_row(dtype):
     rng = np.random.default_rng(0)
     for n in [*range(1, 140), 255, 256, 257, 1000, 4099]:
         a = (rng.standard_normal((1, n)) * 10 ** rng.uniform(-3, 3, n)).astype(dtype)
-        frames, lefts = np.empty((norm.DEPTH, 3), np.int64), np.empty(norm.DEPTH, dtype)
-        got = np.dtype(dtype).type(0) + norm.pairwise(a[0], 0, n, frames, lefts)
+        frames, lefts = np.empty((sums.DEPTH, 3), np.int64), np.empty(sums.DEPTH, dtype)
+        got = np.dtype(dtype).type(0) + sums.pairwise(a[0], 0, n, frames, lefts)
         assert np.array_equal(bits(np.asarray(got, dtype)), bits(a.sum(axis=1)[0])), n
 
 
@@ -133,38 +134,11 @@ def encoder(steps_seed=0):
 
 @pytest.mark.parametrize("split", [False, True])
 def test_training_with_the_compiled_layer_norm_gives_the_numpy_bits(monkeypatch, split):
-    """Split: the compiled kernel runs on each thread's rows (backend/rows.py), against
-    the NumPy kernels' whole rows."""
-    from fluid_interactive.backend import rows, threads
+    """Split: both runs on three threads, each kernel on each thread's rows
+    (backend/rows.py)."""
     rng = np.random.default_rng(4)
     data = [(rng.standard_normal((96, 16, 48)).astype(np.float32),
              rng.integers(0, 5, (96, 1))) for _ in range(5)]
-
-    def run(mode):
-        monkeypatch.setenv("FLUID_KERNELS", mode)
-        prog = encoder()().Compile(seed=2)
-        losses = []
-        for i, (x, y) in enumerate(data):
-            losses.append(prog.train(x, y))
-            if i == 0 and mode == "auto":
-                assert prog.train.runner.plan_tier().wait(300)
-        return losses, prog.parameters(), prog.train
-    if split:   # three threads for every plan (BLAS too), no floor on a range's size
-        monkeypatch.setattr(rows, "SPLIT", True)
-        monkeypatch.setattr(threads.STATE, "cores", 3)
-        monkeypatch.setattr(rows, "MIN_CHUNK", 1)
-        fluid.set_threads(3)
-    ranges = []
-    monkeypatch.setattr(rows, "chunks", lambda *a, f=rows.chunks: ranges.append(f(*a)) or
-                        ranges[-1])
-    try:
-        ref_losses, ref, _ = run("numpy")
-        losses, got, method = run("auto")
-    finally:
-        fluid.set_threads(None)
-    assert max(map(len, ranges)) == (3 if split else 1)
-    assert method.tier == "compiled"
+    ref, got, method = train_both(monkeypatch, encoder(), data, 2, split)
     assert "norm_" in method.source and ".py:layer_norm_grad" in method.source
-    assert losses == ref_losses
-    for k in ref:
-        assert np.array_equal(got[k], ref[k]), k
+    assert_same_bits(ref, got)
