@@ -169,10 +169,9 @@ def _softmax_kernel(ctx: KernelContext):
 
     def rows(a, e, lo, hi):
         a, e, mr, sr = a[lo:hi], e[lo:hi], m[lo:hi], s[lo:hi]
-        e2 = _rows_of(e)
-        if shift is not None and run_compiled(shift, lambda: (_rows_of(a), e2)):
+        if shift is not None and run_compiled(shift, lambda: (_rows_of(a), _rows_of(e))):
             xp.exp(e, out=e)
-            if run_compiled(scale, lambda: (e2,)):
+            if run_compiled(scale, lambda: (_rows_of(e),)):
                 return
         else:
             a.max(axis=ax, keepdims=True, out=mr)
