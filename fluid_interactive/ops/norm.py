@@ -376,39 +376,42 @@ def _ln_grad_infer(ctx: InferContext) -> None:
         ctx.set_output(slot, (d,), x.dtype)
 
 
-def _ln_grad_kernel(ctx: KernelContext):
-    """Sums as `_ln_kernel`'s: a row's along the row, a column's over the rows (Scale's
-    and Bias's gradients) in order, as ``sum(axis=0)``; the compiled kernel adds alike."""
-    xp = ctx.xp
-    x = ctx.input("X")
-    m, d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
-    eps = float(ctx.attrs["epsilon"])
-    has_scale = ctx.has_input("Scale")
-    want_x, want_s, want_b = (ctx.has_output(s) for s in ("X@GRAD", "Scale@GRAD",
-                                                          "Bias@GRAD"))
-    dx_buf, ds_buf, db_buf = (ctx.buffer(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD"))
-    xhat = xp.empty((m, d), x.dtype)
-    gs = xp.empty((m, d), x.dtype) if has_scale else None
-    tmp = xp.empty((m, d), x.dtype)
-    inv = xp.empty((m, 1), x.dtype)
-    mg_all, mgx_all = xp.empty((m,), x.dtype), xp.empty((m,), x.dtype)
-    compiled = compiled_kernel(ctx, x.dtype, lambda: norm_source("layer_norm_grad", x.dtype))
-    none, eps_t = _compiled_extras(xp, x.dtype, eps)
+class _LayerNormGrad:
+    """layer_norm's gradient kernel. Sums as `_ln_kernel`'s: a row's along the row, a
+    column's over the rows (Scale's and Bias's gradients) in order, as ``sum(axis=0)``;
+    the compiled kernel adds alike. dX runs row by row (split over the threads), the
+    column sums over every row at once."""
 
-    def rows(a2, scale, mean, var, dy2, dx2, lo, hi):
+    def __init__(self, ctx: KernelContext):
+        xp = self.xp = ctx.xp
+        x = ctx.input("X")
+        self.shape, dt = x.shape, x.dtype
+        m, d = self.m, self.d = _ln_dims(x.shape, ctx.attrs["begin_norm_axis"])
+        self.eps = float(ctx.attrs["epsilon"])
+        self.wants = [ctx.has_output(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD")]
+        self.bufs = [ctx.buffer(s) for s in ("X@GRAD", "Scale@GRAD", "Bias@GRAD")]
+        self.xhat, self.tmp = xp.empty((m, d), dt), xp.empty((m, d), dt)
+        self.gs: Any = xp.empty((m, d), dt) if ctx.has_input("Scale") else None
+        self.inv = xp.empty((m, 1), dt)
+        self.mg, self.mgx = xp.empty((m,), dt), xp.empty((m,), dt)
+        self.compiled = compiled_kernel(ctx, dt, lambda: norm_source("layer_norm_grad", dt))
+        self.none, self.eps_t = _compiled_extras(xp, dt, self.eps)
+
+    def rows(self, a2, scale, mean, var, dy2, dx2, lo, hi) -> None:
         """xhat, and dX when wanted, for rows lo:hi (each from its own row alone)."""
-        inv_r, xhat_r, dy_r = inv[lo:hi], xhat[lo:hi], dy2[lo:hi]
-        xp.add(var[lo:hi, None], eps, out=inv_r)
+        xp, d = self.xp, self.d
+        inv_r, xhat_r, dy_r = self.inv[lo:hi], self.xhat[lo:hi], dy2[lo:hi]
+        xp.add(var[lo:hi, None], self.eps, out=inv_r)
         xp.sqrt(inv_r, out=inv_r)
         xp.reciprocal(inv_r, out=inv_r)
         xp.subtract(a2[lo:hi], mean[lo:hi, None], out=xhat_r)
         xp.multiply(xhat_r, inv_r, out=xhat_r)
         if dx2 is None:
             return
-        g2 = xp.multiply(dy_r, scale[0], out=gs[lo:hi]) if scale else dy_r
-        mg = xp.divide(xp.sum(g2, axis=1, out=mg_all[lo:hi]), d, out=mg_all[lo:hi])
-        gx = xp.multiply(g2, xhat_r, out=tmp[lo:hi])
-        mgx = xp.divide(xp.sum(gx, axis=1, out=mgx_all[lo:hi]), d, out=mgx_all[lo:hi])
+        g2 = xp.multiply(dy_r, scale, out=self.gs[lo:hi]) if scale is not None else dy_r
+        mg = xp.divide(xp.sum(g2, axis=1, out=self.mg[lo:hi]), d, out=self.mg[lo:hi])
+        gx = xp.multiply(g2, xhat_r, out=self.tmp[lo:hi])
+        mgx = xp.divide(xp.sum(gx, axis=1, out=self.mgx[lo:hi]), d, out=self.mgx[lo:hi])
         dx_r = dx2[lo:hi]
         # dX = inv * (g - xhat * mean(g * xhat) - mean(g))
         xp.multiply(xhat_r, mgx[:, None], out=dx_r)
@@ -416,38 +419,45 @@ def _ln_grad_kernel(ctx: KernelContext):
         xp.subtract(dx_r, mg[:, None], out=dx_r)
         xp.multiply(dx_r, inv_r, out=dx_r)
 
-    def grad(a, *rest):
-        *scale, mean, var, dy = rest
-        dy2, a2 = dy.reshape(m, d), a.reshape(m, d)
-        dx = None
-        if want_x:
-            dx = dx_buf if dx_buf is not None else xp.empty(x.shape, x.dtype)
-        dx2 = None if dx is None else dx.reshape(m, d)
-        ds = (ds_buf if ds_buf is not None else xp.empty((d,), x.dtype)) if want_s else None
-        db = (db_buf if db_buf is not None else xp.empty((d,), x.dtype)) if want_b else None
-        sc = scale[0] if scale else none
-        # dX row by row (split over the threads); the column sums over every row in order
+    def input_grad(self, a2, scale, mean, var, dy2, dx2) -> None:
+        sc = self.none if scale is None else scale
 
         def body(lo: int, hi: int) -> None:
-            if not run_compiled(compiled, lambda: (
-                    a2[lo:hi], sc, mean[lo:hi], var[lo:hi], dy2[lo:hi], eps_t,
-                    int(bool(scale)) | 4, dx2[lo:hi], none, none)):
-                rows(a2, scale, mean, var, dy2, dx2, lo, hi)
-        if want_x:
-            _by_rows(xp, m, d, body, passes=2)
-        sums = 8 * int(want_s) | 16 * int(want_b)
-        if sums and not run_compiled(compiled, lambda: (
-                a2, sc, mean, var, dy2, eps_t, sums, a2[:0], none if ds is None else ds,
-                none if db is None else db)):
-            if compiled is not None or not want_x:   # xhat is not computed yet
-                rows(a2, scale, mean, var, dy2, None, 0, m)
-            if ds is not None:
-                xp.sum(xp.multiply(dy2, xhat, out=tmp), axis=0, out=ds)
-            if db is not None:
-                xp.sum(dy2, axis=0, out=db)
+            if not run_compiled(self.compiled, lambda: (
+                    a2[lo:hi], sc, mean[lo:hi], var[lo:hi], dy2[lo:hi], self.eps_t,
+                    int(scale is not None) | 4, dx2[lo:hi], self.none, self.none)):
+                self.rows(a2, scale, mean, var, dy2, dx2, lo, hi)
+        _by_rows(self.xp, self.m, self.d, body, passes=2)
+
+    def column_sums(self, a2, scale, mean, var, dy2, ds, db) -> None:
+        xp, none = self.xp, self.none
+        flags = 8 * int(ds is not None) | 16 * int(db is not None)
+        if run_compiled(self.compiled, lambda: (
+                a2, none if scale is None else scale, mean, var, dy2, self.eps_t, flags,
+                a2[:0], none if ds is None else ds, none if db is None else db)):
+            return
+        if self.compiled is not None or not self.wants[0]:   # xhat is not computed yet
+            self.rows(a2, scale, mean, var, dy2, None, 0, self.m)
+        if ds is not None:
+            xp.sum(xp.multiply(dy2, self.xhat, out=self.tmp), axis=0, out=ds)
+        if db is not None:
+            xp.sum(dy2, axis=0, out=db)
+
+    def __call__(self, a, *rest):
+        *scale, mean, var, dy = rest
+        xp, m, d = self.xp, self.m, self.d
+        s = scale[0] if scale else None
+        dy2, a2 = dy.reshape(m, d), a.reshape(m, d)
+        shapes = (self.shape, (d,), (d,))
+        dx, ds, db = (None if not want else buf if buf is not None else
+                      xp.empty(shape, a.dtype)
+                      for want, buf, shape in zip(self.wants, self.bufs, shapes))
+        if dx is not None:
+            self.input_grad(a2, s, mean, var, dy2, dx.reshape(m, d))
+        if ds is not None or db is not None:
+            self.column_sums(a2, s, mean, var, dy2, ds, db)
         res = [r for r in (dx, ds, db) if r is not None]
         return res[0] if len(res) == 1 else tuple(res)
-    return grad
 
 
 register(OpSpec("layer_norm", slots("X", "Scale?", "Bias?"), slots("Y", "Mean", "Variance"),
@@ -457,4 +467,4 @@ register(OpSpec("layer_norm", slots("X", "Scale?", "Bias?"), slots("Y", "Mean", 
                     "Variance [M] are the rows' statistics."))
 register(OpSpec("layer_norm_grad", slots("X", "Scale?", "Mean", "Variance", "Y@GRAD"),
                 slots("X@GRAD?", "Scale@GRAD?", "Bias@GRAD?"), _ln_grad_infer,
-                _ln_grad_kernel, attrs=_LN_ATTRS))
+                _LayerNormGrad, attrs=_LN_ATTRS))
