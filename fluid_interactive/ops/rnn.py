@@ -51,11 +51,16 @@ def activation(xp: Any, spans: Sequence[tuple[int, int, str]], clip: bool = Fals
     if adjacent and all(act in ("sigmoid", "tanh") for _, _, act in spans):
         fixes = [(a, b) for a, b, act in spans if act == "sigmoid"]
         clips = fixes if clip else []
+        columns = _ColumnFix(xp, lo, hi, fixes, clip) if 0 < len(fixes) < len(spans) else None
 
         def tanh_all(v):
+            w = v[:, lo:hi]
+            if columns is not None and w.flags.c_contiguous:
+                columns(w)
+                return
             for a, b in clips:
                 _clip_sigmoid(xp, v[:, a:b])
-            xp.tanh(v[:, lo:hi], out=v[:, lo:hi])
+            xp.tanh(w, out=w)
             for a, b in fixes:
                 _tanh_to_sigmoid(xp, v[:, a:b])
         return tanh_all
@@ -65,6 +70,32 @@ def activation(xp: Any, spans: Sequence[tuple[int, int, str]], clip: bool = Fals
         for a, b, act in steps:
             _activate(xp, v[:, a:b], act, clip)
     return each
+
+
+class _ColumnFix:
+    """`activation` of tanh and sigmoid spans over whole rows ``w`` (C-contiguous), as
+    one ufunc call over ``w`` per pass with a vector of each column's operand: a tanh
+    column's is one that changes nothing (minimum with inf, times 1, plus -0.0), so the
+    values are those of the calls on each span's strided view, which take longer."""
+
+    def __init__(self, xp: Any, lo: int, hi: int, fixes: Sequence[tuple[int, int]],
+                 clip: bool):
+        top, half, shift = (np.full(hi - lo, v, np.float64) for v in (np.inf, 1.0, -0.0))
+        for a, b in fixes:
+            top[a - lo:b - lo], half[a - lo:b - lo], shift[a - lo:b - lo] = \
+                _SIGMOID_TOP, 0.5, 0.5
+        self.xp, self.clip = xp, clip
+        self.vectors = {dt: tuple(xp.asarray(v.astype(dt)) for v in (top, half, shift))
+                        for dt in FLOAT_DTYPES}
+
+    def __call__(self, w: Any) -> None:
+        xp = self.xp
+        top, half, shift = self.vectors[w.dtype.name]
+        if self.clip:
+            xp.minimum(w, top, out=w)
+        xp.tanh(w, out=w)
+        xp.multiply(w, half, out=w)
+        xp.add(w, shift, out=w)
 
 
 def _clip_sigmoid(xp: Any, v: Any) -> None:
