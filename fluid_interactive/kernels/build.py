@@ -190,10 +190,8 @@ def _module_key(stem: str, text: str, args: tuple) -> str:
 
 
 @cache
-@cache
 def _source_of(function: Callable) -> str:
-    """A tier function's text (its module's file does not change while it runs; kept, as
-    the plan of every size asks for its kernels' sources)."""
+    """A tier function's text (its module's file does not change while it runs)."""
     return inspect.getsource(function).rstrip()
 
 

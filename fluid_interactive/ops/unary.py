@@ -176,6 +176,8 @@ def _square_grad_of_uniform(ctx: KernelContext) -> Callable | None:
 define_unary("square", lambda xp, x, o, a: xp.multiply(x, x, out=o),
         lambda xp, x, y, g, o, a: xp.multiply(xp.multiply(x, g, out=o), 2.0, out=o),
         ("X",), doc="Out = X * X", linear_grad=_square_grad_of_uniform)
+
+
 # --- one element of each op, for the compiled chains (OpSpec.scalar) ---------------------
 
 def _relu_one(x, zero):
