@@ -25,15 +25,24 @@ The backward op first computes, for all steps at once, every factor that does no
 on the recurrence (gate derivatives times the values they multiply), so that each step is
 one matrix product and five elementwise calls; then one GEMM gives the weight gradient.
 
-With the compiled kernel tier, the whole sequence runs as one compiled call each way once
-the plan switched (kernels/recurrent.py: a loop over the steps around BLAS calls), within
-float rounding of these kernels' values.
+With the compiled kernel tier, the load, the factors and each backward step's elementwise
+work run as compiled passes around NumPy's products and ``tanh``, with these kernels' bits
+(kernels/lstm_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs as one
+compiled call each way instead (kernels/recurrent.py: a loop over the steps around BLAS
+calls), within float rounding of these kernels' values.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .compiled import run_compiled, sequence_kernel
+from ..kernels.lstm_passes import (
+    ACT_CODES,
+    BATCH_MAJOR,
+    BATCH_REVERSED,
+    TIME_MAJOR,
+    lstm_source,
+)
+from .compiled import compiled_kernel, run_compiled, sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -123,10 +132,13 @@ class _Forward:
         self.seq = sequence_kernel(ctx, dt, "lstm_forward", {
             "gate": gate, "cand": cand, "cell": a["cell_activation"]},
             {"PEEP": self.peep, "CLIP": True})
+        self.no_bias, self.ones = xp.zeros(4 * H, dt), xp.ones(4 * H, dt)
+        self.never = xp.zeros((self.T, self.B), bool)   # no row frozen
         if self.seq is not None:
-            self.never = xp.zeros((self.T, self.B), bool)   # no row frozen
             self.no_peep = xp.zeros((3, H), dt)
-            self.no_bias, self.ones = xp.zeros(4 * H, dt), xp.ones(4 * H, dt)
+        # the load's pass, exact, where the whole sequence's kernel is not allowed
+        self.load_pass = None if self.seq is not None else \
+            compiled_kernel(ctx, dt, lambda: lstm_source("lstm_load", dt))
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -189,6 +201,13 @@ class _Forward:
     def _load(self, x: Any, bias: Any, gates: Any) -> None:
         """gates = (Input + Bias) * pre-scale, in processing order, zero at padding."""
         xp, st = self.xp, self.steps
+        if run_compiled(self.load_pass, lambda: (
+                *time_source(st, x), self.no_bias if bias is None else bias[0, :4 * self.H],
+                self.ones if self.scale is None else self.scale,
+                self.never if st.frozen is None else st.frozen[..., 0],
+                int(bias is not None) | 2 * int(self.scale is not None)
+                | 4 * int(st.frozen is not None), gates)):
+            return
         view = st.time_view(x)
         if bias is not None:
             xp.add(view, bias[0, :4 * self.H], out=gates)
@@ -227,6 +246,15 @@ class _Forward:
 
 def _kernel(ctx: KernelContext):
     return _Forward(ctx)
+
+
+def time_source(steps: Steps, x: Any) -> tuple[Any, int]:
+    """``x [B, T, K]`` for a compiled pass that reads it in processing order: the array
+    and how it lies (kernels/lstm_passes.py's `time_row`), a gathered copy for a reversed
+    op with lengths."""
+    if steps.src is not None:
+        return steps.time_view(x), TIME_MAJOR
+    return x, BATCH_REVERSED if steps.reverse else BATCH_MAJOR
 
 
 def _grad(g: GradContext) -> None:
@@ -295,9 +323,18 @@ class _Backward:
         gate, cell, cand = self.acts
         self.seq = sequence_kernel(ctx, dt, "lstm_backward", {
             "gate": gate, "cand": cand, "cell": cell}, {"PEEP": self.peep, "CLIP": True})
+        self.none = xp.zeros((0, 0, 0), dt)    # no gradient flows in there
+        # the exact passes, where the whole sequence's kernel is not allowed
+        self.factors_pass = self.step_pass = None
+        if self.seq is None:
+            self.factors_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_factors",
+                                                                             dt))
+            self.step_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_grad_step",
+                                                                          dt))
+            self.acts_code = 100 * ACT_CODES[gate] + 10 * ACT_CODES[cell] + ACT_CODES[cand]
+            self.no_peep_o, self.no_peep_if = xp.zeros(H, dt), xp.zeros((2, H), dt)
         if self.seq is not None:
             self.no_peep = xp.zeros((3, H), dt)
-            self.none = xp.zeros((0, 0, 0), dt)    # no gradient flows in there
             self.dgc = xp.empty((B, 4 * H), dt)
             self.tc, self.xs = xp.empty((B, H), dt), xp.empty((B, H), dt)
 
@@ -319,9 +356,36 @@ class _Backward:
         dh_in = self._time_major(v.get("Hidden@GRAD"), self.dh_seq)
         dc_in = self._time_major(v.get("Cell@GRAD"), self.dc_seq)
         peep = self._peepholes(v.get("Bias"))
+        exact = self._step_pass_args(v, dx, peep)
         for t in range(T - 1, -1, -1):
-            self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep)
+            self._step(t, dg, w_t, dh_in, dc_in, v["BatchGate"][t], peep, exact)
         return self._results(v, dg, dx, c0)
+
+    def _step_pass_args(self, v: dict, dx: Any, peep: tuple | None) -> tuple | None:
+        """What the compiled step (kernels/lstm_passes.py's lstm_grad_step) takes besides
+        the step and its flags: (flags of every step, whether dh_in flows, the layouts,
+        the arrays); None where it does not run."""
+        if self.step_pass is None or self.step_pass.fn is None:
+            return None
+        st = self.steps
+        batch_order = BATCH_REVERSED if st.reverse else BATCH_MAJOR
+
+        def source(d: Any, buf: Any) -> tuple[Any, int]:   # as `_time_major` reads it
+            if d is None:
+                return self.none, TIME_MAJOR
+            return (d, batch_order) if st.valid is None else (buf, TIME_MAJOR)
+        dh_in, dh_order = source(v.get("Hidden@GRAD"), self.dh_seq)
+        dc_in, dc_order = source(v.get("Cell@GRAD"), self.dc_seq)
+        dg, dg_order = (self.dgates, TIME_MAJOR) if dx is None else (dx, batch_order)
+        peep_o, peep_if = (self.no_peep_o, self.no_peep_if) if peep is None else \
+            (peep[1], peep[0])
+        if not all(a.flags.c_contiguous for a in (dh_in, dc_in, dg, peep_o, peep_if)):
+            return None   # the compiled step takes C-contiguous arrays only
+        flags = 4 * int(v.get("Cell@GRAD") is not None) | 8 * int(peep is not None)
+        return (flags, int(v.get("Hidden@GRAD") is not None),
+                dh_order | dc_order << 3 | dg_order << 6,
+                (self.dh, dh_in, dc_in, self.k, self.factors, v["BatchGate"], self.carry,
+                 peep_o, peep_if, self.dc, dg))
 
     def _sequence(self, v: dict, c0: Any, w_t: Any, dx: Any) -> bool:
         """Every step in one compiled call, once the plan switched to it (True: it ran).
@@ -373,6 +437,10 @@ class _Backward:
         xp, H = self.xp, self.H
         gate, cell, cand = self.acts
         p, k = self.factors, self.k
+        act_c = _cell_fn(xp, cell)(cells, self.act_c)
+        if run_compiled(self.factors_pass, lambda: (gates, cells, c0, act_c, self.acts_code,
+                                                    p, k)):
+            return
         derivative(xp, gates[..., :H], cand, p[..., :H])
         derivative(xp, gates[..., H:], gate, p[..., H:])
         xp.multiply(p[..., :H], gates[..., H:2 * H], out=p[..., :H])
@@ -380,18 +448,20 @@ class _Backward:
         if self.T:
             xp.multiply(p[0, :, 2 * H:3 * H], c0, out=p[0, :, 2 * H:3 * H])
             xp.multiply(p[1:, :, 2 * H:3 * H], cells[:-1], out=p[1:, :, 2 * H:3 * H])
-        act_c = _cell_fn(xp, cell)(cells, self.act_c)
         xp.multiply(p[..., 3 * H:], act_c, out=p[..., 3 * H:])
         derivative(xp, act_c, cell, k)
         xp.multiply(k, gates[..., 3 * H:], out=k)
 
-    def _step(self, t, dg, w_t, dh_in, dc_in, gates_t, peep) -> None:
+    def _step(self, t, dg, w_t, dh_in, dc_in, gates_t, peep, exact) -> None:
         xp, B, H, T = self.xp, self.B, self.H, self.T
         dh, dc, p = self.dh, self.dc, self.factors[t]
         if t == T - 1:
             self._first(dh, dh_in, t)
         else:
             xp.matmul(dg[t + 1], w_t, out=dh)
+        if exact is not None and run_compiled(self.step_pass, lambda: (
+                t, exact[0] | ((exact[1] | 2) if t < T - 1 else 0), exact[2], *exact[3])):
+            return
         if t < T - 1 and dh_in is not None:
             xp.add(dh, dh_in[t], out=dh)
         xp.multiply(dh, self.k[t], out=dc)

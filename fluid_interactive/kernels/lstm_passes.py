@@ -1,0 +1,166 @@
+"""The LSTM's elementwise passes (ops/lstm.py) compiled, around NumPy's own products and
+``tanh``: the input's load into processing order, the backward's per-step factors for the
+whole sequence, and each backward step after its product. The NumPy kernel makes a ufunc
+call per operation over strided views of the gates (about ten over the whole sequence
+for the factors, six per step); each pass here is one call that visits every element
+once while it is in the cache.
+
+Values are the NumPy kernel's, bit for bit: there is no sum and no transcendental
+function in these passes (``tanh`` and the products stay NumPy's), so each element is
+the same correctly rounded operations in the same order, in the arrays' dtype.
+
+Arrays that the NumPy kernel reads through a processing-order view (``Steps.time_view``)
+come here as the array itself and an ``order`` (`time_row`), so that every argument is
+C-contiguous. These are plain Python functions; the tier compiles a module of their
+source for one dtype (`lstm_source`).
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from .build import KernelSource, module_source, module_text
+
+FLOAT = np.float32
+ZERO = np.float32(0)
+ONE = np.float32(1)
+
+#: an activation's code (`derivative_of`)
+SIGMOID, TANH, RELU, IDENTITY = 0, 1, 2, 3
+ACT_CODES = {"sigmoid": SIGMOID, "tanh": TANH, "relu": RELU, "identity": IDENTITY}
+#: an array's layout (`time_row`): processing order [T, B, K]; the op's [B, T, K] read
+#: forward; the op's [B, T, K] read backwards in time
+TIME_MAJOR, BATCH_MAJOR, BATCH_REVERSED = 0, 1, 2
+#: what the compiled module's functions name besides NumPy and each other
+_CONSTANTS = {"SIGMOID": SIGMOID, "TANH": TANH, "RELU": RELU, "TIME_MAJOR": TIME_MAJOR,
+              "BATCH_MAJOR": BATCH_MAJOR}
+
+
+def time_row(a, order, t, b):
+    """Row ``b`` of processing step ``t`` of ``a`` laid out as ``order`` says."""
+    if order == TIME_MAJOR:
+        return a[t, b]
+    if order == BATCH_MAJOR:
+        return a[b, t]
+    return a[b, a.shape[1] - 1 - t]
+
+
+def derivative_of(y, act):
+    """d act(x) / dx from the activated value ``y``, as rnn.derivative computes it."""
+    if act == SIGMOID:
+        return (ONE - y) * y
+    if act == TANH:
+        return ONE - y * y
+    if act == RELU:
+        return ONE if y > ZERO else ZERO
+    return ONE
+
+
+def lstm_load(x, order, bias, scale, frozen, flags, gates):
+    """gates [T, B, G] = x in processing order, plus bias [G] when ``flags & 1``, times
+    scale [G] when ``flags & 2``, zero where frozen [T, B] when ``flags & 4``."""
+    steps, rows, width = gates.shape
+    for t in range(steps):
+        for b in range(rows):
+            src, dst = time_row(x, order, t, b), gates[t, b]
+            if (flags & 4) != 0 and frozen[t, b]:
+                for j in range(width):
+                    dst[j] = ZERO
+                continue
+            for j in range(width):
+                v = src[j]
+                if flags & 1:
+                    v = v + bias[j]
+                if flags & 2:
+                    v = v * scale[j]
+                dst[j] = v
+
+
+def lstm_factors(gates, cells, c0, act_c, acts, p, k):
+    """P = [i * cand'(c~), c~ * g'(i), c_prev * g'(f), act_c * g'(o)] [T, B, 4H] and K =
+    cell'(act_c) * o [T, B, H] for every step, from the activated gates [T, B, 4H], the
+    cells [T, B, H] (c_prev: c0 [B, H] at the first step) and their activations act_c;
+    ``acts`` = 100 * gate + 10 * cell + candidate (`ACT_CODES`)."""
+    steps, rows, width = gates.shape
+    h = width // 4
+    gate, cell, cand = acts // 100, acts // 10 % 10, acts % 10
+    for t in range(steps):
+        for b in range(rows):
+            g, pr, kr, ar = gates[t, b], p[t, b], k[t, b], act_c[t, b]
+            prev = c0[b] if t == 0 else cells[t - 1, b]
+            for j in range(h):
+                pr[j] = derivative_of(g[j], cand) * g[h + j]
+                pr[h + j] = derivative_of(g[h + j], gate) * g[j]
+                pr[2 * h + j] = derivative_of(g[2 * h + j], gate) * prev[j]
+                pr[3 * h + j] = derivative_of(g[3 * h + j], gate) * ar[j]
+                kr[j] = derivative_of(ar[j], cell) * g[3 * h + j]
+
+
+def _add_row(dst, src):
+    for j in range(dst.shape[0]):
+        dst[j] = dst[j] + src[j]
+
+
+def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_o, peep_if,
+                   dc, dg):
+    """One backward step after its product dh [B, H] (= dG[t + 1] @ W^T): dh += dh_in[t]
+    when ``flags & 1``; dc = dh * K[t], + carry when ``flags & 2``, + dc_in[t] when
+    ``flags & 4``; dG[t] = (P[t] * (dc, dc, dc, dh)), the output gate's first; with
+    peepholes (``flags & 8``) dc += dG_o * peep_o before dG's other gates; carry = dc * f
+    (+ dG_i * peep_if[0] + dG_f * peep_if[1] with peepholes). ``orders``: the layouts of
+    dh_in, dc_in and dG, 3 bits each (`time_row`)."""
+    rows, h = dh.shape
+    for b in range(rows):
+        d, c, cr = dh[b], dc[b], carry[b]
+        kr, pr, gr = k[t, b], p[t, b], gates[t, b]
+        gd = time_row(dg, orders >> 6, t, b)
+        if flags & 1:
+            _add_row(d, time_row(dh_in, orders & 7, t, b))
+        for j in range(h):
+            c[j] = d[j] * kr[j]
+        if flags & 2:
+            _add_row(c, cr)
+        if flags & 4:
+            _add_row(c, time_row(dc_in, (orders >> 3) & 7, t, b))
+        for j in range(h):
+            gd[3 * h + j] = d[j] * pr[3 * h + j]
+        if flags & 8:
+            for j in range(h):
+                c[j] = c[j] + gd[3 * h + j] * peep_o[j]
+        for j in range(h):
+            v = c[j]
+            gd[j] = pr[j] * v
+            gd[h + j] = pr[h + j] * v
+            gd[2 * h + j] = pr[2 * h + j] * v
+            cr[j] = v * gr[2 * h + j]
+        if flags & 8:
+            for j in range(h):
+                cr[j] = cr[j] + gd[h + j] * peep_if[0, j]
+                cr[j] = cr[j] + gd[2 * h + j] * peep_if[1, j]
+
+
+_FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_factors, lstm_grad_step)
+#: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
+#: B, 4H] (the compiling call's examples must have 4H columns for H), i for an int, m for
+#: the bool mask [T, B]
+_ARGS = {"lstm_load": "3i11mi3", "lstm_factors": "G323iG3",
+         "lstm_grad_step": "iii2333GG2122G"}
+
+
+@cache
+def lstm_source(function: str, dtype: str) -> KernelSource:
+    """One of the passes over C-contiguous arrays of ``dtype``."""
+    def kind(k: str) -> tuple:
+        if k == "i":
+            return ("scalar", "int64")
+        if k == "m":
+            return ("array", "bool", 2)
+        if k == "G":
+            return ("array", dtype, 3, "C", (2, 2, 8))
+        return ("array", dtype, int(k))
+    text = module_source(dtype, _CONSTANTS, _FUNCTIONS) + \
+        f"\n\nFLOAT = np.{dtype}\nZERO = FLOAT(0)\nONE = FLOAT(1)\n"
+    every = [f.__name__ for f in _FUNCTIONS]
+    return KernelSource("lstm", module_text(text, every), function,
+                        tuple(kind(k) for k in _ARGS[function]))

@@ -1,0 +1,138 @@
+"""The LSTM's compiled passes (kernels/lstm_passes.py): the load, the backward's factors
+and each backward step give the bits of ops/lstm.py's NumPy kernels, for every
+activation, direction, dtype, lengths (zero included), peepholes or not, gradients from
+Hidden, Cell or both, with NaN and infinite inputs; and an LSTM trained with the tier
+gives the bits of one trained without it. Unlike the whole-sequence kernels
+(test_cells.py) these run by default."""
+import numpy as np
+import pytest
+from kernels.test_tier import kernel_cache  # noqa: F401  (a kernel cache of the module's own)
+from kernels.tier_runs import forward_and_grads, lstm_inputs, switched_on
+from ops.test_rnn_ops import LSTM_CASES  # every activation, direction and peepholes
+
+import fluid
+
+numba = pytest.importorskip("numba")
+
+PASSES = ["lstm_factors", "lstm_grad_step", "lstm_load"]
+
+
+@pytest.fixture(autouse=True)
+def tier_on(monkeypatch):
+    """The tier as it runs by default: exact kernels only."""
+    monkeypatch.setenv("FLUID_KERNELS", "auto")
+
+
+def bits(a):
+    """The values' bits, every NaN as one (which NaN an operation on two keeps is the
+    machine instruction's choice, which neither side fixes)."""
+    a = np.where(np.isnan(a), np.nan, a).astype(a.dtype)
+    return a.view(np.int32 if a.dtype == np.float32 else np.int64)
+
+
+def same_bits(inputs, attrs, through, monkeypatch):
+    """The op and its gradient op with and without the compiled passes: every output and
+    gradient the same bits; returns the passes that ran."""
+    ref_outs, ref_grads = forward_and_grads("lstm", inputs, attrs, through)
+    ran: list = []
+    with monkeypatch.context() as m:
+        switched_on(m, ran)
+        outs, grads = forward_and_grads("lstm", inputs, attrs, through)
+    for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
+                            *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
+        assert got.dtype == want.dtype, name
+        assert np.array_equal(bits(got), bits(want)), name
+    return sorted(set(ran))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", LSTM_CASES)
+@pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
+def test_the_passes_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
+    rng = np.random.default_rng(1)
+    inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
+    ran = same_bits(inputs, attrs, ("Hidden", "Cell"), monkeypatch)
+    assert ran == PASSES
+
+
+@pytest.mark.parametrize("through", [("Hidden",), ("Cell",)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_gradient_from_hidden_alone_or_cell_alone(through, reverse, monkeypatch):
+    rng = np.random.default_rng(2)
+    inputs = lstm_inputs(rng, "float32", lengths=(5, 0, 1, 4))
+    assert same_bits(inputs, {"is_reverse": reverse}, through, monkeypatch) == PASSES
+
+
+def test_without_initial_state_or_bias(monkeypatch):
+    rng = np.random.default_rng(3)
+    inputs = lstm_inputs(rng, "float32", peep=False, lengths=None)
+    for slot in ("H0", "C0", "Bias"):
+        del inputs[slot]
+    assert same_bits(inputs, {"use_peepholes": False}, ("Hidden", "Cell"),
+                     monkeypatch) == PASSES
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_infinite_and_saturated_values(dtype, monkeypatch):
+    rng = np.random.default_rng(4)
+    inputs = lstm_inputs(rng, dtype, b=5, t=6, h=8, lengths=(6, 6, 3, 0, 5))
+    x = inputs["Input"]
+    x[0, 1, 3] = np.nan
+    x[1, 2, 9] = np.inf
+    x[2, 0, 17] = -np.inf
+    x[..., 0:32:3] += 30.0          # saturated gates and candidates
+    x[..., 1:32:5] -= 50.0
+    x[3, :, :5] = -0.0
+    inputs["C0"][4, 2] = np.nan
+    assert same_bits(inputs, {}, ("Hidden", "Cell"), monkeypatch) == PASSES
+
+
+def test_the_compiled_step_takes_any_row_count_and_width(monkeypatch):
+    """Shapes unlike the compiling call's examples: one row, one step, a wide H."""
+    rng = np.random.default_rng(5)
+    for b, t, h in ((1, 1, 3), (3, 9, 40), (2, 2, 1)):
+        inputs = lstm_inputs(rng, "float32", b=b, t=t, h=h, lengths=None)
+        assert same_bits(inputs, {}, ("Hidden",), monkeypatch) == PASSES
+
+
+def lstm_program(peep, reverse):
+    class Net(fluid.Program):
+        @fluid.network("x", "y")
+        def train(self, x, y):
+            x = fluid.layers.data(name="x", shape=[9, 3], dtype="float32")
+            y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+            proj = fluid.layers.fc(input=x, size=4 * 12, num_flatten_dims=2)
+            hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * 12,
+                                                  use_peepholes=peep, is_reverse=reverse)
+            out = fluid.layers.fc(input=fluid.layers.reduce_mean(hidden, dim=1), size=1)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
+            fluid.optimizer.Adam(learning_rate=1e-2).minimize(loss)
+            return loss
+    return Net
+
+
+def train(cls, mode, monkeypatch, steps=5):
+    monkeypatch.setenv("FLUID_KERNELS", mode)
+    prog = cls().Compile(seed=3)
+    rng = np.random.default_rng(5)
+    losses = []
+    for i in range(steps):
+        x = (3 * rng.standard_normal((16, 9, 3))).astype(np.float32)
+        losses.append(prog.train(x, x[:, :, :1].sum(axis=1)))
+        if i == 0 and mode == "auto":
+            assert prog.train.runner.plan_tier().wait(300)
+    return losses, prog.parameters(), prog.train
+
+
+@pytest.mark.parametrize("peep", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_training_with_the_passes_gives_the_same_bits(peep, reverse, monkeypatch):
+    cls = lstm_program(peep, reverse)
+    ref_losses, ref, _ = train(cls, "numpy", monkeypatch)
+    losses, got, method = train(cls, "auto", monkeypatch)
+    assert method.tier == "compiled"
+    for name in PASSES:
+        assert f".py:{name}" in method.source, name
+    assert losses == ref_losses
+    for k in ref:
+        assert np.array_equal(got[k], ref[k]), k
