@@ -1,6 +1,7 @@
 """The LSTM's elementwise passes (ops/lstm.py) compiled, around NumPy's own products and
-``tanh``: the input's load into processing order, the backward's per-step factors for the
-whole sequence, and each backward step after its product. The NumPy kernel makes a ufunc
+``tanh``: the input's load into processing order, each forward step's gates before and
+after tanh, the backward's per-step factors for the whole sequence, and each backward step
+after its product. The NumPy kernel makes a ufunc
 call per operation over strided views of the gates (about ten over the whole sequence
 for the factors, six per step); each pass here is one call that visits every element
 once while it is in the cache.
@@ -77,6 +78,32 @@ def lstm_load(x, order, bias, scale, frozen, flags, gates):
                 dst[j] = v
 
 
+def lstm_gates_in(g, hw, top):
+    """A forward step's gates before NumPy's tanh: g [B, 4H] = minimum(g + hw, top) with
+    each column's top [4H] (`rnn.column_operands`; NaN stays NaN)."""
+    rows, width = g.shape
+    for b in range(rows):
+        gr, hr = g[b], hw[b]
+        for j in range(width):
+            v = gr[j] + hr[j]
+            m = top[j]
+            gr[j] = m if v > m else v
+
+
+def lstm_cell(g, half, shift, c_prev, c):
+    """A forward step's gates after NumPy's tanh: g = g * half + shift per column (a
+    sigmoid column from tanh(x / 2), a tanh column unchanged), then the cell c [B, H] =
+    f * c_prev + i * c~."""
+    rows, width = g.shape
+    h = width // 4
+    for b in range(rows):
+        gr, cr, pr = g[b], c[b], c_prev[b]
+        for j in range(width):
+            gr[j] = gr[j] * half[j] + shift[j]
+        for j in range(h):
+            cr[j] = gr[2 * h + j] * pr[j] + gr[h + j] * gr[j]
+
+
 def lstm_factors(gates, cells, c0, act_c, acts, p, k):
     """P = [i * cand'(c~), c~ * g'(i), c_prev * g'(f), act_c * g'(o)] [T, B, 4H] and K =
     cell'(act_c) * o [T, B, H] for every step, from the activated gates [T, B, 4H], the
@@ -140,11 +167,13 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
                 cr[j] = cr[j] + gd[2 * h + j] * peep_if[1, j]
 
 
-_FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_factors, lstm_grad_step)
+_FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_gates_in, lstm_cell,
+              lstm_factors, lstm_grad_step)
 #: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
-#: B, 4H] (the compiling call's examples must have 4H columns for H), i for an int, m for
-#: the bool mask [T, B]
-_ARGS = {"lstm_load": "3i11mi3", "lstm_factors": "G323iG3",
+#: B, 4H], g for one step's [B, 4H] and v for a row of 4H (the compiling call's examples
+#: must have 4H columns for H), i for an int, m for the bool mask [T, B]
+_ARGS = {"lstm_load": "3i11mi3", "lstm_gates_in": "ggv", "lstm_cell": "gvv22",
+         "lstm_factors": "G323iG3",
          "lstm_grad_step": "iii2333GG2122G"}
 
 
@@ -158,6 +187,10 @@ def lstm_source(function: str, dtype: str) -> KernelSource:
             return ("array", "bool", 2)
         if k == "G":
             return ("array", dtype, 3, "C", (2, 2, 8))
+        if k == "g":
+            return ("array", dtype, 2, "C", (2, 8))
+        if k == "v":
+            return ("array", dtype, 1, "C", (8,))
         return ("array", dtype, int(k))
     text = module_source(dtype, _CONSTANTS, _FUNCTIONS) + \
         f"\n\nFLOAT = np.{dtype}\nZERO = FLOAT(0)\nONE = FLOAT(1)\n"

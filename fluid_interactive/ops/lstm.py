@@ -25,11 +25,12 @@ The backward op first computes, for all steps at once, every factor that does no
 on the recurrence (gate derivatives times the values they multiply), so that each step is
 one matrix product and five elementwise calls; then one GEMM gives the weight gradient.
 
-With the compiled kernel tier, the load, the factors and each backward step's elementwise
-work run as compiled passes around NumPy's products and ``tanh``, with these kernels' bits
-(kernels/lstm_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs as one
-compiled call each way instead (kernels/recurrent.py: a loop over the steps around BLAS
-calls), within float rounding of these kernels' values.
+With the compiled kernel tier, the load, each forward step's gates around tanh, the
+factors and each backward step's elementwise work run as compiled passes around NumPy's
+products and ``tanh``, with these kernels' bits (kernels/lstm_passes.py). With
+``FLUID_KERNELS=fast`` the whole sequence runs as one compiled call each way instead
+(kernels/recurrent.py: a loop over the steps around BLAS calls), within float rounding of
+these kernels' values.
 """
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ from .rnn import (
     check_param,
     check_sequence,
     check_weight,
+    column_operands,
     copy_into,
     derivative,
     new_or,
@@ -136,9 +138,25 @@ class _Forward:
         self.never = xp.zeros((self.T, self.B), bool)   # no row frozen
         if self.seq is not None:
             self.no_peep = xp.zeros((3, H), dt)
-        # the load's pass, exact, where the whole sequence's kernel is not allowed
-        self.load_pass = None if self.seq is not None else \
-            compiled_kernel(ctx, dt, lambda: lstm_source("lstm_load", dt))
+        self._exact_passes(ctx, gate, cand)
+
+    def _exact_passes(self, ctx: KernelContext, gate: str, cand: str) -> None:
+        """The compiled passes with these kernels' bits (kernels/lstm_passes.py), where
+        the whole sequence's kernel is not allowed: the load, and the steps' gates around
+        tanh where every gate is a sigmoid or a tanh and there are no peepholes (one
+        tanh call over whole rows of gates: `_exact_step`)."""
+        dt, H = self.dtype, self.H
+        self.load_pass = self.gates_pass = self.cell_pass = None
+        if self.seq is not None:
+            return
+        self.load_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_load", dt))
+        spans = [(0, H, cand), (H, 4 * H, gate)]
+        if self.peep or not all(act in ("sigmoid", "tanh") for _, _, act in spans):
+            return
+        self.operands = column_operands(self.xp, 0, 4 * H, [
+            (a, b) for a, b, act in spans if act == "sigmoid"], dt)
+        self.gates_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_gates_in", dt))
+        self.cell_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_cell", dt))
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -227,6 +245,9 @@ class _Forward:
     def _step(self, g, peep, h_prev, c_prev, c, h) -> None:
         """The NumPy step after the product ``self.hw = h_prev @ ws``."""
         xp, H, B = self.xp, self.H, self.B
+        if self.gates_pass is not None:
+            self._exact_step(g, c_prev, c, h)
+            return
         xp.add(g, self.hw, out=g)
         if peep is not None:
             xp.multiply(c_prev.reshape(B, 1, H), peep[0], out=self.pf)
@@ -242,6 +263,25 @@ class _Forward:
             xp.add(o, self.tmp, out=o)
             self.act_o(o)
         xp.multiply(o, self.cell(c, self.tc), out=h)
+
+
+    def _exact_step(self, g, c_prev, c, h) -> None:
+        """`_step` without peepholes, sigmoid and tanh gates: each pass around NumPy's tanh
+        compiled where it can run (the same operations in the same order otherwise: the
+        activation's per-column operands as `rnn.activation` applies them)."""
+        xp, H = self.xp, self.H
+        top, half, shift = self.operands
+        if not run_compiled(self.gates_pass, lambda: (g, self.hw, top)):
+            xp.add(g, self.hw, out=g)
+            xp.minimum(g, top, out=g)
+        xp.tanh(g, out=g)
+        if not run_compiled(self.cell_pass, lambda: (g, half, shift, c_prev, c)):
+            xp.multiply(g, half, out=g)
+            xp.add(g, shift, out=g)
+            xp.multiply(g[:, 2 * H:3 * H], c_prev, out=c)
+            xp.multiply(g[:, H:2 * H], g[:, :H], out=self.tmp)
+            xp.add(c, self.tmp, out=c)
+        xp.multiply(g[:, 3 * H:], self.cell(c, self.tc), out=h)
 
 
 def _kernel(ctx: KernelContext):

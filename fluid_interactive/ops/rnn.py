@@ -80,13 +80,8 @@ class _ColumnFix:
 
     def __init__(self, xp: Any, lo: int, hi: int, fixes: Sequence[tuple[int, int]],
                  clip: bool):
-        top, half, shift = (np.full(hi - lo, v, np.float64) for v in (np.inf, 1.0, -0.0))
-        for a, b in fixes:
-            top[a - lo:b - lo], half[a - lo:b - lo], shift[a - lo:b - lo] = \
-                _SIGMOID_TOP, 0.5, 0.5
         self.xp, self.clip = xp, clip
-        self.vectors = {dt: tuple(xp.asarray(v.astype(dt)) for v in (top, half, shift))
-                        for dt in FLOAT_DTYPES}
+        self.vectors = {dt: column_operands(xp, lo, hi, fixes, dt) for dt in FLOAT_DTYPES}
 
     def __call__(self, w: Any) -> None:
         xp = self.xp
@@ -96,6 +91,20 @@ class _ColumnFix:
         xp.tanh(w, out=w)
         xp.multiply(w, half, out=w)
         xp.add(w, shift, out=w)
+
+
+def column_operands(xp: Any, lo: int, hi: int, fixes: Sequence[tuple[int, int]],
+                    dtype: str) -> tuple[Any, Any, Any]:
+    """The per-column operands (top, half, shift) of columns ``lo:hi`` of gates whose
+    sigmoid spans are ``fixes``: the minimum with ``top``, after tanh the product with
+    ``half`` and the sum with ``shift`` make a sigmoid column clipped, then sigmoid, and
+    leave a tanh column as it is (inf, 1 and -0.0 change no value, NaN and -0 included)."""
+    top, half, shift = (np.full(hi - lo, v, np.float64) for v in (np.inf, 1.0, -0.0))
+    for a, b in fixes:
+        top[a - lo:b - lo], half[a - lo:b - lo], shift[a - lo:b - lo] = \
+            _SIGMOID_TOP, 0.5, 0.5
+    top, half, shift = (xp.asarray(v.astype(dtype)) for v in (top, half, shift))
+    return top, half, shift
 
 
 def _clip_sigmoid(xp: Any, v: Any) -> None:

@@ -1,5 +1,6 @@
-"""The LSTM's compiled passes (kernels/lstm_passes.py): the load, the backward's factors
-and each backward step give the bits of ops/lstm.py's NumPy kernels, for every
+"""The LSTM's compiled passes (kernels/lstm_passes.py): the load, the forward steps' gates
+around tanh, the backward's factors and each backward step give the bits of ops/lstm.py's
+NumPy kernels, for every
 activation, direction, dtype, lengths (zero included), peepholes or not, gradients from
 Hidden, Cell or both, with NaN and infinite inputs; and an LSTM trained with the tier
 gives the bits of one trained without it. Unlike the whole-sequence kernels
@@ -11,10 +12,22 @@ from kernels.tier_runs import forward_and_grads, lstm_inputs, switched_on
 from ops.test_rnn_ops import LSTM_CASES  # every activation, direction and peepholes
 
 import fluid
+from fluid_interactive.ops import lstm
 
 numba = pytest.importorskip("numba")
 
 PASSES = ["lstm_factors", "lstm_grad_step", "lstm_load"]
+#: with them where there are no peepholes and every gate is a sigmoid or a tanh
+STEP_PASSES = sorted(PASSES + ["lstm_cell", "lstm_gates_in"])
+
+
+def passes(attrs):
+    """The passes an op with these attrs runs."""
+    acts = (attrs.get("gate_activation", "sigmoid"),
+            attrs.get("candidate_activation", "tanh"))
+    whole_rows = not attrs.get("use_peepholes", True) and \
+        set(acts) <= {"sigmoid", "tanh"}
+    return STEP_PASSES if whole_rows else PASSES
 
 
 @pytest.fixture(autouse=True)
@@ -31,17 +44,23 @@ def bits(a):
 
 
 def same_bits(inputs, attrs, through, monkeypatch):
-    """The op and its gradient op with and without the compiled passes: every output and
-    gradient the same bits; returns the passes that ran."""
-    ref_outs, ref_grads = forward_and_grads("lstm", inputs, attrs, through)
+    """The op and its gradient op without the tier (the kernels' NumPy code as a device
+    runs it), with the passes' NumPy stand-ins (the plan before its compiled kernels are
+    ready), and with the compiled passes: every output and gradient the same bits;
+    returns the passes that ran."""
+    with monkeypatch.context() as m:
+        m.setattr(lstm, "compiled_kernel", lambda *a, **k: None)
+        ref_outs, ref_grads = forward_and_grads("lstm", inputs, attrs, through)
+    runs = [forward_and_grads("lstm", inputs, attrs, through)]
     ran: list = []
     with monkeypatch.context() as m:
         switched_on(m, ran)
-        outs, grads = forward_and_grads("lstm", inputs, attrs, through)
-    for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
-                            *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
-        assert got.dtype == want.dtype, name
-        assert np.array_equal(bits(got), bits(want)), name
+        runs.append(forward_and_grads("lstm", inputs, attrs, through))
+    for outs, grads in runs:
+        for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
+                                *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
+            assert got.dtype == want.dtype, name
+            assert np.array_equal(bits(got), bits(want)), name
     return sorted(set(ran))
 
 
@@ -52,15 +71,16 @@ def test_the_passes_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
     rng = np.random.default_rng(1)
     inputs = lstm_inputs(rng, dtype, peep=attrs["use_peepholes"], lengths=lengths)
     ran = same_bits(inputs, attrs, ("Hidden", "Cell"), monkeypatch)
-    assert ran == PASSES
+    assert ran == passes(attrs)
 
 
 @pytest.mark.parametrize("through", [("Hidden",), ("Cell",)])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_a_gradient_from_hidden_alone_or_cell_alone(through, reverse, monkeypatch):
     rng = np.random.default_rng(2)
-    inputs = lstm_inputs(rng, "float32", lengths=(5, 0, 1, 4))
-    assert same_bits(inputs, {"is_reverse": reverse}, through, monkeypatch) == PASSES
+    inputs = lstm_inputs(rng, "float32", peep=False, lengths=(5, 0, 1, 4))
+    attrs = {"is_reverse": reverse, "use_peepholes": False}
+    assert same_bits(inputs, attrs, through, monkeypatch) == STEP_PASSES
 
 
 def test_without_initial_state_or_bias(monkeypatch):
@@ -69,13 +89,14 @@ def test_without_initial_state_or_bias(monkeypatch):
     for slot in ("H0", "C0", "Bias"):
         del inputs[slot]
     assert same_bits(inputs, {"use_peepholes": False}, ("Hidden", "Cell"),
-                     monkeypatch) == PASSES
+                     monkeypatch) == STEP_PASSES
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_nan_infinite_and_saturated_values(dtype, monkeypatch):
+@pytest.mark.parametrize("peep", [True, False])
+def test_nan_infinite_and_saturated_values(dtype, peep, monkeypatch):
     rng = np.random.default_rng(4)
-    inputs = lstm_inputs(rng, dtype, b=5, t=6, h=8, lengths=(6, 6, 3, 0, 5))
+    inputs = lstm_inputs(rng, dtype, b=5, t=6, h=8, peep=peep, lengths=(6, 6, 3, 0, 5))
     x = inputs["Input"]
     x[0, 1, 3] = np.nan
     x[1, 2, 9] = np.inf
@@ -84,15 +105,18 @@ def test_nan_infinite_and_saturated_values(dtype, monkeypatch):
     x[..., 1:32:5] -= 50.0
     x[3, :, :5] = -0.0
     inputs["C0"][4, 2] = np.nan
-    assert same_bits(inputs, {}, ("Hidden", "Cell"), monkeypatch) == PASSES
+    attrs = {"use_peepholes": peep}
+    assert same_bits(inputs, attrs, ("Hidden", "Cell"), monkeypatch) == passes(attrs)
 
 
 def test_the_compiled_step_takes_any_row_count_and_width(monkeypatch):
     """Shapes unlike the compiling call's examples: one row, one step, a wide H."""
     rng = np.random.default_rng(5)
     for b, t, h in ((1, 1, 3), (3, 9, 40), (2, 2, 1)):
-        inputs = lstm_inputs(rng, "float32", b=b, t=t, h=h, lengths=None)
-        assert same_bits(inputs, {}, ("Hidden",), monkeypatch) == PASSES
+        for peep in (True, False):
+            inputs = lstm_inputs(rng, "float32", b=b, t=t, h=h, peep=peep, lengths=None)
+            attrs = {"use_peepholes": peep}
+            assert same_bits(inputs, attrs, ("Hidden",), monkeypatch) == passes(attrs)
 
 
 def lstm_program(peep, reverse):
@@ -131,7 +155,7 @@ def test_training_with_the_passes_gives_the_same_bits(peep, reverse, monkeypatch
     ref_losses, ref, _ = train(cls, "numpy", monkeypatch)
     losses, got, method = train(cls, "auto", monkeypatch)
     assert method.tier == "compiled"
-    for name in PASSES:
+    for name in passes({"use_peepholes": peep}):
         assert f".py:{name}" in method.source, name
     assert losses == ref_losses
     for k in ref:
