@@ -26,9 +26,10 @@ activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before
 the hidden product h @ W_c + Bias[2H:]) and BatchHidden [T, B, H] for its gradient; no
 gradient flows through them.
 
-With the compiled kernel tier, the whole sequence runs as one compiled call each way once
-the plan switched (kernels/recurrent.py: a loop over the steps around BLAS calls), within
-float rounding of these kernels' values.
+With the compiled kernel tier, the backward's factors run as one compiled pass with these
+kernels' bits (kernels/rnn_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs
+as one compiled call each way instead (kernels/recurrent.py: a loop over the steps around
+BLAS calls), within float rounding of these kernels' values.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from .compiled import run_compiled, sequence_kernel
+from ..kernels.rnn_passes import ACT_CODES, rnn_source
+from .compiled import compiled_kernel, run_compiled, sequence_kernel
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -299,6 +301,10 @@ class _Backward:
         self.w_all = xp.empty((H, 3 * H), dt) if self.lbr else None
         self.seq = sequence_kernel(ctx, dt, "gru_backward", {
             "gate": self.gate, "cand": self.cand}, _modes(self.origin, self.lbr, self.cand, clip))
+        # the factors' exact pass, where the whole sequence's kernel is not allowed
+        self.factors_pass = None if self.seq is not None else compiled_kernel(
+            ctx, dt, lambda: rnn_source("gru_factors", dt))
+        self.acts_code = 10 * ACT_CODES[self.gate] + ACT_CODES[self.cand]
         if self.seq is not None:
             self.dgc = xp.empty((B, 3 * H), dt)
             self.dg_ur = xp.empty((B, 2 * H), dt)
@@ -364,6 +370,10 @@ class _Backward:
         xp, H = self.xp, self.H
         p = self.factors
         u, r, cand = gates[..., :H], gates[..., H:2 * H], gates[..., 2 * H:]
+        if run_compiled(self.factors_pass, lambda: (
+                gates, h_prev, resets, self.acts_code, int(self.origin) | 2 * int(self.lbr),
+                p, self.keep)):
+            return u if self.origin else self.keep
         derivative(xp, gates[..., :2 * H], self.gate, p[..., :2 * H])
         derivative(xp, cand, self.cand, p[..., 2 * H:3 * H])
         one_minus_u = xp.subtract(1, u, out=self.keep)

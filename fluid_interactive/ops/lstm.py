@@ -27,7 +27,7 @@ one matrix product and five elementwise calls; then one GEMM gives the weight gr
 
 With the compiled kernel tier, the load, each forward step's gates around tanh, the
 factors and each backward step's elementwise work run as compiled passes around NumPy's
-products and ``tanh``, with these kernels' bits (kernels/lstm_passes.py). With
+products and ``tanh``, with these kernels' bits (kernels/rnn_passes.py). With
 ``FLUID_KERNELS=fast`` the whole sequence runs as one compiled call each way instead
 (kernels/recurrent.py: a loop over the steps around BLAS calls), within float rounding of
 these kernels' values.
@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.lstm_passes import (
+from ..kernels.rnn_passes import (
     ACT_CODES,
     BATCH_MAJOR,
     BATCH_REVERSED,
     TIME_MAJOR,
-    lstm_source,
+    rnn_source,
 )
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
 from .registry import register
@@ -141,7 +141,7 @@ class _Forward:
         self._exact_passes(ctx, gate, cand)
 
     def _exact_passes(self, ctx: KernelContext, gate: str, cand: str) -> None:
-        """The compiled passes with these kernels' bits (kernels/lstm_passes.py), where
+        """The compiled passes with these kernels' bits (kernels/rnn_passes.py), where
         the whole sequence's kernel is not allowed: the load, and the steps' gates around
         tanh where every gate is a sigmoid or a tanh and there are no peepholes (one
         tanh call over whole rows of gates: `_exact_step`)."""
@@ -149,14 +149,14 @@ class _Forward:
         self.load_pass = self.gates_pass = self.cell_pass = None
         if self.seq is not None:
             return
-        self.load_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_load", dt))
+        self.load_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_load", dt))
         spans = [(0, H, cand), (H, 4 * H, gate)]
         if self.peep or not all(act in ("sigmoid", "tanh") for _, _, act in spans):
             return
         self.operands = column_operands(self.xp, 0, 4 * H, [
             (a, b) for a, b, act in spans if act == "sigmoid"], dt)
-        self.gates_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_gates_in", dt))
-        self.cell_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_cell", dt))
+        self.gates_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_gates_in", dt))
+        self.cell_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_cell", dt))
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -290,7 +290,7 @@ def _kernel(ctx: KernelContext):
 
 def time_source(steps: Steps, x: Any) -> tuple[Any, int]:
     """``x [B, T, K]`` for a compiled pass that reads it in processing order: the array
-    and how it lies (kernels/lstm_passes.py's `time_row`), a gathered copy for a reversed
+    and how it lies (kernels/rnn_passes.py's `time_row`), a gathered copy for a reversed
     op with lengths."""
     if steps.src is not None:
         return steps.time_view(x), TIME_MAJOR
@@ -367,9 +367,9 @@ class _Backward:
         # the exact passes, where the whole sequence's kernel is not allowed
         self.factors_pass = self.step_pass = None
         if self.seq is None:
-            self.factors_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_factors",
+            self.factors_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_factors",
                                                                              dt))
-            self.step_pass = compiled_kernel(ctx, dt, lambda: lstm_source("lstm_grad_step",
+            self.step_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_grad_step",
                                                                           dt))
             self.acts_code = 100 * ACT_CODES[gate] + 10 * ACT_CODES[cell] + ACT_CODES[cand]
             self.no_peep_o, self.no_peep_if = xp.zeros(H, dt), xp.zeros((2, H), dt)
@@ -402,7 +402,7 @@ class _Backward:
         return self._results(v, dg, dx, c0)
 
     def _step_pass_args(self, v: dict, dx: Any, peep: tuple | None) -> tuple | None:
-        """What the compiled step (kernels/lstm_passes.py's lstm_grad_step) takes besides
+        """What the compiled step (kernels/rnn_passes.py's lstm_grad_step) takes besides
         the step and its flags: (flags of every step, whether dh_in flows, the layouts,
         the arrays); None where it does not run."""
         if self.step_pass is None or self.step_pass.fn is None:

@@ -8,7 +8,7 @@ a plan runs them only with ``FLUID_KERNELS=fast``."""
 import numpy as np
 import pytest
 from kernels.test_tier import kernel_cache  # noqa: F401  (the same fixture)
-from kernels.tier_runs import forward_and_grads, lstm_inputs, switched_on
+from kernels.tier_runs import forward_and_grads, gru_inputs, lstm_inputs, switched_on
 
 import fluid
 
@@ -76,18 +76,6 @@ def test_lstm_gradient_from_hidden_alone_and_from_cell_alone(rng, monkeypatch):
     inputs = lstm_inputs(rng, "float64", lengths=(5, 0, 1, 4))
     for through in (("Hidden",), ("Cell",)):
         compare("lstm", inputs, {}, through, monkeypatch)
-
-
-def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
-    out = {"Input": rng.standard_normal((b, t, 3 * h)),
-           "Weight": 0.5 * rng.standard_normal((h, 3 * h)),
-           "H0": rng.standard_normal((b, h))}
-    if bias:
-        out["Bias"] = 0.5 * rng.standard_normal((1, 3 * h))
-    out = {k: v.astype(dtype) for k, v in out.items()}
-    if lengths is not None:
-        out["Lengths"] = np.array(lengths, np.int64)
-    return out
 
 
 GRU_CASES = [

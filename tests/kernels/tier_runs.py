@@ -83,6 +83,18 @@ def lstm_inputs(rng, dtype, b=4, t=5, h=8, peep=True, lengths=(5, 2, 0, 3)):
     return out
 
 
+def gru_inputs(rng, dtype, b=4, t=5, h=8, lengths=(5, 2, 0, 3), bias=True):
+    out = {"Input": rng.standard_normal((b, t, 3 * h)),
+           "Weight": 0.5 * rng.standard_normal((h, 3 * h)),
+           "H0": rng.standard_normal((b, h))}
+    if bias:
+        out["Bias"] = 0.5 * rng.standard_normal((1, 3 * h))
+    out = {k: v.astype(dtype) for k, v in out.items()}
+    if lengths is not None:
+        out["Lengths"] = np.array(lengths, np.int64)
+    return out
+
+
 def forward_and_grads(op_type, inputs, attrs, through, seed=0):
     """(outputs, gradients of every float input) of one op and its gradient op."""
     op, env = build_op(op_type, inputs, attrs)

@@ -1,7 +1,8 @@
-"""The LSTM's elementwise passes (ops/lstm.py) compiled, around NumPy's own products and
-``tanh``: the input's load into processing order, each forward step's gates before and
-after tanh, the backward's per-step factors for the whole sequence, and each backward step
-after its product. The NumPy kernel makes a ufunc
+"""The recurrent ops' elementwise passes compiled, around NumPy's own products and
+``tanh``: for the LSTM (ops/lstm.py) the input's load into processing order, each forward
+step's gates before and after tanh, the backward's per-step factors for the whole
+sequence, and each backward step after its product; for the GRU (ops/gru.py) the
+backward's factors. The NumPy kernel makes a ufunc
 call per operation over strided views of the gates (about ten over the whole sequence
 for the factors, six per step); each pass here is one call that visits every element
 once while it is in the cache.
@@ -13,7 +14,7 @@ the same correctly rounded operations in the same order, in the arrays' dtype.
 Arrays that the NumPy kernel reads through a processing-order view (``Steps.time_view``)
 come here as the array itself and an ``order`` (`time_row`), so that every argument is
 C-contiguous. These are plain Python functions; the tier compiles a module of their
-source for one dtype (`lstm_source`).
+source for one dtype (`rnn_source`).
 """
 from __future__ import annotations
 
@@ -124,6 +125,35 @@ def lstm_factors(gates, cells, c0, act_c, acts, p, k):
                 kr[j] = derivative_of(ar[j], cell) * g[3 * h + j]
 
 
+def gru_factors(gates, h_prev, resets, acts, flags, p, keep):
+    """The GRU backward's factors for every step from its activated gates [T, B, 3H] (u,
+    r, c~), the previous states h_prev [T, B, H] and BatchResetHiddenPrev [T, B, H]: keep
+    [T, B, H] = 1 - u; with take = 1 - u in origin mode (``flags & 1``), else u, P [T, B,
+    4H] = [u' * +-(c~ - h), r' * h, c~' * take] or, with linear_before_reset (``flags &
+    2``), [u' * +-(c~ - h), r' * P_c * N, P_c * r, P_c] where P_c = c~' * take; ``acts`` =
+    10 * gate + candidate (`ACT_CODES`). The order of rnn's NumPy passes, element by
+    element."""
+    steps, rows, width = gates.shape
+    h = width // 3
+    gate, cand = acts // 10, acts % 10
+    for t in range(steps):
+        for b in range(rows):
+            g, hp, n, pr, kp = gates[t, b], h_prev[t, b], resets[t, b], p[t, b], keep[t, b]
+            for j in range(h):
+                u, r, c = g[j], g[h + j], g[2 * h + j]
+                other = ONE - u
+                kp[j] = other
+                pc = derivative_of(c, cand) * (other if flags & 1 else u)
+                pr[j] = derivative_of(u, gate) * ((hp[j] - c) if flags & 1 else (c - hp[j]))
+                if flags & 2:
+                    pr[h + j] = derivative_of(r, gate) * pc * n[j]
+                    pr[2 * h + j] = pc * r
+                    pr[3 * h + j] = pc
+                else:
+                    pr[h + j] = derivative_of(r, gate) * hp[j]
+                    pr[2 * h + j] = pc
+
+
 def _add_row(dst, src):
     for j in range(dst.shape[0]):
         dst[j] = dst[j] + src[j]
@@ -168,17 +198,18 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
 
 
 _FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_gates_in, lstm_cell,
-              lstm_factors, lstm_grad_step)
+              lstm_factors, lstm_grad_step, gru_factors)
 #: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
 #: B, 4H], g for one step's [B, 4H] and v for a row of 4H (the compiling call's examples
-#: must have 4H columns for H), i for an int, m for the bool mask [T, B]
+#: must have 4H columns for H; U and P: a GRU's gates [T, B, 3H] and factors [T, B, 4H]),
+#: i for an int, m for the bool mask [T, B]
 _ARGS = {"lstm_load": "3i11mi3", "lstm_gates_in": "ggv", "lstm_cell": "gvv22",
          "lstm_factors": "G323iG3",
-         "lstm_grad_step": "iii2333GG2122G"}
+         "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3"}
 
 
 @cache
-def lstm_source(function: str, dtype: str) -> KernelSource:
+def rnn_source(function: str, dtype: str) -> KernelSource:
     """One of the passes over C-contiguous arrays of ``dtype``."""
     def kind(k: str) -> tuple:
         if k == "i":
@@ -187,6 +218,8 @@ def lstm_source(function: str, dtype: str) -> KernelSource:
             return ("array", "bool", 2)
         if k == "G":
             return ("array", dtype, 3, "C", (2, 2, 8))
+        if k in "UP":   # a GRU's gates [T, B, 3H], its factors [T, B, 4H]
+            return ("array", dtype, 3, "C", (2, 2, 6 if k == "U" else 8))
         if k == "g":
             return ("array", dtype, 2, "C", (2, 8))
         if k == "v":
@@ -195,5 +228,5 @@ def lstm_source(function: str, dtype: str) -> KernelSource:
     text = module_source(dtype, _CONSTANTS, _FUNCTIONS) + \
         f"\n\nFLOAT = np.{dtype}\nZERO = FLOAT(0)\nONE = FLOAT(1)\n"
     every = [f.__name__ for f in _FUNCTIONS]
-    return KernelSource("lstm", module_text(text, every), function,
+    return KernelSource("rnn", module_text(text, every), function,
                         tuple(kind(k) for k in _ARGS[function]))

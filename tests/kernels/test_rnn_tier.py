@@ -1,18 +1,19 @@
-"""The LSTM's compiled passes (kernels/lstm_passes.py): the load, the forward steps' gates
-around tanh, the backward's factors and each backward step give the bits of ops/lstm.py's
-NumPy kernels, for every
-activation, direction, dtype, lengths (zero included), peepholes or not, gradients from
-Hidden, Cell or both, with NaN and infinite inputs; and an LSTM trained with the tier
-gives the bits of one trained without it. Unlike the whole-sequence kernels
-(test_cells.py) these run by default."""
+"""The recurrent ops' compiled passes (kernels/rnn_passes.py): the LSTM's load, its forward
+steps' gates around tanh, its backward's factors and each backward step, and the GRU's
+backward factors give the bits of ops/lstm.py's and ops/gru.py's NumPy kernels, for every
+activation, direction, mode, dtype, lengths (zero included), peepholes or not, gradients
+from Hidden, Cell or both, with NaN and infinite inputs; and an LSTM or a GRU trained
+with the tier gives the bits of one trained without it. Unlike the whole-sequence
+kernels (test_cells.py) these run by default."""
 import numpy as np
 import pytest
+from kernels.test_cells import GRU_CASES  # every activation, direction and mode
 from kernels.test_tier import kernel_cache  # noqa: F401  (a kernel cache of the module's own)
-from kernels.tier_runs import forward_and_grads, lstm_inputs, switched_on
+from kernels.tier_runs import forward_and_grads, gru_inputs, lstm_inputs, switched_on
 from ops.test_rnn_ops import LSTM_CASES  # every activation, direction and peepholes
 
 import fluid
-from fluid_interactive.ops import lstm
+from fluid_interactive.ops import gru, lstm
 
 numba = pytest.importorskip("numba")
 
@@ -43,19 +44,20 @@ def bits(a):
     return a.view(np.int32 if a.dtype == np.float32 else np.int64)
 
 
-def same_bits(inputs, attrs, through, monkeypatch):
+def same_bits(inputs, attrs, through, monkeypatch, op_type="lstm"):
     """The op and its gradient op without the tier (the kernels' NumPy code as a device
     runs it), with the passes' NumPy stand-ins (the plan before its compiled kernels are
     ready), and with the compiled passes: every output and gradient the same bits;
     returns the passes that ran."""
     with monkeypatch.context() as m:
-        m.setattr(lstm, "compiled_kernel", lambda *a, **k: None)
-        ref_outs, ref_grads = forward_and_grads("lstm", inputs, attrs, through)
-    runs = [forward_and_grads("lstm", inputs, attrs, through)]
+        m.setattr({"lstm": lstm, "gru": gru}[op_type], "compiled_kernel",
+                  lambda *a, **k: None)
+        ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
+    runs = [forward_and_grads(op_type, inputs, attrs, through)]
     ran: list = []
     with monkeypatch.context() as m:
         switched_on(m, ran)
-        runs.append(forward_and_grads("lstm", inputs, attrs, through))
+        runs.append(forward_and_grads(op_type, inputs, attrs, through))
     for outs, grads in runs:
         for name, got, want in [*((k, outs[k], ref_outs[k]) for k in ref_outs),
                                 *((k + "@GRAD", grads[k], ref_grads[k]) for k in ref_grads)]:
@@ -119,15 +121,40 @@ def test_the_compiled_step_takes_any_row_count_and_width(monkeypatch):
             assert same_bits(inputs, attrs, ("Hidden",), monkeypatch) == passes(attrs)
 
 
-def lstm_program(peep, reverse):
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", GRU_CASES)
+@pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
+def test_the_gru_factors_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
+    inputs = gru_inputs(np.random.default_rng(6), dtype, lengths=lengths)
+    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == ["gru_factors"]
+
+
+@pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True}])
+def test_the_gru_factors_with_nan_and_saturated_values_no_bias_or_state(attrs, monkeypatch):
+    inputs = gru_inputs(np.random.default_rng(7), "float32", b=5, t=6, h=8, bias=False,
+                        lengths=(6, 6, 3, 0, 5))
+    del inputs["H0"]
+    x = inputs["Input"]
+    x[0, 1, 3], x[1, 2, 9], x[2, 0, 17] = np.nan, np.inf, -np.inf
+    x[..., 0:24:3] += 30.0
+    x[..., 1:24:5] -= 50.0
+    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == ["gru_factors"]
+
+
+def lstm_program(peep, reverse, cell="lstm"):
     class Net(fluid.Program):
         @fluid.network("x", "y")
         def train(self, x, y):
             x = fluid.layers.data(name="x", shape=[9, 3], dtype="float32")
             y = fluid.layers.data(name="y", shape=[1], dtype="float32")
-            proj = fluid.layers.fc(input=x, size=4 * 12, num_flatten_dims=2)
-            hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * 12,
-                                                  use_peepholes=peep, is_reverse=reverse)
+            if cell == "gru":
+                proj = fluid.layers.fc(input=x, size=3 * 12, num_flatten_dims=2)
+                hidden = fluid.layers.dynamic_gru(input=proj, size=12, is_reverse=reverse,
+                                                  origin_mode=peep)
+            else:
+                proj = fluid.layers.fc(input=x, size=4 * 12, num_flatten_dims=2)
+                hidden, _ = fluid.layers.dynamic_lstm(input=proj, size=4 * 12,
+                                                      use_peepholes=peep, is_reverse=reverse)
             out = fluid.layers.fc(input=fluid.layers.reduce_mean(hidden, dim=1), size=1)
             loss = fluid.layers.mean(fluid.layers.square_error_cost(out, y))
             fluid.optimizer.Adam(learning_rate=1e-2).minimize(loss)
@@ -150,12 +177,14 @@ def train(cls, mode, monkeypatch, steps=5):
 
 @pytest.mark.parametrize("peep", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_training_with_the_passes_gives_the_same_bits(peep, reverse, monkeypatch):
-    cls = lstm_program(peep, reverse)
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_training_with_the_passes_gives_the_same_bits(peep, reverse, cell, monkeypatch):
+    """``peep``: peepholes for the LSTM, origin mode for the GRU."""
+    cls = lstm_program(peep, reverse, cell)
     ref_losses, ref, _ = train(cls, "numpy", monkeypatch)
     losses, got, method = train(cls, "auto", monkeypatch)
     assert method.tier == "compiled"
-    for name in passes({"use_peepholes": peep}):
+    for name in passes({"use_peepholes": peep}) if cell == "lstm" else ["gru_factors"]:
         assert f".py:{name}" in method.source, name
     assert losses == ref_losses
     for k in ref:
