@@ -5,7 +5,8 @@
 2. The update alone: Adam over W2's 669,706 float32 parameters as NumPy's 12 ufunc calls
    and as the compiled loop, interleaved.
 3. The LSTM op and its gradient op alone at W4's and W5's shapes, with their NumPy steps
-   and with the compiled cell sequences (kernels/recurrent.py), interleaved.
+   and with the compiled cell sequences (kernels/recurrent.py), interleaved; and the LSTM
+   and GRU ops with the exact passes (kernels/rnn_passes.py) and without.
 4. What the tier costs a fresh process: compile + first call with the tier off, with a
    cold cache (the kernels build in the background: how long until the plan switches),
    and with a warm cache, both as a script (compile at once: the kernels load in the
@@ -15,7 +16,7 @@
 W4 and W5 (the LSTM) run the compiled cell sequences (kernels/recurrent.py), W6 the chains.
 
     python benchmarks/bench_tier.py [--workloads W1,W2-adam] [--rounds 7]
-        [--sections steps,update,cells,fresh]
+        [--sections steps,update,cells,passes,fresh]
 """
 from __future__ import annotations
 
@@ -104,6 +105,35 @@ def _cells_to_numpy(prog) -> int:
     return n
 
 
+def passes_alone(models: list[str], rounds: int) -> None:
+    """The LSTM and GRU ops and their gradient ops alone, with the exact compiled passes
+    (kernels/rnn_passes.py, what a plan runs by default) against their NumPy stand-ins."""
+    print("\n## The recurrent ops alone with their exact passes (µs per call, median of "
+          "interleaved blocks; CPU time of this thread)\n")
+    print("| shape | op | NumPy | compiled passes | passes ÷ NumPy |")
+    print("|---|---|---|---|---|")
+    for model in models:
+        for cell, peep in (("lstm", False), ("lstm", True), ("gru", False)):
+            label = f"{cell} (peepholes)" if peep else cell
+            _ops_alone(model, (label, f"{cell}_grad"),
+                       _cell_kernels(model, False, cell, "auto", peep),
+                       _cell_kernels(model, True, cell, "auto", peep), rounds)
+
+
+def _ops_alone(model: str, names: tuple[str, str], slow_ops: list, fast_ops: list,
+               rounds: int) -> None:
+    """A table row per op: its kernel in ``slow_ops`` and in ``fast_ops``, interleaved, on
+    one thread (as a plan of this size runs: backend/threads.py)."""
+    from fluid_interactive.backend.threads import set_threads
+    set_threads(1)
+    for (slow, args), (fast, _), name in zip(slow_ops, fast_ops, names):
+        us = interleaved_us({"numpy": partial(slow, *args), "fast": partial(fast, *args)},
+                            20, rounds, clock=time.thread_time)
+        print(f"| {model} | {name} | {us['numpy']:,.0f} | {us['fast']:,.0f} | "
+              f"{us['fast'] / us['numpy']:.2f} |", flush=True)
+    set_threads(None)
+
+
 def _spread(samples: list[float]) -> str:
     return f"{min(samples):,.0f}–{max(samples):,.0f}"
 
@@ -127,10 +157,13 @@ def update_alone(rounds: int) -> None:
           f"(ratio {us['compiled'] / us['numpy']:.2f})\n")
 
 
-def _cell_kernels(model: str, compiled: bool) -> list:
-    """(kernel, args) of the LSTM op of ``model``'s shape (no peepholes, as
-    `dynamic_lstm(use_peepholes=False)`) and of its gradient op, with the compiled cell
-    steps switched on or not."""
+def _cell_kernels(model: str, compiled: bool, cell: str = "lstm", kernels: str = "fast",
+                  peep: bool = False) -> list:
+    """(kernel, args) of the ``cell`` op ("lstm", with peepholes or not as
+    `dynamic_lstm(use_peepholes=peep)`, or "gru") of ``model``'s shape and of its
+    gradient op, with their compiled kernels switched on or not: with ``kernels`` "fast"
+    the whole sequences (kernels/recurrent.py), with "auto" the exact passes
+    (kernels/rnn_passes.py)."""
     from peers.seq_workloads import LSTM_SHAPES
 
     from fluid_interactive.ir.records import OpDesc
@@ -140,24 +173,27 @@ def _cell_kernels(model: str, compiled: bool) -> list:
     from fluid_interactive.ops.plan_state import PlanState
     from fluid_interactive.ops.spec import TensorType
     b, t, _, h, _ = LSTM_SHAPES[model]
+    g = 4 if cell == "lstm" else 3
     rng = np.random.default_rng(0)
-    env = {"x": rng.standard_normal((b, t, 4 * h)).astype(np.float32),
-           "w": (0.1 * rng.standard_normal((h, 4 * h))).astype(np.float32),
-           "b": (0.1 * rng.standard_normal((1, 4 * h))).astype(np.float32),
+    env = {"x": rng.standard_normal((b, t, g * h)).astype(np.float32),
+           "w": (0.1 * rng.standard_normal((h, g * h))).astype(np.float32),
+           "b": (0.1 * rng.standard_normal((1, (7 if peep else g) * h))).astype(np.float32),
            "dh": rng.standard_normal((b, t, h)).astype(np.float32)}
-    state = {"BatchGate": ["g"], "BatchCellPreAct": ["cp"], "BatchHidden": ["bh"]}
-    attrs = {"use_peepholes": False}
-    forward = OpDesc("lstm", {"Input": ["x"], "Weight": ["w"], "Bias": ["b"]},
-                     {"Hidden": ["h"], "Cell": ["c"], **state}, attrs)
-    backward = OpDesc("lstm_grad", {"Weight": ["w"], "Bias": ["b"], "Hidden@GRAD": ["dh"],
-                                    **state},
+    kept = ("BatchGate", "BatchCellPreAct" if cell == "lstm" else "BatchResetHiddenPrev",
+            "BatchHidden")
+    state = {slot: [f"s{i}"] for i, slot in enumerate(kept)}
+    attrs = {"use_peepholes": peep} if cell == "lstm" else {}
+    outs = {"Hidden": ["h"], **({"Cell": ["c"]} if cell == "lstm" else {}), **state}
+    forward = OpDesc(cell, {"Input": ["x"], "Weight": ["w"], "Bias": ["b"]}, outs, attrs)
+    backward = OpDesc(f"{cell}_grad", {"Weight": ["w"], "Hidden@GRAD": ["dh"], **state,
+                                       **({"Bias": ["b"]} if cell == "lstm" else {})},
                       {"Input@GRAD": ["dx"], "Weight@GRAD": ["dw"], "Bias@GRAD": ["db"]},
                       attrs)
     run_ops([forward, backward], env)   # every var typed
     out = []
     for op in (forward, backward):
         state = PlanState()
-        os.environ["FLUID_KERNELS"] = "fast"   # within rounding of NumPy's: an opt-in
+        os.environ["FLUID_KERNELS"] = kernels
         kernel = prepare_kernel(op, lambda n: TensorType(env[n].shape, str(env[n].dtype)),
                                 np, state=state)
         for k in state.tier.kernels if compiled else ():
@@ -172,17 +208,9 @@ def cells_alone(models: list[str], rounds: int) -> None:
           "blocks; CPU time of this thread, which other processes' load does not add to)\n")
     print("| shape | op | NumPy steps | compiled steps | compiled ÷ NumPy |")
     print("|---|---|---|---|---|")
-    from fluid_interactive.backend.threads import set_threads
-    set_threads(1)   # as a plan of this size runs (backend/threads.py)
     for model in models:
-        numpy_ops, fast_ops = _cell_kernels(model, False), _cell_kernels(model, True)
-        for i, name in enumerate(("lstm", "lstm_grad")):
-            (slow, args), (fast, _) = numpy_ops[i], fast_ops[i]
-            us = interleaved_us({"numpy": partial(slow, *args), "fast": partial(fast, *args)},
-                                20, rounds, clock=time.thread_time)
-            print(f"| {model} | {name} | {us['numpy']:,.0f} | {us['fast']:,.0f} | "
-                  f"{us['fast'] / us['numpy']:.2f} |", flush=True)
-    set_threads(None)
+        _ops_alone(model, ("lstm", "lstm_grad"), _cell_kernels(model, False),
+                   _cell_kernels(model, True), rounds)
 
 
 _WORKER = """
@@ -259,9 +287,10 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(TRAIN))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--processes", type=int, default=3, help="fresh processes per figure")
-    ap.add_argument("--sections", default="steps,update,cells,fresh",
+    ap.add_argument("--sections", default="steps,update,cells,passes,fresh",
                     help="which of: steps (step times), update (Adam alone), cells (the "
-                         "LSTM ops alone), fresh (a fresh process)")
+                         "LSTM ops alone, whole compiled sequences), passes (the LSTM and "
+                         "GRU ops alone, exact compiled passes), fresh (a fresh process)")
     ap.add_argument("--kernels", default="auto", choices=("auto", "fast"),
                     help="the tier's kernels: auto (NumPy's values bit for bit) or fast "
                          "(also those within float rounding: the LSTM sequences, exp and "
@@ -284,6 +313,8 @@ def main() -> None:
             update_alone(args.rounds)
         if "cells" in sections:
             cells_alone([n for n in names if n in ("W4", "W5")], args.rounds)
+        if "passes" in sections:
+            passes_alone([n for n in names if n in ("W4", "W5")], args.rounds)
         print(f"(the section above built its kernels in {time.perf_counter() - t0:.0f} s)\n")
     if "fresh" in sections:
         first_calls(names, args.processes)

@@ -105,6 +105,56 @@ def lstm_cell(g, half, shift, c_prev, c):
             cr[j] = gr[2 * h + j] * pr[j] + gr[h + j] * gr[j]
 
 
+def lstm_peep_gates_in(g, hw, c_prev, peep_if, top):
+    """A forward step's gates with peepholes before NumPy's tanh of columns 0:3H: g [B,
+    4H] += hw; i and f (columns H:3H) + c_prev * peep_if[0] and [1]; columns 0:3H =
+    minimum(., top [3H])."""
+    rows, width = g.shape
+    h = width // 4
+    for b in range(rows):
+        gr, hr, pr = g[b], hw[b], c_prev[b]
+        for j in range(h):
+            v = gr[j] + hr[j]
+            gr[j] = top[j] if v > top[j] else v
+        for j in range(h):
+            v = (gr[h + j] + hr[h + j]) + pr[j] * peep_if[0, j]
+            gr[h + j] = top[h + j] if v > top[h + j] else v
+            v = (gr[2 * h + j] + hr[2 * h + j]) + pr[j] * peep_if[1, j]
+            gr[2 * h + j] = top[2 * h + j] if v > top[2 * h + j] else v
+        for j in range(h):
+            gr[3 * h + j] = gr[3 * h + j] + hr[3 * h + j]
+
+
+def lstm_peep_cell(g, half, shift, c_prev, peep_o, top_o, c):
+    """After NumPy's tanh of columns 0:3H: those * half + shift [3H], the cell c [B, H] =
+    f * c_prev + i * c~, and the output gate o = minimum(o + c * peep_o, top_o) for NumPy's
+    tanh next."""
+    rows, width = g.shape
+    h = width // 4
+    for b in range(rows):
+        gr, cr, pr = g[b], c[b], c_prev[b]
+        for j in range(3 * h):
+            gr[j] = gr[j] * half[j] + shift[j]
+        for j in range(h):
+            cv = gr[2 * h + j] * pr[j] + gr[h + j] * gr[j]
+            cr[j] = cv
+            v = gr[3 * h + j] + cv * peep_o[j]
+            gr[3 * h + j] = top_o[j] if v > top_o[j] else v
+
+
+def lstm_peep_out(g, half_o, shift_o, cell_act, hidden):
+    """After NumPy's tanh of the output gate and of the cell (cell_act [B, H]): o = o *
+    half_o + shift_o, hidden [B, H] = o * cell_act."""
+    rows, width = g.shape
+    h = width // 4
+    for b in range(rows):
+        gr, ar, hr = g[b], cell_act[b], hidden[b]
+        for j in range(h):
+            o = gr[3 * h + j] * half_o[j] + shift_o[j]
+            gr[3 * h + j] = o
+            hr[j] = o * ar[j]
+
+
 def lstm_factors(gates, cells, c0, act_c, acts, p, k):
     """P = [i * cand'(c~), c~ * g'(i), c_prev * g'(f), act_c * g'(o)] [T, B, 4H] and K =
     cell'(act_c) * o [T, B, H] for every step, from the activated gates [T, B, 4H], the
@@ -198,12 +248,15 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
 
 
 _FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_gates_in, lstm_cell,
-              lstm_factors, lstm_grad_step, gru_factors)
+              lstm_peep_gates_in, lstm_peep_cell, lstm_peep_out, lstm_factors,
+              lstm_grad_step, gru_factors)
 #: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
 #: B, 4H], g for one step's [B, 4H] and v for a row of 4H (the compiling call's examples
 #: must have 4H columns for H; U and P: a GRU's gates [T, B, 3H] and factors [T, B, 4H]),
 #: i for an int, m for the bool mask [T, B]
 _ARGS = {"lstm_load": "3i11mi3", "lstm_gates_in": "ggv", "lstm_cell": "gvv22",
+         "lstm_peep_gates_in": "gg22v", "lstm_peep_cell": "gvv2112",
+         "lstm_peep_out": "g1122",
          "lstm_factors": "G323iG3",
          "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3"}
 

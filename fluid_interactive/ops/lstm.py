@@ -44,6 +44,7 @@ from ..kernels.rnn_passes import (
     rnn_source,
 )
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
+from .lstm_exact import GATE_ACTS, ExactStep
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -56,7 +57,6 @@ from .rnn import (
     check_param,
     check_sequence,
     check_weight,
-    column_operands,
     copy_into,
     derivative,
     new_or,
@@ -142,21 +142,16 @@ class _Forward:
 
     def _exact_passes(self, ctx: KernelContext, gate: str, cand: str) -> None:
         """The compiled passes with these kernels' bits (kernels/rnn_passes.py), where
-        the whole sequence's kernel is not allowed: the load, and the steps' gates around
-        tanh where every gate is a sigmoid or a tanh and there are no peepholes (one
-        tanh call over whole rows of gates: `_exact_step`)."""
-        dt, H = self.dtype, self.H
-        self.load_pass = self.gates_pass = self.cell_pass = None
+        the whole sequence's kernel is not allowed: the load, and the steps around tanh
+        where every gate is a sigmoid or a tanh (lstm_exact.py)."""
+        dt = self.dtype
+        self.load_pass, self.exact = None, None
         if self.seq is not None:
             return
         self.load_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_load", dt))
-        spans = [(0, H, cand), (H, 4 * H, gate)]
-        if self.peep or not all(act in ("sigmoid", "tanh") for _, _, act in spans):
-            return
-        self.operands = column_operands(self.xp, 0, 4 * H, [
-            (a, b) for a, b, act in spans if act == "sigmoid"], dt)
-        self.gates_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_gates_in", dt))
-        self.cell_pass = compiled_kernel(ctx, dt, lambda: rnn_source("lstm_cell", dt))
+        if gate in GATE_ACTS and cand in GATE_ACTS:
+            exact = ExactStep(ctx, gate, cand, self.peep, self.cell, self.tc)
+            self.exact = exact if exact.available else None
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -245,8 +240,8 @@ class _Forward:
     def _step(self, g, peep, h_prev, c_prev, c, h) -> None:
         """The NumPy step after the product ``self.hw = h_prev @ ws``."""
         xp, H, B = self.xp, self.H, self.B
-        if self.gates_pass is not None:
-            self._exact_step(g, c_prev, c, h)
+        if self.exact is not None:
+            self.exact(g, self.hw, peep, c_prev, c, h)
             return
         xp.add(g, self.hw, out=g)
         if peep is not None:
@@ -264,24 +259,6 @@ class _Forward:
             self.act_o(o)
         xp.multiply(o, self.cell(c, self.tc), out=h)
 
-
-    def _exact_step(self, g, c_prev, c, h) -> None:
-        """`_step` without peepholes, sigmoid and tanh gates: each pass around NumPy's tanh
-        compiled where it can run (the same operations in the same order otherwise: the
-        activation's per-column operands as `rnn.activation` applies them)."""
-        xp, H = self.xp, self.H
-        top, half, shift = self.operands
-        if not run_compiled(self.gates_pass, lambda: (g, self.hw, top)):
-            xp.add(g, self.hw, out=g)
-            xp.minimum(g, top, out=g)
-        xp.tanh(g, out=g)
-        if not run_compiled(self.cell_pass, lambda: (g, half, shift, c_prev, c)):
-            xp.multiply(g, half, out=g)
-            xp.add(g, shift, out=g)
-            xp.multiply(g[:, 2 * H:3 * H], c_prev, out=c)
-            xp.multiply(g[:, H:2 * H], g[:, :H], out=self.tmp)
-            xp.add(c, self.tmp, out=c)
-        xp.multiply(g[:, 3 * H:], self.cell(c, self.tc), out=h)
 
 
 def _kernel(ctx: KernelContext):

@@ -18,17 +18,18 @@ from fluid_interactive.ops import gru, lstm
 numba = pytest.importorskip("numba")
 
 PASSES = ["lstm_factors", "lstm_grad_step", "lstm_load"]
-#: with them where there are no peepholes and every gate is a sigmoid or a tanh
-STEP_PASSES = sorted(PASSES + ["lstm_cell", "lstm_gates_in"])
 
 
 def passes(attrs):
-    """The passes an op with these attrs runs."""
+    """The passes an op with these attrs runs: the steps' too where every gate is a
+    sigmoid or a tanh (with peepholes, tanh over columns 0:3H and then the output gate)."""
     acts = (attrs.get("gate_activation", "sigmoid"),
             attrs.get("candidate_activation", "tanh"))
-    whole_rows = not attrs.get("use_peepholes", True) and \
-        set(acts) <= {"sigmoid", "tanh"}
-    return STEP_PASSES if whole_rows else PASSES
+    if not set(acts) <= {"sigmoid", "tanh"}:
+        return PASSES
+    steps = ["lstm_peep_cell", "lstm_peep_gates_in", "lstm_peep_out"] \
+        if attrs.get("use_peepholes", True) else ["lstm_cell", "lstm_gates_in"]
+    return sorted(PASSES + steps)
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +83,7 @@ def test_a_gradient_from_hidden_alone_or_cell_alone(through, reverse, monkeypatc
     rng = np.random.default_rng(2)
     inputs = lstm_inputs(rng, "float32", peep=False, lengths=(5, 0, 1, 4))
     attrs = {"is_reverse": reverse, "use_peepholes": False}
-    assert same_bits(inputs, attrs, through, monkeypatch) == STEP_PASSES
+    assert same_bits(inputs, attrs, through, monkeypatch) == passes(attrs)
 
 
 def test_without_initial_state_or_bias(monkeypatch):
@@ -90,8 +91,8 @@ def test_without_initial_state_or_bias(monkeypatch):
     inputs = lstm_inputs(rng, "float32", peep=False, lengths=None)
     for slot in ("H0", "C0", "Bias"):
         del inputs[slot]
-    assert same_bits(inputs, {"use_peepholes": False}, ("Hidden", "Cell"),
-                     monkeypatch) == STEP_PASSES
+    attrs = {"use_peepholes": False}
+    assert same_bits(inputs, attrs, ("Hidden", "Cell"), monkeypatch) == passes(attrs)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
