@@ -1,8 +1,8 @@
 """The recurrent ops' elementwise passes compiled, around NumPy's own products and
 ``tanh``: for the LSTM (ops/lstm.py) the input's load into processing order, each forward
 step's gates before and after tanh, the backward's per-step factors for the whole
-sequence, and each backward step after its product; for the GRU (ops/gru.py) the
-backward's factors. The NumPy kernel makes a ufunc
+sequence, and each backward step after its product; for the GRU (ops/gru.py) each forward
+step's gates and candidate around tanh, and the backward's factors. The NumPy kernel makes a ufunc
 call per operation over strided views of the gates (about ten over the whole sequence
 for the factors, six per step); each pass here is one call that visits every element
 once while it is in the cache.
@@ -175,6 +175,53 @@ def lstm_factors(gates, cells, c0, act_c, acts, p, k):
                 kr[j] = derivative_of(ar[j], cell) * g[3 * h + j]
 
 
+def gru_gates_in(g, hw, top):
+    """A GRU step's update and reset gates before NumPy's tanh: g[:, :2H] = minimum(g +
+    hw [B, 2H], top [2H]) (g [B, 3H])."""
+    rows, width = hw.shape
+    for b in range(rows):
+        gr, hr = g[b], hw[b]
+        for j in range(width):
+            v = gr[j] + hr[j]
+            gr[j] = top[j] if v > top[j] else v
+
+
+def gru_reset(g, half, shift, h_prev, reset):
+    """After NumPy's tanh of the gates: g[:, :2H] = g * half + shift [2H], and reset [B,
+    H] = r * h_prev."""
+    rows, h = reset.shape
+    for b in range(rows):
+        gr, hp, rr = g[b], h_prev[b], reset[b]
+        for j in range(2 * h):
+            gr[j] = gr[j] * half[j] + shift[j]
+        for j in range(h):
+            rr[j] = gr[h + j] * hp[j]
+
+
+def gru_candidate_in(g, product, top):
+    """The candidate before NumPy's tanh: g[:, 2H:] = minimum(g + product [B, H], top
+    [H])."""
+    rows, h = product.shape
+    for b in range(rows):
+        gr, pr = g[b], product[b]
+        for j in range(h):
+            v = gr[2 * h + j] + pr[j]
+            gr[2 * h + j] = top[j] if v > top[j] else v
+
+
+def gru_update(g, half, shift, h_prev, origin, hidden):
+    """After NumPy's tanh of the candidate: c~ = c~ * half + shift [H], then hidden [B,
+    H] = h + u * (c~ - h), or with ``origin`` c~ + u * (h - c~), in NumPy's order."""
+    rows, h = hidden.shape
+    for b in range(rows):
+        gr, hp, out = g[b], h_prev[b], hidden[b]
+        for j in range(h):
+            c = gr[2 * h + j] * half[j] + shift[j]
+            gr[2 * h + j] = c
+            base, other = (c, hp[j]) if origin else (hp[j], c)
+            out[j] = (other - base) * gr[j] + base
+
+
 def gru_factors(gates, h_prev, resets, acts, flags, p, keep):
     """The GRU backward's factors for every step from its activated gates [T, B, 3H] (u,
     r, c~), the previous states h_prev [T, B, H] and BatchResetHiddenPrev [T, B, H]: keep
@@ -249,16 +296,20 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
 
 _FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_gates_in, lstm_cell,
               lstm_peep_gates_in, lstm_peep_cell, lstm_peep_out, lstm_factors,
-              lstm_grad_step, gru_factors)
+              lstm_grad_step, gru_gates_in, gru_reset, gru_candidate_in, gru_update,
+              gru_factors)
 #: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
 #: B, 4H], g for one step's [B, 4H] and v for a row of 4H (the compiling call's examples
-#: must have 4H columns for H; U and P: a GRU's gates [T, B, 3H] and factors [T, B, 4H]),
+#: must have 4H columns for H; U and P: a GRU's gates [T, B, 3H] and factors [T, B, 4H],
+#: u a step's gates [B, 3H]),
 #: i for an int, m for the bool mask [T, B]
 _ARGS = {"lstm_load": "3i11mi3", "lstm_gates_in": "ggv", "lstm_cell": "gvv22",
          "lstm_peep_gates_in": "gg22v", "lstm_peep_cell": "gvv2112",
          "lstm_peep_out": "g1122",
          "lstm_factors": "G323iG3",
-         "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3"}
+         "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3",
+         "gru_gates_in": "u2v", "gru_reset": "uvv22", "gru_candidate_in": "u2v",
+         "gru_update": "uvv2i2"}
 
 
 @cache
@@ -273,6 +324,8 @@ def rnn_source(function: str, dtype: str) -> KernelSource:
             return ("array", dtype, 3, "C", (2, 2, 8))
         if k in "UP":   # a GRU's gates [T, B, 3H], its factors [T, B, 4H]
             return ("array", dtype, 3, "C", (2, 2, 6 if k == "U" else 8))
+        if k == "u":    # a GRU step's gates [B, 3H]
+            return ("array", dtype, 2, "C", (2, 6))
         if k == "g":
             return ("array", dtype, 2, "C", (2, 8))
         if k == "v":

@@ -26,10 +26,12 @@ activated gates), BatchResetHiddenPrev [T, B, H] (r * h, or with ``linear_before
 the hidden product h @ W_c + Bias[2H:]) and BatchHidden [T, B, H] for its gradient; no
 gradient flows through them.
 
-With the compiled kernel tier, the backward's factors run as one compiled pass with these
-kernels' bits (kernels/rnn_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs
-as one compiled call each way instead (kernels/recurrent.py: a loop over the steps around
-BLAS calls), within float rounding of these kernels' values.
+With the compiled kernel tier, each forward step's gates and candidate around tanh
+(gru_exact.py: without linear_before_reset, sigmoid and tanh activations) and the
+backward's factors run as compiled passes with these kernels' bits
+(kernels/rnn_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs as one
+compiled call each way instead (kernels/recurrent.py: a loop over the steps around BLAS
+calls), within float rounding of these kernels' values.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ import numpy as np
 
 from ..kernels.rnn_passes import ACT_CODES, rnn_source
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
+from .gru_exact import GATE_ACTS, ExactStep
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -135,6 +138,11 @@ class _Forward:
             self.never = xp.zeros((self.T, B), bool)   # no row frozen
             self.no_bias = xp.zeros(H, dt)
             self.hw_ur = xp.empty((B, 2 * H), dt)
+        # the steps' exact passes, where the whole sequence's kernel is not allowed
+        self.exact = None
+        if self.seq is None and not self.lbr and {gate, cand} <= set(GATE_ACTS):
+            exact = ExactStep(ctx, gate, cand, self.origin, clip)
+            self.exact = exact if exact.available else None
 
     def __call__(self, *args):
         v = self.unpack(args)
@@ -151,14 +159,20 @@ class _Forward:
         h = v.get("H0", self.zeros)
         if not self._sequence(gates, h, b_c, resets, hids):
             for t in range(T):
-                if self.lbr:
-                    self._step_lbr(gates[t], h, resets[t], b_c)
-                else:
-                    self._step(gates[t], h, resets[t])
-                self._update(gates[t], h, hids[t])
+                self._one_step(gates[t], h, resets[t], hids[t], b_c)
                 st.freeze(t, hids[t], h)
                 h = hids[t]
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
+
+    def _one_step(self, g: Any, h: Any, reset: Any, out: Any, b_c: Any) -> None:
+        if self.exact is not None:   # its passes (gru_exact.py)
+            self.exact(g, h, self.w_ur, self.w_c, reset, out)
+            return
+        if self.lbr:
+            self._step_lbr(g, h, reset, b_c)
+        else:
+            self._step(g, h, reset)
+        self._update(g, h, out)
 
     def _sequence(self, gates, h0, b_c, resets, hids) -> bool:
         """Every step in one compiled call, once the plan switched to it (True: it ran)."""

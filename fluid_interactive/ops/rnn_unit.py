@@ -146,9 +146,9 @@ def _gru_attrs(ctx: KernelContext) -> dict:
 def _one_step(ctx: KernelContext, spec_name: str, kernel: Callable, in_types: dict,
               out_types: dict, buffers: dict) -> Any:
     """``kernel`` of op ``spec_name`` (gru's or gru_grad's) for one step, sigmoids
-    unclipped."""
+    unclipped; its compiled passes, if any, are the plan's (its ``state``)."""
     context = KernelContext(get_spec(spec_name), _gru_attrs(ctx), ctx.xp, in_types,
-                            out_types, buffers)
+                            out_types, buffers, state=ctx.state)
     return kernel(context, clip=False)
 
 

@@ -13,7 +13,7 @@ from kernels.tier_runs import forward_and_grads, gru_inputs, lstm_inputs, switch
 from ops.test_rnn_ops import LSTM_CASES  # every activation, direction and peepholes
 
 import fluid
-from fluid_interactive.ops import gru, lstm
+from fluid_interactive.ops import gru, gru_exact, lstm, lstm_exact
 
 numba = pytest.importorskip("numba")
 
@@ -30,6 +30,15 @@ def passes(attrs):
     steps = ["lstm_peep_cell", "lstm_peep_gates_in", "lstm_peep_out"] \
         if attrs.get("use_peepholes", True) else ["lstm_cell", "lstm_gates_in"]
     return sorted(PASSES + steps)
+
+
+def gru_passes(attrs):
+    """The passes a GRU op with these attrs runs: the forward steps' where the reset
+    comes before the product and every activation is a sigmoid or a tanh."""
+    acts = {attrs.get("gate_activation", "sigmoid"), attrs.get("activation", "tanh")}
+    steps = not attrs.get("linear_before_reset") and acts <= {"sigmoid", "tanh"}
+    return sorted(["gru_factors"] + (["gru_candidate_in", "gru_gates_in", "gru_reset",
+                                      "gru_update"] if steps else []))
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +60,8 @@ def same_bits(inputs, attrs, through, monkeypatch, op_type="lstm"):
     ready), and with the compiled passes: every output and gradient the same bits;
     returns the passes that ran."""
     with monkeypatch.context() as m:
-        m.setattr({"lstm": lstm, "gru": gru}[op_type], "compiled_kernel",
-                  lambda *a, **k: None)
+        for module in (lstm, lstm_exact, gru, gru_exact):   # gru_unit's too
+            m.setattr(module, "compiled_kernel", lambda *a, **k: None)
         ref_outs, ref_grads = forward_and_grads(op_type, inputs, attrs, through)
     runs = [forward_and_grads(op_type, inputs, attrs, through)]
     ran: list = []
@@ -125,13 +134,14 @@ def test_the_compiled_step_takes_any_row_count_and_width(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("attrs", GRU_CASES)
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
-def test_the_gru_factors_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
+def test_the_gru_passes_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
     inputs = gru_inputs(np.random.default_rng(6), dtype, lengths=lengths)
-    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == ["gru_factors"]
+    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == gru_passes(attrs)
 
 
-@pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True}])
-def test_the_gru_factors_with_nan_and_saturated_values_no_bias_or_state(attrs, monkeypatch):
+@pytest.mark.parametrize("attrs", [{}, {"linear_before_reset": True, "origin_mode": True},
+                                   {"activation": "sigmoid", "origin_mode": True}])
+def test_the_gru_passes_with_nan_and_saturated_values_no_bias_or_state(attrs, monkeypatch):
     inputs = gru_inputs(np.random.default_rng(7), "float32", b=5, t=6, h=8, bias=False,
                         lengths=(6, 6, 3, 0, 5))
     del inputs["H0"]
@@ -139,7 +149,19 @@ def test_the_gru_factors_with_nan_and_saturated_values_no_bias_or_state(attrs, m
     x[0, 1, 3], x[1, 2, 9], x[2, 0, 17] = np.nan, np.inf, -np.inf
     x[..., 0:24:3] += 30.0
     x[..., 1:24:5] -= 50.0
-    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == ["gru_factors"]
+    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == gru_passes(attrs)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"gate_activation": "tanh", "activation": "sigmoid",
+                                        "origin_mode": True}])
+def test_gru_unit_steps_unclipped_with_the_passes(attrs, monkeypatch):
+    """gru_unit runs the gru kernels on one step without the sigmoid's clip."""
+    rng = np.random.default_rng(8)
+    inputs = {"Input": 8 * rng.standard_normal((5, 18)), "HiddenPrev": rng.standard_normal((5, 6)),
+              "Weight": rng.standard_normal((6, 18)), "Bias": rng.standard_normal((1, 18))}
+    inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
+    ran = same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru_unit")
+    assert ran == gru_passes(attrs)
 
 
 def lstm_program(peep, reverse, cell="lstm"):
@@ -185,7 +207,8 @@ def test_training_with_the_passes_gives_the_same_bits(peep, reverse, cell, monke
     ref_losses, ref, _ = train(cls, "numpy", monkeypatch)
     losses, got, method = train(cls, "auto", monkeypatch)
     assert method.tier == "compiled"
-    for name in passes({"use_peepholes": peep}) if cell == "lstm" else ["gru_factors"]:
+    for name in passes({"use_peepholes": peep}) if cell == "lstm" else \
+            gru_passes({"origin_mode": peep}):
         assert f".py:{name}" in method.source, name
     assert losses == ref_losses
     for k in ref:

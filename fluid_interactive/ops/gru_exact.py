@@ -1,0 +1,83 @@
+"""A GRU forward step (ops/gru.py; reset before the product, gates and candidate each a
+sigmoid or a tanh) as passes around NumPy's products and ``tanh`` calls: compiled where
+the tier runs them (kernels/rnn_passes.py), otherwise NumPy calls that do the same
+operations in the same order, so that a step's values never depend on which ran.
+
+As for the LSTM (lstm_exact.py), an activation's clip and its sigmoid-from-tanh step are
+per-column operands (`rnn.column_operands`), the operations `rnn.activation` makes column
+by column; tests/kernels/test_rnn_tier.py compares the step compiled, its NumPy
+stand-ins and the kernel without the tier, bit for bit.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..kernels.rnn_passes import rnn_source
+from .compiled import compiled_kernel, run_compiled
+from .rnn import column_operands
+from .spec import KernelContext
+
+#: the activations whose gates these passes run
+GATE_ACTS = ("sigmoid", "tanh")
+_PASSES = ("gru_gates_in", "gru_reset", "gru_candidate_in", "gru_update")
+
+
+def _operands(xp: Any, width: int, act: str, clip: bool, dtype: str) -> tuple:
+    """(top, half, shift) of ``width`` columns of ``act``; no top without ``clip``."""
+    top, half, shift = column_operands(xp, 0, width, [(0, width)] if act == "sigmoid"
+                                       else [], dtype)
+    if not clip:
+        top = xp.asarray(np.full(width, np.inf, dtype))
+    return top, half, shift
+
+
+class ExactStep:
+    """One forward step: the gates g [B, 3H] activated, the reset state into ``reset``
+    and the new state into ``hidden`` [B, H], from the state h [B, H] and the weights'
+    pre-scaled parts w_ur [H, 2H] and w_c [H, H]."""
+
+    def __init__(self, ctx: KernelContext, gate: str, cand: str, origin: bool, clip: bool):
+        xp, dt = ctx.xp, ctx.input("Input").dtype
+        b, _, width = ctx.input("Input").shape
+        h = self.H = width // 3
+        self.xp, self.origin = xp, origin
+        self.gates_ops = _operands(xp, 2 * h, gate, clip, dt)
+        self.cand_ops = _operands(xp, h, cand, clip, dt)
+        self.hw = xp.empty((b, 2 * h), dt)
+        self.product = xp.empty((b, h), dt)
+        self.passes = [compiled_kernel(ctx, dt, partial(rnn_source, n, dt)) for n in _PASSES]
+
+    @property
+    def available(self) -> bool:
+        """Whether the tier has the passes (not on a device, nor for another dtype)."""
+        return all(p is not None for p in self.passes)
+
+    def __call__(self, g: Any, h: Any, w_ur: Any, w_c: Any, reset: Any, hidden: Any) -> None:
+        xp, H = self.xp, self.H
+        (top, half, shift), (top_c, half_c, shift_c) = self.gates_ops, self.cand_ops
+        ur, cand = g[:, :2 * H], g[:, 2 * H:]
+        xp.matmul(h, w_ur, out=self.hw)
+        if not run_compiled(self.passes[0], lambda: (g, self.hw, top)):
+            xp.add(ur, self.hw, out=ur)
+            xp.minimum(ur, top, out=ur)
+        xp.tanh(ur, out=ur)
+        if not run_compiled(self.passes[1], lambda: (g, half, shift, h, reset)):
+            xp.multiply(ur, half, out=ur)
+            xp.add(ur, shift, out=ur)
+            xp.multiply(g[:, H:2 * H], h, out=reset)
+        xp.matmul(reset, w_c, out=self.product)
+        if not run_compiled(self.passes[2], lambda: (g, self.product, top_c)):
+            xp.add(cand, self.product, out=cand)
+            xp.minimum(cand, top_c, out=cand)
+        xp.tanh(cand, out=cand)
+        if not run_compiled(self.passes[3], lambda: (g, half_c, shift_c, h, int(self.origin),
+                                                     hidden)):
+            xp.multiply(cand, half_c, out=cand)
+            xp.add(cand, shift_c, out=cand)
+            base, other = (cand, h) if self.origin else (h, cand)
+            xp.subtract(other, base, out=hidden)
+            xp.multiply(hidden, g[:, :H], out=hidden)
+            xp.add(hidden, base, out=hidden)
