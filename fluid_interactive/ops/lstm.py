@@ -260,7 +260,6 @@ class _Forward:
         xp.multiply(o, self.cell(c, self.tc), out=h)
 
 
-
 def _kernel(ctx: KernelContext):
     return _Forward(ctx)
 
