@@ -2,10 +2,10 @@
 ``tanh``: for the LSTM (ops/lstm.py) the input's load into processing order, each forward
 step's gates before and after tanh, the backward's per-step factors for the whole
 sequence, and each backward step after its product; for the GRU (ops/gru.py) each forward
-step's gates and candidate around tanh, and the backward's factors. The NumPy kernel makes a ufunc
-call per operation over strided views of the gates (about ten over the whole sequence
-for the factors, six per step); each pass here is one call that visits every element
-once while it is in the cache.
+step's gates and candidate around tanh, and the backward's factors. The NumPy kernel
+makes a ufunc call per operation over strided views of the gates (about ten over the
+whole sequence for the factors, six per step); each pass here is one call that visits
+every element once while it is in the cache.
 
 Values are the NumPy kernel's, bit for bit: there is no sum and no transcendental
 function in these passes (``tanh`` and the products stay NumPy's), so each element is
@@ -59,6 +59,11 @@ def derivative_of(y, act):
     return ONE
 
 
+def _minimum(v, top):
+    """``np.minimum(v, top)`` for a ``top`` that is never NaN: a NaN ``v`` stays."""
+    return top if v > top else v
+
+
 def lstm_load(x, order, bias, scale, frozen, flags, gates):
     """gates [T, B, G] = x in processing order, plus bias [G] when ``flags & 1``, times
     scale [G] when ``flags & 2``, zero where frozen [T, B] when ``flags & 4``."""
@@ -79,16 +84,15 @@ def lstm_load(x, order, bias, scale, frozen, flags, gates):
                 dst[j] = v
 
 
-def lstm_gates_in(g, hw, top):
-    """A forward step's gates before NumPy's tanh: g [B, 4H] = minimum(g + hw, top) with
-    each column's top [4H] (`rnn.column_operands`; NaN stays NaN)."""
-    rows, width = g.shape
+def gates_in(g, lo, hw, top):
+    """Gates before NumPy's tanh: g[:, lo:lo + W] = minimum(g[:, lo:lo + W] + hw [B, W],
+    top [W]) with each column's top (`rnn.column_operands`): an LSTM's whole row of gates,
+    a GRU's update and reset gates, or a GRU's candidate after its reset product."""
+    rows, width = hw.shape
     for b in range(rows):
         gr, hr = g[b], hw[b]
         for j in range(width):
-            v = gr[j] + hr[j]
-            m = top[j]
-            gr[j] = m if v > m else v
+            gr[lo + j] = _minimum(gr[lo + j] + hr[j], top[j])
 
 
 def lstm_cell(g, half, shift, c_prev, c):
@@ -114,13 +118,11 @@ def lstm_peep_gates_in(g, hw, c_prev, peep_if, top):
     for b in range(rows):
         gr, hr, pr = g[b], hw[b], c_prev[b]
         for j in range(h):
-            v = gr[j] + hr[j]
-            gr[j] = top[j] if v > top[j] else v
+            gr[j] = _minimum(gr[j] + hr[j], top[j])
         for j in range(h):
-            v = (gr[h + j] + hr[h + j]) + pr[j] * peep_if[0, j]
-            gr[h + j] = top[h + j] if v > top[h + j] else v
-            v = (gr[2 * h + j] + hr[2 * h + j]) + pr[j] * peep_if[1, j]
-            gr[2 * h + j] = top[2 * h + j] if v > top[2 * h + j] else v
+            gr[h + j] = _minimum((gr[h + j] + hr[h + j]) + pr[j] * peep_if[0, j], top[h + j])
+            gr[2 * h + j] = _minimum((gr[2 * h + j] + hr[2 * h + j]) + pr[j] * peep_if[1, j],
+                                     top[2 * h + j])
         for j in range(h):
             gr[3 * h + j] = gr[3 * h + j] + hr[3 * h + j]
 
@@ -138,8 +140,7 @@ def lstm_peep_cell(g, half, shift, c_prev, peep_o, top_o, c):
         for j in range(h):
             cv = gr[2 * h + j] * pr[j] + gr[h + j] * gr[j]
             cr[j] = cv
-            v = gr[3 * h + j] + cv * peep_o[j]
-            gr[3 * h + j] = top_o[j] if v > top_o[j] else v
+            gr[3 * h + j] = _minimum(gr[3 * h + j] + cv * peep_o[j], top_o[j])
 
 
 def lstm_peep_out(g, half_o, shift_o, cell_act, hidden):
@@ -175,17 +176,6 @@ def lstm_factors(gates, cells, c0, act_c, acts, p, k):
                 kr[j] = derivative_of(ar[j], cell) * g[3 * h + j]
 
 
-def gru_gates_in(g, hw, top):
-    """A GRU step's update and reset gates before NumPy's tanh: g[:, :2H] = minimum(g +
-    hw [B, 2H], top [2H]) (g [B, 3H])."""
-    rows, width = hw.shape
-    for b in range(rows):
-        gr, hr = g[b], hw[b]
-        for j in range(width):
-            v = gr[j] + hr[j]
-            gr[j] = top[j] if v > top[j] else v
-
-
 def gru_reset(g, half, shift, h_prev, reset):
     """After NumPy's tanh of the gates: g[:, :2H] = g * half + shift [2H], and reset [B,
     H] = r * h_prev."""
@@ -196,17 +186,6 @@ def gru_reset(g, half, shift, h_prev, reset):
             gr[j] = gr[j] * half[j] + shift[j]
         for j in range(h):
             rr[j] = gr[h + j] * hp[j]
-
-
-def gru_candidate_in(g, product, top):
-    """The candidate before NumPy's tanh: g[:, 2H:] = minimum(g + product [B, H], top
-    [H])."""
-    rows, h = product.shape
-    for b in range(rows):
-        gr, pr = g[b], product[b]
-        for j in range(h):
-            v = gr[2 * h + j] + pr[j]
-            gr[2 * h + j] = top[j] if v > top[j] else v
 
 
 def gru_update(g, half, shift, h_prev, origin, hidden):
@@ -294,22 +273,18 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
                 cr[j] = cr[j] + gd[2 * h + j] * peep_if[1, j]
 
 
-_FUNCTIONS = (time_row, derivative_of, _add_row, lstm_load, lstm_gates_in, lstm_cell,
+_FUNCTIONS = (time_row, derivative_of, _minimum, _add_row, lstm_load, gates_in, lstm_cell,
               lstm_peep_gates_in, lstm_peep_cell, lstm_peep_out, lstm_factors,
-              lstm_grad_step, gru_gates_in, gru_reset, gru_candidate_in, gru_update,
-              gru_factors)
-#: each entry point's arguments: a digit for a float array of that rank, G for gates [T,
-#: B, 4H], g for one step's [B, 4H] and v for a row of 4H (the compiling call's examples
-#: must have 4H columns for H; U and P: a GRU's gates [T, B, 3H] and factors [T, B, 4H],
-#: u a step's gates [B, 3H]),
-#: i for an int, m for the bool mask [T, B]
-_ARGS = {"lstm_load": "3i11mi3", "lstm_gates_in": "ggv", "lstm_cell": "gvv22",
+              lstm_grad_step, gru_reset, gru_update, gru_factors)
+#: each entry point's arguments: a digit for a float array of that rank, i for an int, m
+#: for the bool mask [T, B]; with the shapes the compiling call's examples need (4H
+#: columns for H): G an LSTM's gates [T, B, 4H], g one step's [B, 4H], v a row of 4H,
+#: U a GRU's gates [T, B, 3H], P its factors [T, B, 4H], u one step's gates [B, 3H]
+_ARGS = {"lstm_load": "3i11mi3", "gates_in": "gi2v", "lstm_cell": "gvv22",
          "lstm_peep_gates_in": "gg22v", "lstm_peep_cell": "gvv2112",
-         "lstm_peep_out": "g1122",
-         "lstm_factors": "G323iG3",
+         "lstm_peep_out": "g1122", "lstm_factors": "G323iG3",
          "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3",
-         "gru_gates_in": "u2v", "gru_reset": "uvv22", "gru_candidate_in": "u2v",
-         "gru_update": "uvv2i2"}
+         "gru_reset": "uvv22", "gru_update": "uvv2i2"}
 
 
 @cache

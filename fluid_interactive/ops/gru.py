@@ -41,7 +41,7 @@ import numpy as np
 
 from ..kernels.rnn_passes import ACT_CODES, rnn_source
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
-from .gru_exact import GATE_ACTS, ExactStep
+from .gru_exact import GATE_ACTS, ExactStep, state_update
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -242,12 +242,7 @@ class _Forward:
 
     def _update(self, g: Any, h: Any, out: Any) -> None:
         """h_t = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode."""
-        xp, H = self.xp, self.H
-        u, cand = g[:, :H], g[:, 2 * H:]
-        base, other = (cand, h) if self.origin else (h, cand)
-        xp.subtract(other, base, out=out)
-        xp.multiply(out, u, out=out)
-        xp.add(out, base, out=out)
+        state_update(self.xp, g, h, out, self.origin)
 
 
 def forward_kernel(ctx: KernelContext, clip: bool = True) -> Any:

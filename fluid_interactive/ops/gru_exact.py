@@ -22,7 +22,7 @@ from .spec import KernelContext
 
 #: the activations whose gates these passes run
 GATE_ACTS = ("sigmoid", "tanh")
-_PASSES = ("gru_gates_in", "gru_reset", "gru_candidate_in", "gru_update")
+_PASSES = ("gates_in", "gru_reset", "gates_in", "gru_update")
 
 
 def _operands(xp: Any, width: int, act: str, clip: bool, dtype: str) -> tuple:
@@ -32,6 +32,17 @@ def _operands(xp: Any, width: int, act: str, clip: bool, dtype: str) -> tuple:
     if not clip:
         top = xp.asarray(np.full(width, np.inf, dtype))
     return top, half, shift
+
+
+def state_update(xp: Any, g: Any, h: Any, out: Any, origin: bool) -> None:
+    """out = h + u * (c~ - h), or c~ + u * (h - c~) in origin mode, from the activated
+    gates g [B, 3H], in the order every GRU step makes it."""
+    hid = h.shape[1]
+    u, cand = g[:, :hid], g[:, 2 * hid:]
+    base, other = (cand, h) if origin else (h, cand)
+    xp.subtract(other, base, out=out)
+    xp.multiply(out, u, out=out)
+    xp.add(out, base, out=out)
 
 
 class ExactStep:
@@ -60,7 +71,7 @@ class ExactStep:
         (top, half, shift), (top_c, half_c, shift_c) = self.gates_ops, self.cand_ops
         ur, cand = g[:, :2 * H], g[:, 2 * H:]
         xp.matmul(h, w_ur, out=self.hw)
-        if not run_compiled(self.passes[0], lambda: (g, self.hw, top)):
+        if not run_compiled(self.passes[0], lambda: (g, 0, self.hw, top)):
             xp.add(ur, self.hw, out=ur)
             xp.minimum(ur, top, out=ur)
         xp.tanh(ur, out=ur)
@@ -69,7 +80,7 @@ class ExactStep:
             xp.add(ur, shift, out=ur)
             xp.multiply(g[:, H:2 * H], h, out=reset)
         xp.matmul(reset, w_c, out=self.product)
-        if not run_compiled(self.passes[2], lambda: (g, self.product, top_c)):
+        if not run_compiled(self.passes[2], lambda: (g, 2 * H, self.product, top_c)):
             xp.add(cand, self.product, out=cand)
             xp.minimum(cand, top_c, out=cand)
         xp.tanh(cand, out=cand)
@@ -77,7 +88,4 @@ class ExactStep:
                                                      hidden)):
             xp.multiply(cand, half_c, out=cand)
             xp.add(cand, shift_c, out=cand)
-            base, other = (cand, h) if self.origin else (h, cand)
-            xp.subtract(other, base, out=hidden)
-            xp.multiply(hidden, g[:, :H], out=hidden)
-            xp.add(hidden, base, out=hidden)
+            state_update(xp, g, h, hidden, self.origin)

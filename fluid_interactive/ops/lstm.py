@@ -44,7 +44,7 @@ from ..kernels.rnn_passes import (
     rnn_source,
 )
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
-from .lstm_exact import GATE_ACTS, ExactStep
+from .lstm_exact import GATE_ACTS, ExactStep, cell_update
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -249,9 +249,7 @@ class _Forward:
             front = g[:, H:3 * H].reshape(B, 2, H)
             xp.add(front, self.pf, out=front)
         self.act_front(g)
-        xp.multiply(g[:, 2 * H:3 * H], c_prev, out=c)
-        xp.multiply(g[:, H:2 * H], g[:, :H], out=self.tmp)
-        xp.add(c, self.tmp, out=c)
+        cell_update(xp, g, c_prev, c, self.tmp)
         o = g[:, 3 * H:]
         if peep is not None:
             xp.multiply(c, peep[1], out=self.tmp)
@@ -384,15 +382,15 @@ class _Backward:
         if self.step_pass is None or self.step_pass.fn is None:
             return None
         st = self.steps
-        batch_order = BATCH_REVERSED if st.reverse else BATCH_MAJOR
 
         def source(d: Any, buf: Any) -> tuple[Any, int]:   # as `_time_major` reads it
             if d is None:
                 return self.none, TIME_MAJOR
-            return (d, batch_order) if st.valid is None else (buf, TIME_MAJOR)
+            return time_source(st, d) if st.valid is None else (buf, TIME_MAJOR)
         dh_in, dh_order = source(v.get("Hidden@GRAD"), self.dh_seq)
         dc_in, dc_order = source(v.get("Cell@GRAD"), self.dc_seq)
-        dg, dg_order = (self.dgates, TIME_MAJOR) if dx is None else (dx, batch_order)
+        # Input@GRAD is written in place where no gather is needed (`direct`)
+        dg, dg_order = (self.dgates, TIME_MAJOR) if dx is None else time_source(st, dx)
         peep_o, peep_if = (self.no_peep_o, self.no_peep_if) if peep is None else \
             (peep[1], peep[0])
         if not all(a.flags.c_contiguous for a in (dh_in, dc_in, dg, peep_o, peep_if)):

@@ -29,6 +29,15 @@ def _sigmoid_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b, act in spans if act == "sigmoid"]
 
 
+def cell_update(xp: Any, g: Any, c_prev: Any, c: Any, tmp: Any) -> None:
+    """c = f * c_prev + i * c~ from the activated gates g [B, 4H], in the order every LSTM
+    step makes it (``tmp`` [B, H]: scratch)."""
+    h = c.shape[1]
+    xp.multiply(g[:, 2 * h:3 * h], c_prev, out=c)
+    xp.multiply(g[:, h:2 * h], g[:, :h], out=tmp)
+    xp.add(c, tmp, out=c)
+
+
 class ExactStep:
     """One forward step after the product ``hw = h_prev @ W``: the gates activated in g
     [B, 4H], the cell c and the hidden state h [B, H]. ``cell`` is the op's cell
@@ -53,7 +62,7 @@ class ExactStep:
         else:      # one tanh over whole rows of gates
             self.operands = (column_operands(xp, 0, 4 * h, _sigmoid_spans(
                 [(0, h, cand), (h, 4 * h, gate)]), dt),)
-            names = ("lstm_gates_in", "lstm_cell")
+            names = ("gates_in", "lstm_cell")
         self.passes = [compiled_kernel(ctx, dt, partial(rnn_source, n, dt)) for n in names]
 
     @property
@@ -71,14 +80,14 @@ class ExactStep:
     def _whole_rows(self, g: Any, hw: Any, c_prev: Any, c: Any, h: Any) -> None:
         xp, H = self.xp, self.H
         top, half, shift = self.operands[0]
-        if not run_compiled(self.passes[0], lambda: (g, hw, top)):
+        if not run_compiled(self.passes[0], lambda: (g, 0, hw, top)):
             xp.add(g, hw, out=g)
             xp.minimum(g, top, out=g)
         xp.tanh(g, out=g)
         if not run_compiled(self.passes[1], lambda: (g, half, shift, c_prev, c)):
             xp.multiply(g, half, out=g)
             xp.add(g, shift, out=g)
-            self._cell_update(g, c_prev, c)
+            cell_update(xp, g, c_prev, c, self.tmp)
         xp.multiply(g[:, 3 * H:], self.cell(c, self.cell_out), out=h)
 
     def _with_peepholes(self, g: Any, hw: Any, peep: tuple[Any, Any], c_prev: Any, c: Any,
@@ -97,7 +106,7 @@ class ExactStep:
                                                      c)):
             xp.multiply(front, half, out=front)
             xp.add(front, shift, out=front)
-            self._cell_update(g, c_prev, c)
+            cell_update(xp, g, c_prev, c, self.tmp)
             xp.add(o, xp.multiply(c, peep_o, out=self.tmp), out=o)
             xp.minimum(o, top_o, out=o)
         xp.tanh(o, out=o)
@@ -106,10 +115,3 @@ class ExactStep:
             xp.multiply(o, half_o, out=o)
             xp.add(o, shift_o, out=o)
             xp.multiply(o, act_c, out=h)
-
-    def _cell_update(self, g: Any, c_prev: Any, c: Any) -> None:
-        """c = f * c_prev + i * c~, in the NumPy kernel's order."""
-        xp, H = self.xp, self.H
-        xp.multiply(g[:, 2 * H:3 * H], c_prev, out=c)
-        xp.multiply(g[:, H:2 * H], g[:, :H], out=self.tmp)
-        xp.add(c, self.tmp, out=c)

@@ -28,7 +28,7 @@ def passes(attrs):
     if not set(acts) <= {"sigmoid", "tanh"}:
         return PASSES
     steps = ["lstm_peep_cell", "lstm_peep_gates_in", "lstm_peep_out"] \
-        if attrs.get("use_peepholes", True) else ["lstm_cell", "lstm_gates_in"]
+        if attrs.get("use_peepholes", True) else ["gates_in", "lstm_cell"]
     return sorted(PASSES + steps)
 
 
@@ -37,8 +37,8 @@ def gru_passes(attrs):
     comes before the product and every activation is a sigmoid or a tanh."""
     acts = {attrs.get("gate_activation", "sigmoid"), attrs.get("activation", "tanh")}
     steps = not attrs.get("linear_before_reset") and acts <= {"sigmoid", "tanh"}
-    return sorted(["gru_factors"] + (["gru_candidate_in", "gru_gates_in", "gru_reset",
-                                      "gru_update"] if steps else []))
+    return sorted(["gru_factors"] + (["gates_in", "gru_reset", "gru_update"] if steps
+                                     else []))
 
 
 @pytest.fixture(autouse=True)
