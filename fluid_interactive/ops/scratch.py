@@ -40,6 +40,10 @@ class Scratch:
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self._blocks.values())
 
+    def blocks(self) -> list[Any]:
+        """The blocks held now (what a view a kernel kept after its call may be of)."""
+        return list(self._blocks.values())
+
 
 class ScratchArrays:
     """The per-call arrays of one kernel, by attribute name: `bind` sets them on the kernel

@@ -32,7 +32,7 @@ def _steps(prog, x, y):
     from fluid_interactive.runtime.plan.analysis import analyse_block
     runner = prog.train._runner
     feeds = {"x": TensorType(x.shape, "float32"), "y": TensorType(y.shape, "float32")}
-    return analyse_block(runner.program, runner.plan_block, feeds, np, lambda i: None).steps
+    return analyse_block(runner.program, runner.plan_block, feeds, np).steps
 
 
 def _buffer(steps, var):

@@ -33,7 +33,7 @@ class Picks(fluid.Program):
 def _analysis(prog, ids):
     runner = prog.train._runner
     feeds = {"ids": TensorType(ids.shape, "int64")}
-    return analyse_block(runner.program, runner.plan_block, feeds, np, lambda i: None)
+    return analyse_block(runner.program, runner.plan_block, feeds, np)
 
 
 def test_value_sized_dims_stay_unknown_and_later_steps_are_sized_per_call():

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Set
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,10 +81,11 @@ def _rewritten(ops: list[OpDesc]) -> set[str]:
 
 
 def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
-                    persistables: set[str], rng: Any, inputs: Set[str] = frozenset()
+                    persistables: set[str], inputs: Set[str] = frozenset()
                     ) -> tuple[list[OpDesc], dict[str, Any]]:
     """Ops computing values known at plan time run once, now; never one writing a
-    persistable var, a var written twice or a var the block receives (a carried var)."""
+    persistable var, a var written twice or a var the block receives (a carried var), nor
+    a random op (so no generator is needed)."""
     constants: dict[str, Any] = {}
     fixed = persistables | _rewritten(ops) | set(inputs)
     kept = []
@@ -100,7 +101,7 @@ def _fold_constants(ops: list[OpDesc], types: dict[str, TensorType], xp: Any,
         if not foldable:
             kept.append(op)
             continue
-        fn = prepare_kernel(op, types.__getitem__, xp, rng=rng)
+        fn = prepare_kernel(op, types.__getitem__, xp)
         args: list[Any] = [constants.get(n) for n in flat_inputs(spec, op)]
         result = args[fn.input_index] if isinstance(fn, Forward) else fn(*args)
         outs = flat_outputs(spec, op)
@@ -129,7 +130,7 @@ class BlockMemo:
 
 
 def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, TensorType],
-                  xp: Any, rng_for: Callable[[int], Any], typing: Typing | None = None,
+                  xp: Any, typing: Typing | None = None,
                   memory: PlanMemory | None = None, memo: BlockMemo | None = None
                   ) -> BlockAnalysis:
     """Everything code generation needs to know about a method's ``block`` for these feed
@@ -147,7 +148,7 @@ def analyse_block(program: ProgramDesc, block: BlockDesc, feed_types: dict[str, 
     persistables, returned, collected = set(state), set(returned_), set(collected_)
     for name in (returned - collected - types.keys()) & persistables:   # state as it is
         types[name] = var_type(program.var(block, name))
-    ops, constants = _fold_constants(live, types, xp, persistables, rng_for(-1))
+    ops, constants = _fold_constants(live, types, xp, persistables)
     steps = _steps(block, ops)
     no_buffer = persistables | returned | set(feed_types)
     slots = assign_buffers(steps, types, xp, no_buffer, memory)
@@ -183,8 +184,7 @@ def _owners_of(program: ProgramDesc, block: BlockDesc, names: set[str]) -> set[s
 
 
 def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType],
-                 results: list[str], xp: Any, rng_for: Callable[[int], Any]
-                 ) -> BlockAnalysis:
+                 results: list[str], xp: Any) -> BlockAnalysis:
     """The same for a sub-block run as a function: ``inputs`` are its parameters (feeds and
     the vars it reads of the blocks around), ``results`` what it gives back (its writes,
     returns and kept values), all without a buffer of the body's own: each run's results
@@ -193,7 +193,7 @@ def analyse_body(typing: Typing, block: BlockDesc, inputs: dict[str, TensorType]
     start.update(inputs)
     types = concrete_types(typing, block, start)
     ops = _live_ops(typing.program, block, set(), set(results))
-    ops, constants = _fold_constants(ops, types, xp, set(), rng_for(-1), set(inputs))
+    ops, constants = _fold_constants(ops, types, xp, set(), set(inputs))
     steps = _steps(block, ops)
     assign_buffers(steps, types, xp, set(results) | set(inputs))
     return BlockAnalysis(types, steps, constants, set(), set(results), typing)

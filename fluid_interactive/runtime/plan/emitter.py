@@ -6,6 +6,7 @@ import keyword
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ...ir.names import escape_unprintable, fresh_name
@@ -36,12 +37,21 @@ class GeneratedCode:
 
 def py_name(name: str, used: set[str]) -> str:
     """A fresh ASCII identifier that recalls ``name`` (any text a program holds)."""
-    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
-        base = "v_" + base
-    candidate = fresh_name(base, used.__contains__, sep="_")
+    candidate = fresh_name(_identifier(name), used.__contains__, sep="_")
     used.add(candidate)
     return candidate
+
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+@lru_cache(maxsize=8192)   # the same names at every size a method is planned for
+def _identifier(name: str) -> str:
+    """An ASCII identifier that recalls ``name``, not a keyword, not private."""
+    base = _NOT_IDENTIFIER.sub("_", name)
+    if not base or base[0].isdigit() or keyword.iskeyword(base) or base.startswith("_"):
+        base = "v_" + base
+    return base
 
 
 def comment(text: str) -> str:

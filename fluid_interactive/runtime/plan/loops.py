@@ -91,8 +91,7 @@ def generate_body(plan: StepPlan, sub: BlockDesc, inputs: list[tuple[str, Tensor
     direct, deeper = collect
     rng_for = plan.subplans.rng_for(sub.idx)
     analysis = analyse_body(plan.analysis.typing, sub, dict(inputs),
-                            results + [n for n in direct if n not in results], plan.xp,
-                            rng_for)
+                            results + [n for n in direct if n not in results], plan.xp)
     em = Emitter(set())
     params = [em.fresh_local(n) for n, _ in inputs]
     em.safe.update(n for n, _ in inputs)   # never written: they may leave as they are

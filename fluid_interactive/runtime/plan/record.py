@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...backend import threads
+from ...kernels import Kernel, PlanTier
 from ...ops.plan_state import PlanState
 from ...ops.scratch import Scratch
 from .analysis import BlockAnalysis
@@ -82,11 +83,12 @@ def buffer_bytes(steps: list) -> int:
 
 
 def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
-    """The bytes of the arrays a plan's kernels hold of their own (scratch they made: not
-    views of the method's ``memory``), found through the generated function ``fn``'s names
-    and the kernels' shared ``state``, a few references deep (attributes, closures,
-    containers)."""
-    blocks = {id(b) for b in memory.blocks.values()}
+    """The bytes of the arrays a plan's kernels hold of their own (arrays they made: not
+    views of the method's ``memory``, nor of the family's scratch, which every size's plan
+    takes its per-call arrays from), found through the generated function ``fn``'s names
+    and the kernels' shared ``state``, a few references deep (`_references`)."""
+    shared = {id(b) for b in memory.blocks.values()}
+    shared.update(id(b) for b in state.scratch.blocks())
     seen: set[int] = set()
     total = 0
     names = getattr(fn, "__globals__", {})
@@ -100,7 +102,7 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
             root = obj
             while isinstance(root.base, np.ndarray):
                 root = root.base
-            if id(root) not in blocks and id(root) not in seen:
+            if id(root) not in shared and id(root) not in seen:
                 seen.add(id(root))
                 total += root.nbytes
             continue
@@ -111,23 +113,36 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
     return total
 
 
-# What never leads to an array a kernel made: values, code, and the family's shared scratch
-# (every size's plan uses it: not one plan's to count)
+# What never leads to an array a kernel made: values, code (compiled kernels and their
+# handles among it: walking a compiled function's dispatcher cost a new size's plan a
+# millisecond), and the family's shared scratch (every size's plan uses it: not one plan's)
 _HOLDS_NO_ARRAY = (str, bytes, int, float, complex, type(None), types.BuiltinFunctionType,
-                   np.ufunc, np.dtype, type, types.ModuleType, Scratch)
+                   np.ufunc, np.dtype, type, types.ModuleType, types.CodeType, Scratch,
+                   Kernel, PlanTier)
 
 
 def _references(obj: Any) -> list:
+    """What a kernel's arrays may be reached through from ``obj``: a container's items, a
+    function's closure and defaults, a bound method's object, a partial's arguments, an
+    object's attributes."""
     if isinstance(obj, dict):
         return list(obj.values())
     if isinstance(obj, (list, tuple, set, frozenset)):
         return list(obj)
+    if isinstance(obj, types.FunctionType):
+        refs = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
+        return refs + list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+    if isinstance(obj, types.MethodType):
+        return [obj.__self__, obj.__func__]
+    if isinstance(obj, partial):
+        return [obj.func, *obj.args, *obj.keywords.values()]
     refs = list(getattr(obj, "__dict__", {}).values())
-    refs += [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
-             if isinstance(n, str)]
-    for cell in getattr(obj, "__closure__", None) or ():
-        try:
-            refs.append(cell.cell_contents)
-        except ValueError:   # a cell not filled yet
-            pass
-    return refs
+    return refs + [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
+                   if isinstance(n, str)]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _filled   # (reading it raises when not filled)
+    except ValueError:
+        return False

@@ -120,7 +120,7 @@ class BlockRunner:
         feed_types = {n: TensorType(tuple(a.shape), a.dtype.name)
                       for n, a in zip(self.feed_names, arrays)}
         analysis = analyse_block(self.program, self.plan_block, feed_types, self.xp,
-                                 self._rng_for, memory=memory, memo=self.memo)
+                                 memory=memory, memo=self.memo)
         state = TrackedState()   # kernels that share state serve one size
         state.journal = self.journal
         state.scratch = family.scratch
@@ -186,7 +186,7 @@ class BlockRunner:
         """Run a block that takes no feeds and runs once (block 0's initialisers) without
         generating code for it: each kernel is prepared and called in turn, and the
         persistable values are committed together at the end, as a plan would."""
-        analysis = analyse_block(self.program, self.plan_block, {}, self.xp, self._rng_for)
+        analysis = analyse_block(self.program, self.plan_block, {}, self.xp)
         env = dict(analysis.constants)
         state = PlanState()
         for step in analysis.steps:
