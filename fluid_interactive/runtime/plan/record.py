@@ -22,6 +22,7 @@ from ...backend import threads
 from ...kernels import Kernel, PlanTier
 from ...ops.plan_state import PlanState
 from ...ops.scratch import Scratch
+from ...ops.spec import OpSpec, TensorType
 from .analysis import BlockAnalysis
 from .buffers import PlanMemory
 from .emitter import GeneratedCode
@@ -113,12 +114,13 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
     return total
 
 
-# What never leads to an array a kernel made: values, code (compiled kernels and their
-# handles among it: walking a compiled function's dispatcher cost a new size's plan a
-# millisecond), and the family's shared scratch (every size's plan uses it: not one plan's)
+# What never leads to an array a kernel made: values, types, op specs, code (compiled
+# kernels and their handles among it: walking a compiled function's dispatcher cost a new
+# size's plan a millisecond), and the family's shared scratch (every size's plan uses it:
+# not one plan's)
 _HOLDS_NO_ARRAY = (str, bytes, int, float, complex, type(None), types.BuiltinFunctionType,
-                   np.ufunc, np.dtype, type, types.ModuleType, types.CodeType, Scratch,
-                   Kernel, PlanTier)
+                   np.ufunc, np.dtype, type, types.ModuleType, types.CodeType, TensorType,
+                   OpSpec, Scratch, Kernel, PlanTier)
 
 
 def _references(obj: Any) -> list:
