@@ -112,12 +112,13 @@ def passes_alone(models: list[str], rounds: int) -> None:
           "interleaved blocks; CPU time of this thread)\n")
     print("| shape | op | NumPy | compiled passes | passes ÷ NumPy |")
     print("|---|---|---|---|---|")
+    variants = (("lstm", False, ""), ("lstm", True, " (peepholes)"), ("gru", False, ""),
+                ("gru", True, " (linear_before_reset)"))
     for model in models:
-        for cell, peep in (("lstm", False), ("lstm", True), ("gru", False)):
-            label = f"{cell} (peepholes)" if peep else cell
-            _ops_alone(model, (label, f"{cell}_grad"),
-                       _cell_kernels(model, False, cell, "auto", peep),
-                       _cell_kernels(model, True, cell, "auto", peep), rounds)
+        for cell, variant, label in variants:
+            _ops_alone(model, (cell + label, f"{cell}_grad"),
+                       _cell_kernels(model, False, cell, "auto", variant),
+                       _cell_kernels(model, True, cell, "auto", variant), rounds)
 
 
 def _ops_alone(model: str, names: tuple[str, str], slow_ops: list, fast_ops: list,
@@ -158,9 +159,9 @@ def update_alone(rounds: int) -> None:
 
 
 def _cell_kernels(model: str, compiled: bool, cell: str = "lstm", kernels: str = "fast",
-                  peep: bool = False) -> list:
-    """(kernel, args) of the ``cell`` op ("lstm", with peepholes or not as
-    `dynamic_lstm(use_peepholes=peep)`, or "gru") of ``model``'s shape and of its
+                  variant: bool = False) -> list:
+    """(kernel, args) of the ``cell`` op ("lstm", with peepholes when ``variant``, or
+    "gru", with linear_before_reset when ``variant``) of ``model``'s shape and of its
     gradient op, with their compiled kernels switched on or not: with ``kernels`` "fast"
     the whole sequences (kernels/recurrent.py), with "auto" the exact passes
     (kernels/rnn_passes.py)."""
@@ -174,6 +175,7 @@ def _cell_kernels(model: str, compiled: bool, cell: str = "lstm", kernels: str =
     from fluid_interactive.ops.spec import TensorType
     b, t, _, h, _ = LSTM_SHAPES[model]
     g = 4 if cell == "lstm" else 3
+    peep = cell == "lstm" and variant
     rng = np.random.default_rng(0)
     env = {"x": rng.standard_normal((b, t, g * h)).astype(np.float32),
            "w": (0.1 * rng.standard_normal((h, g * h))).astype(np.float32),
@@ -182,7 +184,8 @@ def _cell_kernels(model: str, compiled: bool, cell: str = "lstm", kernels: str =
     kept = ("BatchGate", "BatchCellPreAct" if cell == "lstm" else "BatchResetHiddenPrev",
             "BatchHidden")
     state = {slot: [f"s{i}"] for i, slot in enumerate(kept)}
-    attrs = {"use_peepholes": peep} if cell == "lstm" else {}
+    attrs = {"use_peepholes": variant} if cell == "lstm" else \
+        {"linear_before_reset": variant}
     outs = {"Hidden": ["h"], **({"Cell": ["c"]} if cell == "lstm" else {}), **state}
     forward = OpDesc(cell, {"Input": ["x"], "Weight": ["w"], "Bias": ["b"]}, outs, attrs)
     backward = OpDesc(f"{cell}_grad", {"Weight": ["w"], "Hidden@GRAD": ["dh"], **state,

@@ -2,7 +2,8 @@
 ``tanh``: for the LSTM (ops/lstm.py) the input's load into processing order, each forward
 step's gates before and after tanh, the backward's per-step factors for the whole
 sequence, and each backward step after its product; for the GRU (ops/gru.py) each forward
-step's gates and candidate around tanh, and the backward's factors. The NumPy kernel
+step's gates and candidate around tanh (reset before or after the hidden product), and
+the backward's factors. The NumPy kernel
 makes a ufunc call per operation over strided views of the gates (about ten over the
 whole sequence for the factors, six per step); each pass here is one call that visits
 every element once while it is in the cache.
@@ -27,6 +28,7 @@ from .build import KernelSource, module_source, module_text
 FLOAT = np.float32
 ZERO = np.float32(0)
 ONE = np.float32(1)
+HALF = np.float32(0.5)
 
 #: an activation's code (`derivative_of`)
 SIGMOID, TANH, RELU, IDENTITY = 0, 1, 2, 3
@@ -201,6 +203,35 @@ def gru_update(g, half, shift, h_prev, origin, hidden):
             out[j] = (other - base) * gr[j] + base
 
 
+def gru_lbr_gates_in(g, hw, bias, flags, top, product):
+    """A linear_before_reset step's gates before NumPy's tanh, from the product hw [B, 3H]
+    = h_prev @ [W_ur | W_c]: g[:, :2H] = minimum(g[:, :2H] + hw[:, :2H], top [2H]), and
+    the hidden product [B, H] = hw[:, 2H:], + bias [H] when ``flags & 1``."""
+    rows, h = product.shape
+    for b in range(rows):
+        gr, hr, pr = g[b], hw[b], product[b]
+        for j in range(2 * h):
+            gr[j] = _minimum(gr[j] + hr[j], top[j])
+        for j in range(h):
+            pr[j] = hr[2 * h + j] + bias[j] if flags & 1 else hr[2 * h + j]
+
+
+def gru_lbr_candidate(g, half, shift, product, flags, top):
+    """After NumPy's tanh of a linear_before_reset step's gates: g[:, :2H] = g * half +
+    shift [2H], then the candidate c~ = minimum(c~ + (r * product) [* 0.5 when ``flags &
+    2``: a sigmoid candidate's pre-scale], top [H]) for NumPy's tanh next."""
+    rows, h = product.shape
+    for b in range(rows):
+        gr, pr = g[b], product[b]
+        for j in range(2 * h):
+            gr[j] = gr[j] * half[j] + shift[j]
+        for j in range(h):
+            v = gr[h + j] * pr[j]
+            if flags & 2:
+                v = v * HALF
+            gr[2 * h + j] = _minimum(gr[2 * h + j] + v, top[j])
+
+
 def gru_factors(gates, h_prev, resets, acts, flags, p, keep):
     """The GRU backward's factors for every step from its activated gates [T, B, 3H] (u,
     r, c~), the previous states h_prev [T, B, H] and BatchResetHiddenPrev [T, B, H]: keep
@@ -275,7 +306,8 @@ def lstm_grad_step(t, flags, orders, dh, dh_in, dc_in, k, p, gates, carry, peep_
 
 _FUNCTIONS = (time_row, derivative_of, _minimum, _add_row, lstm_load, gates_in, lstm_cell,
               lstm_peep_gates_in, lstm_peep_cell, lstm_peep_out, lstm_factors,
-              lstm_grad_step, gru_reset, gru_update, gru_factors)
+              lstm_grad_step, gru_reset, gru_update, gru_lbr_gates_in, gru_lbr_candidate,
+              gru_factors)
 #: each entry point's arguments: a digit for a float array of that rank, i for an int, m
 #: for the bool mask [T, B]; with the shapes the compiling call's examples need (4H
 #: columns for H): G an LSTM's gates [T, B, 4H], g one step's [B, 4H], v a row of 4H,
@@ -284,7 +316,8 @@ _ARGS = {"lstm_load": "3i11mi3", "gates_in": "gi2v", "lstm_cell": "gvv22",
          "lstm_peep_gates_in": "gg22v", "lstm_peep_cell": "gvv2112",
          "lstm_peep_out": "g1122", "lstm_factors": "G323iG3",
          "lstm_grad_step": "iii2333GG2122G", "gru_factors": "U33iiP3",
-         "gru_reset": "uvv22", "gru_update": "uvv2i2"}
+         "gru_reset": "uvv22", "gru_update": "uvv2i2", "gru_lbr_gates_in": "uuviv2",
+         "gru_lbr_candidate": "uvv2iv"}
 
 
 @cache
@@ -307,7 +340,7 @@ def rnn_source(function: str, dtype: str) -> KernelSource:
             return ("array", dtype, 1, "C", (8,))
         return ("array", dtype, int(k))
     text = module_source(dtype, _CONSTANTS, _FUNCTIONS) + \
-        f"\n\nFLOAT = np.{dtype}\nZERO = FLOAT(0)\nONE = FLOAT(1)\n"
+        f"\n\nFLOAT = np.{dtype}\nZERO = FLOAT(0)\nONE = FLOAT(1)\nHALF = FLOAT(0.5)\n"
     every = [f.__name__ for f in _FUNCTIONS]
     return KernelSource("rnn", module_text(text, every), function,
                         tuple(kind(k) for k in _ARGS[function]))

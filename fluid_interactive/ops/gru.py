@@ -27,7 +27,7 @@ the hidden product h @ W_c + Bias[2H:]) and BatchHidden [T, B, H] for its gradie
 gradient flows through them.
 
 With the compiled kernel tier, each forward step's gates and candidate around tanh
-(gru_exact.py: without linear_before_reset, sigmoid and tanh activations) and the
+(gru_exact.py: sigmoid and tanh activations, with or without linear_before_reset) and the
 backward's factors run as compiled passes with these kernels' bits
 (kernels/rnn_passes.py). With ``FLUID_KERNELS=fast`` the whole sequence runs as one
 compiled call each way instead (kernels/recurrent.py: a loop over the steps around BLAS
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..kernels.rnn_passes import ACT_CODES, rnn_source
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
-from .gru_exact import GATE_ACTS, ExactStep, state_update
+from .gru_exact import GATE_ACTS, ExactLbrStep, ExactStep, state_update
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -140,8 +140,9 @@ class _Forward:
             self.hw_ur = xp.empty((B, 2 * H), dt)
         # the steps' exact passes, where the whole sequence's kernel is not allowed
         self.exact = None
-        if self.seq is None and not self.lbr and {gate, cand} <= set(GATE_ACTS):
-            exact = ExactStep(ctx, gate, cand, self.origin, clip)
+        if self.seq is None and {gate, cand} <= set(GATE_ACTS):
+            step = ExactLbrStep if self.lbr else ExactStep
+            exact = step(ctx, gate, cand, self.origin, clip)
             self.exact = exact if exact.available else None
 
     def __call__(self, *args):
@@ -165,7 +166,10 @@ class _Forward:
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
 
     def _one_step(self, g: Any, h: Any, reset: Any, out: Any, b_c: Any) -> None:
-        if self.exact is not None:   # its passes (gru_exact.py)
+        if self.exact is not None and self.lbr:   # its passes (gru_exact.py)
+            self.exact(g, h, self.w_all, b_c, reset, out)
+            return
+        if self.exact is not None:
             self.exact(g, h, self.w_ur, self.w_c, reset, out)
             return
         if self.lbr:

@@ -1,7 +1,8 @@
-"""A GRU forward step (ops/gru.py; reset before the product, gates and candidate each a
-sigmoid or a tanh) as passes around NumPy's products and ``tanh`` calls: compiled where
-the tier runs them (kernels/rnn_passes.py), otherwise NumPy calls that do the same
-operations in the same order, so that a step's values never depend on which ran.
+"""A GRU forward step (ops/gru.py; gates and candidate each a sigmoid or a tanh; the reset
+before the hidden product, `ExactStep`, or with linear_before_reset after it,
+`ExactLbrStep`) as passes around NumPy's products and ``tanh`` calls: compiled where the
+tier runs them (kernels/rnn_passes.py), otherwise NumPy calls that do the same operations
+in the same order, so that a step's values never depend on which ran.
 
 As for the LSTM (lstm_exact.py), an activation's clip and its sigmoid-from-tanh step are
 per-column operands (`rnn.column_operands`), the operations `rnn.activation` makes column
@@ -17,12 +18,13 @@ import numpy as np
 
 from ..kernels.rnn_passes import rnn_source
 from .compiled import compiled_kernel, run_compiled
-from .rnn import column_operands
+from .rnn import PRE_SCALE, column_operands
 from .spec import KernelContext
 
 #: the activations whose gates these passes run
 GATE_ACTS = ("sigmoid", "tanh")
 _PASSES = ("gates_in", "gru_reset", "gates_in", "gru_update")
+_LBR_PASSES = ("gru_lbr_gates_in", "gru_lbr_candidate", "gru_update")
 
 
 def _operands(xp: Any, width: int, act: str, clip: bool, dtype: str) -> tuple:
@@ -43,6 +45,18 @@ def state_update(xp: Any, g: Any, h: Any, out: Any, origin: bool) -> None:
     xp.subtract(other, base, out=out)
     xp.multiply(out, u, out=out)
     xp.add(out, base, out=out)
+
+
+def _candidate_and_state(update: Any, xp: Any, g: Any, cand_ops: tuple, h: Any,
+                         origin: bool, hidden: Any) -> None:
+    """After NumPy's tanh of the candidate: its sigmoid-from-tanh columns, then the new
+    state into ``hidden`` (the pass ``update``, else NumPy)."""
+    _, half_c, shift_c = cand_ops
+    cand = g[:, 2 * h.shape[1]:]
+    if not run_compiled(update, lambda: (g, half_c, shift_c, h, int(origin), hidden)):
+        xp.multiply(cand, half_c, out=cand)
+        xp.add(cand, shift_c, out=cand)
+        state_update(xp, g, h, hidden, origin)
 
 
 class ExactStep:
@@ -68,7 +82,7 @@ class ExactStep:
 
     def __call__(self, g: Any, h: Any, w_ur: Any, w_c: Any, reset: Any, hidden: Any) -> None:
         xp, H = self.xp, self.H
-        (top, half, shift), (top_c, half_c, shift_c) = self.gates_ops, self.cand_ops
+        (top, half, shift), (top_c, _, _) = self.gates_ops, self.cand_ops
         ur, cand = g[:, :2 * H], g[:, 2 * H:]
         xp.matmul(h, w_ur, out=self.hw)
         if not run_compiled(self.passes[0], lambda: (g, 0, self.hw, top)):
@@ -84,8 +98,59 @@ class ExactStep:
             xp.add(cand, self.product, out=cand)
             xp.minimum(cand, top_c, out=cand)
         xp.tanh(cand, out=cand)
-        if not run_compiled(self.passes[3], lambda: (g, half_c, shift_c, h, int(self.origin),
-                                                     hidden)):
-            xp.multiply(cand, half_c, out=cand)
-            xp.add(cand, shift_c, out=cand)
-            state_update(xp, g, h, hidden, self.origin)
+        _candidate_and_state(self.passes[3], xp, g, self.cand_ops, h, self.origin, hidden)
+
+
+class ExactLbrStep:
+    """One forward step with linear_before_reset: the gates g [B, 3H] activated, the
+    hidden product (+ the candidate's bias b_c) into ``product`` and the new state into
+    ``hidden`` [B, H], from the state h [B, H] and the weight w_all [H, 3H] (the gates'
+    part pre-scaled, the candidate's not: the candidate's pre-scale multiplies r *
+    product)."""
+
+    def __init__(self, ctx: KernelContext, gate: str, cand: str, origin: bool, clip: bool):
+        xp, dt = ctx.xp, ctx.input("Input").dtype
+        b, _, width = ctx.input("Input").shape
+        h = self.H = width // 3
+        self.xp, self.origin = xp, origin
+        self.half_cand = PRE_SCALE[cand] != 1.0   # the candidate's pre-scale: 0.5 or 1
+        self.gates_ops = _operands(xp, 2 * h, gate, clip, dt)
+        self.cand_ops = _operands(xp, h, cand, clip, dt)
+        self.hw = xp.empty((b, 3 * h), dt)
+        self.tmp = xp.empty((b, h), dt)
+        self.no_bias = xp.zeros(h, dt)
+        self.passes = [compiled_kernel(ctx, dt, partial(rnn_source, n, dt))
+                       for n in _LBR_PASSES]
+
+    @property
+    def available(self) -> bool:
+        """Whether the tier has the passes (not on a device, nor for another dtype)."""
+        return all(p is not None for p in self.passes)
+
+    def __call__(self, g: Any, h: Any, w_all: Any, b_c: Any, product: Any,
+                 hidden: Any) -> None:
+        xp, H, hw = self.xp, self.H, self.hw
+        (top, half, shift), (top_c, _, _) = self.gates_ops, self.cand_ops
+        ur, cand = g[:, :2 * H], g[:, 2 * H:]
+        xp.matmul(h, w_all, out=hw)
+        bias = self.no_bias if b_c is None else b_c
+        if not run_compiled(self.passes[0], lambda: (g, hw, bias, int(b_c is not None),
+                                                     top, product)):
+            xp.add(ur, hw[:, :2 * H], out=ur)
+            xp.minimum(ur, top, out=ur)
+            if b_c is None:
+                xp.copyto(product, hw[:, 2 * H:])
+            else:
+                xp.add(hw[:, 2 * H:], b_c, out=product)
+        xp.tanh(ur, out=ur)
+        flags = 2 * int(self.half_cand)
+        if not run_compiled(self.passes[1], lambda: (g, half, shift, product, flags, top_c)):
+            xp.multiply(ur, half, out=ur)
+            xp.add(ur, shift, out=ur)
+            xp.multiply(g[:, H:2 * H], product, out=self.tmp)
+            if self.half_cand:
+                xp.multiply(self.tmp, 0.5, out=self.tmp)
+            xp.add(cand, self.tmp, out=cand)
+            xp.minimum(cand, top_c, out=cand)
+        xp.tanh(cand, out=cand)
+        _candidate_and_state(self.passes[2], xp, g, self.cand_ops, h, self.origin, hidden)

@@ -1,6 +1,7 @@
 """The recurrent ops' compiled passes (kernels/rnn_passes.py): the LSTM's load, its forward
 steps' gates around tanh, its backward's factors and each backward step, and the GRU's
-backward factors give the bits of ops/lstm.py's and ops/gru.py's NumPy kernels, for every
+forward steps (the reset before or after the hidden product) and backward factors give
+the bits of ops/lstm.py's and ops/gru.py's NumPy kernels, for every
 activation, direction, mode, dtype, lengths (zero included), peepholes or not, gradients
 from Hidden, Cell or both, with NaN and infinite inputs; and an LSTM or a GRU trained
 with the tier gives the bits of one trained without it. Unlike the whole-sequence
@@ -33,12 +34,14 @@ def passes(attrs):
 
 
 def gru_passes(attrs):
-    """The passes a GRU op with these attrs runs: the forward steps' where the reset
-    comes before the product and every activation is a sigmoid or a tanh."""
+    """The passes a GRU op with these attrs runs: the forward steps' where every
+    activation is a sigmoid or a tanh (others with the reset after the product)."""
     acts = {attrs.get("gate_activation", "sigmoid"), attrs.get("activation", "tanh")}
-    steps = not attrs.get("linear_before_reset") and acts <= {"sigmoid", "tanh"}
-    return sorted(["gru_factors"] + (["gates_in", "gru_reset", "gru_update"] if steps
-                                     else []))
+    if not acts <= {"sigmoid", "tanh"}:
+        return ["gru_factors"]
+    steps = ["gru_lbr_candidate", "gru_lbr_gates_in", "gru_update"] \
+        if attrs.get("linear_before_reset") else ["gates_in", "gru_reset", "gru_update"]
+    return sorted(["gru_factors"] + steps)
 
 
 @pytest.fixture(autouse=True)
@@ -136,6 +139,19 @@ def test_the_compiled_step_takes_any_row_count_and_width(monkeypatch):
 @pytest.mark.parametrize("lengths", [None, (5, 2, 0, 3)], ids=["full", "lengths"])
 def test_the_gru_passes_give_numpys_bits(dtype, attrs, lengths, monkeypatch):
     inputs = gru_inputs(np.random.default_rng(6), dtype, lengths=lengths)
+    assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == gru_passes(attrs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attrs", [
+    {"gate_activation": "tanh", "activation": "sigmoid", "linear_before_reset": True},
+    {"activation": "sigmoid", "linear_before_reset": True, "is_reverse": True}])
+def test_the_passes_after_the_reset_product_with_a_sigmoid_candidate(dtype, attrs,
+                                                                      monkeypatch):
+    """With linear_before_reset a sigmoid candidate's pre-scale multiplies r * (h @ W_c +
+    b_c), which the candidate pass does (a tanh candidate's is 1: no product)."""
+    inputs = gru_inputs(np.random.default_rng(9), dtype, lengths=(5, 1, 4, 0))
+    inputs["Input"][..., 16::2] += 40.0   # half the candidates past the sigmoid's clip
     assert same_bits(inputs, attrs, ("Hidden",), monkeypatch, "gru") == gru_passes(attrs)
 
 
