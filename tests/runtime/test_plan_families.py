@@ -63,6 +63,7 @@ def test_one_plan_serves_every_batch_size_bit_identically(rng):
     (plan,) = prog.infer.plans                          # one plan built
     assert plan.inputs == ((-1, 6),) and plan.functions == 1
     assert plan.sizes_planned == len(set(sizes))
+    assert 0 < plan.planning_ms < 10_000 and "ms to plan a size" in repr(plan)
     for n in set(sizes):
         _equal(got[n], BatchDims().Compile(seed=3).infer(x[:n]))
         # the mean divides by the actual batch, the sum over the batch sees its rows

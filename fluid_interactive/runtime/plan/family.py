@@ -27,7 +27,8 @@ a convolution's columns) are prepared per size as well.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import statistics
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -199,6 +200,7 @@ class Family:
         self.seen: dict[str, dict[tuple[int, ...], None]] = {}
         self.sizes: dict[Shapes, None] = {}   # every size planned (kept or not)
         self.threads: Any = None          # the latest plan's thread policy
+        self.build_ms: deque[float] = deque(maxlen=64)   # the latest plans' planning times
 
     def note(self, shapes: Shapes, analysis: BlockAnalysis) -> None:
         """Record a plan built for ``shapes``."""
@@ -212,6 +214,10 @@ class Family:
                 t = analysis.types.get(n)
                 if t is not None:
                     self.seen.setdefault(n, {})[tuple(t.shape)] = None
+
+    def timed(self, ms: float) -> None:
+        """Record how long planning a size took (its types, buffers, kernels, code)."""
+        self.build_ms.append(ms)
 
     def start_threads(self, call: Any) -> None:
         """A new size's call, when a thread policy measures it (backend/threads.py,
@@ -255,7 +261,9 @@ class PlanFamily:
     functions they run (1: one for every size); ``specialised`` the steps whose kernels
     are prepared per size, with the var that makes them so and the sizes; ``shape_free``
     the ops whose kernels serve every size; ``sizes_planned`` every size it was called
-    with; ``kernels_reused`` how many kernel preparations a size took from another."""
+    with; ``kernels_reused`` how many kernel preparations a size took from another;
+    ``planning_ms`` what planning a size took, the median of the latest plans built (what
+    a call at a new size costs on top of a call at a known one)."""
     inputs: Shapes
     shapes: tuple[Shapes, ...]
     specialised: tuple[Specialisation, ...]
@@ -263,6 +271,7 @@ class PlanFamily:
     functions: int
     sizes_planned: int
     kernels_reused: int
+    planning_ms: float = 0.0
 
     @property
     def per_size(self) -> tuple[str, ...]:
@@ -274,7 +283,8 @@ class PlanFamily:
                          for s in self.inputs)
         reasons = "; ".join(f"{s.op} (op {s.index}) by {s.var!r}" for s in self.specialised)
         return (f"<plan for ({dims}): {len(self.shapes)} shape(s) prepared of "
-                f"{self.sizes_planned} called, {self.functions} generated function(s); "
+                f"{self.sizes_planned} called, {self.functions} generated function(s), "
+                f"{self.planning_ms:.1f} ms to plan a size; "
                 f"kernels per size: {reasons or 'none'}; one kernel for every size: "
                 f"{', '.join(self.shape_free) or 'none'}>")
 
@@ -282,4 +292,5 @@ class PlanFamily:
 def report(family: Family, shapes: Sequence[Shapes], functions: int) -> PlanFamily:
     return PlanFamily(family.key, tuple(shapes), family.specialisations(),
                       family.shape_free(), functions, len(family.sizes),
-                      family.kernels.reused)
+                      family.kernels.reused,
+                      statistics.median(family.build_ms) if family.build_ms else 0.0)

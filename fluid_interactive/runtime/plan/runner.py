@@ -3,6 +3,7 @@
 and the user's line (failures.py)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,14 +90,16 @@ class BlockRunner:
         plan = lane.plans.get(key)
         if plan is None:
             plan = self._build(arrays, lane)
-            lane.cache.add(key, plan)
         return plan
 
     def _build(self, arrays: list[Any], lane: Lane) -> Plan:
+        """A new plan for these arrays' shapes, kept in ``lane``'s cache; the time it took,
+        keeping it included, recorded by its family."""
         key = family_key(self.declared, tuple(tuple(a.shape) for a in arrays))
         family = lane.families.get(key)
         if family is None:   # the plan of every size alike (family.py)
             family = lane.families[key] = Family(key, self._declared_vars())
+        started = time.perf_counter()
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
                 plan = self._build_plan(arrays, lane.subplans, lane.memory, family)
@@ -112,6 +115,8 @@ class BlockRunner:
             lane.cache.forget(lambda other: bool(other.memory_keys & stale))
             for other in lane.families.values():
                 other.kernels.forget(stale)
+        lane.cache.add(tuple(a.shape for a in arrays), plan)
+        family.timed((time.perf_counter() - started) * 1e3)
         return plan
 
     def _build_plan(self, arrays: list[Any], subplans: SubPlans, memory: PlanMemory,
