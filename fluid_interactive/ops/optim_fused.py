@@ -75,9 +75,12 @@ class _FlatUpdate:
         self.shapes = [t.shape for t in params]
         self.dtype = params[0].dtype
         layouts = [[t.shape for t in ctx.inputs(s)] for s in state_slots]
-        # one per plan, by its first gradient
-        self.buffers = ctx.shared(DoubleBuffer, ctx.input_name("Grads"), lambda: DoubleBuffer(
-            xp, layouts, [self.dtype] * len(layouts)))
+        # one for every size's plan, by its first gradient: a step at another batch size
+        # then finds its inputs in a generation and updates them flat, and the plans of
+        # many sizes keep two generations in all, not two each
+        self.buffers = ctx.shared_by_sizes(
+            DoubleBuffer, ctx.input_name("Grads"),
+            lambda: DoubleBuffer(xp, layouts, [self.dtype] * len(layouts)))
         self.grads = FlatInput(xp, self.shapes, self.dtype)
         self.block: Any = None   # the scratch of `blocks`, made when first needed
         self.segments = []

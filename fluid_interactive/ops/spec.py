@@ -355,6 +355,13 @@ class KernelContext:
         plan (the reference interpreter) every kernel gets its own."""
         return self.state.shared(kind, key, make)
 
+    def shared_by_sizes(self, kind: type[_T], key: Hashable,
+                        make: Callable[[], _T] | None = None) -> _T:
+        """As `shared`, for a value that depends on no size, which the plans of every
+        batch size and length of a method share (a fused update's generations of the
+        parameters): kept once, not once per size."""
+        return self.state.shared_by_sizes(kind, key, make)
+
     def scratch_arrays(self, slot: str, dtype: Any,
                        shapes: Mapping[str, tuple[int, ...]]) -> ScratchArrays:
         """Working arrays a kernel needs during a call only (ops/scratch.py), named by

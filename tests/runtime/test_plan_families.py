@@ -37,13 +37,18 @@ class BatchDims(fluid.Program):
 
 
 class Train(fluid.Program):
+    hidden = 8
+
+    def make_optimizer(self):
+        return fluid.optimizer.SGD(learning_rate=0.1)
+
     @fluid.network("x", "y")
     def train_step(self, x, y):
         x = L.data(name="x", shape=[5], dtype="float32")
         y = L.data(name="y", shape=[1], dtype="float32")
-        pred = L.fc(input=L.fc(input=x, size=8, act="tanh"), size=1)
+        pred = L.fc(input=L.fc(input=x, size=self.hidden, act="tanh"), size=1)
         loss = L.mean(L.square_error_cost(pred, y))
-        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+        self.make_optimizer().minimize(loss)
         return loss
 
 
@@ -106,6 +111,44 @@ def test_a_step_on_parameters_alone_is_prepared_once(rng):
         or any("sgd" in op for op in plan.shape_free)
     assert plan.kernels_reused > 0
     assert not any("sgd" in s.op for s in plan.specialised)
+
+
+class AdamTrain(Train):
+    hidden = 256
+
+    def make_optimizer(self):
+        return fluid.optimizer.Adam(learning_rate=0.01)
+
+
+def test_a_fused_update_keeps_one_pair_of_generations_for_every_size(rng, monkeypatch):
+    """Adam's fused update keeps the parameters and moments it writes in generations of
+    flat arrays (ops/flat_state.py), which every size's plan shares: a step at another
+    batch size finds the last step's outputs in a generation (and updates them flat), the
+    plans of many sizes keep two generations in all, not two each, and the values are
+    those of plans that each kept their own."""
+    from fluid_interactive.ops import flat_state
+    prog, fresh = AdamTrain().Compile(seed=1), AdamTrain().Compile(seed=1)
+    found = []
+    holding = flat_state.DoubleBuffer.holding
+    monkeypatch.setattr(flat_state.DoubleBuffer, "holding",
+                        lambda self, arrays: found.append(holding(self, arrays)) or found[-1])
+    x = rng.standard_normal((40, 5)).astype("float32")
+    y = rng.standard_normal((40, 1)).astype("float32")
+    held = []
+    for n in (8, 3, 40, 17, 3, 8):
+        found.clear()
+        loss = prog.train_step(x[:n], y[:n])
+        held += [g is not None for g in found]
+        assert loss == fresh.train_step(x[:n], y[:n])
+        fresh.train_step.runner.plans.clear()            # fresh: a new plan at every call
+        fresh.train_step.runner.lanes[0].families.clear()
+    assert held == [False] + [True] * 5   # the first step reads the initial values
+    for name in ("fc_0.w_0", "fc_0.b_0", "fc_1.w_0"):
+        np.testing.assert_array_equal(prog.get_var(name), fresh.get_var(name))
+    parameter_bytes = sum(prog.get_var(n).nbytes for n in prog.parameters())
+    runner = prog.train_step.runner
+    assert len(runner.plans) == 4
+    assert runner.cache.nbytes < parameter_bytes, (runner.cache.nbytes, parameter_bytes)
 
 
 def test_a_new_size_asks_the_shape_rules_only_of_ops_whose_inputs_changed(

@@ -196,6 +196,7 @@ class Family:
         self.declared = declared          # var -> declared shape (-1: symbolic)
         self.kernels = KernelReuse()
         self.scratch = Scratch()          # per-call arrays, shared by every size's kernels
+        self.every_size: dict = {}        # values every size's kernels share (PlanState)
         self.steps: dict[int, tuple[str, tuple[str, ...]]] = {}
         self.seen: dict[str, dict[tuple[int, ...], None]] = {}
         self.sizes: dict[Shapes, None] = {}   # every size planned (kept or not)

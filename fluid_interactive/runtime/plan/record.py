@@ -86,11 +86,12 @@ def buffer_bytes(steps: list) -> int:
 def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
     """The bytes of the arrays a plan's kernels hold of their own (arrays they made: not
     views of the method's ``memory``, nor of the family's scratch, which every size's plan
-    takes its per-call arrays from), found through the generated function ``fn``'s names
-    and the kernels' shared ``state``, a few references deep (`_references`)."""
+    takes its per-call arrays from, nor the values every size's plan shares), found
+    through the generated function ``fn``'s names and the kernels' shared ``state``, a few
+    references deep (`_references`)."""
     shared = {id(b) for b in memory.blocks.values()}
     shared.update(id(b) for b in state.scratch.blocks())
-    seen: set[int] = set()
+    seen = {id(v) for v in state.every_size.values()}   # the family's: not walked
     total = 0
     names = getattr(fn, "__globals__", {})
     todo = [(v, 0) for k, v in names.items() if k != "__builtins__"]

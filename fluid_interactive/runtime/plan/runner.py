@@ -129,6 +129,7 @@ class BlockRunner:
         state = TrackedState()   # kernels that share state serve one size
         state.journal = self.journal
         state.scratch = family.scratch
+        state.every_size = family.every_size
         code = generate(self.program, self.plan_block, analysis, self.feed_names, self.xp,
                         self._rng_for, self.is_test, self._tag(), state, subplans,
                         prologue=_tier_switch, compiled=self.compiled,
