@@ -27,14 +27,16 @@ def _plan_function(names: dict):
 
 
 def test_arrays_a_kernel_made_are_counted_however_it_holds_them():
-    own = [np.zeros(n, np.float32) for n in (10, 20, 30, 40)]
-    closure_array, method_array, partial_array, default_array = own
+    own = [np.zeros(n, np.float32) for n in (10, 20, 30, 40, 50)]
+    closure_array, method_array, partial_array, default_array, attribute_array = own
 
     def in_closure():
         return closure_array
 
     def with_default(out=default_array):
         return out
+
+    with_default.kept = attribute_array
 
     names = {"k0": in_closure, "k1": _Held(method_array).run,
              "k2": partial(np.add, partial_array), "k3": with_default,

@@ -134,7 +134,8 @@ def _references(obj: Any) -> list:
         return list(obj)
     if isinstance(obj, types.FunctionType):
         refs = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
-        return refs + list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+        refs += [*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+        return refs + list(obj.__dict__.values())   # attributes a kernel set on itself
     if isinstance(obj, types.MethodType):
         return [obj.__self__, obj.__func__]
     if isinstance(obj, partial):
