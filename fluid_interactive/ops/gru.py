@@ -41,7 +41,14 @@ import numpy as np
 
 from ..kernels.rnn_passes import ACT_CODES, rnn_source
 from .compiled import compiled_kernel, run_compiled, sequence_kernel
-from .gru_exact import GATE_ACTS, ExactLbrStep, ExactStep, state_update
+from .gru_exact import (
+    GATE_ACTS,
+    ExactLbrStep,
+    ExactStep,
+    add_reset_product,
+    hidden_product,
+    state_update,
+)
 from .registry import register
 from .rnn import (
     PRE_SCALE,
@@ -166,11 +173,11 @@ class _Forward:
         return st.to_batch(hids, self.bufs[0]), gates, resets, hids
 
     def _one_step(self, g: Any, h: Any, reset: Any, out: Any, b_c: Any) -> None:
-        if self.exact is not None and self.lbr:   # its passes (gru_exact.py)
-            self.exact(g, h, self.w_all, b_c, reset, out)
-            return
-        if self.exact is not None:
-            self.exact(g, h, self.w_ur, self.w_c, reset, out)
+        if self.exact is not None:   # its passes (gru_exact.py)
+            if self.lbr:
+                self.exact(g, h, self.w_all, b_c, reset, out)
+            else:
+                self.exact(g, h, self.w_ur, self.w_c, reset, out)
             return
         if self.lbr:
             self._step_lbr(g, h, reset, b_c)
@@ -228,20 +235,14 @@ class _Forward:
         xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
         self.act_c(g[:, 2 * H:])
 
-    def _step_lbr(self, g: Any, h: Any, hidden_product: Any, b_c: Any) -> None:
+    def _step_lbr(self, g: Any, h: Any, product: Any, b_c: Any) -> None:
         """As `_step`, with linear_before_reset."""
         xp, H = self.xp, self.H
         xp.matmul(h, self.w_all, out=self.hw)
         xp.add(g[:, :2 * H], self.hw[:, :2 * H], out=g[:, :2 * H])
-        if b_c is None:
-            xp.copyto(hidden_product, self.hw[:, 2 * H:])
-        else:
-            xp.add(self.hw[:, 2 * H:], b_c, out=hidden_product)
+        hidden_product(xp, self.hw, b_c, product)
         self.act_ur(g)
-        xp.multiply(g[:, H:2 * H], hidden_product, out=self.tmp)
-        if self.s_cand != 1.0:
-            xp.multiply(self.tmp, self.s_cand, out=self.tmp)
-        xp.add(g[:, 2 * H:], self.tmp, out=g[:, 2 * H:])
+        add_reset_product(xp, g, product, self.tmp, self.s_cand)
         self.act_c(g[:, 2 * H:])
 
     def _update(self, g: Any, h: Any, out: Any) -> None:

@@ -47,6 +47,26 @@ def state_update(xp: Any, g: Any, h: Any, out: Any, origin: bool) -> None:
     xp.add(out, base, out=out)
 
 
+def hidden_product(xp: Any, hw: Any, b_c: Any, product: Any) -> None:
+    """A linear_before_reset step's hidden product [B, H]: the candidate's columns of hw =
+    h @ [W_ur | W_c], plus the candidate's bias b_c (None: no bias)."""
+    hid = product.shape[1]
+    if b_c is None:
+        xp.copyto(product, hw[:, 2 * hid:])
+    else:
+        xp.add(hw[:, 2 * hid:], b_c, out=product)
+
+
+def add_reset_product(xp: Any, g: Any, product: Any, tmp: Any, scale: float) -> None:
+    """A linear_before_reset step's candidate pre-activation g[:, 2H:] += r * product,
+    times ``scale`` (a sigmoid candidate's pre-scale) where that is not 1."""
+    hid = product.shape[1]
+    xp.multiply(g[:, hid:2 * hid], product, out=tmp)
+    if scale != 1.0:
+        xp.multiply(tmp, scale, out=tmp)
+    xp.add(g[:, 2 * hid:], tmp, out=g[:, 2 * hid:])
+
+
 def _candidate_and_state(update: Any, xp: Any, g: Any, cand_ops: tuple, h: Any,
                          origin: bool, hidden: Any) -> None:
     """After NumPy's tanh of the candidate: its sigmoid-from-tanh columns, then the new
@@ -113,7 +133,7 @@ class ExactLbrStep:
         b, _, width = ctx.input("Input").shape
         h = self.H = width // 3
         self.xp, self.origin = xp, origin
-        self.half_cand = PRE_SCALE[cand] != 1.0   # the candidate's pre-scale: 0.5 or 1
+        self.scale = PRE_SCALE[cand]   # the candidate's pre-scale: 0.5 or 1
         self.gates_ops = _operands(xp, 2 * h, gate, clip, dt)
         self.cand_ops = _operands(xp, h, cand, clip, dt)
         self.hw = xp.empty((b, 3 * h), dt)
@@ -138,19 +158,13 @@ class ExactLbrStep:
                                                      top, product)):
             xp.add(ur, hw[:, :2 * H], out=ur)
             xp.minimum(ur, top, out=ur)
-            if b_c is None:
-                xp.copyto(product, hw[:, 2 * H:])
-            else:
-                xp.add(hw[:, 2 * H:], b_c, out=product)
+            hidden_product(xp, hw, b_c, product)
         xp.tanh(ur, out=ur)
-        flags = 2 * int(self.half_cand)
+        flags = 2 * int(self.scale != 1.0)
         if not run_compiled(self.passes[1], lambda: (g, half, shift, product, flags, top_c)):
             xp.multiply(ur, half, out=ur)
             xp.add(ur, shift, out=ur)
-            xp.multiply(g[:, H:2 * H], product, out=self.tmp)
-            if self.half_cand:
-                xp.multiply(self.tmp, 0.5, out=self.tmp)
-            xp.add(cand, self.tmp, out=cand)
+            add_reset_product(xp, g, product, self.tmp, self.scale)
             xp.minimum(cand, top_c, out=cand)
         xp.tanh(cand, out=cand)
         _candidate_and_state(self.passes[2], xp, g, self.cand_ops, h, self.origin, hidden)
