@@ -72,8 +72,14 @@ def _numba_stamp() -> str | None:
 
 
 def _configured_dir() -> str:
-    return os.environ.get("FLUID_KERNEL_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "fluid_interactive", "kernels")
+    # asked for each compiled kernel of every plan: resolved once per setting
+    return _resolved_dir(os.environ.get("FLUID_KERNEL_CACHE"), os.environ.get("HOME"))
+
+
+@lru_cache(maxsize=16)
+def _resolved_dir(configured: str | None, home: str | None) -> str:
+    return configured or os.path.join(os.path.expanduser("~"), ".cache",
+                                      "fluid_interactive", "kernels")
 
 
 #: configured folder -> None when it is usable, else why not (each looked at once)

@@ -92,11 +92,17 @@ def test_plans_say_which_kernels_are_per_size_and_why(rng):
     assert "mean (op" in repr(plan) and "[?, 6]" in repr(plan)
 
 
+class DecayTrain(Train):
+    def make_optimizer(self):
+        return fluid.optimizer.SGD(learning_rate=0.1,
+                                   regularization=fluid.regularizer.L2Decay(1e-2))
+
+
 def test_a_step_on_parameters_alone_is_prepared_once(rng):
-    """The SGD updates read parameters and gradients of parameters: the same at every
-    batch size, so later sizes take their kernels; the losses and the parameters equal
-    a fresh program's at each size."""
-    prog, fresh = Train().Compile(seed=1), Train().Compile(seed=1)
+    """The weight decay's steps read parameters and gradients of parameters: the same at
+    every batch size, so later sizes take their kernels; the SGD update is not per size
+    either; the losses and the parameters equal a fresh program's at each size."""
+    prog, fresh = DecayTrain().Compile(seed=1), DecayTrain().Compile(seed=1)
     x = rng.standard_normal((40, 5)).astype("float32")
     y = rng.standard_normal((40, 1)).astype("float32")
     for n in (8, 3, 40, 17, 3):
@@ -109,8 +115,30 @@ def test_a_step_on_parameters_alone_is_prepared_once(rng):
     (plan,) = prog.train_step.plans
     assert "sgd" in plan.shape_free or "fused_sgd" in plan.shape_free \
         or any("sgd" in op for op in plan.shape_free)
-    assert plan.kernels_reused > 0
+    decay = [op.type for op in prog.train_step.runner.plan_block.ops
+             if op.input_names() and all(n.startswith("fc_") and ".tmp" not in n
+                                         for n in op.input_names())]
+    assert decay and set(decay) <= set(plan.shape_free)
+    # the decay's kernels at the first size serve the three other sizes
+    assert plan.kernels_reused >= 3 * len(decay)
     assert not any("sgd" in s.op for s in plan.specialised)
+
+
+def test_a_kernel_prepared_for_one_size_is_not_kept_for_others(rng):
+    """Once a var's shape has changed between sizes, the kernels of the steps reading or
+    writing it are the plans' of each size alone: the family keeps only the kernels that
+    serve every size."""
+    prog = DecayTrain().Compile(seed=1)
+    x = rng.standard_normal((40, 5)).astype("float32")
+    y = rng.standard_normal((40, 1)).astype("float32")
+    for n in (8, 3, 40, 17):
+        prog.train_step(x[:n], y[:n])
+    runner = prog.train_step.runner
+    (family,) = runner.lanes[0].families.values()
+    kept = {sig[0] for sig in family.kernels.kernels}
+    (plan,) = prog.train_step.plans
+    special = {s.index for s in plan.specialised}
+    assert kept and not kept & special
 
 
 class AdamTrain(Train):

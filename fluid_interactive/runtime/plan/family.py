@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import statistics
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -112,8 +112,12 @@ class KernelReuse:
     outlive the plans the cache dropped, growing with every size seen. The kernels that do
     serve every size are asked for at each new size, so they stay."""
 
-    def __init__(self, limit: int = 256) -> None:
+    def __init__(self, limit: int = 256, varies: Callable[[str], bool] | None = None) -> None:
         self.kernels: OrderedDict[tuple, Any] = OrderedDict()
+        # whether a var's shape has changed between the sizes planned: a step reading or
+        # writing one has a signature per size, which another size never asks for again,
+        # so it is neither looked up nor kept (computing it cost each new size's step)
+        self.varies = varies or (lambda name: False)
         self.keys_of: dict[tuple, set] = {}   # signature -> the memory blocks it uses
         self.limit = limit
         self.reused = 0
@@ -123,7 +127,8 @@ class KernelReuse:
                   constants: dict[str, Any]) -> tuple | None:
         """Everything a step's kernel factory receives besides its op, or None when the
         kernel may not serve another plan (random draws, a buffer of the plan's own)."""
-        if step.spec.random:
+        names = step.inputs + step.outputs
+        if step.spec.random or any(map(self.varies, names)):
             return None
         bufs = []
         for slot in sorted(step.buffers):
@@ -132,7 +137,6 @@ class KernelReuse:
                 if sig is None:
                     return None
                 bufs.append((slot, sig))
-        names = step.inputs + step.outputs
         if any(d < 0 for n in names for d in types[n].shape):
             return None   # shapes known only when it runs (a DynamicKernel per plan)
         return (step.index, id(step.op), tuple(types[n] for n in names), tuple(bufs),
@@ -157,6 +161,13 @@ class KernelReuse:
         while len(self.kernels) > self.limit:
             oldest, _ = self.kernels.popitem(last=False)
             self.keys_of.pop(oldest, None)
+
+    def drop_steps(self, indices: Set[int]) -> None:
+        """Drop the kernels of the steps ``indices``: prepared for one size, kept while
+        no size had shown that they depend on it."""
+        for sig in [s for s in self.kernels if s[0] in indices]:
+            del self.kernels[sig]
+            self.keys_of.pop(sig, None)
 
     def forget(self, stale: Iterable) -> None:
         """Drop the kernels whose buffers are views of memory blocks since replaced."""
@@ -194,7 +205,7 @@ class Family:
     def __init__(self, key: Shapes, declared: dict[str, tuple[int, ...]]):
         self.key = key
         self.declared = declared          # var -> declared shape (-1: symbolic)
-        self.kernels = KernelReuse()
+        self.kernels = KernelReuse(varies=self.changed)
         self.scratch = Scratch()          # per-call arrays, shared by every size's kernels
         self.every_size: dict = {}        # values every size's kernels share (PlanState)
         self.steps: dict[int, tuple[str, tuple[str, ...]]] = {}
@@ -208,6 +219,7 @@ class Family:
         self.sizes[shapes] = None
         # room for one size's kernels and those serving every size
         self.kernels.limit = max(self.kernels.limit, 2 * len(analysis.steps))
+        per_size = set()
         for step in analysis.steps:
             names = tuple(dict.fromkeys(step.inputs + step.outputs))
             self.steps[step.index] = (step.op.type, names)
@@ -215,6 +227,9 @@ class Family:
                 t = analysis.types.get(n)
                 if t is not None:
                     self.seen.setdefault(n, {})[tuple(t.shape)] = None
+            if any(map(self.changed, names)):
+                per_size.add(step.index)
+        self.kernels.drop_steps(per_size)
 
     def timed(self, ms: float) -> None:
         """Record how long planning a size took (its types, buffers, kernels, code)."""
@@ -232,11 +247,14 @@ class Family:
             call.option = (last.option[0], None)   # its own kernels: measured anew
         self.threads = call
 
+    def changed(self, name: str) -> bool:
+        """Whether ``name``'s shape differed between two of the sizes planned."""
+        return len(self.seen.get(name, ())) > 1
+
     def symbolic(self, name: str) -> bool:
         """Whether ``name``'s shape follows a symbolic dim: it changed between sizes, or
         it is declared with a dim unknown until run time."""
-        return len(self.seen.get(name, ())) > 1 or any(
-            d < 0 for d in self.declared.get(name, ()))
+        return self.changed(name) or any(d < 0 for d in self.declared.get(name, ()))
 
     def specialisations(self) -> tuple[Specialisation, ...]:
         found = []

@@ -10,7 +10,7 @@ weighs once it ran) is the cache's own (cache.py).
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from math import prod
@@ -48,9 +48,11 @@ class Plan:
 
 
 def assemble(code: GeneratedCode, state: PlanState, analysis: BlockAnalysis,
-             memory: PlanMemory | None, on_host: bool) -> Plan:
+             memory: PlanMemory | None, on_host: bool,
+             family_kernels: Mapping[Any, Any] | None = None) -> Plan:
     """The record of a generated plan, with the call the thread policy wraps around its
-    function (on the host: on a device the host's BLAS is not the step's)."""
+    function (on the host: on a device the host's BLAS is not the step's).
+    ``family_kernels``: the kernels its family keeps for every size (not the plan's)."""
     work = plan_work(analysis)
     tier = state.tier if state.tier.pending or state.tier.ready else None
     fn = threads.plan_call(code.fn, work, tier) if on_host else code.fn
@@ -60,7 +62,8 @@ def assemble(code: GeneratedCode, state: PlanState, analysis: BlockAnalysis,
     # the method's memory is not the plan's: keeping the plan costs the arrays its kernels
     # made for themselves (a convolution's columns), weighed once it ran (kernels may
     # make them in their first call: cache.PlanCache.add)
-    return Plan(code, fn, state, work, 0, keys, partial(kernel_bytes, code.fn, state, memory))
+    return Plan(code, fn, state, work, 0, keys,
+                partial(kernel_bytes, code.fn, state, memory, family_kernels or {}))
 
 
 def plan_work(analysis: BlockAnalysis) -> int:
@@ -83,24 +86,29 @@ def buffer_bytes(steps: list) -> int:
     return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
 
 
-def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
+def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory,
+                 family_kernels: Mapping[Any, Any] | None = None) -> int:
     """The bytes of the arrays a plan's kernels hold of their own (arrays they made: not
     views of the method's ``memory``, nor of the family's scratch, which every size's plan
-    takes its per-call arrays from, nor the values every size's plan shares), found
-    through the generated function ``fn``'s names and the kernels' shared ``state``, a few
-    references deep (`_references`)."""
+    takes its per-call arrays from, nor the values every size's plan shares, nor what the
+    kernels its family keeps for every size hold: ``family_kernels``), found through the
+    generated function ``fn``'s names and the kernels' shared ``state``, a few references
+    deep (`_REFERENCES`)."""
     shared = {id(b) for b in memory.blocks.values()}
     shared.update(id(b) for b in state.scratch.blocks())
-    seen = {id(v) for v in state.every_size.values()}   # the family's: not walked
+    # the family's: not walked (dropping the plan frees none of them)
+    seen = {id(v) for v in state.every_size.values()}
+    seen.update(id(k) for k in (family_kernels or {}).values())
     total = 0
     names = getattr(fn, "__globals__", {})
     todo = [(v, 0) for k, v in names.items() if k != "__builtins__"]
     todo += [(v, 0) for v in state.values()]
     while todo:
         obj, depth = todo.pop()
-        if isinstance(obj, _HOLDS_NO_ARRAY):
+        kind = _kind(type(obj))
+        if kind is None:
             continue
-        if isinstance(obj, np.ndarray):
+        if kind is np.ndarray:
             root = obj
             while isinstance(root.base, np.ndarray):
                 root = root.base
@@ -111,7 +119,7 @@ def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
         if id(obj) in seen or depth > 3:
             continue
         seen.add(id(obj))
-        todo += [(v, depth + 1) for v in _references(obj)]
+        todo += [(v, depth + 1) for v in kind(obj)]
     return total
 
 
@@ -124,25 +132,51 @@ _HOLDS_NO_ARRAY = (str, bytes, int, float, complex, type(None), types.BuiltinFun
                    OpSpec, Scratch, Kernel, PlanTier)
 
 
-def _references(obj: Any) -> list:
-    """What a kernel's arrays may be reached through from ``obj``: a container's items, a
-    function's closure and defaults, a bound method's object, a partial's arguments, an
-    object's attributes."""
-    if isinstance(obj, dict):
-        return list(obj.values())
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return list(obj)
-    if isinstance(obj, types.FunctionType):
-        refs = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
-        refs += [*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
-        return refs + list(obj.__dict__.values())   # attributes a kernel set on itself
-    if isinstance(obj, types.MethodType):
-        return [obj.__self__, obj.__func__]
-    if isinstance(obj, partial):
-        return [obj.func, *obj.args, *obj.keywords.values()]
+def _kind(cls: type) -> Any:
+    """How the walk treats an object of class ``cls``, decided once per class (a new
+    size's plan is weighed object by object): None, it holds no array; `np.ndarray`, it
+    is one; else the function giving what it refers to."""
+    kind = _KINDS.get(cls, _attributes)
+    if kind is _attributes and cls not in _KINDS:
+        _KINDS[cls] = kind = _classify(cls)
+    return kind
+
+
+def _classify(cls: type) -> Any:
+    if issubclass(cls, _HOLDS_NO_ARRAY):
+        return None
+    if issubclass(cls, np.ndarray):
+        return np.ndarray
+    for base, refs in _REFERENCES:
+        if issubclass(cls, base):
+            return refs
+    return _attributes
+
+
+def _function_refs(fn: types.FunctionType) -> list:
+    refs = [c.cell_contents for c in fn.__closure__ or () if _filled(c)]
+    refs += [*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+    return refs + list(fn.__dict__.values())   # attributes a kernel set on itself
+
+
+def _attributes(obj: Any) -> list:
     refs = list(getattr(obj, "__dict__", {}).values())
     return refs + [getattr(obj, n, None) for n in getattr(type(obj), "__slots__", ())
                    if isinstance(n, str)]
+
+
+#: what a kernel's arrays may be reached through: a container's items, a function's
+#: closure and defaults, a bound method's object, a partial's arguments; any other
+#: object's attributes (`_attributes`)
+_REFERENCES: tuple[tuple[type | tuple[type, ...], Callable[[Any], list]], ...] = (
+    (dict, lambda d: list(d.values())),
+    ((list, tuple, set, frozenset), lambda items: list(items)),
+    (types.FunctionType, _function_refs),
+    (types.MethodType, lambda m: [m.__self__, m.__func__]),
+    (partial, lambda p: [p.func, *p.args, *p.keywords.values()]),
+)
+#: each class met by the walk -> its kind (`_kind`)
+_KINDS: dict[type, Any] = {}
 
 
 def _filled(cell: Any) -> bool:

@@ -135,7 +135,8 @@ class BlockRunner:
                         prologue=_tier_switch, compiled=self.compiled,
                         reuse=family.kernels)
         family.note(tuple(tuple(a.shape) for a in arrays), analysis)
-        plan = assemble(code, state, analysis, memory, on_host=self.xp is np)
+        plan = assemble(code, state, analysis, memory, on_host=self.xp is np,
+                        family_kernels=family.kernels.kernels)
         family.start_threads(plan.fn)   # a new size starts where the family's last one is
         return plan
 
