@@ -106,10 +106,11 @@ class KernelReuse:
     """The kernels of a family's steps that serve every size: keyed by the step and all
     that its kernel factory receives (`signature`).
 
-    At most ``limit`` are kept, the least recently used going first. A step whose inputs
-    follow a symbolic dim has a signature for each size, never asked for again at another
-    one; kept without a bound, those kernels (and the per-size arrays they hold) would
-    outlive the plans the cache dropped, growing with every size seen. The kernels that do
+    A step whose inputs follow a symbolic dim has a signature for each size, never asked
+    for again at another one: once a var of it has changed between sizes (``varies``),
+    its kernels are neither looked up nor kept (`drop_steps` drops those kept before),
+    so that they and their per-size arrays go with the plans the cache drops. At most
+    ``limit`` are kept besides, the least recently used going first; the kernels that do
     serve every size are asked for at each new size, so they stay."""
 
     def __init__(self, limit: int = 256, varies: Callable[[str], bool] | None = None) -> None:
