@@ -136,8 +136,10 @@ def _kind(cls: type) -> Any:
     """How the walk treats an object of class ``cls``, decided once per class (a new
     size's plan is weighed object by object): None, it holds no array; `np.ndarray`, it
     is one; else the function giving what it refers to."""
-    kind = _KINDS.get(cls, _attributes)
-    if kind is _attributes and cls not in _KINDS:
+    kind = _KINDS.get(cls, _UNSEEN)
+    if kind is _UNSEEN:
+        if len(_KINDS) > 4096:   # classes made on the fly would otherwise stay forever
+            _KINDS.clear()
         _KINDS[cls] = kind = _classify(cls)
     return kind
 
@@ -177,6 +179,7 @@ _REFERENCES: tuple[tuple[type | tuple[type, ...], Callable[[Any], list]], ...] =
 )
 #: each class met by the walk -> its kind (`_kind`)
 _KINDS: dict[type, Any] = {}
+_UNSEEN = object()
 
 
 def _filled(cell: Any) -> bool:
