@@ -343,3 +343,63 @@ def test_a_batch_size_an_attr_bakes_in_is_an_error_at_other_sizes(rng):
         prog.infer(x[:3])
     assert str(again.value).splitlines()[0] == str(fresh.value).splitlines()[0]
     np.testing.assert_array_equal(prog.infer(x), x.reshape(4, 3, 2))
+
+
+def _fail_at_last_step(monkeypatch, runner, seen: list):
+    """Planning fails at the block's last step, with MemoryError, once the steps before
+    it are prepared (their buffers taken); ``seen`` gets the method's blocks then."""
+    from fluid_interactive.runtime.plan import emitter
+    real, last = emitter.prepare_kernel, runner.plan_block.ops[-1]
+
+    def prepare(op, *args, **kwargs):
+        if op is last:
+            seen.append(dict(runner.lanes[0].memory.blocks))
+            raise MemoryError
+        return real(op, *args, **kwargs)
+    monkeypatch.setattr(emitter, "prepare_kernel", prepare)
+
+
+def test_a_plan_that_fails_part_way_leaves_the_method_as_it_was(rng, monkeypatch):
+    """The memory blocks the failed plan grew, the kernels it kept for other sizes and
+    the parameters are as before; the plans kept still run, without planning again."""
+    prog = DecayTrain().Compile(seed=1)
+    x = rng.standard_normal((40, 5)).astype("float32")
+    y = rng.standard_normal((40, 1)).astype("float32")
+    for n in (8, 3):
+        prog.train_step(x[:n], y[:n])
+    runner = prog.train_step.runner
+    lane = runner.lanes[0]
+    (family,) = lane.families.values()
+    blocks, kept = dict(lane.memory.blocks), list(family.kernels.kernels)
+    params, plans = prog.parameters(), dict(runner.plans)
+    seen: list = []
+    _fail_at_last_step(monkeypatch, runner, seen)
+    with pytest.raises(fluid.KernelError, match="out of memory while planning"):
+        prog.train_step(x, y)                            # batch 40: larger buffers
+    assert any(seen[0][k] is not b for k, b in blocks.items())   # it had grown them
+    assert lane.memory.blocks.keys() == blocks.keys()
+    assert all(lane.memory.blocks[k] is b for k, b in blocks.items())
+    assert list(family.kernels.kernels) == kept and lane.families == {family.key: family}
+    for name, value in params.items():
+        np.testing.assert_array_equal(prog.get_var(name), value)
+    monkeypatch.undo()
+    prog.train_step(x[:3], y[:3])                        # the plan kept
+    assert runner.plans == plans and not lane.memory.replaced()
+    prog.train_step(x, y)                                # now it plans
+    assert (40, 5) in {k[0] for k in runner.plans}
+
+
+def test_a_first_plan_that_fails_keeps_no_family(rng, monkeypatch):
+    prog = DecayTrain().Compile(seed=1)
+    x = rng.standard_normal((8, 5)).astype("float32")
+    y = rng.standard_normal((8, 1)).astype("float32")
+    runner = prog.train_step.runner
+    _fail_at_last_step(monkeypatch, runner, [])
+    with pytest.raises(fluid.KernelError, match="No state was changed"):
+        prog.train_step(x, y)
+    assert not runner.lanes[0].families and not runner.lanes[0].memory.blocks
+    assert prog.train_step.plans == []
+    monkeypatch.undo()
+    prog.train_step(x, y)
+    (plan,) = prog.train_step.plans
+    assert plan.sizes_planned == 1

@@ -66,6 +66,17 @@ class PlanMemory:
             block = self.blocks[key] = self.xp.empty(size, key[0])
         return block
 
+    def checkpoint(self) -> tuple[dict[tuple[str, int], Any], set[tuple[str, int]]]:
+        """What `restore` puts back: the blocks and the keys replaced, as they are now."""
+        return dict(self.blocks), set(self._replaced)
+
+    def restore(self, saved: tuple[dict[tuple[str, int], Any], set[tuple[str, int]]]
+                ) -> None:
+        """Put back the blocks of a `checkpoint`: a plan that failed part way through its
+        planning leaves the blocks it grew unused (the kept plans view the ones before)."""
+        blocks, replaced = saved
+        self.blocks, self._replaced = dict(blocks), set(replaced)
+
     def replaced(self) -> set[tuple[str, int]]:
         """The keys of the blocks replaced by larger ones since the last look."""
         keys, self._replaced = self._replaced, set()

@@ -121,6 +121,7 @@ class KernelReuse:
         self.varies = varies or (lambda name: False)
         self.keys_of: dict[tuple, set] = {}   # signature -> the memory blocks it uses
         self.limit = limit
+        self.added: list[tuple] = []   # kept while the plan being built is (`undo`)
         self.reused = 0
         self.texts: dict[int, str] = {}   # each step's text line, the same at every size
 
@@ -159,9 +160,21 @@ class KernelReuse:
             return
         self.kernels[signature] = kernel
         self.keys_of[signature] = {k for _, sig in signature[3] for k in _blocks(sig)}
+        self.added.append(signature)
         while len(self.kernels) > self.limit:
             oldest, _ = self.kernels.popitem(last=False)
             self.keys_of.pop(oldest, None)
+
+    def undo(self) -> None:
+        """Drop the kernels kept since the last `commit`: their plan failed to build."""
+        for sig in self.added:
+            self.kernels.pop(sig, None)
+            self.keys_of.pop(sig, None)
+        self.added = []
+
+    def commit(self) -> None:
+        """The kernels kept since the last commit belong to a plan that was built."""
+        self.added = []
 
     def drop_steps(self, indices: Set[int]) -> None:
         """Drop the kernels of the steps ``indices``: prepared for one size, kept while

@@ -10,7 +10,7 @@ weighs once it ran) is the cache's own (cache.py).
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from math import prod
@@ -48,11 +48,9 @@ class Plan:
 
 
 def assemble(code: GeneratedCode, state: PlanState, analysis: BlockAnalysis,
-             memory: PlanMemory | None, on_host: bool,
-             family_kernels: Mapping[Any, Any] | None = None) -> Plan:
+             memory: PlanMemory | None, on_host: bool) -> Plan:
     """The record of a generated plan, with the call the thread policy wraps around its
-    function (on the host: on a device the host's BLAS is not the step's).
-    ``family_kernels``: the kernels its family keeps for every size (not the plan's)."""
+    function (on the host: on a device the host's BLAS is not the step's)."""
     work = plan_work(analysis)
     tier = state.tier if state.tier.pending or state.tier.ready else None
     fn = threads.plan_call(code.fn, work, tier) if on_host else code.fn
@@ -62,8 +60,7 @@ def assemble(code: GeneratedCode, state: PlanState, analysis: BlockAnalysis,
     # the method's memory is not the plan's: keeping the plan costs the arrays its kernels
     # made for themselves (a convolution's columns), weighed once it ran (kernels may
     # make them in their first call: cache.PlanCache.add)
-    return Plan(code, fn, state, work, 0, keys,
-                partial(kernel_bytes, code.fn, state, memory, family_kernels or {}))
+    return Plan(code, fn, state, work, 0, keys, partial(kernel_bytes, code.fn, state, memory))
 
 
 def plan_work(analysis: BlockAnalysis) -> int:
@@ -86,19 +83,15 @@ def buffer_bytes(steps: list) -> int:
     return sum(prod(b.shape) * np.dtype(b.dtype).itemsize for b in seen.values())
 
 
-def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory,
-                 family_kernels: Mapping[Any, Any] | None = None) -> int:
+def kernel_bytes(fn: Callable, state: PlanState, memory: PlanMemory) -> int:
     """The bytes of the arrays a plan's kernels hold of their own (arrays they made: not
     views of the method's ``memory``, nor of the family's scratch, which every size's plan
-    takes its per-call arrays from, nor the values every size's plan shares, nor what the
-    kernels its family keeps for every size hold: ``family_kernels``), found through the
-    generated function ``fn``'s names and the kernels' shared ``state``, a few references
-    deep (`_REFERENCES`)."""
+    takes its per-call arrays from, nor the values every size's plan shares), found
+    through the generated function ``fn``'s names and the kernels' shared ``state``, a few
+    references deep (`_REFERENCES`)."""
     shared = {id(b) for b in memory.blocks.values()}
     shared.update(id(b) for b in state.scratch.blocks())
-    # the family's: not walked (dropping the plan frees none of them)
-    seen = {id(v) for v in state.every_size.values()}
-    seen.update(id(k) for k in (family_kernels or {}).values())
+    seen = {id(v) for v in state.every_size.values()}   # the family's: not walked
     total = 0
     names = getattr(fn, "__globals__", {})
     todo = [(v, 0) for k, v in names.items() if k != "__builtins__"]

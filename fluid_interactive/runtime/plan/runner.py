@@ -97,19 +97,23 @@ class BlockRunner:
         keeping it included, recorded by its family."""
         key = family_key(self.declared, tuple(tuple(a.shape) for a in arrays))
         family = lane.families.get(key)
-        if family is None:   # the plan of every size alike (family.py)
-            family = lane.families[key] = Family(key, self._declared_vars())
+        if family is None:   # kept once its first plan is built
+            family = Family(key, self._declared_vars())
         started = time.perf_counter()
+        # a build that fails part way leaves the lane as it was: the memory blocks it grew
+        # and the kernels it kept go, and a family it started is not kept
+        saved = lane.memory.checkpoint()
         try:
             with gc_paused():   # many records and kernels: keep planning linear in size
                 plan = self._build_plan(arrays, lane.subplans, lane.memory, family)
-        except MemoryError:
-            shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
-            raise KernelError(
-                f"{self.block.name or 'block'}: out of memory while planning for inputs "
-                f"({shapes}); the plan's buffers do not fit. Call it with smaller batches, "
-                f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
-                f"hold). No state was changed.") from None
+        except BaseException as e:
+            lane.memory.restore(saved)
+            family.kernels.undo()
+            if isinstance(e, MemoryError):
+                raise self._out_of_memory(arrays) from None
+            raise
+        family.kernels.commit()
+        lane.families[key] = family   # the plan of every size alike (family.py)
         stale = lane.memory.replaced()   # plans holding blocks since replaced: plan anew
         if stale:
             lane.cache.forget(lambda other: bool(other.memory_keys & stale))
@@ -118,6 +122,14 @@ class BlockRunner:
         lane.cache.add(tuple(a.shape for a in arrays), plan)
         family.timed((time.perf_counter() - started) * 1e3)
         return plan
+
+    def _out_of_memory(self, arrays: list[Any]) -> KernelError:
+        shapes = ", ".join(f"{n}: {list(a.shape)}" for n, a in zip(self.feed_names, arrays))
+        return KernelError(
+            f"{self.block.name or 'block'}: out of memory while planning for inputs "
+            f"({shapes}); the plan's buffers do not fit. Call it with smaller batches, "
+            f"or free memory (fluid.plan_cache(memory=...) bounds what kept plans "
+            f"hold). No state was changed.")
 
     def _build_plan(self, arrays: list[Any], subplans: SubPlans, memory: PlanMemory,
                     family: Family) -> Plan:
@@ -135,8 +147,7 @@ class BlockRunner:
                         prologue=_tier_switch, compiled=self.compiled,
                         reuse=family.kernels)
         family.note(tuple(tuple(a.shape) for a in arrays), analysis)
-        plan = assemble(code, state, analysis, memory, on_host=self.xp is np,
-                        family_kernels=family.kernels.kernels)
+        plan = assemble(code, state, analysis, memory, on_host=self.xp is np)
         family.start_threads(plan.fn)   # a new size starts where the family's last one is
         return plan
 
@@ -149,9 +160,10 @@ class BlockRunner:
         dim, is any size), the concrete shapes prepared, and which ops' kernels are
         prepared per size and why."""
         found: list[PlanFamily] = []
-        for lane in self.lanes:
-            for key, family in lane.families.items():
-                shapes = [k for k in lane.plans if family_key(self.declared, k) == key]
+        # copies of what callers running beside this may change meanwhile
+        for lane in list(self.lanes):
+            for key, family in list(lane.families.items()):
+                shapes = [k for k in list(lane.plans) if family_key(self.declared, k) == key]
                 files = {lane.plans[k].code.filename for k in shapes}
                 found.append(report(family, shapes, len(files)))
         return found
