@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from .build import NJIT_OPTIONS, KernelSource
+from .build import NJIT_OPTIONS, KernelSource, function_source
 
 #: the NumPy functions a member may call for the compiled chain to give the NumPy kernels'
 #: values bit for bit (correctly rounded, or not rounded at all); any other (exp, tanh,
@@ -84,7 +84,7 @@ def exact(fn: Callable[..., Any]) -> bool:
 def _renamed(fn: Callable[..., Any], name: str) -> str:
     """``fn``'s source with its ``def`` line naming it ``name``."""
     check_scalar(fn)
-    lines = inspect.getsource(fn).rstrip().splitlines()
+    lines = function_source(fn).rstrip().splitlines()
     head = f"def {fn.__name__}("
     at = next(i for i, line in enumerate(lines) if line.startswith(head))
     lines[at] = f"def {name}(" + lines[at][len(head):]

@@ -21,14 +21,13 @@ within float rounding rather than bit for bit:
 """
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from functools import cache
 
 import numpy as np
 
-from .build import KernelSource, module_text
+from .build import KernelSource, function_source, module_text
 
 # --- what a generated module defines for one choice (the defaults: float32, sigmoid) ----
 
@@ -456,7 +455,7 @@ def _arg_types(function: str, dtype: str) -> tuple:
 def _sources() -> str:
     """The helpers' and the kernels' text, as written above."""
     functions = [*_HELPERS, *(globals()[f] for f in LSTM_FUNCTIONS + GRU_FUNCTIONS)]
-    return "\n\n".join(inspect.getsource(f) for f in functions)
+    return "\n\n".join(function_source(f) for f in functions)
 
 
 def sequence_source(function: str, dtype: str, acts: dict[str, str],
