@@ -37,6 +37,7 @@ every plan; ``set_threads(None)`` returns to the policy by size. The ``OMP_NUM_T
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -141,8 +142,8 @@ class ThreadState:
         waking up for each costs more than it saves: W4 with the compiled sequences took
         77 ms a step with two threads there, 30 ms with one. A fixed count, not a
         measured one, so the values never depend on timing."""
-        if ThreadpoolController is None:
-            return []
+        if ThreadpoolController is None or "scipy" not in sys.modules:
+            return []   # no SciPy, so none of its BLAS: a scan costs a first call 2 ms
         home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
         scipy_home = os.path.join(home, "scipy")
         return [lib for lib in ThreadpoolController().select(user_api="blas").lib_controllers

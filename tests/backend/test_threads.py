@@ -1,6 +1,9 @@
 """The thread policy (backend/threads.py): small plans run BLAS on one thread, switched
 once; `fluid.set_threads` overrides; large plans run on every core, or, asked to measure,
 keep whichever count measured faster; the environment's thread variables cap the count."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
@@ -29,6 +32,21 @@ def test_the_policy_sets_numpys_own_blas_and_keeps_scipys_on_one_thread():
               if d["user_api"] == "blas"}
     assert all(counts[f] == min(2, threads.STATE.cores) for f in numpys)
     assert all(counts[f] == 1 for f in scipys)
+
+
+def test_a_process_without_scipy_looks_for_none_of_its_blas():
+    """Scanning the loaded libraries cost a process's first call about 2 ms; without
+    SciPy imported there is no SciPy BLAS to find, and the policy does not look."""
+    script = ("import fluid, sys\n"
+              "from fluid_interactive.backend import threads\n"
+              "threads.STATE._controllers()   # NumPy's BLAS, found first\n"
+              "def scan(): raise AssertionError('scanned the libraries')\n"
+              "threads.ThreadpoolController = scan\n"
+              "threads.STATE._serial_libs = None\n"
+              "assert threads.STATE._serial() == [] and 'scipy' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 pytestmark = pytest.mark.usefixtures("thread_policy")
