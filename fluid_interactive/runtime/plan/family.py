@@ -107,18 +107,18 @@ class KernelReuse:
     that its kernel factory receives (`signature`).
 
     A step whose inputs follow a symbolic dim has a signature for each size, never asked
-    for again at another one: once a var of it has changed between sizes (``varies``),
-    its kernels are neither looked up nor kept (`drop_steps` drops those kept before),
+    for again at another one: once a var of it has changed between sizes (`drop_steps`),
+    its kernels are neither looked up nor kept (those kept before are dropped then),
     so that they and their per-size arrays go with the plans the cache drops. At most
     ``limit`` are kept besides, the least recently used going first; the kernels that do
     serve every size are asked for at each new size, so they stay."""
 
-    def __init__(self, limit: int = 256, varies: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, limit: int = 256) -> None:
         self.kernels: OrderedDict[tuple, Any] = OrderedDict()
-        # whether a var's shape has changed between the sizes planned: a step reading or
-        # writing one has a signature per size, which another size never asks for again,
-        # so it is neither looked up nor kept (computing it cost each new size's step)
-        self.varies = varies or (lambda name: False)
+        # the steps reading or writing a var whose shape changed between the sizes
+        # planned: a signature per size, which another size never asks for again, so
+        # their kernels are neither looked up nor kept (computing it cost each new size)
+        self.per_size: set[int] = set()
         self.keys_of: dict[tuple, set] = {}   # signature -> the memory blocks it uses
         self.limit = limit
         self.added: list[tuple] = []   # kept while the plan being built is (`undo`)
@@ -129,8 +129,7 @@ class KernelReuse:
                   constants: dict[str, Any]) -> tuple | None:
         """Everything a step's kernel factory receives besides its op, or None when the
         kernel may not serve another plan (random draws, a buffer of the plan's own)."""
-        names = step.inputs + step.outputs
-        if step.spec.random or any(map(self.varies, names)):
+        if step.spec.random or step.index in self.per_size:
             return None
         bufs = []
         for slot in sorted(step.buffers):
@@ -139,6 +138,7 @@ class KernelReuse:
                 if sig is None:
                     return None
                 bufs.append((slot, sig))
+        names = step.inputs + step.outputs
         if any(d < 0 for n in names for d in types[n].shape):
             return None   # shapes known only when it runs (a DynamicKernel per plan)
         return (step.index, id(step.op), tuple(types[n] for n in names), tuple(bufs),
@@ -177,8 +177,9 @@ class KernelReuse:
         self.added = []
 
     def drop_steps(self, indices: Set[int]) -> None:
-        """Drop the kernels of the steps ``indices``: prepared for one size, kept while
-        no size had shown that they depend on it."""
+        """The steps ``indices`` are per size from now on: drop their kernels, prepared
+        for one size and kept while no size had shown that they depend on it."""
+        self.per_size.update(indices)
         for sig in [s for s in self.kernels if s[0] in indices]:
             del self.kernels[sig]
             self.keys_of.pop(sig, None)
@@ -219,7 +220,7 @@ class Family:
     def __init__(self, key: Shapes, declared: dict[str, tuple[int, ...]]):
         self.key = key
         self.declared = declared          # var -> declared shape (-1: symbolic)
-        self.kernels = KernelReuse(varies=self.changed)
+        self.kernels = KernelReuse()
         self.scratch = Scratch()          # per-call arrays, shared by every size's kernels
         self.every_size: dict = {}        # values every size's kernels share (PlanState)
         self.steps: dict[int, tuple[str, tuple[str, ...]]] = {}
